@@ -1,0 +1,289 @@
+"""Schemas of the bundled configuration files and typed accessors to their defaults.
+
+One definition of each fact: the segment table lives in ``configs/gymnast.toml``, the identified
+parameters and their bounds in ``configs/identification.toml``, the gesture bounds and constraints
+in ``configs/synthesis.toml``, the bench and athlete limits in ``configs/bench.toml``. Everything
+else reads them through these schemas (loaded by :func:`bemore.config.load_toml_model`).
+Units are in the key names where they are not SI; degrees appear only here, at the edge.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+
+from bemore.config import Section, load_toml_model
+from bemore.paths import default_config
+
+# --------------------------------------------------------------------------- gymnast.toml
+
+
+class Segment(Section):
+    """One row of the segment table; for paired segments, ``mass_kg`` is one side's mass."""
+
+    mass_kg: PositiveFloat
+    inertia_kgm2: PositiveFloat = Field(description="about the CoM, for the whole pair if count=2")
+    length_m: PositiveFloat
+    com_from_proximal_m: float = Field(ge=0.0, description="from the bar-side joint")
+    count: Literal[1, 2] = 1
+
+    @model_validator(mode="after")
+    def _com_on_segment(self) -> Segment:
+        if self.com_from_proximal_m > self.length_m:
+            raise ValueError(
+                f"com_from_proximal_m ({self.com_from_proximal_m}) must not exceed "
+                f"length_m ({self.length_m})"
+            )
+        return self
+
+    @property
+    def total_mass_kg(self) -> float:
+        """Mass of the segment, both sides together for a pair (kg)."""
+        return self.mass_kg * self.count
+
+
+SEGMENT_NAMES = ("head", "trunk", "upper_arm", "forearm", "hand", "thigh", "shank", "foot")
+
+
+class Gymnast(Section):
+    """The segment table of one gymnast (DESIGN §1.2)."""
+
+    name: str
+    sex: Literal["female", "male"]
+    source: str
+    inertia_of_pairs: Literal["pair"] = Field(
+        description="the printed inertia of a paired segment is for both sides together"
+    )
+    segments: dict[str, Segment]
+
+    @model_validator(mode="after")
+    def _all_segments(self) -> Gymnast:
+        missing = [name for name in SEGMENT_NAMES if name not in self.segments]
+        unknown = [name for name in self.segments if name not in SEGMENT_NAMES]
+        if missing:
+            raise ValueError(f"segments: missing {', '.join(missing)}")
+        if unknown:
+            raise ValueError(
+                f"segments: unknown {', '.join(unknown)} (allowed: {', '.join(SEGMENT_NAMES)})"
+            )
+        return self
+
+    @property
+    def total_mass_kg(self) -> float:
+        """Whole-body mass (kg)."""
+        return sum(segment.total_mass_kg for segment in self.segments.values())
+
+
+# --------------------------------------------------------------------------- identification.toml
+
+
+class Bounded(Section):
+    """A parameter the identification estimates, with its search box and the seed's result."""
+
+    name: str = Field(description="model parameter name, e.g. bar.stiffness_x")
+    description: str
+    unit: str
+    lower: float
+    upper: float
+    seed_value: float = Field(description="the seed study's identified value (Table 7)")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Bounded:
+        if not self.lower < self.upper:
+            raise ValueError(
+                f"parameter {self.name}: lower ({self.lower}) must be below upper ({self.upper})"
+            )
+        return self
+
+
+class Optimiser(Section):
+    """Which metaheuristic runs and how long (defaults: the seed protocol)."""
+
+    algorithm: Literal["gwo", "pso", "de", "cmaes"] = "gwo"
+    pack: int = Field(200, ge=2, le=100_000, description="population size (wolves, particles)")
+    iterations: PositiveInt = 50
+    seed: int = Field(0, ge=0)
+    polish: bool = False
+    workers: int = Field(0, ge=0, description="0 = all local cores")
+
+
+class MassBudget(Section):
+    """How the trunk-mass parameter keeps the trunk+thighs total."""
+
+    min_thigh_pair_mass_kg: PositiveFloat = Field(
+        description="the trunk-mass upper bound is lowered to (trunk+thighs total) − this"
+    )
+
+
+class Identification(Section):
+    """The twelve identified parameters, their bounds, and the optimiser settings."""
+
+    optimiser: Optimiser = Optimiser()
+    mass_budget: MassBudget
+    parameters: list[Bounded] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Identification:
+        names = [parameter.name for parameter in self.parameters]
+        duplicated = sorted({name for name in names if names.count(name) > 1})
+        if duplicated:
+            raise ValueError(f"parameters: {', '.join(duplicated)} listed more than once")
+        return self
+
+    def parameter(self, name: str) -> Bounded:
+        """The parameter called ``name`` (KeyError if absent)."""
+        for parameter in self.parameters:
+            if parameter.name == name:
+                return parameter
+        raise KeyError(name)
+
+
+# --------------------------------------------------------------------------- synthesis.toml
+
+
+class Interval(Section):
+    """A closed interval [lower, upper]."""
+
+    lower: float
+    upper: float
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Interval:
+        if not self.lower < self.upper:
+            raise ValueError(f"lower ({self.lower}) must be below upper ({self.upper})")
+        return self
+
+
+class GestureBounds(Section):
+    """Bounds of the design variables (seed Table 9)."""
+
+    final_time_s: Interval
+    flexion_end_time_s: Interval
+    max_flexion_deg: Interval
+
+
+class GestureConstraints(Section):
+    """Linear and nonlinear constraints of the gesture (seed Table 9)."""
+
+    min_extension_duration_s: PositiveFloat = Field(description="t_f − t_flexmax ≥ this")
+    final_rotation_deg: Interval = Field(description="rotation about the bar at t_f")
+
+
+class SeedResult(Section):
+    """The seed study's synthesis result, printed next to bemore's for comparison."""
+
+    final_time_s: float
+    flexion_end_time_s: float
+    max_flexion_deg: float
+    evaluations: int
+    elapsed_s: float
+
+
+class Solver(Section):
+    """Optimisation settings of the synthesis."""
+
+    method: Literal["slsqp", "trust-constr", "pymoo"] = "slsqp"
+    objective: Literal["abs_torque_integral", "peak_torque", "squared_torque_integral"] = (
+        "abs_torque_integral"
+    )
+    starts: int = Field(8, ge=1, le=1000, description="number of SLSQP starting points")
+    seed: int = Field(0, ge=0)
+
+
+class Synthesis(Section):
+    """Everything the gesture synthesis reads besides the athlete."""
+
+    bounds: GestureBounds
+    constraints: GestureConstraints
+    solver: Solver = Solver()
+    seed_result: SeedResult
+
+
+# --------------------------------------------------------------------------- bench.toml
+
+
+class BenchLimits(Section):
+    """Absolute limits of the bench axis, per shoulder, checked before arming."""
+
+    max_torque_nm: PositiveFloat
+    max_velocity_deg_s: PositiveFloat
+    min_angle_deg: float
+    max_angle_deg: float
+    max_torque_rate_nm_s: PositiveFloat
+
+    @model_validator(mode="after")
+    def _range(self) -> BenchLimits:
+        if not self.min_angle_deg < self.max_angle_deg:
+            raise ValueError("min_angle_deg must be below max_angle_deg")
+        return self
+
+
+class AthleteLimits(Section):
+    """Limits of the athlete's shoulder, whatever the bench could do."""
+
+    max_flexion_deg: float = Field(gt=0, le=200)
+    max_extension_deg: float = Field(ge=-90, le=0)
+    max_velocity_deg_s: PositiveFloat
+    max_torque_nm: PositiveFloat
+
+
+class Streaming(Section):
+    """How the host streams setpoints."""
+
+    rate_hz: float = Field(gt=0, le=1000)
+    watchdog_ms: float = Field(ge=10, le=500)
+    max_tracking_error_deg: PositiveFloat
+    ramp_down_s: float = Field(gt=0, le=5)
+
+
+class Bench(Section):
+    """The bench configuration: limits, athlete limits and streaming settings."""
+
+    limits: BenchLimits
+    athlete: AthleteLimits
+    streaming: Streaming
+
+
+# --------------------------------------------------------------------------- loaders
+
+
+def load_gymnast(path: str | Path | None = None) -> Gymnast:
+    """The segment table (default: ``configs/gymnast.toml``)."""
+    return load_toml_model(path or default_config("gymnast.toml"), Gymnast)
+
+
+def load_identification(path: str | Path | None = None) -> Identification:
+    """Identification bounds and settings (default: ``configs/identification.toml``)."""
+    return load_toml_model(path or default_config("identification.toml"), Identification)
+
+
+def load_synthesis(path: str | Path | None = None) -> Synthesis:
+    """Synthesis bounds and constraints (default: ``configs/synthesis.toml``)."""
+    return load_toml_model(path or default_config("synthesis.toml"), Synthesis)
+
+
+def load_bench(path: str | Path | None = None) -> Bench:
+    """Bench and athlete limits (default: ``configs/bench.toml``)."""
+    return load_toml_model(path or default_config("bench.toml"), Bench)
+
+
+CONFIG_SCHEMAS = {
+    "gymnast.toml": Gymnast,
+    "identification.toml": Identification,
+    "synthesis.toml": Synthesis,
+    "bench.toml": Bench,
+}
+
+
+def trunk_mass_upper_bound_kg(identification: Identification, gymnast: Gymnast) -> float:
+    """Upper bound of ``trunk.mass`` actually searched (kg).
+
+    The trunk+thighs total of the segment table is kept, so the thighs get
+    ``total − trunk.mass``; the configured upper bound is lowered so that they keep at least
+    ``mass_budget.min_thigh_pair_mass_kg``.
+    """
+    total = gymnast.segments["trunk"].total_mass_kg + gymnast.segments["thigh"].total_mass_kg
+    budget_bound = total - identification.mass_budget.min_thigh_pair_mass_kg
+    return min(identification.parameter("trunk.mass").upper, budget_bound)

@@ -1,0 +1,57 @@
+"""Shared helpers of the benchmark scripts: timing, and one result format."""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass
+class Measurement:
+    """One benchmark figure of bemore next to its baseline (same unit for both)."""
+
+    name: str
+    unit: str
+    bemore: float
+    baseline: float | None = None
+    baseline_name: str = ""
+    target: str = ""
+
+    def line(self) -> str:
+        """Human-readable one-line report."""
+        text = f"{self.name}: bemore {self.bemore:.4g} {self.unit}"
+        if self.baseline is not None:
+            ratio = self.baseline / self.bemore if self.bemore else float("inf")
+            text += f" | {self.baseline_name} {self.baseline:.4g} {self.unit} | ratio {ratio:.1f}x"
+        if self.target:
+            text += f" | target {self.target}"
+        return text
+
+
+def median_time(function: Callable[[], object], repeats: int) -> float:
+    """Median wall time of ``repeats`` calls of ``function`` (seconds)."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def machine() -> str:
+    """A one-line description of the machine the figures come from."""
+    import os
+
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
