@@ -1,0 +1,166 @@
+"""The shoulder gesture: two joined 8th-order polynomials (DESIGN §3, after Williams 2013).
+
+Phase 1 flexes the shoulder from 0 to φ_max on [0, t_flexmax]; phase 2 extends it back to 0 on
+[t_flexmax, t_f]. Each phase is a polynomial of degree 8 in the normalised time
+s = (t − t_start) / duration ∈ [0, 1], solved from nine conditions as a linear system:
+angle, velocity, acceleration and jerk at both ends (rest to rest: all derivatives zero) and the
+angle at mid-interval, φ(s = ½) = start + f·(end − start), with ``f`` the *mid fraction*.
+
+What the conditions imply (tested in ``tests/synthesis/test_gesture.py``):
+
+* the eight end conditions leave one free direction, s⁴(1 − s)⁴, whose t⁸ coefficient is 1 and
+  whose value at s = ½ is 1/256; the 7th-order rest-to-rest polynomial already passes through
+  half the amplitude at s = ½, so with f = ½ (the seed's choice) the t⁸ coefficient vanishes and
+  the gesture is the 7th-order one. Any other f gives c₈ = 256·(f − ½)·amplitude.
+* dφ/ds = s³(1 − s)³·(140 + 4·c₈/amplitude·(1 − 2s))·amplitude, so the phase is monotonic iff
+  |f − ½| ≤ 35/256 ≈ 0.137: :data:`MONOTONIC_MID_FRACTION` is the widest box for the optional
+  mid-fraction design variables that never makes the shoulder overshoot.
+* every phase starts and ends with zero velocity, acceleration and jerk, so the joined profile is
+  continuous up to the jerk at t_flexmax.
+
+Angles in radians, times in seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from math import factorial
+
+import numpy as np
+
+DEGREE = 8
+N_COEFFICIENTS = DEGREE + 1
+# Highest derivative imposed at the phase ends: 3 (the jerk).
+END_DERIVATIVES = 3
+# Mid fractions within ½ ± 35/256 keep each phase monotonic (see the module docstring).
+MONOTONIC_MID_FRACTION = (0.5 - 35.0 / 256.0, 0.5 + 35.0 / 256.0)
+
+
+def _derivative_row(s: float, order: int) -> np.ndarray:
+    """Row r with r @ c = d^order/ds^order of Σ c_k s^k at ``s`` (dimensionless)."""
+    row = np.zeros(N_COEFFICIENTS)
+    for k in range(order, N_COEFFICIENTS):
+        row[k] = factorial(k) / factorial(k - order) * s ** (k - order)
+    return row
+
+
+def boundary_matrix() -> np.ndarray:
+    """The 9×9 system of one phase in normalised time: rows = conditions, columns = s^0..s^8.
+
+    Rows 0–3: angle, velocity, acceleration, jerk at s = 0; rows 4–7: the same at s = 1;
+    row 8: the angle at s = ½. Normalising time keeps the matrix well conditioned whatever the
+    phase duration (a raw Vandermonde matrix in seconds would mix t⁰ and t⁸ ≈ 3⁸).
+    """
+    rows = [_derivative_row(0.0, order) for order in range(END_DERIVATIVES + 1)]
+    rows += [_derivative_row(1.0, order) for order in range(END_DERIVATIVES + 1)]
+    rows.append(_derivative_row(0.5, 0))
+    return np.array(rows)
+
+
+_BOUNDARY = boundary_matrix()
+
+
+def phase_coefficients(
+    start_rad: np.ndarray | float, end_rad: np.ndarray | float, mid_fraction: np.ndarray | float
+) -> np.ndarray:
+    """Coefficients (…, 9) of one rest-to-rest phase in normalised time s ∈ [0, 1].
+
+    ``start_rad`` and ``end_rad`` are the angles at both ends (rad); ``mid_fraction`` places the
+    angle at s = ½ at start + mid_fraction·(end − start). Broadcasts over leading dimensions:
+    all the right-hand sides of a batch are solved in one ``numpy.linalg.solve`` call.
+    Coefficient k multiplies s^k and is in rad.
+    """
+    start, end, fraction = np.broadcast_arrays(
+        np.asarray(start_rad, float), np.asarray(end_rad, float), np.asarray(mid_fraction, float)
+    )
+    rhs = np.zeros((*start.shape, N_COEFFICIENTS))
+    rhs[..., 0] = start
+    rhs[..., 4] = end
+    rhs[..., 8] = start + fraction * (end - start)
+    flat = rhs.reshape(-1, N_COEFFICIENTS).T
+    solution = np.linalg.solve(_BOUNDARY, flat)
+    return solution.T.reshape(rhs.shape)
+
+
+def _polyval_derivatives(coefficients: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Value and first three s-derivatives (4, …) of polynomials (…, 9) at s (…) (Horner)."""
+    out = np.zeros((END_DERIVATIVES + 1, *np.broadcast_shapes(coefficients.shape[:-1], s.shape)))
+    for order in range(END_DERIVATIVES + 1):
+        acc = np.zeros_like(out[0])
+        for k in range(N_COEFFICIENTS - 1, order - 1, -1):
+            factor = factorial(k) / factorial(k - order)
+            acc = acc * s + factor * coefficients[..., k]
+        out[order] = acc
+    return out
+
+
+@dataclass(frozen=True)
+class GestureParameters:
+    """The design variables of one gesture.
+
+    final_time_s: t_f (s); flexion_end_time_s: t_flexmax (s); max_flexion_rad: φ_max (rad);
+    mid_fraction_flexion / mid_fraction_extension: where each phase passes at its mid-interval,
+    as a fraction of its amplitude (½ = the seed's gesture, the 7th-order polynomial).
+    """
+
+    final_time_s: float
+    flexion_end_time_s: float
+    max_flexion_rad: float
+    mid_fraction_flexion: float = 0.5
+    mid_fraction_extension: float = 0.5
+
+    def to_dict(self) -> dict[str, float]:
+        """Plain-JSON form (SI units)."""
+        return {key: float(value) for key, value in asdict(self).items()}
+
+
+def gesture_kinematics(
+    t: np.ndarray,
+    final_time_s: np.ndarray | float,
+    flexion_end_time_s: np.ndarray | float,
+    max_flexion_rad: np.ndarray | float,
+    mid_fraction_flexion: np.ndarray | float = 0.5,
+    mid_fraction_extension: np.ndarray | float = 0.5,
+) -> np.ndarray:
+    """Shoulder angle, velocity, acceleration and jerk (4, B, F) of B gestures at times t (F,) s.
+
+    Design variables are scalars or (B,) arrays; units rad, rad/s, rad/s², rad/s³. Before 0 and
+    after t_f the shoulder rests at 0. Phase 1 covers t ≤ t_flexmax, phase 2 the rest.
+    """
+    t = np.asarray(t, float)
+    t_f, t_m, phi, f1, f2 = (
+        np.atleast_1d(np.asarray(value, float))
+        for value in (
+            final_time_s,
+            flexion_end_time_s,
+            max_flexion_rad,
+            mid_fraction_flexion,
+            mid_fraction_extension,
+        )
+    )
+    t_f, t_m, phi, f1, f2 = np.broadcast_arrays(t_f, t_m, phi, f1, f2)
+    flexion = phase_coefficients(0.0, phi, f1)  # (B, 9)
+    extension = phase_coefficients(phi, 0.0, f2)
+    tt = t[None, :]
+    in_flexion = tt <= t_m[:, None]
+    start = np.where(in_flexion, 0.0, t_m[:, None])
+    duration = np.where(in_flexion, t_m[:, None], (t_f - t_m)[:, None])
+    s = np.clip((tt - start) / duration, 0.0, 1.0)
+    coefficients = np.where(in_flexion[..., None], flexion[:, None, :], extension[:, None, :])
+    derivatives = _polyval_derivatives(coefficients, s)
+    scale = duration[None] ** -np.arange(END_DERIVATIVES + 1)[:, None, None]
+    derivatives = derivatives * scale
+    outside = (tt < 0.0) | (tt > t_f[:, None])
+    return np.where(outside[None], 0.0, derivatives)
+
+
+def sample_gesture(parameters: GestureParameters, t: np.ndarray) -> np.ndarray:
+    """Angle, velocity, acceleration and jerk (4, F) of one gesture at times t (F,) s."""
+    return gesture_kinematics(
+        t,
+        parameters.final_time_s,
+        parameters.flexion_end_time_s,
+        parameters.max_flexion_rad,
+        parameters.mid_fraction_flexion,
+        parameters.mid_fraction_extension,
+    )[:, 0, :]
