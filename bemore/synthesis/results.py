@@ -1,0 +1,88 @@
+"""Plain result records of the synthesis; each serialises to JSON (SI units, degrees labelled)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bemore.synthesis.gesture import GestureParameters
+
+
+@dataclass
+class Profiles:
+    """Time series of one gesture, sampled on ``t_s`` (F,) from 0 to t_f.
+
+    Angles in rad, velocities rad/s, accelerations rad/s², jerk rad/s³, torques N·m, lengths m.
+    ``rotation_rad`` is the rotation about the bar accumulated since the start (positive in the
+    circle direction). ``points`` maps a named point to its (F, 2) trajectory in the bar frame, in
+    the order in which the stick figure joins them.
+    """
+
+    t_s: np.ndarray
+    angle_rad: np.ndarray
+    velocity_rad_s: np.ndarray
+    acceleration_rad_s2: np.ndarray
+    jerk_rad_s3: np.ndarray
+    torque_total_nm: np.ndarray
+    rotation_rad: np.ndarray
+    bar_x_m: np.ndarray
+    bar_y_m: np.ndarray
+    points: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def torque_per_shoulder_nm(self) -> np.ndarray:
+        """Torque at one shoulder (N·m): each shoulder takes half of the total."""
+        return 0.5 * self.torque_total_nm
+
+
+@dataclass
+class ConstraintStatus:
+    """One constraint at the returned gesture: value, allowed range, whether it holds."""
+
+    name: str
+    value: float
+    lower: float | None
+    upper: float | None
+    unit: str
+    satisfied: bool
+
+    @property
+    def violation(self) -> float:
+        """How far outside its range the value is (0 when satisfied), in ``unit``."""
+        below = (self.lower - self.value) if self.lower is not None else 0.0
+        above = (self.value - self.upper) if self.upper is not None else 0.0
+        return max(0.0, below, above)
+
+
+@dataclass
+class SynthesisResult:
+    """What ``bemore synthesize`` found and how (written to gesture.json)."""
+
+    design: GestureParameters
+    objective: str
+    objective_value: float
+    objective_unit: str
+    final_rotation_deg: float
+    constraints: list[ConstraintStatus]
+    feasible: bool
+    method: str
+    starts: int
+    iterations: int
+    evaluations: int
+    elapsed_s: float
+    message: str
+    inputs: dict[str, Any]
+    design_position: dict[str, float] = field(default_factory=dict)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form (design variables in SI and φ_max also in degrees)."""
+        data = asdict(self)
+        data["design"] = self.design.to_dict()
+        data["design"]["max_flexion_deg"] = float(np.rad2deg(self.design.max_flexion_rad))
+        data["constraints"] = [
+            {**asdict(item), "violation": item.violation} for item in self.constraints
+        ]
+        return data

@@ -1,0 +1,138 @@
+"""Writers of the synthesis outputs, checked by reading the files back independently."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from bemore.errors import DataError
+from bemore.synthesis.gesture import GestureParameters, sample_gesture
+from bemore.synthesis.outputs import (
+    write_animation,
+    write_gesture_json,
+    write_plots,
+    write_profiles,
+    write_setpoints,
+)
+from bemore.synthesis.results import ConstraintStatus, Profiles, SynthesisResult
+
+
+def _profiles(rate_hz: float = 1000.0) -> Profiles:
+    parameters = GestureParameters(2.0, 1.2, np.deg2rad(150.0))
+    t = np.arange(round(2.0 * rate_hz) + 1) / rate_hz
+    angle, velocity, acceleration, jerk = sample_gesture(parameters, t)
+    torque = 60.0 * np.sin(np.pi * t / 2.0) - 20.0  # total torque, N·m: peak |·| 40 at t = 1 s
+    rotation = np.linspace(0.0, 2.0 * np.pi, t.size)
+    bar = 1e-3 * np.cos(rotation)
+    hand = np.zeros((t.size, 2))
+    shoulder = 0.6 * np.column_stack([np.sin(rotation), np.cos(rotation)])
+    return Profiles(
+        t,
+        angle,
+        velocity,
+        acceleration,
+        jerk,
+        torque,
+        rotation,
+        bar,
+        -bar,
+        {"hand": hand, "shoulder": shoulder, "feet": 2 * shoulder},
+    )
+
+
+def _read_setpoints(path):
+    metadata, rows = {}, []
+    with open(path, encoding="utf-8") as stream:
+        lines = stream.read().splitlines()
+    while lines[0].startswith("# "):
+        key, value = lines.pop(0)[2:].split(": ", 1)
+        metadata[key] = value
+    header = lines.pop(0).split(",")
+    rows = np.array([[float(cell) for cell in line.split(",")] for line in lines])
+    return metadata, header, rows
+
+
+def test_setpoint_file_follows_the_format(tmp_path) -> None:
+    profiles = _profiles()
+    path = write_setpoints(
+        tmp_path / "setpoints.csv",
+        profiles,
+        1000.0,
+        "default",
+        "test gesture",
+        {"final_time_s": 2.0},
+    )
+    metadata, header, rows = _read_setpoints(path)
+    assert metadata["format"] == "bemore-setpoints 1"
+    assert float(metadata["rate_hz"]) == 1000.0
+    assert float(metadata["peak_angle_deg"]) == pytest.approx(150.0, abs=1e-3)
+    assert float(metadata["peak_torque_nm"]) == pytest.approx(20.0, abs=1e-3)  # 40 N·m total / 2
+    assert metadata["athlete"] == "default" and metadata["final_time_s"] == "2.0"
+    assert header == ["t_s", "shoulder_angle_rad", "shoulder_velocity_rad_s", "shoulder_torque_nm"]
+    assert rows.shape == (2001, 4)
+    np.testing.assert_allclose(np.diff(rows[:, 0]), 1e-3, atol=1e-9)
+    assert rows[0, 0] == 0.0
+    np.testing.assert_allclose(rows[:, 3], 0.5 * profiles.torque_total_nm, rtol=1e-9)
+    peak_velocity = np.rad2deg(np.abs(rows[:, 2]).max())
+    assert float(metadata["peak_velocity_deg_s"]) == pytest.approx(peak_velocity, rel=1e-6)
+
+
+def test_setpoints_refuse_a_non_uniform_time_base(tmp_path) -> None:
+    profiles = _profiles()
+    profiles.t_s = profiles.t_s.copy()
+    profiles.t_s[5] += 2e-4
+    with pytest.raises(DataError, match="steps of 1/1000 s"):
+        write_setpoints(tmp_path / "s.csv", profiles, 1000.0, "default", "x")
+
+
+def test_profiles_csv_has_every_column(tmp_path) -> None:
+    profiles = _profiles()
+    path = write_profiles(tmp_path / "profiles.csv", profiles)
+    with open(path, encoding="utf-8") as stream:
+        rows = list(csv.DictReader(stream))
+    assert len(rows) == 2001
+    assert float(rows[1000]["t_s"]) == pytest.approx(1.0)
+    assert float(rows[1200]["shoulder_angle_rad"]) == pytest.approx(np.deg2rad(150.0), rel=1e-9)
+    assert float(rows[1000]["torque_per_shoulder_nm"]) == pytest.approx(20.0, rel=1e-9)
+    assert float(rows[-1]["rotation_about_bar_rad"]) == pytest.approx(2 * np.pi, rel=1e-9)
+    assert {"shoulder_jerk_rad_s3", "bar_x_m", "bar_y_m"} <= set(rows[0])
+
+
+def test_gesture_json_round_trips(tmp_path) -> None:
+    result = SynthesisResult(
+        design=GestureParameters(2.4, 1.4, np.deg2rad(160.0)),
+        objective="abs_torque_integral",
+        objective_value=12.5,
+        objective_unit="N·m·s",
+        final_rotation_deg=361.0,
+        constraints=[ConstraintStatus("final_rotation", 363.0, 360.0, 362.0, "deg", False)],
+        feasible=False,
+        method="slsqp",
+        starts=4,
+        iterations=10,
+        evaluations=123,
+        elapsed_s=0.25,
+        message="m",
+        inputs={"athlete": "default"},
+    )
+    data = json.loads(write_gesture_json(tmp_path / "gesture.json", result).read_text())
+    assert data["design"]["max_flexion_deg"] == pytest.approx(160.0)
+    assert data["constraints"][0]["violation"] == pytest.approx(1.0)
+    assert data["evaluations"] == 123 and data["elapsed_s"] == 0.25
+
+
+def test_plots_and_animation_are_written(tmp_path) -> None:
+    profiles = _profiles(rate_hz=200.0)
+    written = write_plots(tmp_path / "plots", profiles, 1.2)
+    assert len(written) == 7
+    for path in written:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    gif = write_animation(tmp_path / "gesture.gif", profiles, fps=10)
+    from PIL import Image
+
+    with Image.open(gif) as image:
+        assert image.format == "GIF"
+        assert image.n_frames == 21  # 2 s at 10 frames/s, plus the last frame
