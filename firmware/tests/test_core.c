@@ -1,0 +1,450 @@
+/* Unit tests of the core: state machine, limits, slew limiter, watchdog, telemetry, counters. */
+#include <string.h>
+
+#include "core.h"
+#include "fake_hal.h"
+#include "test_util.h"
+
+void run_core_tests(void);
+
+static struct bm_core core;
+static uint8_t host_seq;
+
+static void start(void)
+{
+    fake_reset();
+    host_seq = 0;
+    bm_core_init(&core, bm_default_gains());
+}
+
+static void send_raw(uint8_t seq, uint8_t id, const uint8_t *payload, uint8_t len)
+{
+    uint8_t wire[BM_MAX_WIRE];
+    uint8_t n = bm_frame_encode(seq, id, payload, len, wire);
+    for (uint8_t i = 0; i < n; i++) {
+        bm_core_rx_byte(&core, wire[i]);
+    }
+}
+
+static void send_msg(uint8_t id, const uint8_t *payload, uint8_t len)
+{
+    send_raw(host_seq++, id, payload, len);
+}
+
+/* Result of the last ACK the core sent for message `id`, or -1 if there is none. */
+static int last_ack(uint8_t id)
+{
+    for (int i = fake.n_frames - 1; i >= 0; i--) {
+        struct bm_msg_ack ack = {0};
+        if (fake.frames[i].id == BM_MSG_ACK &&
+            bm_unpack_ack(fake.frames[i].payload, fake.frames[i].len, &ack) && ack.acked_id == id) {
+            return ack.result;
+        }
+    }
+    return -1;
+}
+
+static int last_telemetry(struct bm_msg_telemetry *m)
+{
+    for (int i = fake.n_frames - 1; i >= 0; i--) {
+        if (fake.frames[i].id == BM_MSG_TELEMETRY) {
+            return bm_unpack_telemetry(fake.frames[i].payload, fake.frames[i].len, m);
+        }
+    }
+    return 0;
+}
+
+static int hello(uint8_t version, uint16_t period_ms)
+{
+    struct bm_msg_hello m = {.protocol_version = version, .telemetry_period_ms = period_ms};
+    uint8_t p[BM_LEN_HELLO];
+    send_msg(BM_MSG_HELLO, p, bm_pack_hello(&m, p));
+    return last_ack(BM_MSG_HELLO);
+}
+
+static int arm(uint16_t watchdog_ms)
+{
+    struct bm_msg_arm m = {.watchdog_ms = watchdog_ms};
+    uint8_t p[BM_LEN_ARM];
+    send_msg(BM_MSG_ARM, p, bm_pack_arm(&m, p));
+    return last_ack(BM_MSG_ARM);
+}
+
+static int command(uint8_t id)
+{
+    send_msg(id, NULL, 0);
+    return last_ack(id);
+}
+
+static void setpoint(uint32_t time_ms, uint8_t mode, int32_t pos, int32_t vel, int32_t torque)
+{
+    struct bm_msg_setpoint m = {.time_ms = time_ms, .mode = mode, .position_urad = pos,
+                                .velocity_urad_s = vel, .torque_mNm = torque};
+    uint8_t p[BM_LEN_SETPOINT];
+    send_msg(BM_MSG_SETPOINT, p, bm_pack_setpoint(&m, p));
+}
+
+static void run(int n)
+{
+    for (int i = 0; i < n; i++) {
+        bm_core_tick(&core);
+    }
+}
+
+static void start_armed(void)
+{
+    start();
+    CHECK_EQ(hello(BM_PROTOCOL_VERSION, 1), BM_RESULT_OK);
+    CHECK_EQ(arm(0), BM_RESULT_OK);
+    CHECK_EQ(core.state, BM_STATE_ARMED);
+}
+
+static void test_handshake(void)
+{
+    start();
+    CHECK_EQ(arm(0), BM_RESULT_NO_HANDSHAKE);
+    fake.n_frames = 0;
+    CHECK_EQ(hello(BM_PROTOCOL_VERSION + 1u, 1), BM_RESULT_VERSION_MISMATCH);
+    /* The reply carries the firmware's own version and limits even on a mismatch. */
+    struct bm_msg_hello_reply reply = {0};
+    CHECK_EQ(fake.frames[0].id, BM_MSG_HELLO_REPLY);
+    CHECK(bm_unpack_hello_reply(fake.frames[0].payload, fake.frames[0].len, &reply));
+    CHECK_EQ(reply.protocol_version, BM_PROTOCOL_VERSION);
+    CHECK_EQ(reply.torque_max_mNm, 150000);
+    CHECK_EQ(reply.watchdog_default_ms, 50);
+    CHECK_EQ(arm(0), BM_RESULT_NO_HANDSHAKE);
+    CHECK_EQ(hello(BM_PROTOCOL_VERSION, 1001), BM_RESULT_BAD_ARGUMENT);
+    CHECK_EQ(hello(BM_PROTOCOL_VERSION, 0), BM_RESULT_OK);
+    CHECK_EQ(core.telemetry_period, 10);
+    CHECK_EQ(arm(0), BM_RESULT_OK);
+}
+
+static void test_transitions(void)
+{
+    /* DISARMED → ARMED → DISARMED */
+    start_armed();
+    CHECK_EQ(core.watchdog_ticks, 50);
+    CHECK_EQ(arm(0), BM_RESULT_BAD_STATE);
+    setpoint(0, BM_MODE_TORQUE, 0, 0, 5000);
+    run(3);
+    CHECK_EQ(fake.torque_mNm, 5000);
+    CHECK_EQ(command(BM_MSG_DISARM), BM_RESULT_OK);
+    CHECK_EQ(core.state, BM_STATE_DISARMED);
+    CHECK_EQ(fake.torque_mNm, 0); /* at once, before the next tick */
+    /* disarmed means zero torque, whatever the host sends */
+    setpoint(1, BM_MODE_TORQUE, 0, 0, 5000);
+    run(5);
+    CHECK_EQ(fake.torque_mNm, 0);
+    CHECK_EQ(command(BM_MSG_DISARM), BM_RESULT_OK);
+
+    /* ARMED → FAULT by ESTOP message: zero torque at once, latched */
+    start_armed();
+    setpoint(0, BM_MODE_TORQUE, 0, 0, 8000);
+    run(4);
+    CHECK_EQ(fake.torque_mNm, 8000);
+    CHECK_EQ(command(BM_MSG_ESTOP), BM_RESULT_OK);
+    CHECK_EQ(core.state, BM_STATE_FAULT);
+    CHECK_EQ(core.fault, BM_FAULT_ESTOP_MESSAGE);
+    CHECK_EQ(fake.torque_mNm, 0);
+    run(2000);
+    CHECK_EQ(core.state, BM_STATE_FAULT); /* nothing auto-clears */
+    CHECK_EQ(arm(0), BM_RESULT_FAULT_LATCHED);
+    CHECK_EQ(command(BM_MSG_DISARM), BM_RESULT_BAD_STATE);
+    CHECK_EQ(core.state, BM_STATE_FAULT);
+    CHECK_EQ(command(BM_MSG_CLEAR_FAULT), BM_RESULT_OK);
+    CHECK_EQ(core.state, BM_STATE_DISARMED);
+    CHECK_EQ(core.fault, BM_FAULT_NONE);
+    CHECK_EQ(arm(0), BM_RESULT_OK);
+
+    /* DISARMED → FAULT by ESTOP message */
+    start();
+    CHECK_EQ(command(BM_MSG_ESTOP), BM_RESULT_OK);
+    CHECK_EQ(core.state, BM_STATE_FAULT);
+    CHECK_EQ(command(BM_MSG_CLEAR_FAULT), BM_RESULT_OK);
+    CHECK_EQ(core.state, BM_STATE_DISARMED);
+    CHECK_EQ(command(BM_MSG_CLEAR_FAULT), BM_RESULT_OK); /* nothing to clear */
+
+    /* unknown message id: ACK UNKNOWN_MESSAGE, state unchanged */
+    start_armed();
+    CHECK_EQ(command(0x55), BM_RESULT_UNKNOWN_MESSAGE);
+    CHECK_EQ(core.state, BM_STATE_ARMED);
+}
+
+static void test_estop_input(void)
+{
+    start_armed();
+    setpoint(0, BM_MODE_TORQUE, 0, 0, 6000);
+    run(3);
+    CHECK_EQ(fake.torque_mNm, 6000);
+    fake.estop = 1;
+    run(1);
+    CHECK_EQ(core.state, BM_STATE_FAULT);
+    CHECK_EQ(core.fault, BM_FAULT_ESTOP_INPUT);
+    CHECK_EQ(fake.torque_mNm, 0);
+    CHECK_EQ(command(BM_MSG_CLEAR_FAULT), BM_RESULT_ESTOP_ACTIVE);
+    CHECK_EQ(arm(0), BM_RESULT_FAULT_LATCHED);
+    fake.estop = 0;
+    run(10);
+    CHECK_EQ(core.state, BM_STATE_FAULT);
+    CHECK_EQ(command(BM_MSG_CLEAR_FAULT), BM_RESULT_OK);
+    /* asserted while disarmed: latches too, and ARM is refused */
+    fake.estop = 1;
+    run(1);
+    CHECK_EQ(core.fault, BM_FAULT_ESTOP_INPUT);
+    CHECK_EQ(arm(0), BM_RESULT_FAULT_LATCHED);
+}
+
+static void test_driver_overspeed_overtravel(void)
+{
+    start_armed();
+    fake.driver_fault = 1;
+    setpoint(0, BM_MODE_TORQUE, 0, 0, 1000);
+    run(1);
+    CHECK_EQ(core.fault, BM_FAULT_DRIVER);
+    CHECK_EQ(fake.torque_mNm, 0);
+
+    /* overspeed: 12 rad/s measured (12000 µrad per 1 ms tick) */
+    start_armed();
+    for (int i = 0; i < 20 && core.state == BM_STATE_ARMED; i++) {
+        setpoint((uint32_t)i, BM_MODE_TORQUE, 0, 0, 0);
+        fake.position_urad += 12000;
+        run(1);
+    }
+    CHECK_EQ(core.fault, BM_FAULT_OVERSPEED);
+
+    /* overtravel: beyond the range by more than the margin */
+    start_armed();
+    fake.position_urad = BM_LIMIT_POSITION_MAX_URAD + BM_LIMIT_OVERTRAVEL_MARGIN_URAD - 10;
+    run(1);
+    setpoint(0, BM_MODE_TORQUE, 0, 0, 0);
+    run(1);
+    CHECK_EQ(core.state, BM_STATE_ARMED);
+    fake.position_urad += 20; /* 2 µrad/tick: no overspeed */
+    run(1);
+    CHECK_EQ(core.fault, BM_FAULT_OVERTRAVEL);
+}
+
+static void test_setpoint_limits(void)
+{
+    int32_t p = BM_LIMIT_POSITION_MAX_URAD + 1, v = -BM_LIMIT_VELOCITY_MAX_URAD_S - 1,
+            t = BM_LIMIT_TORQUE_MAX_MNM + 1;
+    uint8_t flags = bm_clamp_setpoint(&p, &v, &t);
+    CHECK_EQ(p, 3200000);
+    CHECK_EQ(v, -8000000);
+    CHECK_EQ(t, 150000);
+    CHECK_EQ(flags, BM_FLAG_POSITION_CLAMPED | BM_FLAG_VELOCITY_CLAMPED | BM_FLAG_TORQUE_CLAMPED);
+    p = BM_LIMIT_POSITION_MIN_URAD - 5;
+    v = 100;
+    t = -200000;
+    flags = bm_clamp_setpoint(&p, &v, &t);
+    CHECK_EQ(p, -500000);
+    CHECK_EQ(v, 100);
+    CHECK_EQ(t, -150000);
+    CHECK_EQ(flags, BM_FLAG_POSITION_CLAMPED | BM_FLAG_TORQUE_CLAMPED);
+    p = 0;
+    t = 150000;
+    CHECK_EQ(bm_clamp_setpoint(&p, &v, &t), 0);
+
+    /* the out-of-limit value is never applied; the clamp is flagged in telemetry */
+    start_armed();
+    int32_t peak = 0;
+    for (int i = 0; i < 200; i++) {
+        setpoint((uint32_t)i, BM_MODE_TORQUE, 0, 0, 1000000);
+        run(1);
+        peak = fake.torque_mNm > peak ? fake.torque_mNm : peak;
+    }
+    CHECK_EQ(peak, 150000);
+    struct bm_msg_telemetry tm = {0};
+    CHECK(last_telemetry(&tm));
+    CHECK(tm.limit_flags & BM_FLAG_TORQUE_CLAMPED);
+    CHECK_EQ(core.sp_torque_mNm, 150000);
+
+    /* a position setpoint beyond the range is clamped to it */
+    start_armed();
+    setpoint(0, BM_MODE_POSITION, 5000000, 0, 0);
+    run(1);
+    CHECK_EQ(core.sp_position_urad, 3200000);
+    CHECK(last_telemetry(&tm));
+    CHECK(tm.limit_flags & BM_FLAG_POSITION_CLAMPED);
+
+    /* speed cut: measured velocity above the limit, torque pushing further → zero */
+    start_armed();
+    for (int i = 0; i < 30; i++) {
+        setpoint((uint32_t)i, BM_MODE_TORQUE, 0, 0, 4000);
+        fake.position_urad += 8500; /* 8.5 rad/s */
+        run(1);
+    }
+    CHECK_EQ(core.state, BM_STATE_ARMED);
+    CHECK_EQ(fake.torque_mNm, 0);
+    CHECK(last_telemetry(&tm));
+    CHECK(tm.limit_flags & BM_FLAG_SPEED_LIMITED);
+    setpoint(31, BM_MODE_TORQUE, 0, 0, -4000); /* braking torque is allowed */
+    fake.position_urad += 8500;
+    run(1);
+    CHECK_EQ(fake.torque_mNm, -2000); /* slew-limited from 0 */
+
+    /* range cut: outside the range, torque pushing further out → zero */
+    start_armed();
+    fake.position_urad = BM_LIMIT_POSITION_MIN_URAD - 1000;
+    run(1);
+    for (int i = 0; i < 5; i++) {
+        setpoint((uint32_t)i, BM_MODE_TORQUE, 0, 0, -3000);
+        run(1);
+    }
+    CHECK_EQ(fake.torque_mNm, 0);
+    CHECK(last_telemetry(&tm));
+    CHECK(tm.limit_flags & BM_FLAG_RANGE_LIMITED);
+}
+
+static void test_slew_limiter(void)
+{
+    CHECK_EQ(bm_slew(0, 10000, 2000), 2000);
+    CHECK_EQ(bm_slew(0, -10000, 2000), -2000);
+    CHECK_EQ(bm_slew(5000, 5500, 2000), 5500);
+    CHECK_EQ(bm_slew(-150000, 150000, 2000), -148000);
+
+    start_armed();
+    const int32_t want[] = {2000, 4000, 6000, 8000, 9000, 9000};
+    for (int i = 0; i < 6; i++) {
+        setpoint((uint32_t)i, BM_MODE_TORQUE, 0, 0, 9000);
+        run(1);
+        CHECK_EQ(fake.torque_mNm, want[i]);
+    }
+    struct bm_msg_telemetry tm = {0};
+    CHECK(last_telemetry(&tm));
+    CHECK_EQ(tm.limit_flags, 0); /* period 1: flags of the last tick only */
+    setpoint(7, BM_MODE_TORQUE, 0, 0, -9000);
+    run(1);
+    CHECK_EQ(fake.torque_mNm, 7000);
+    CHECK(last_telemetry(&tm));
+    CHECK_EQ(tm.limit_flags, BM_FLAG_SLEW_LIMITED);
+}
+
+/* Watchdog: armed with `timeout` ms, fed at one tick; must trip after `timeout` and by
+ * `timeout` + one tick, then ramp the torque to zero at the fault ramp rate. */
+static void check_watchdog(uint16_t timeout)
+{
+    start();
+    CHECK_EQ(hello(BM_PROTOCOL_VERSION, 1), BM_RESULT_OK);
+    CHECK_EQ(arm(timeout), BM_RESULT_OK);
+    for (int i = 0; i < 10; i++) {
+        setpoint((uint32_t)i, BM_MODE_TORQUE, 0, 0, 10000);
+        run(1);
+    }
+    CHECK_EQ(fake.torque_mNm, 10000);
+    setpoint(10, BM_MODE_TORQUE, 0, 0, 10000); /* last feed, between two ticks */
+    run(timeout);
+    CHECK_EQ(core.state, BM_STATE_ARMED); /* `timeout` ms after the feed: not yet */
+    run(1);
+    CHECK_EQ(core.state, BM_STATE_FAULT); /* within one more tick: tripped */
+    CHECK_EQ(core.fault, BM_FAULT_WATCHDOG);
+    CHECK_EQ(fake.torque_mNm, 10000 - BM_LIMIT_FAULT_RAMP_MNM_PER_TICK);
+    CHECK_EQ(command(BM_MSG_CLEAR_FAULT), BM_RESULT_BAD_STATE); /* still ramping */
+    run(9);
+    CHECK_EQ(fake.torque_mNm, 0);
+    run(1000);
+    CHECK_EQ(core.state, BM_STATE_FAULT);
+    CHECK_EQ(command(BM_MSG_CLEAR_FAULT), BM_RESULT_OK);
+}
+
+static void test_watchdog(void)
+{
+    check_watchdog(50);
+    check_watchdog(10);
+    check_watchdog(500);
+    /* heartbeats feed it too */
+    start_armed();
+    for (int i = 0; i < 20; i++) {
+        run(40);
+        command(BM_MSG_HEARTBEAT);
+    }
+    CHECK_EQ(core.state, BM_STATE_ARMED);
+    run(51);
+    CHECK_EQ(core.fault, BM_FAULT_WATCHDOG);
+    /* garbled frames do not feed it */
+    start_armed();
+    for (int i = 0; i < 60; i++) {
+        uint8_t junk[] = {0x04, 0x11, 0x22, 0x33, 0x00};
+        for (unsigned k = 0; k < sizeof junk; k++) {
+            bm_core_rx_byte(&core, junk[k]);
+        }
+        run(1);
+    }
+    CHECK_EQ(core.fault, BM_FAULT_WATCHDOG);
+    CHECK_EQ(core.rx.bad_frames, 60);
+    /* bounds of the configurable timeout */
+    start();
+    hello(BM_PROTOCOL_VERSION, 1);
+    CHECK_EQ(arm(9), BM_RESULT_BAD_ARGUMENT);
+    CHECK_EQ(arm(501), BM_RESULT_BAD_ARGUMENT);
+    CHECK_EQ(core.state, BM_STATE_DISARMED);
+}
+
+static void test_telemetry_and_counters(void)
+{
+    start();
+    fake.position_urad = 123456;
+    run(5);
+    CHECK_EQ(fake.n_frames, 0); /* no telemetry before the handshake */
+    hello(BM_PROTOCOL_VERSION, 4);
+    fake.n_frames = 0;
+    run(12);
+    CHECK_EQ(fake.n_frames, 3);
+    arm(0);
+    setpoint(1000, BM_MODE_POSITION, 100, 0, 0);
+    setpoint(1001, BM_MODE_POSITION, 100, 0, 0);
+    host_seq = (uint8_t)(host_seq + 3u); /* three frames lost */
+    setpoint(1002, BM_MODE_POSITION, 100, 0, 0);
+    run(20);
+    setpoint(1003, BM_MODE_POSITION, 100, 0, 0); /* 20 ms late */
+    uint8_t junk[] = {0x02, 0x99, 0x00};
+    for (unsigned k = 0; k < sizeof junk; k++) {
+        bm_core_rx_byte(&core, junk[k]);
+    }
+    run(4);
+    struct bm_msg_telemetry tm = {0};
+    CHECK(last_telemetry(&tm));
+    CHECK_EQ(tm.seq_echo, (uint8_t)(host_seq - 1u));
+    CHECK_EQ(tm.mcu_ticks, core.ticks);
+    CHECK_EQ(tm.setpoint_time_ms, 1003);
+    CHECK_EQ(tm.position_urad, 123456);
+    CHECK_EQ(tm.state, BM_STATE_ARMED);
+    CHECK_EQ(tm.fault, BM_FAULT_NONE);
+    CHECK_EQ(tm.seq_gaps, 3);
+    CHECK_EQ(tm.late_setpoints, 1);
+    CHECK_EQ(tm.bad_frames, 1);
+    CHECK_EQ(tm.torque_mNm, fake.torque_mNm);
+    /* a setpoint with an unknown mode is a bad frame and is not applied */
+    setpoint(1004, 7, 0, 0, 0);
+    CHECK_EQ(core.rx.bad_frames, 2);
+    CHECK_EQ(core.sp_time_ms, 1003);
+}
+
+static void test_position_mode_direction(void)
+{
+    /* Position error and velocity error produce torque of the right sign and size. */
+    start_armed();
+    setpoint(0, BM_MODE_POSITION, 1000, 0, 0);
+    run(1);
+    /* kp·1000 µrad = 64700·1000/65536 = 987 mN·m (within the slew step) */
+    CHECK_EQ(fake.torque_mNm, 987);
+    setpoint(1, BM_MODE_VELOCITY, 0, 100000, 500);
+    run(1);
+    /* 500 + kd·100000 = 500 + 4116·100000/65536 = 500 + 6280, slew-limited to 987 + 2000 */
+    CHECK_EQ(fake.torque_mNm, 2987);
+    run(3);
+    CHECK_EQ(fake.torque_mNm, 6780);
+}
+
+void run_core_tests(void)
+{
+    test_handshake();
+    test_transitions();
+    test_estop_input();
+    test_driver_overspeed_overtravel();
+    test_setpoint_limits();
+    test_slew_limiter();
+    test_watchdog();
+    test_telemetry_and_counters();
+    test_position_mode_direction();
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Write firmware/tests/vectors.json, the golden frames both the C and the Python tests check.
+
+Run once when the protocol changes (then ``gen_protocol.py`` to refresh the C test data), review
+the diff, and commit. The frames are produced by the Python codec and checked byte for byte by the
+independent C implementation, so a disagreement between the two fails a test.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from controller.protocol import (  # noqa: E402
+    cobs_encode,
+    crc16,
+    encode_message,
+    load_spec,
+)
+
+OUT = Path(__file__).resolve().parents[1] / "tests" / "vectors.json"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
+
+FRAMES = [
+    ("hello", "HELLO", 0, {"protocol_version": 1, "telemetry_period_ms": 10}),
+    ("arm_default_watchdog", "ARM", 1, {"watchdog_ms": 0}),
+    ("arm_100ms", "ARM", 2, {"watchdog_ms": 100}),
+    ("disarm", "DISARM", 3, {}),
+    ("setpoint_position", "SETPOINT", 4,
+     {"time_ms": 1234, "mode": 0, "position_urad": 1570796, "velocity_urad_s": -250000,
+      "torque_mNm": 12500}),
+    ("setpoint_zero_bytes", "SETPOINT", 0,
+     {"time_ms": 0, "mode": 2, "position_urad": 0, "velocity_urad_s": 0, "torque_mNm": -1}),
+    ("setpoint_extremes", "SETPOINT", 255,
+     {"time_ms": 4294967295, "mode": 1, "position_urad": -2147483648,
+      "velocity_urad_s": 2147483647, "torque_mNm": -150000}),
+    ("heartbeat", "HEARTBEAT", 5, {}),
+    ("estop", "ESTOP", 6, {}),
+    ("clear_fault", "CLEAR_FAULT", 7, {}),
+    ("hello_reply", "HELLO_REPLY", 0,
+     {"protocol_version": 1, "fw_major": 1, "fw_minor": 0, "fw_patch": 0, "tick_hz": 1000,
+      "max_payload": 48, "torque_max_mNm": 150000, "velocity_max_urad_s": 8000000,
+      "position_min_urad": -500000, "position_max_urad": 3200000, "slew_max_mNm_per_tick": 2000,
+      "watchdog_default_ms": 50, "watchdog_min_ms": 10, "watchdog_max_ms": 500,
+      "mcu_ticks": 123456}),
+    ("ack_ok", "ACK", 1, {"acked_seq": 2, "acked_id": 2, "result": 0}),
+    ("telemetry", "TELEMETRY", 200,
+     {"seq_echo": 4, "mcu_ticks": 70000, "setpoint_time_ms": 1234, "position_urad": 1570001,
+      "velocity_urad_s": -249000, "torque_mNm": 12400, "state": 1, "fault": 0,
+      "limit_flags": 9, "bad_frames": 3, "late_setpoints": 1, "seq_gaps": 65535}),
+]
+
+
+def rejected_streams() -> list[dict]:
+    """Byte streams with a known count of bad and good frames (resynchronisation cases)."""
+    good = encode_message("HEARTBEAT", 9)
+    setpoint = encode_message("SETPOINT", 10, time_ms=5, mode=0, position_urad=1000,
+                              velocity_urad_s=0, torque_mNm=0)
+    flipped = bytearray(setpoint)
+    flipped[5] ^= 0x10
+    # Valid COBS and CRC, but the len byte says 1 while the payload is empty.
+    raw = bytes([11, 0x05, 1])
+    raw_len = cobs_encode(raw + crc16(raw).to_bytes(2, "little")) + b"\x00"
+    return [
+        {"name": "bit_flip_then_good", "stream": (bytes(flipped) + good).hex(),
+         "bad_frames": 1, "good_frames": 1},
+        {"name": "wrong_length_then_good", "stream": (bytes(raw_len) + good).hex(),
+         "bad_frames": 1, "good_frames": 1},
+        {"name": "truncated_then_good", "stream": (setpoint[:8] + b"\x00" + good).hex(),
+         "bad_frames": 1, "good_frames": 1},
+        {"name": "overlong_garbage_then_good", "stream": (b"\x55" * 200 + b"\x00" + good).hex(),
+         "bad_frames": 1, "good_frames": 1},
+        {"name": "empty_delimiters", "stream": (b"\x00\x00\x00" + good + b"\x00").hex(),
+         "bad_frames": 0, "good_frames": 1},
+        {"name": "short_frame", "stream": (b"\x03\x01\x02\x00" + good).hex(),
+         "bad_frames": 1, "good_frames": 1},
+    ]
+
+
+def session(seed: int) -> bytes:
+    """A plausible host session (handshake, arm, setpoints, heartbeat, e-stop, clear)."""
+    seq = iter(range(seed, seed + 1000))
+    out = b"\x00" + encode_message("HELLO", next(seq) % 256, protocol_version=1,
+                                    telemetry_period_ms=1)
+    out += encode_message("ARM", next(seq) % 256, watchdog_ms=20)
+    for k in range(12):
+        out += encode_message("SETPOINT", next(seq) % 256, time_ms=k, mode=k % 3,
+                              position_urad=k * 90000 - 400000, velocity_urad_s=k * 700000,
+                              torque_mNm=(k - 6) * 30000)
+    out += encode_message("HEARTBEAT", next(seq) % 256)
+    for name in ("ESTOP", "CLEAR_FAULT", "DISARM"):
+        out += encode_message(name, next(seq) % 256)
+    return out
+
+
+def write_corpus() -> None:
+    """Seed corpus of the fuzzer: golden frames, sessions, and a garbled session."""
+    CORPUS.mkdir(exist_ok=True)
+    for name, message, seq, fields in FRAMES:
+        (CORPUS / f"frame_{name}").write_bytes(encode_message(message, seq, **fields))
+    (CORPUS / "session").write_bytes(session(0))
+    (CORPUS / "session_seq_wrap").write_bytes(session(250))
+    garbled = bytearray(session(7))
+    for index in range(5, len(garbled), 23):
+        garbled[index] ^= 0x21
+    (CORPUS / "session_garbled").write_bytes(bytes(garbled))
+    for vec in rejected_streams():
+        (CORPUS / f"rejected_{vec['name']}").write_bytes(bytes.fromhex(vec["stream"]))
+
+
+def main() -> None:
+    """Write the vectors file and the fuzzer's seed corpus."""
+    write_corpus()
+    spec = load_spec()
+    frames = []
+    for name, message, seq, fields in FRAMES:
+        assert set(fields) == {f.name for f in spec.messages[message].fields}, name
+        frames.append({"name": name, "message": message, "seq": seq, "fields": fields,
+                       "frame": encode_message(message, seq, **fields).hex()})
+    doc = {"protocol_version": spec.protocol_version,
+           "comment": "frame = hex of the wire bytes including the final 0x00 delimiter",
+           "frames": frames, "rejected": rejected_streams()}
+    OUT.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
