@@ -1,0 +1,479 @@
+"""Constrained optimisation of a batched problem: multi-start SLSQP, trust-constr, pymoo.
+
+The solver works on design variables normalised to [0, 1] (so one finite-difference step suits
+seconds and radians alike). Every new design point is evaluated *together with its forward
+finite-difference stencil* in one batched call (n + 1 points), cached by the point, so that the
+objective, the constraints and their Jacobians share one simulation. The starting points of a
+multi-start run advance in lockstep, each in its own thread, and their requests are merged into
+one batch (:class:`_LockstepBatcher`), so the engine always sees a whole pack at once.
+
+Constraints are declared once, as ``lower ≤ value ≤ upper`` (:class:`BatchProblem`), and converted
+to each library's sign convention in exactly one place: :func:`constraint_form`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from bemore.errors import OptimisationError
+
+Convention = Literal["scipy", "pymoo"]
+
+
+class BatchProblem(Protocol):
+    """A design problem evaluated a whole batch at a time (physical units)."""
+
+    names: tuple[str, ...]
+    lower: np.ndarray  # (n,) bounds of the design variables
+    upper: np.ndarray
+    constraint_names: tuple[str, ...]  # (m,) every constraint is lower ≤ value ≤ upper
+    constraint_lower: np.ndarray  # (m,), −inf when one-sided
+    constraint_upper: np.ndarray  # (m,), +inf when one-sided
+
+    def evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Objective (B,) and constraint values (B, m) of the designs X (B, n)."""
+        ...
+
+
+def constraint_form(
+    values: np.ndarray, lower: np.ndarray, upper: np.ndarray, convention: Convention
+) -> np.ndarray:
+    """Convert ``lower ≤ values ≤ upper`` (…, m) to a library's inequality convention.
+
+    ``"scipy"``: SLSQP's ``ineq`` — feasible when every returned entry is ≥ 0.
+    ``"pymoo"``: pymoo's ``G`` — feasible when every returned entry is ≤ 0.
+    Each finite bound contributes one column (lower bounds first, then upper bounds); infinite
+    bounds are dropped. The one place where sign conventions are converted.
+    """
+    has_lower = np.isfinite(lower)
+    has_upper = np.isfinite(upper)
+    at_least = values[..., has_lower] - lower[has_lower]  # ≥ 0 when the lower bound holds
+    at_most = upper[has_upper] - values[..., has_upper]  # ≥ 0 when the upper bound holds
+    margins = np.concatenate([at_least, at_most], axis=-1)
+    if convention == "scipy":
+        return margins
+    if convention == "pymoo":
+        return -margins
+    raise OptimisationError(f"unknown constraint convention {convention!r}")
+
+
+def violation(values: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Largest constraint violation (…) in the constraints' own units; 0 when feasible."""
+    margins = constraint_form(values, lower, upper, "scipy")
+    return np.maximum(0.0, -margins).max(axis=-1, initial=0.0)
+
+
+class _LockstepBatcher:
+    """Merges the evaluation requests of several threads into one batched call.
+
+    Each thread calls :meth:`request` with its points and blocks; when every active thread is
+    waiting (or has finished), the last one to arrive evaluates the union and wakes the others.
+    """
+
+    def __init__(
+        self, evaluate: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], active: int
+    ):
+        self._evaluate = evaluate
+        self._active = active
+        self._pending: dict[int, np.ndarray] = {}
+        self._results: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._condition = threading.Condition()
+        self._failure: BaseException | None = None
+        self.batches = 0
+
+    def request(self, ticket: int, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Evaluate ``points`` (k, n) with the others' requests; returns (f (k,), c (k, m))."""
+        with self._condition:
+            self._pending[ticket] = points
+            self._flush_if_complete()
+            while ticket not in self._results and self._failure is None:
+                self._condition.wait()
+            if self._failure is not None:
+                raise self._failure
+            return self._results.pop(ticket)
+
+    def finished(self) -> None:
+        """One thread is done: it no longer takes part in the batches."""
+        with self._condition:
+            self._active -= 1
+            self._flush_if_complete()
+
+    def _flush_if_complete(self) -> None:
+        if not self._pending or len(self._pending) < self._active:
+            return
+        tickets = list(self._pending)
+        sizes = [len(self._pending[ticket]) for ticket in tickets]
+        try:
+            f, c = self._evaluate(np.concatenate([self._pending[t] for t in tickets]))
+        except BaseException as error:  # handed to every waiting thread, then re-raised
+            self._failure = error
+            self._condition.notify_all()
+            return
+        self.batches += 1
+        offsets = np.cumsum([0, *sizes])
+        for ticket, start, stop in zip(tickets, offsets[:-1], offsets[1:], strict=True):
+            self._results[ticket] = (f[start:stop], c[start:stop])
+        self._pending.clear()
+        self._condition.notify_all()
+
+
+class _StencilCache:
+    """Objective, constraints and forward-difference Jacobians of one run, cached by point.
+
+    Works in normalised variables u ∈ [0, 1]ⁿ; ``step`` is the finite-difference step in u.
+    A stencil step that would leave the box is taken backwards instead.
+    """
+
+    def __init__(
+        self,
+        request: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+        to_physical: Callable[[np.ndarray], np.ndarray],
+        step: float,
+    ):
+        self._request = request
+        self._to_physical = to_physical
+        self._step = step
+        self._cache: dict[bytes, tuple[float, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.evaluations = 0
+
+    def get(self, u: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+        """(f, c (m,), ∂f/∂u (n,), ∂c/∂u (m, n)) at u, from one batch of n + 1 points."""
+        u = np.asarray(u, float)
+        key = u.tobytes()
+        if key not in self._cache:
+            n = u.size
+            steps = np.where(u + self._step <= 1.0, self._step, -self._step)
+            stencil = np.repeat(u[None, :], n + 1, axis=0)
+            stencil[1:] += np.diag(steps)
+            f, c = self._request(self._to_physical(stencil))
+            self.evaluations += n + 1
+            grad = (f[1:] - f[0]) / steps
+            jac = ((c[1:] - c[0]) / steps[:, None]).T
+            self._cache[key] = (float(f[0]), c[0].copy(), grad, jac)
+        return self._cache[key]
+
+
+@dataclass
+class RunRecord:
+    """One local run (one starting point): where it started and ended (physical units)."""
+
+    x0: list[float]
+    x: list[float]
+    objective: float
+    violation: float
+    iterations: int
+    evaluations: int
+    success: bool
+    message: str
+
+
+@dataclass
+class SolveOutcome:
+    """Best design found and how: a result object, never an exception for non-convergence."""
+
+    x: np.ndarray
+    objective: float
+    constraints: np.ndarray
+    violation: float
+    feasible: bool
+    iterations: int
+    evaluations: int
+    batches: int
+    elapsed_s: float
+    method: str
+    message: str
+    runs: list[RunRecord] = field(default_factory=list)
+
+
+class _Normaliser:
+    """Maps normalised u ∈ [0, 1]ⁿ to physical x and back."""
+
+    def __init__(self, lower: np.ndarray, upper: np.ndarray):
+        self.lower = np.asarray(lower, float)
+        self.span = np.asarray(upper, float) - self.lower
+
+    def physical(self, u: np.ndarray) -> np.ndarray:
+        return self.lower + np.asarray(u) * self.span
+
+    def normalised(self, x: np.ndarray) -> np.ndarray:
+        return (np.asarray(x) - self.lower) / self.span
+
+
+def starting_points(
+    problem: BatchProblem,
+    count: int,
+    rng: np.random.Generator,
+    linear: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> np.ndarray:
+    """``count`` starting points (count, n), physical units: the box centre, then random draws.
+
+    The centre is left out when it violates the linear constraints.
+
+    ``linear(X) → (B,)`` ≥ 0 marks points satisfying the problem's linear constraints; draws that
+    violate it are redrawn (up to a limit), so every start is linearly feasible.
+    """
+    normaliser = _Normaliser(problem.lower, problem.upper)
+
+    def admissible(u: np.ndarray) -> bool:
+        return linear is None or bool(linear(normaliser.physical(u)[None])[0] >= 0.0)
+
+    centre = np.full(problem.lower.size, 0.5)
+    points = [centre] if admissible(centre) else []
+    attempts = 0
+    while len(points) < count:
+        attempts += 1
+        if attempts > 1000 * count:
+            raise OptimisationError("no starting point satisfies the linear constraints")
+        u = rng.uniform(0.0, 1.0, problem.lower.size)
+        if admissible(u):
+            points.append(u)
+    return normaliser.physical(np.array(points[:count]))
+
+
+def solve_multistart(
+    problem: BatchProblem,
+    starts: np.ndarray,
+    method: Literal["slsqp", "trust-constr"] = "slsqp",
+    objective_scale: float | None = None,
+    fd_step: float = 1e-6,
+    tolerance: float = 1e-8,
+    max_iterations: int = 100,
+    feasibility_tolerance: float = 1e-6,
+    lockstep: bool = True,
+) -> SolveOutcome:
+    """Run a local method from every starting point (S, n) and return the best feasible end.
+
+    ``objective_scale`` divides the objective so that SLSQP sees values near 1 (default: |f| at
+    the first start). ``feasibility_tolerance`` is in the constraints' units. With ``lockstep``
+    the runs advance in threads whose evaluations are merged into one batch per step.
+    """
+    from scipy.optimize import Bounds, NonlinearConstraint, minimize
+
+    clock = time.perf_counter()
+    normaliser = _Normaliser(problem.lower, problem.upper)
+    lower_c, upper_c = problem.constraint_lower, problem.constraint_upper
+    u_starts = np.clip(normaliser.normalised(np.atleast_2d(starts)), 0.0, 1.0)
+    n_runs = len(u_starts)
+    if objective_scale is None:
+        f0, _ = problem.evaluate(normaliser.physical(u_starts[:1]))
+        objective_scale = max(abs(float(f0[0])), 1e-12)
+    batcher = _LockstepBatcher(problem.evaluate, n_runs if lockstep else 1)
+    records: list[RunRecord | None] = [None] * n_runs
+    caches = [
+        _StencilCache(
+            lambda X, ticket=index: batcher.request(ticket, X), normaliser.physical, fd_step
+        )
+        for index in range(n_runs)
+    ]
+
+    def run(index: int) -> None:
+        cache = caches[index]
+        fun = lambda u: cache.get(u)[0] / objective_scale  # noqa: E731
+        grad = lambda u: cache.get(u)[2] / objective_scale  # noqa: E731
+        cons = lambda u: constraint_form(cache.get(u)[1], lower_c, upper_c, "scipy")  # noqa: E731
+        cjac = lambda u: _jacobian_form(cache.get(u)[3], lower_c, upper_c)  # noqa: E731
+        box = Bounds(np.zeros(problem.lower.size), np.ones(problem.lower.size))
+        try:
+            if method == "slsqp":
+                result = minimize(
+                    fun,
+                    u_starts[index],
+                    jac=grad,
+                    method="SLSQP",
+                    bounds=box,
+                    constraints=[{"type": "ineq", "fun": cons, "jac": cjac}],
+                    options={"ftol": tolerance, "maxiter": max_iterations},
+                )
+            else:
+                from scipy.optimize import BFGS
+
+                nonlinear = NonlinearConstraint(
+                    lambda u: cache.get(u)[1],
+                    lower_c,
+                    upper_c,
+                    jac=lambda u: cache.get(u)[3],
+                    hess=BFGS(),
+                )
+                result = minimize(
+                    fun,
+                    u_starts[index],
+                    jac=grad,
+                    hess=BFGS(),
+                    method="trust-constr",
+                    bounds=box,
+                    constraints=[nonlinear],
+                    options={"gtol": tolerance, "xtol": tolerance, "maxiter": 10 * max_iterations},
+                )
+            u_end = np.clip(result.x, 0.0, 1.0)
+            f_end, c_end, _, _ = cache.get(u_end)
+            records[index] = RunRecord(
+                x0=normaliser.physical(u_starts[index]).tolist(),
+                x=normaliser.physical(u_end).tolist(),
+                objective=f_end,
+                violation=float(violation(c_end, lower_c, upper_c)),
+                iterations=int(getattr(result, "nit", 0)),
+                evaluations=cache.evaluations,
+                success=bool(result.success),
+                message=str(result.message),
+            )
+        finally:
+            batcher.finished()
+
+    with warnings.catch_warnings():
+        # trust-constr's BFGS warns on the linear constraint rows (exact zero curvature).
+        warnings.filterwarnings("ignore", message="delta_grad == 0.0")
+        if lockstep and n_runs > 1:
+            threads = [threading.Thread(target=run, args=(index,)) for index in range(n_runs)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        else:
+            for index in range(n_runs):
+                run(index)
+    if any(record is None for record in records):
+        raise OptimisationError(f"{method}: a local run stopped without a result")
+    return _best(
+        problem,
+        normaliser,
+        [r for r in records if r is not None],
+        method,
+        feasibility_tolerance,
+        batcher.batches,
+        time.perf_counter() - clock,
+    )
+
+
+def _jacobian_form(jac: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Jacobian rows matching :func:`constraint_form` (``"scipy"``) for a (m, n) Jacobian."""
+    return np.concatenate([jac[np.isfinite(lower)], -jac[np.isfinite(upper)]], axis=0)
+
+
+def _best(
+    problem: BatchProblem,
+    normaliser: _Normaliser,
+    records: list[RunRecord],
+    method: str,
+    feasibility_tolerance: float,
+    batches: int,
+    elapsed_s: float,
+) -> SolveOutcome:
+    """Lowest objective among feasible ends, else the least-violating end; re-evaluated."""
+    feasible = [r for r in records if r.violation <= feasibility_tolerance]
+    best = (
+        min(feasible, key=lambda r: r.objective)
+        if feasible
+        else min(records, key=lambda r: r.violation)
+    )
+    x = np.array(best.x)
+    # Re-evaluate the reported best instead of trusting the run's bookkeeping (pyswarms #505).
+    f, c = problem.evaluate(x[None])
+    worst = float(violation(c[0], problem.constraint_lower, problem.constraint_upper))
+    ok = worst <= feasibility_tolerance
+    message = (
+        f"best of {len(records)} start(s); {len(feasible)} ended feasible"
+        if ok
+        else f"no feasible design found from {len(records)} start(s); closest shown"
+    )
+    return SolveOutcome(
+        x=x,
+        objective=float(f[0]),
+        constraints=c[0],
+        violation=worst,
+        feasible=ok,
+        iterations=sum(r.iterations for r in records),
+        evaluations=sum(r.evaluations for r in records) + 1,
+        batches=batches,
+        elapsed_s=elapsed_s,
+        method=method,
+        message=message,
+        runs=records,
+    )
+
+
+def solve_pymoo(
+    problem: BatchProblem,
+    rng_seed: int,
+    population: int = 40,
+    generations: int = 40,
+    polish: bool = True,
+    feasibility_tolerance: float = 1e-6,
+) -> SolveOutcome:
+    """Constrained global search (pymoo differential evolution), whole population per batch.
+
+    Constraints reach pymoo through :func:`constraint_form` (``G ≤ 0``). With ``polish`` the best
+    individual is refined by SLSQP. ``rng_seed`` makes the run reproducible.
+    """
+    from pymoo.algorithms.soo.nonconvex.de import DE
+    from pymoo.core.problem import Problem
+    from pymoo.optimize import minimize as pymoo_minimize
+
+    clock = time.perf_counter()
+    normaliser = _Normaliser(problem.lower, problem.upper)
+    counter = {"evaluations": 0, "batches": 0}
+    lower_c, upper_c = problem.constraint_lower, problem.constraint_upper
+    n_g = constraint_form(np.zeros(len(lower_c)), lower_c, upper_c, "pymoo").size
+
+    class _Adapter(Problem):
+        def __init__(self) -> None:
+            super().__init__(n_var=problem.lower.size, n_obj=1, n_ieq_constr=n_g, xl=0.0, xu=1.0)
+
+        def _evaluate(self, U: np.ndarray, out: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+            f, c = problem.evaluate(normaliser.physical(U))
+            counter["evaluations"] += len(U)
+            counter["batches"] += 1
+            out["F"] = f[:, None]
+            out["G"] = constraint_form(c, lower_c, upper_c, "pymoo")
+
+    algorithm = DE(pop_size=population)
+    result = pymoo_minimize(
+        _Adapter(), algorithm, ("n_gen", generations), seed=rng_seed, verbose=False
+    )
+    population_u = result.pop.get("X")
+    population_g = result.pop.get("G")
+    population_f = result.pop.get("F")[:, 0]
+    worst = np.maximum(0.0, population_g).max(axis=1, initial=0.0)
+    pick = (
+        np.argmin(np.where(worst <= feasibility_tolerance, population_f, np.inf))
+        if (worst <= feasibility_tolerance).any()
+        else np.argmin(worst)
+    )
+    x_best = normaliser.physical(population_u[pick])
+    record = RunRecord(
+        x0=[],
+        x=x_best.tolist(),
+        objective=float(population_f[pick]),
+        violation=float(worst[pick]),
+        iterations=generations,
+        evaluations=counter["evaluations"],
+        success=True,
+        message=f"pymoo DE, {population} individuals × {generations} generations",
+    )
+    if polish:
+        polished = solve_multistart(
+            problem, x_best[None], feasibility_tolerance=feasibility_tolerance
+        )
+        polished.runs.insert(0, record)
+        polished.evaluations += counter["evaluations"]
+        polished.batches += counter["batches"]
+        polished.iterations += generations
+        polished.method = "pymoo"
+        polished.elapsed_s = time.perf_counter() - clock
+        polished.message = "pymoo DE then SLSQP polish: " + polished.message
+        return polished
+    return _best(
+        problem,
+        normaliser,
+        [record],
+        "pymoo",
+        feasibility_tolerance,
+        counter["batches"],
+        time.perf_counter() - clock,
+    )

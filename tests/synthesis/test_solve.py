@@ -1,0 +1,94 @@
+"""The constrained solvers on small problems whose optimum is known in closed form."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bemore.synthesis.solve import (
+    constraint_form,
+    solve_multistart,
+    solve_pymoo,
+    starting_points,
+    violation,
+)
+
+
+class Sphere:
+    """min x²+y²+z² s.t. 3 ≤ x+y+z ≤ band_upper, x − y ≥ 0.5, box [0, 2]³.
+
+    Optimum: the projection of the origin on {x+y+z = 3, x−y = 0.5} (orthogonal normals):
+    (1.25, 0.75, 1.0), objective 3.125.
+    """
+
+    names = ("x", "y", "z")
+    constraint_names = ("sum", "difference")
+
+    def __init__(self, band: tuple[float, float] = (3.0, 3.1)) -> None:
+        self.lower = np.zeros(3)
+        self.upper = np.full(3, 2.0)
+        self.constraint_lower = np.array([band[0], 0.5])
+        self.constraint_upper = np.array([band[1], np.inf])
+        self.batch_sizes: list[int] = []
+
+    def evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self.batch_sizes.append(len(X))
+        f = (X**2).sum(axis=1)
+        c = np.column_stack([X.sum(axis=1), X[:, 0] - X[:, 1]])
+        return f, c
+
+
+def test_constraint_conventions_convert_in_one_place() -> None:
+    values = np.array([[3.05, 0.2]])
+    lower = np.array([3.0, 0.5])
+    upper = np.array([3.1, np.inf])
+    scipy_form = constraint_form(values, lower, upper, "scipy")
+    np.testing.assert_allclose(scipy_form, [[0.05, -0.3, 0.05]], atol=1e-12)
+    np.testing.assert_allclose(constraint_form(values, lower, upper, "pymoo"), -scipy_form)
+    assert violation(values, lower, upper)[0] == pytest.approx(0.3)
+    assert violation(np.array([3.05, 0.6]), lower, upper) == 0.0
+
+
+@pytest.mark.parametrize("method", ["slsqp", "trust-constr"])
+def test_multistart_finds_the_known_optimum(method: str) -> None:
+    problem = Sphere()
+    rng = np.random.default_rng(3)
+    starts = starting_points(problem, 4, rng, lambda X: X[:, 0] - X[:, 1] - 0.5)
+    assert (starts[:, 0] - starts[:, 1] >= 0.5).all()
+    outcome = solve_multistart(problem, starts, method=method, feasibility_tolerance=1e-6)
+    assert outcome.feasible
+    np.testing.assert_allclose(outcome.x, [1.25, 0.75, 1.0], atol=2e-4)
+    assert outcome.objective == pytest.approx(3.125, rel=1e-4)
+    assert len(outcome.runs) == 4
+
+
+def test_lockstep_batches_the_starts_and_matches_sequential_runs() -> None:
+    starts = np.array([[1.0, 0.2, 1.9], [1.9, 0.1, 0.1], [1.5, 1.0, 0.5]])
+    lockstep, sequential = Sphere(), Sphere()
+    a = solve_multistart(lockstep, starts, lockstep=True)
+    b = solve_multistart(sequential, starts, lockstep=False)
+    np.testing.assert_array_equal(a.x, b.x)
+    assert a.evaluations == b.evaluations
+    # Every stencil has n + 1 = 4 points; lockstep merges the three runs' stencils.
+    assert max(lockstep.batch_sizes) == 12
+    assert max(sequential.batch_sizes) == 4
+    assert len(lockstep.batch_sizes) < len(sequential.batch_sizes)
+
+
+def test_infeasible_problem_returns_the_closest_design() -> None:
+    problem = Sphere(band=(7.0, 8.0))  # the box allows x+y+z ≤ 6 at most
+    outcome = solve_multistart(problem, np.array([[1.0, 0.2, 1.0], [2.0, 1.0, 0.5]]))
+    assert not outcome.feasible
+    assert "no feasible design" in outcome.message
+    # Closest: push the sum to its maximum under x − y ≥ 0.5, i.e. (2, 1.5, 2), sum 5.5.
+    assert outcome.constraints[0] == pytest.approx(5.5, abs=1e-3)
+    assert outcome.violation == pytest.approx(1.5, abs=1e-3)
+
+
+def test_pymoo_global_search_then_polish() -> None:
+    problem = Sphere()
+    outcome = solve_pymoo(problem, rng_seed=1, population=20, generations=15)
+    assert outcome.feasible
+    np.testing.assert_allclose(outcome.x, [1.25, 0.75, 1.0], atol=2e-4)
+    assert max(problem.batch_sizes) >= 20  # the population is evaluated as one batch
+    assert outcome.method == "pymoo"
