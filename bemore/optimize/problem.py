@@ -1,0 +1,94 @@
+"""A box-bounded minimisation problem evaluated for a whole population in one call.
+
+Like pymoo's ``Problem``: the algorithms only ask for points and are told their costs, and the
+problem evaluates all of them at once (one engine call for a whole wolf pack). Subclasses
+implement :meth:`Problem._evaluate`; :meth:`Problem.evaluate` checks shapes and turns non-finite
+costs into the finite :attr:`Problem.penalty` so that no algorithm ever sees NaN or inf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from bemore.errors import OptimisationError
+
+
+class Problem:
+    """Minimise ``f(x)`` over the box ``lower ≤ x ≤ upper`` (vectors of length ``dim``).
+
+    ``names`` label the coordinates in messages; ``penalty`` is the finite cost given to points
+    whose cost is not finite (e.g. a parameter set the engine cannot simulate).
+    """
+
+    def __init__(
+        self,
+        lower: Sequence[float] | np.ndarray,
+        upper: Sequence[float] | np.ndarray,
+        names: Sequence[str] | None = None,
+        penalty: float = 1e10,
+    ) -> None:
+        self.lower = np.asarray(lower, dtype=float).ravel()
+        self.upper = np.asarray(upper, dtype=float).ravel()
+        self.names = list(names) if names is not None else [f"x{i}" for i in range(self.lower.size)]
+        if self.lower.size == 0 or self.lower.shape != self.upper.shape:
+            raise OptimisationError(
+                f"bounds: lower has {self.lower.size} values and upper {self.upper.size}; "
+                "they must have the same non-zero length"
+            )
+        if len(self.names) != self.lower.size:
+            raise OptimisationError(
+                f"bounds: {len(self.names)} names for {self.lower.size} coordinates"
+            )
+        for name, low, high in zip(self.names, self.lower, self.upper, strict=True):
+            if not (np.isfinite(low) and np.isfinite(high) and low < high):
+                raise OptimisationError(
+                    f"bounds of {name}: lower ({low:g}) must be finite and below upper ({high:g})"
+                )
+        if not np.isfinite(penalty):
+            raise OptimisationError(f"penalty must be finite, got {penalty}")
+        self.penalty = float(penalty)
+        self.n_evaluations = 0
+
+    @property
+    def dim(self) -> int:
+        """Number of coordinates."""
+        return int(self.lower.size)
+
+    def evaluate(self, X: np.ndarray) -> np.ndarray:
+        """Costs of the points ``X`` (shape (N, dim)) as an array (N,), all finite."""
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        if X.ndim != 2 or X.shape[1] != self.dim:
+            raise OptimisationError(
+                f"evaluate: expected points of shape (N, {self.dim}), got {X.shape}"
+            )
+        costs = np.asarray(self._evaluate(X), dtype=float).reshape(-1)
+        if costs.shape != (X.shape[0],):
+            raise OptimisationError(
+                f"evaluate: the cost function gave {costs.shape[0]} values for {X.shape[0]} points"
+            )
+        self.n_evaluations += X.shape[0]
+        return np.where(np.isfinite(costs), costs, self.penalty)
+
+    def _evaluate(self, X: np.ndarray) -> np.ndarray:
+        """Costs of ``X`` (N, dim) → (N,); to be implemented by subclasses."""
+        raise NotImplementedError
+
+
+class FunctionProblem(Problem):
+    """A problem made from a vectorised function ``f(X (N, dim)) -> (N,)``."""
+
+    def __init__(
+        self,
+        function: Callable[[np.ndarray], np.ndarray],
+        lower: Sequence[float] | np.ndarray,
+        upper: Sequence[float] | np.ndarray,
+        names: Sequence[str] | None = None,
+        penalty: float = 1e10,
+    ) -> None:
+        super().__init__(lower, upper, names, penalty)
+        self.function = function
+
+    def _evaluate(self, X: np.ndarray) -> np.ndarray:
+        return self.function(X)
