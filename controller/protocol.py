@@ -25,13 +25,18 @@ from __future__ import annotations
 
 import binascii
 import struct
-import tomllib
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from bemore.errors import BenchError, ConfigError
 from bemore.paths import REPOSITORY_DIR
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
 
 SPEC_PATH = REPOSITORY_DIR / "firmware" / "protocol.toml"
 DELIMITER = 0x00
@@ -142,7 +147,11 @@ def load_spec(path: Path = SPEC_PATH) -> ProtocolSpec:
 
 # ---------------------------------------------------------------- link level: CRC, COBS, frames
 def crc16(data: bytes) -> int:
-    """CRC-16/CCITT-FALSE of ``data`` (poly 0x1021, init 0xFFFF; ``crc16(b"123456789") == 0x29B1``)."""
+    """CRC-16/CCITT-FALSE of ``data`` (poly 0x1021, init 0xFFFF).
+
+    >>> hex(crc16(b"123456789"))
+    '0x29b1'
+    """
     return binascii.crc_hqx(data, 0xFFFF)
 
 
@@ -235,25 +244,29 @@ class FrameDecoder:
     def feed(self, data: bytes) -> list[Frame]:
         """Consume ``data`` and return the frames completed by it."""
         limit = max_encoded_block(load_spec().max_payload)
+        parts = bytes(data).split(b"\x00")
         frames = []
-        for byte in data:
-            if byte != DELIMITER:
-                if len(self._buffer) < limit:
-                    self._buffer.append(byte)
-                else:
-                    self._overflow = True
-                continue
-            if self._overflow:
+        for index, part in enumerate(parts[:-1]):  # every part but the last ends at a delimiter
+            block = bytes(self._buffer) + part if index == 0 else part
+            overflow = self._overflow if index == 0 else False
+            if overflow or len(block) > limit:
                 self.bad_frames += 1
-            elif self._buffer:
-                frame = decode_frame(bytes(self._buffer))
+            elif block:
+                frame = decode_frame(block)
                 if frame is None:
                     self.bad_frames += 1
                 else:
                     self.good_frames += 1
                     frames.append(frame)
-            self._buffer.clear()
-            self._overflow = False
+            if index == 0:
+                self._buffer.clear()
+                self._overflow = False
+        # The unterminated tail waits for its delimiter; beyond the limit only the flag is kept.
+        tail = parts[-1]
+        room = limit - len(self._buffer)
+        if len(tail) > room:
+            self._overflow = True
+        self._buffer += tail[: max(room, 0)]
         return frames
 
 
@@ -302,7 +315,7 @@ def encode_message(name: str, seq: int = 0, **fields: int) -> bytes:
 
 
 def encode_message_si(name: str, seq: int = 0, **values: float) -> bytes:
-    """Wire bytes of message ``name`` from SI values (rad, rad/s, N·m, s), rounded to the wire unit."""
+    """Wire bytes of message ``name`` from SI values (rad, rad/s, N·m, s), rounded to wire units."""
     spec = _message_spec(name)
     scales = {f.name: f.scale for f in spec.fields}
     unknown = set(values) - set(scales)
@@ -321,4 +334,5 @@ def decode_message(frame: Frame) -> Message:
             f"protocol: {spec.name} payload is {len(frame.payload)} bytes, expected {spec.size}"
         )
     values = struct.unpack(spec.struct_format, frame.payload)
-    return Message(spec.name, frame.seq, {f.name: v for f, v in zip(spec.fields, values)})
+    fields = {f.name: v for f, v in zip(spec.fields, values, strict=True)}
+    return Message(spec.name, frame.seq, fields)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from controller.protocol import (  # noqa: E402
+from controller.protocol import (
     cobs_encode,
     crc16,
     encode_message,

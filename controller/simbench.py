@@ -1,0 +1,188 @@
+"""Build and run the simulated bench: the firmware's C core on the host behind a pseudo-terminal.
+
+The simulated bench (``firmware/build/simbench``) closes the loop on a plant model, prints its pty
+path on its first stdout line and serves until its stdin closes. This module builds it with
+``make -C firmware``, starts it with the plant of ``configs/bench_sim.toml`` and optional fault
+injection, and gives back a :class:`SimulatedBench` whose ``.port`` a serial client opens::
+
+    with start_simulated_bench(faults=SimFaults(corrupt=0.01, seed=3)) as bench:
+        link = serial.Serial(bench.port, timeout=0.1)
+        ...
+        bench.command("estop on")      # run-time fault injection (see SimulatedBench.command)
+"""
+
+from __future__ import annotations
+
+import math
+import selectors
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from bemore.config import Section, load_toml_model
+from bemore.errors import BenchError
+from bemore.paths import REPOSITORY_DIR, default_config
+
+FIRMWARE_DIR = REPOSITORY_DIR / "firmware"
+SIMBENCH_BINARY = FIRMWARE_DIR / "build" / "simbench"
+_build_lock = threading.Lock()
+
+
+class PlantSection(Section):
+    """[plant] of bench_sim.toml: the simulated axis, SI units (degrees only where labelled)."""
+
+    inertia_kg_m2: float = Field(1.0, gt=0, le=100)
+    viscous_nm_s_per_rad: float = Field(1.0, ge=0, le=1000)
+    coulomb_nm: float = Field(2.0, ge=0, le=100)
+    torque_limit_nm: float = Field(150.0, gt=0, le=1000)
+    gravity_moment_nm: float = Field(0.0, ge=0, le=1000)
+    encoder_counts: int = Field(131072, ge=256, le=2**24)
+    initial_position_deg: float = Field(0.0, ge=-30, le=185)
+
+
+class ControllerSection(Section):
+    """[controller] of bench_sim.toml: the firmware's gains for this plant."""
+
+    kp_nm_per_rad: float = Field(987.0, gt=0, le=100000)
+    kd_nm_s_per_rad: float = Field(62.8, ge=0, le=10000)
+
+
+class SimBenchConfig(Section):
+    """Schema of ``configs/bench_sim.toml``."""
+
+    plant: PlantSection = PlantSection()
+    controller: ControllerSection = ControllerSection()
+
+
+@dataclass(frozen=True)
+class SimFaults:
+    """Fault injection of the simulated bench (all off by default).
+
+    ``drop``/``corrupt``: probability per byte of losing it / flipping one of its bits, on the
+    ``direction`` "rx" (host → firmware), "tx" or "both"; ``delay_ms``: received bytes reach the
+    firmware this late; ``stall_at_ms``/``stall_ms``: the firmware freezes (no tick, no input, the
+    last torque stays on) for ``stall_ms`` from ``stall_at_ms`` after start; ``reset_at_ms``: the
+    firmware restarts then; ``seed``: of the injection's random draws.
+    """
+
+    drop: float = 0.0
+    corrupt: float = 0.0
+    direction: Literal["rx", "tx", "both"] = "rx"
+    delay_ms: int = 0
+    stall_at_ms: int | None = None
+    stall_ms: int = 0
+    reset_at_ms: int | None = None
+    seed: int = 0
+
+    def flags(self) -> list[str]:
+        """Command-line flags of simbench for these faults."""
+        if not (0.0 <= self.drop <= 1.0 and 0.0 <= self.corrupt <= 1.0):
+            raise BenchError(f"simulated bench: drop {self.drop} and corrupt {self.corrupt} "
+                             "must be probabilities in [0, 1]")
+        out = ["--drop", repr(self.drop), "--corrupt", repr(self.corrupt),
+               "--direction", self.direction, "--delay-ms", str(self.delay_ms),
+               "--seed", str(self.seed)]
+        if self.stall_at_ms is not None:
+            out += ["--stall-at-ms", str(self.stall_at_ms), "--stall-ms", str(self.stall_ms)]
+        if self.reset_at_ms is not None:
+            out += ["--reset-at-ms", str(self.reset_at_ms)]
+        return out
+
+
+def load_sim_config(path: Path | None = None) -> SimBenchConfig:
+    """Read and validate ``bench_sim.toml`` (default: the bundled one)."""
+    return load_toml_model(path or default_config("bench_sim.toml"), SimBenchConfig)
+
+
+def plant_flags(config: SimBenchConfig) -> list[str]:
+    """Command-line flags of simbench for a plant configuration (degrees converted to rad)."""
+    p, c = config.plant, config.controller
+    return [
+        "--inertia", repr(p.inertia_kg_m2), "--viscous", repr(p.viscous_nm_s_per_rad),
+        "--coulomb", repr(p.coulomb_nm), "--torque-limit", repr(p.torque_limit_nm),
+        "--gravity-moment", repr(p.gravity_moment_nm), "--encoder-counts", str(p.encoder_counts),
+        "--initial-position-rad", repr(math.radians(p.initial_position_deg)),
+        "--kp", repr(c.kp_nm_per_rad), "--kd", repr(c.kd_nm_s_per_rad),
+    ]
+
+
+def build_simbench() -> Path:
+    """Build (or bring up to date) the simulated bench with ``make -C firmware``; its path."""
+    with _build_lock:
+        try:
+            result = subprocess.run(["make", "-C", str(FIRMWARE_DIR), "build/simbench"],
+                                    capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BenchError(f"{FIRMWARE_DIR}: cannot build the simulated bench ({exc})") from None
+    if result.returncode != 0 or not SIMBENCH_BINARY.is_file():
+        last = (result.stderr.strip().splitlines() or ["make failed"])[-1]
+        raise BenchError(f"{FIRMWARE_DIR}: building the simulated bench failed: {last}")
+    return SIMBENCH_BINARY
+
+
+class SimulatedBench:
+    """A running simulated bench; open ``port`` with pyserial. Use as a context manager."""
+
+    def __init__(self, process: subprocess.Popen, port: str):
+        self.process = process
+        self.port = port
+        self.stats = ""
+
+    def command(self, line: str) -> None:
+        """Run-time fault injection: ``"estop on|off"``, ``"driver on|off"``, ``"stall MS"``,
+        ``"reset"``, ``"drop P"``, ``"corrupt P"``, ``"delay MS"`` (applied within 10 ms)."""
+        if self.process.poll() is not None or self.process.stdin is None:
+            raise BenchError(f"{self.port}: the simulated bench is not running")
+        self.process.stdin.write((line.strip() + "\n").encode())
+        self.process.stdin.flush()
+
+    def stop(self, timeout_s: float = 2.0) -> str:
+        """Stop the process (closing its stdin, killing it if needed); its statistics line."""
+        if self.process.poll() is None:
+            try:
+                _, err = self.process.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                _, err = self.process.communicate()
+            self.stats = err.decode(errors="replace").strip()
+        return self.stats
+
+    def __enter__(self) -> SimulatedBench:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def start_simulated_bench(config: Path | SimBenchConfig | None = None,
+                          faults: SimFaults | None = None, build: bool = True,
+                          timeout_s: float = 5.0) -> SimulatedBench:
+    """Build (if ``build``) and start the simulated bench; returns once its pty exists.
+
+    ``config`` is a bench_sim.toml path or an already loaded :class:`SimBenchConfig` (default:
+    the bundled one); ``faults`` the fault injection. Raises BenchError if it does not start.
+    """
+    binary = build_simbench() if build else SIMBENCH_BINARY
+    if not isinstance(config, SimBenchConfig):
+        config = load_sim_config(config)
+    argv = [str(binary), *plant_flags(config), *(faults or SimFaults()).flags()]
+    try:
+        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise BenchError(f"{binary}: cannot start the simulated bench ({exc})") from None
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    ready = selector.select(timeout_s)
+    selector.close()
+    line = process.stdout.readline().decode().strip() if ready else ""
+    if not line.startswith("/dev/"):
+        process.kill()
+        _, err = process.communicate()
+        why = err.decode(errors="replace").strip() or f"no pty path within {timeout_s} s"
+        raise BenchError(f"{binary}: the simulated bench did not start: {why}")
+    return SimulatedBench(process, line)

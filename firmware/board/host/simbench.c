@@ -1,0 +1,346 @@
+/* Simulated bench: the firmware core, built for the host, closing the loop on a plant model
+ * behind a pseudo-terminal, ticked at 1 kHz on the real-time clock.
+ *
+ * Prints the pty slave path as the first line of stdout, then serves until killed or until stdin
+ * closes. Fault injection (command-line flags, or lines on stdin while running):
+ *   drop P | corrupt P     drop / flip one bit of each byte with probability P (see --direction)
+ *   delay MS               deliver received bytes to the firmware MS ms late
+ *   stall MS               the firmware stops (no tick, no byte handled) for MS ms
+ *   reset                  the firmware restarts (state lost, torque zero)
+ *   estop on|off           the emergency-stop input
+ *   driver on|off          the motor driver's fault signal
+ * Run with --help for the plant and controller flags.
+ */
+#define _DEFAULT_SOURCE
+#define _XOPEN_SOURCE 700
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "hal_host.h"
+
+#define DELAY_CAPACITY 65536u
+#define DIR_RX 1
+#define DIR_TX 2
+
+struct faults {
+    double drop;
+    double corrupt;
+    int direction;
+    uint32_t delay_ms;
+    long stall_at_ms, stall_ms, reset_at_ms;
+    long stall_remaining_ms; /* > 0 while the firmware is stalled */
+};
+
+struct stats {
+    unsigned long rx_bytes, tx_bytes, dropped, corrupted, overruns, tx_lost;
+};
+
+static struct bm_core core;
+static struct bm_gains gains;
+static struct faults faults = {.direction = DIR_RX, .stall_at_ms = -1, .reset_at_ms = -1};
+static struct stats stats;
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+/* Received bytes waiting for their delivery tick (the --delay-ms fault). */
+static uint8_t delay_bytes[DELAY_CAPACITY];
+static uint32_t delay_due[DELAY_CAPACITY];
+static uint32_t delay_head, delay_tail;
+
+static double uniform(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+/* Apply drop / corrupt to a byte; returns 0 when the byte is dropped. */
+static int inject(uint8_t *byte, int direction)
+{
+    if (!(faults.direction & direction)) {
+        return 1;
+    }
+    if (faults.drop > 0.0 && uniform() < faults.drop) {
+        stats.dropped++;
+        return 0;
+    }
+    if (faults.corrupt > 0.0 && uniform() < faults.corrupt) {
+        *byte ^= (uint8_t)(1u << (unsigned)(uniform() * 8.0));
+        stats.corrupted++;
+    }
+    return 1;
+}
+
+static void usage(FILE *out)
+{
+    fputs("usage: simbench [options]\n"
+          "  plant:  --inertia KG_M2 (1.0) --viscous NM_S_PER_RAD (1.0) --coulomb NM (2.0)\n"
+          "          --torque-limit NM (150) --gravity-moment NM (0) --encoder-counts N (131072)\n"
+          "          --initial-position-rad RAD (0)\n"
+          "  control: --kp NM_PER_RAD (987) --kd NM_S_PER_RAD (62.8)\n"
+          "  faults: --drop P --corrupt P --direction rx|tx|both (rx) --delay-ms MS\n"
+          "          --stall-at-ms T --stall-ms MS --reset-at-ms T --seed N\n"
+          "  --ignore-stdin   keep serving when stdin closes (then only a signal stops it)\n",
+          out);
+}
+
+static int open_pty(char *path, size_t path_size)
+{
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
+        perror("simbench: posix_openpt");
+        exit(2);
+    }
+    const char *name = ptsname(master);
+    if (name == NULL) {
+        perror("simbench: ptsname");
+        exit(2);
+    }
+    snprintf(path, path_size, "%s", name);
+    /* Raw mode on the slave side, so no byte is translated before the host opens it. */
+    int slave = open(path, O_RDWR | O_NOCTTY);
+    if (slave >= 0) {
+        struct termios tio;
+        if (tcgetattr(slave, &tio) == 0) {
+            cfmakeraw(&tio);
+            tcsetattr(slave, TCSANOW, &tio);
+        }
+        close(slave);
+    }
+    fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
+    return master;
+}
+
+static void firmware_reset(void)
+{
+    bm_core_init(&core, gains);
+    delay_head = delay_tail = 0;
+}
+
+static void handle_command(char *line)
+{
+    char word[32] = "", arg[32] = "";
+    if (sscanf(line, "%31s %31s", word, arg) < 1) {
+        return;
+    }
+    if (strcmp(word, "drop") == 0) {
+        faults.drop = atof(arg);
+    } else if (strcmp(word, "corrupt") == 0) {
+        faults.corrupt = atof(arg);
+    } else if (strcmp(word, "delay") == 0) {
+        faults.delay_ms = (uint32_t)atol(arg);
+    } else if (strcmp(word, "stall") == 0) {
+        faults.stall_remaining_ms = atol(arg);
+    } else if (strcmp(word, "reset") == 0) {
+        firmware_reset();
+    } else if (strcmp(word, "estop") == 0) {
+        board.estop = strcmp(arg, "on") == 0;
+    } else if (strcmp(word, "driver") == 0) {
+        board.driver_fault = strcmp(arg, "on") == 0;
+    } else {
+        fprintf(stderr, "simbench: unknown command '%s'\n", word);
+    }
+}
+
+/* Reads stdin commands; returns 0 when stdin has closed. */
+static int poll_stdin(void)
+{
+    static char line[256];
+    static size_t used;
+    struct pollfd pfd = {.fd = 0, .events = POLLIN};
+    while (poll(&pfd, 1, 0) > 0) {
+        if (!(pfd.revents & (POLLIN | POLLHUP))) {
+            return 1;
+        }
+        ssize_t n = read(0, &line[used], sizeof line - 1 - used);
+        if (n <= 0) {
+            return 0;
+        }
+        used += (size_t)n;
+        line[used] = '\0';
+        char *newline;
+        while ((newline = strchr(line, '\n')) != NULL) {
+            *newline = '\0';
+            handle_command(line);
+            used -= (size_t)(newline + 1 - line);
+            memmove(line, newline + 1, used + 1);
+        }
+        if (used == sizeof line - 1) {
+            used = 0; /* an over-long line is discarded */
+        }
+    }
+    return 1;
+}
+
+static void receive(int master, uint32_t now_ms)
+{
+    uint8_t buf[512];
+    ssize_t n;
+    while ((n = read(master, buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < n; i++) {
+            uint8_t byte = buf[i];
+            stats.rx_bytes++;
+            if (!inject(&byte, DIR_RX) || delay_head - delay_tail >= DELAY_CAPACITY) {
+                continue;
+            }
+            delay_bytes[delay_head % DELAY_CAPACITY] = byte;
+            delay_due[delay_head % DELAY_CAPACITY] = now_ms + faults.delay_ms;
+            delay_head++;
+        }
+    }
+}
+
+static void deliver(uint32_t now_ms)
+{
+    while (delay_tail != delay_head && (int32_t)(now_ms - delay_due[delay_tail % DELAY_CAPACITY]) >= 0) {
+        bm_core_rx_byte(&core, delay_bytes[delay_tail % DELAY_CAPACITY]);
+        delay_tail++;
+    }
+}
+
+static void transmit(int master)
+{
+    int kept = 0;
+    for (int i = 0; i < board.tx_len; i++) {
+        uint8_t byte = board.tx[i];
+        if (inject(&byte, DIR_TX)) {
+            board.tx[kept++] = byte;
+        }
+    }
+    if (kept > 0) {
+        ssize_t n = write(master, board.tx, (size_t)kept);
+        if (n < 0) {
+            stats.tx_lost += (unsigned long)kept; /* nobody reading: the bytes are lost */
+        } else {
+            stats.tx_bytes += (unsigned long)n;
+            stats.tx_lost += (unsigned long)(kept - n);
+        }
+    }
+    board.tx_len = 0;
+}
+
+static void parse_args(int argc, char **argv, struct plant_params *p, int *ignore_stdin)
+{
+    enum { O_INERTIA = 256, O_VISCOUS, O_COULOMB, O_TLIM, O_GRAV, O_CPR, O_INIT, O_KP, O_KD,
+           O_DROP, O_CORRUPT, O_DIR, O_DELAY, O_STALL_AT, O_STALL, O_RESET_AT, O_SEED, O_IGN };
+    static const struct option options[] = {
+        {"inertia", 1, 0, O_INERTIA}, {"viscous", 1, 0, O_VISCOUS}, {"coulomb", 1, 0, O_COULOMB},
+        {"torque-limit", 1, 0, O_TLIM}, {"gravity-moment", 1, 0, O_GRAV},
+        {"encoder-counts", 1, 0, O_CPR}, {"initial-position-rad", 1, 0, O_INIT},
+        {"kp", 1, 0, O_KP}, {"kd", 1, 0, O_KD}, {"drop", 1, 0, O_DROP},
+        {"corrupt", 1, 0, O_CORRUPT}, {"direction", 1, 0, O_DIR}, {"delay-ms", 1, 0, O_DELAY},
+        {"stall-at-ms", 1, 0, O_STALL_AT}, {"stall-ms", 1, 0, O_STALL},
+        {"reset-at-ms", 1, 0, O_RESET_AT}, {"seed", 1, 0, O_SEED},
+        {"ignore-stdin", 0, 0, O_IGN}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (c) {
+        case O_INERTIA: p->inertia_kg_m2 = atof(optarg); break;
+        case O_VISCOUS: p->viscous_nm_s_per_rad = atof(optarg); break;
+        case O_COULOMB: p->coulomb_nm = atof(optarg); break;
+        case O_TLIM: p->torque_limit_nm = atof(optarg); break;
+        case O_GRAV: p->gravity_moment_nm = atof(optarg); break;
+        case O_CPR: p->encoder_counts = (int32_t)atol(optarg); break;
+        case O_INIT: p->initial_position_rad = atof(optarg); break;
+        /* N·m/rad → mN·m/µrad (×1e-3) in Q16 (×65536) */
+        case O_KP: gains.kp_q16 = (int32_t)lround(atof(optarg) * 65.536); break;
+        case O_KD: gains.kd_q16 = (int32_t)lround(atof(optarg) * 65.536); break;
+        case O_DROP: faults.drop = atof(optarg); break;
+        case O_CORRUPT: faults.corrupt = atof(optarg); break;
+        case O_DIR:
+            faults.direction = strcmp(optarg, "tx") == 0 ? DIR_TX
+                               : strcmp(optarg, "both") == 0 ? DIR_RX | DIR_TX : DIR_RX;
+            break;
+        case O_DELAY: faults.delay_ms = (uint32_t)atol(optarg); break;
+        case O_STALL_AT: faults.stall_at_ms = atol(optarg); break;
+        case O_STALL: faults.stall_ms = atol(optarg); break;
+        case O_RESET_AT: faults.reset_at_ms = atol(optarg); break;
+        case O_SEED: rng_state ^= (uint64_t)strtoull(optarg, NULL, 10) * 0x2545F4914F6CDD1Dull; break;
+        case O_IGN: *ignore_stdin = 1; break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); exit(2);
+        }
+    }
+    if (p->inertia_kg_m2 <= 0.0 || p->viscous_nm_s_per_rad < 0.0 || p->coulomb_nm < 0.0 ||
+        p->torque_limit_nm <= 0.0 || p->encoder_counts < 16 || faults.drop < 0.0 ||
+        faults.drop > 1.0 || faults.corrupt < 0.0 || faults.corrupt > 1.0) {
+        fprintf(stderr, "simbench: a plant or fault parameter is out of range (see --help)\n");
+        exit(2);
+    }
+}
+
+static void add_ms(struct timespec *t, long ms)
+{
+    t->tv_nsec += ms * 1000000L;
+    while (t->tv_nsec >= 1000000000L) {
+        t->tv_nsec -= 1000000000L;
+        t->tv_sec++;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct plant_params params = plant_default_params();
+    int ignore_stdin = 0;
+    gains = bm_default_gains();
+    parse_args(argc, argv, &params, &ignore_stdin);
+    plant_init(&board.plant, params);
+    firmware_reset();
+    char path[256];
+    int master = open_pty(path, sizeof path);
+    printf("%s\n", path);
+    fflush(stdout);
+
+    struct timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    for (uint32_t ms = 0;; ms++) {
+        if (!ignore_stdin && (ms % 10u) == 0u && !poll_stdin()) {
+            break;
+        }
+        if ((long)ms == faults.reset_at_ms) {
+            firmware_reset();
+        }
+        if ((long)ms == faults.stall_at_ms) {
+            faults.stall_remaining_ms = faults.stall_ms;
+        }
+        receive(master, ms);
+        /* A stalled firmware neither ticks nor reads; the last torque stays on the motor. */
+        if (faults.stall_remaining_ms > 0) {
+            faults.stall_remaining_ms--;
+        } else {
+            deliver(ms);
+            bm_core_tick(&core);
+        }
+        plant_step(&board.plant, board.torque_command_mNm / 1000.0, 1e-3);
+        transmit(master);
+
+        add_ms(&next, 1);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double behind = (double)(now.tv_sec - next.tv_sec) + (now.tv_nsec - next.tv_nsec) * 1e-9;
+        if (behind > 0.0) {
+            stats.overruns++;
+            if (behind > 0.1) {
+                next = now; /* far behind (machine suspended?): restart the schedule */
+            }
+        } else {
+            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+        }
+    }
+    fprintf(stderr,
+            "simbench: %lu ticks, %lu overruns, rx %lu bytes, tx %lu bytes, %lu dropped, "
+            "%lu corrupted, %lu tx lost, %u bad frames\n",
+            (unsigned long)core.ticks, stats.overruns, stats.rx_bytes, stats.tx_bytes,
+            stats.dropped, stats.corrupted, stats.tx_lost, (unsigned)core.rx.bad_frames);
+    return 0;
+}
