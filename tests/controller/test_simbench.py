@@ -1,0 +1,229 @@
+"""End-to-end: the firmware's C core as a simulated bench behind a pty, driven with pyserial."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import serial
+
+from bemore.errors import BenchError, ConfigError
+from controller.protocol import FrameDecoder, Message, decode_message, encode_message, load_spec
+from controller.simbench import SimFaults, load_sim_config, start_simulated_bench
+
+SPEC = load_spec()
+ARMED, FAULT, DISARMED = SPEC.states["ARMED"], SPEC.states["FAULT"], SPEC.states["DISARMED"]
+OK = SPEC.results["OK"]
+
+
+class Client:
+    """A minimal synchronous host: send messages, collect what the bench answers."""
+
+    def __init__(self, port: str):
+        self.serial = serial.Serial(port, baudrate=1_000_000, timeout=0.002)
+        self.decoder = FrameDecoder()
+        self.seq = 0
+        self.received: list[Message] = []
+        self.cursor = 0  # wait_for looks at received[cursor:]
+        self.serial.write(b"\x00")  # resynchronise the firmware's decoder
+
+    def send(self, name: str, **fields: int) -> int:
+        seq = self.seq
+        self.serial.write(encode_message(name, seq, **fields))
+        self.seq = (self.seq + 1) % 256
+        return seq
+
+    def poll(self) -> list[Message]:
+        data = self.serial.read(max(1, self.serial.in_waiting))
+        messages = [decode_message(f) for f in self.decoder.feed(data)]
+        self.received += messages
+        return messages
+
+    def drain(self) -> None:
+        """Read until the line has been quiet for one read timeout (2 ms)."""
+        while self.poll() or self.serial.in_waiting:
+            pass
+
+    def wait_for(self, predicate, timeout_s: float = 2.0) -> Message:
+        """First message not yet looked at by wait_for that matches ``predicate``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            while self.cursor < len(self.received):
+                message = self.received[self.cursor]
+                self.cursor += 1
+                if predicate(message):
+                    return message
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no matching message within {timeout_s} s")
+            self.poll()
+
+    def command(self, name: str, **fields: int) -> int:
+        seq = self.send(name, **fields)
+        ack = self.wait_for(lambda m: m.name == "ACK" and m.fields["acked_seq"] == seq)
+        return ack.fields["result"]
+
+    def telemetry(self) -> list[Message]:
+        return [m for m in self.received if m.name == "TELEMETRY"]
+
+    def close(self) -> None:
+        self.serial.close()
+
+
+@pytest.fixture
+def simulated_bench():
+    with start_simulated_bench() as running:
+        yield running
+
+
+def handshake_and_arm(client: Client, watchdog_ms: int = 50) -> Message:
+    seq = client.send("HELLO", protocol_version=SPEC.protocol_version, telemetry_period_ms=1)
+    reply = client.wait_for(lambda m: m.name == "HELLO_REPLY")
+    client.wait_for(lambda m: m.name == "ACK" and m.fields["acked_seq"] == seq)
+    assert client.command("ARM", watchdog_ms=watchdog_ms) == OK
+    return reply
+
+
+def ramp_rad(t_s: float) -> float:
+    """The streamed ramp: rest for 0.2 s, then 1 rad/s up to 1 rad, then hold."""
+    return min(max(t_s - 0.2, 0.0), 1.0)
+
+
+def test_handshake_ramp_tracking_then_watchdog(simulated_bench):
+    client = Client(simulated_bench.port)
+    try:
+        reply = handshake_and_arm(client)
+        armed_at = client.cursor  # messages from here on were sent after the ARM's ACK
+        assert reply.fields["protocol_version"] == 1
+        assert reply.si("torque_max_mNm") == pytest.approx(150.0)
+        assert reply.fields["watchdog_default_ms"] == 50
+
+        # Stream the ramp at ~500 Hz for 1.6 s (position mode, velocity feed-forward).
+        start = time.perf_counter()
+        last_seq = -1
+        while (t := time.perf_counter() - start) < 1.6:
+            velocity = 1.0 if 0.2 < t < 1.2 else 0.0
+            last_seq = client.send("SETPOINT", time_ms=round(t * 1000), mode=0,
+                                   position_urad=round(ramp_rad(t) * 1e6),
+                                   velocity_urad_s=round(velocity * 1e6), torque_mNm=0)
+            client.poll()
+            time.sleep(0.002)
+        streamed = [m for m in client.received[armed_at:] if m.name == "TELEMETRY"]
+        assert all(m.fields["state"] == ARMED for m in streamed)
+        # The measured position follows the ramp: compare each telemetry frame with the ramp at
+        # the time of the setpoint in force.
+        moving = [m for m in streamed if 300 <= m.fields["setpoint_time_ms"] <= 1550]
+        assert len(moving) > 500
+        errors = [abs(m.si("position_urad") - ramp_rad(m.fields["setpoint_time_ms"] / 1000))
+                  for m in moving]
+        assert max(errors) < 0.02  # rad (≈ 1.1°)
+        assert streamed[-1].si("position_urad") == pytest.approx(1.0, abs=0.01)
+        cruising = [m.si("velocity_urad_s") for m in moving
+                    if 400 <= m.fields["setpoint_time_ms"] <= 1150]
+        assert sum(cruising) / len(cruising) == pytest.approx(1.0, abs=0.02)  # rad/s
+        assert streamed[-1].fields["bad_frames"] == 0
+
+        # Streaming stops: the watchdog trips 50 ms (firmware ticks) after the last setpoint.
+        fault = client.wait_for(lambda m: m.name == "TELEMETRY" and m.fields["state"] == FAULT)
+        assert fault.fields["fault"] == SPEC.faults["WATCHDOG"]
+        # First telemetry echoing the last setpoint (sequence numbers wrap: walk back from the
+        # fault over the frames that echo it).
+        telemetry = client.telemetry()
+        index = telemetry.index(fault)
+        while telemetry[index - 1].fields["seq_echo"] == last_seq:
+            index -= 1
+        fed = telemetry[index]
+        assert 50 <= fault.fields["mcu_ticks"] - fed.fields["mcu_ticks"] <= 51
+        # The torque ramps to zero and the fault stays latched until cleared.
+        client.wait_for(lambda m: m.name == "TELEMETRY" and m.fields["torque_mNm"] == 0)
+        time.sleep(0.2)
+        client.poll()
+        assert client.telemetry()[-1].fields["state"] == FAULT
+        assert client.command("ARM", watchdog_ms=0) == SPEC.results["FAULT_LATCHED"]
+        assert client.command("CLEAR_FAULT") == OK
+        client.wait_for(lambda m: m.name == "TELEMETRY" and m.fields["state"] == DISARMED)
+    finally:
+        client.close()
+
+
+def test_estop_input_and_reset_injection(simulated_bench):
+    client = Client(simulated_bench.port)
+    try:
+        handshake_and_arm(client, watchdog_ms=200)
+        for k in range(50):
+            client.send("SETPOINT", time_ms=k, mode=2, position_urad=0, velocity_urad_s=0,
+                        torque_mNm=20000)
+            client.poll()
+            time.sleep(0.002)
+        simulated_bench.command("estop on")
+        fault = client.wait_for(lambda m: m.name == "TELEMETRY" and m.fields["state"] == FAULT)
+        assert fault.fields["fault"] == SPEC.faults["ESTOP_INPUT"]
+        assert client.command("CLEAR_FAULT") == SPEC.results["ESTOP_ACTIVE"]
+        simulated_bench.command("estop off")
+        time.sleep(0.05)
+        assert client.command("CLEAR_FAULT") == OK
+
+        # A firmware reset loses the session: no telemetry until a new HELLO, ticks restart.
+        time.sleep(1.0)
+        client.drain()
+        before = client.telemetry()[-1].fields["mcu_ticks"]  # > 1000 ticks into the session
+        simulated_bench.command("reset")
+        time.sleep(0.2)
+        client.drain()
+        count = len(client.telemetry())
+        time.sleep(0.1)
+        client.drain()
+        assert len(client.telemetry()) == count
+        assert client.command("ARM", watchdog_ms=0) == SPEC.results["NO_HANDSHAKE"]
+        reply = handshake_and_arm(client)
+        assert reply.fields["mcu_ticks"] < before
+    finally:
+        client.close()
+
+
+def test_corrupted_bytes_are_counted_and_never_applied():
+    faults = SimFaults(corrupt=0.02, seed=7)
+    with start_simulated_bench(faults=faults) as running:
+        client = Client(running.port)
+        try:
+            # Commands may be garbled too: retry the handshake until it gets through.
+            for _ in range(20):
+                client.send("HELLO", protocol_version=1, telemetry_period_ms=1)
+                try:
+                    client.wait_for(lambda m: m.name == "TELEMETRY", timeout_s=0.1)
+                    break
+                except AssertionError:
+                    continue
+            # Arm is needed for setpoints to be applied: retry it likewise.
+            for _ in range(20):
+                client.send("ARM", watchdog_ms=500)
+                time.sleep(0.02)
+                client.poll()
+                if client.telemetry()[-1].fields["state"] == ARMED:
+                    break
+            for k in range(400):
+                client.send("SETPOINT", time_ms=k, mode=0, position_urad=200000,
+                            velocity_urad_s=0, torque_mNm=0)
+                client.poll()
+                time.sleep(0.001)
+            time.sleep(0.05)
+            client.poll()
+            last = client.telemetry()[-1]
+            # ≈ 2 % of ≈ 25-byte frames garbled: tens of bad frames, the rest tracked.
+            assert last.fields["bad_frames"] >= 20
+            assert last.fields["seq_gaps"] >= 20
+            assert last.fields["state"] == ARMED
+            assert last.si("position_urad") == pytest.approx(0.2, abs=0.01)
+            # The only setpoint ever applied is the one streamed (time 0..399 ms).
+            assert {m.fields["setpoint_time_ms"] for m in client.telemetry()} <= set(range(400))
+        finally:
+            client.close()
+    assert "corrupted" in running.stats
+
+
+def test_bad_configuration_and_fault_flags_are_reported(tmp_path):
+    config = tmp_path / "bench_sim.toml"
+    config.write_text("[plant]\ninertia_kg_m2 = -1.0\n")
+    with pytest.raises(ConfigError, match=r"\[plant\] inertia_kg_m2 = -1.0"):
+        load_sim_config(config)
+    with pytest.raises(BenchError, match="probabilities"):
+        start_simulated_bench(faults=SimFaults(drop=1.5))
