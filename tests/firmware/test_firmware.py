@@ -62,3 +62,10 @@ def test_short_fuzz_run_finds_nothing():
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     runs = re.search(r"stat::number_of_executed_units: (\d+)", result.stdout + result.stderr)
     assert runs is not None and int(runs.group(1)) > 1000
+
+
+def test_core_compiles_for_the_atmega2560():
+    # 16-bit int, -Wconversion -Werror: the portable core must not rely on a 32-bit int.
+    assert shutil.which("clang"), "clang is missing: run `make sysdeps` (tools/system-packages.txt)"
+    result = make("check-avr")
+    assert result.returncode == 0, result.stderr
