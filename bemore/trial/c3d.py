@@ -1,0 +1,77 @@
+"""C3D reading and writing through ezc3d, guarded so a damaged file gives one clear line.
+
+ezc3d is the community's reference reader, but on truncated or corrupted bytes it may raise a
+C++ exception, hang or crash: :func:`~bemore.trial.c3d_guard.check_c3d_bytes` checks the header,
+the parameter records and the size of the data section before ezc3d sees the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from bemore.errors import DataError
+from bemore.trial.c3d_guard import check_c3d_bytes
+from bemore.trial.markers import Markers, metres_per_unit
+
+
+def read_c3d(path: str | Path) -> Markers:
+    """Read the 3D points of a C3D file; positions in m, missing samples (residual < 0) NaN."""
+    path = Path(path)
+    check_c3d_bytes(path)
+    try:
+        import ezc3d
+
+        acquisition = ezc3d.c3d(str(path), extract_forceplat_data=False)
+        parameters = acquisition["parameters"]["POINT"]
+        labels = tuple(str(label).strip() for label in parameters["LABELS"]["value"])
+        rate_hz = float(np.asarray(parameters["RATE"]["value"]).ravel()[0])
+        units = parameters["UNITS"]["value"] if "UNITS" in parameters else ["mm"]
+        points = np.asarray(acquisition["data"]["points"], dtype=float)
+        residuals = np.asarray(acquisition["data"]["meta_points"]["residuals"], dtype=float)
+    except DataError:
+        raise
+    except Exception as error:  # ezc3d raises plain RuntimeError/IndexError on bad files
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise DataError(f"{path}: unreadable C3D file ({reason})") from None
+    unit = str(units[0]).strip() if len(units) else "mm"
+    scale = metres_per_unit(unit, f"{path}: POINT:UNITS")
+    if points.ndim != 3 or points.shape[1] != len(labels):
+        raise DataError(
+            f"{path}: C3D declares {len(labels)} point labels but holds "
+            f"{points.shape[1] if points.ndim == 3 else 0} points"
+        )
+    if not 1.0 <= rate_hz <= 100_000.0:
+        raise DataError(f"{path}: C3D POINT:RATE is {rate_hz:g} Hz (expected 1 to 100000 Hz)")
+    positions = np.transpose(points[:3], (2, 1, 0)) * scale  # (F, M, 3)
+    positions[np.transpose(residuals[0]) < 0] = np.nan
+    n_frames = positions.shape[0]
+    t = np.arange(n_frames) / rate_hz
+    return Markers(t, positions, labels, rate_hz, str(path), unit)
+
+
+def write_c3d(path: str | Path, markers: Markers, description: str = "") -> None:
+    """Write ``markers`` as a C3D file in mm (NaN samples become missing, residual −1).
+
+    ``description`` is stored in the MANUFACTURER:SOFTWARE parameter (e.g. "synthetic").
+    """
+    import ezc3d
+
+    acquisition = ezc3d.c3d()
+    acquisition["parameters"]["POINT"]["RATE"]["value"] = [float(markers.rate_hz)]
+    acquisition["parameters"]["POINT"]["LABELS"]["value"] = list(markers.labels)
+    acquisition["parameters"]["POINT"]["UNITS"]["value"] = ["mm"]
+    acquisition.add_parameter("MANUFACTURER", "SOFTWARE", [description or "bemore"])
+    points = np.ones((4, len(markers.labels), markers.n_frames))
+    points[:3] = np.transpose(markers.positions, (2, 1, 0)) * 1000.0
+    missing = np.isnan(points[:3]).any(axis=0)
+    points[:3][:, missing] = 0.0
+    acquisition["data"]["points"] = points
+    residuals = np.zeros((1, len(markers.labels), markers.n_frames))
+    residuals[0][missing] = -1.0
+    acquisition["data"]["meta_points"]["residuals"] = residuals
+    acquisition["data"]["meta_points"]["camera_masks"] = np.zeros(
+        (7, len(markers.labels), markers.n_frames), dtype=bool
+    )
+    acquisition.write(str(path))

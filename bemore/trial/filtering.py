@@ -1,0 +1,69 @@
+"""Zero-lag low-pass filtering and resampling of trajectories."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.interpolate import make_interp_spline
+from scipy.signal import butter, sosfiltfilt
+
+from bemore.errors import DataError
+
+
+def low_pass(
+    samples: np.ndarray, rate_hz: float, cutoff_hz: float, order: int, source: str = "trial"
+) -> np.ndarray:
+    """Zero-lag Butterworth low-pass along axis 0 (forward-backward, so the gain is squared).
+
+    ``samples`` (F, ...) at ``rate_hz``; ``cutoff_hz`` is the −3 dB frequency of one pass.
+    The ends are padded by extrapolating a quadratic fitted to the first/last 0.15 s, so that
+    a trial starting or ending mid-swing (curved trajectories) shows no edge transient.
+    Raises DataError if the cutoff is not below Nyquist or the trial is too short.
+    """
+    nyquist = rate_hz / 2.0
+    if not 0 < cutoff_hz < nyquist:
+        raise DataError(
+            f"{source}: filter cutoff {cutoff_hz:g} Hz must be below the Nyquist frequency "
+            f"{nyquist:g} Hz ([filter] cutoff_hz)"
+        )
+    n_fit = max(5, round(0.15 * rate_hz))
+    if samples.shape[0] < n_fit:
+        raise DataError(
+            f"{source}: {samples.shape[0]} frames are too few to filter (need at least {n_fit})"
+        )
+    n_pad = max(10, round(3.0 * rate_hz / cutoff_hz))
+    sos = butter(order, cutoff_hz / nyquist, btype="low", output="sos")
+    padded = np.concatenate(
+        [_extrapolate(samples[:n_fit][::-1], n_pad)[::-1], samples,
+         _extrapolate(samples[-n_fit:], n_pad)],
+        axis=0,
+    )
+    return sosfiltfilt(sos, padded, axis=0, padlen=0)[n_pad:-n_pad]
+
+
+def _extrapolate(window: np.ndarray, count: int) -> np.ndarray:
+    """``count`` samples continuing ``window`` (W, ...) by its least-squares quadratic."""
+    k = np.arange(window.shape[0], dtype=float)
+    basis = np.stack([np.ones_like(k), k, k * k], axis=1)
+    flat = window.reshape(window.shape[0], -1)
+    coefficients, *_ = np.linalg.lstsq(basis, flat, rcond=None)
+    ahead = np.arange(window.shape[0], window.shape[0] + count, dtype=float)
+    future = np.stack([np.ones_like(ahead), ahead, ahead * ahead], axis=1) @ coefficients
+    return future.reshape((count, *window.shape[1:]))
+
+
+def uniform_times(duration_s: float, rate_hz: float) -> np.ndarray:
+    """Times 0, 1/rate, … up to ``duration_s`` (s), computed as integers over the rate."""
+    count = int(np.floor(duration_s * rate_hz + 1e-9)) + 1
+    return np.arange(count) / rate_hz
+
+
+def spline_derivatives(
+    t: np.ndarray, samples: np.ndarray, t_new: np.ndarray, degree: int = 5
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Value, first and second time derivatives of ``samples`` (F, ...) at ``t_new`` (s).
+
+    An interpolating spline of ``degree`` (quintic by default, so that accelerations are
+    smooth) through the samples; units are those of ``samples`` per s and per s².
+    """
+    spline = make_interp_spline(t, samples, k=degree, axis=0)
+    return spline(t_new), spline.derivative(1)(t_new), spline.derivative(2)(t_new)

@@ -1,0 +1,158 @@
+"""Marker set, label mapping and joint-centre recipes (``configs/markerset.toml``), and the
+trial preparation settings (``configs/trial.toml``).
+
+A joint centre is the mean, in 3D, of the markers its recipe lists (left and right averaged);
+the plane projection comes afterwards (:mod:`bemore.trial.plane`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, PositiveFloat, model_validator
+
+from bemore.config import Section, load_toml_model
+from bemore.errors import DataError
+from bemore.paths import default_config
+from bemore.trial.markers import Markers
+
+# The model's named points (docs/model.md), in the engine's order.
+POINT_NAMES = ("bar", "wrist", "elbow", "shoulder", "neck", "hip", "knee", "ankle", "toe",
+               "head_top")
+# The seven joint centres of the identification cost, in the order Trial.joint_centres uses.
+JOINT_CENTRE_NAMES = ("bar", "wrist", "elbow", "neck", "hip", "knee", "ankle")
+
+
+class PlaneMarkers(Section):
+    """Markers that define the study plane."""
+
+    bar_markers: list[str] = Field(min_length=2, description="along the bar's axis")
+    vertical_axis: Literal["X", "Y", "Z"] = "Z"
+    back_marker: str = Field(description="e.g. C7: the chest faces away from it")
+    front_marker: str = Field(description="e.g. STERNUM: the chest faces +x at the first frame")
+
+
+class MarkerSet(Section):
+    """``configs/markerset.toml``: label renames, plane markers, joint-centre recipes."""
+
+    labels: dict[str, str] = Field(default_factory=dict)
+    plane: PlaneMarkers
+    joint_centres: dict[str, list[str]]
+
+    @model_validator(mode="after")
+    def _every_point(self) -> MarkerSet:
+        missing = [name for name in POINT_NAMES if name not in self.joint_centres]
+        unknown = [name for name in self.joint_centres if name not in POINT_NAMES]
+        if missing:
+            raise ValueError(f"joint_centres: missing {', '.join(missing)}")
+        if unknown:
+            raise ValueError(
+                f"joint_centres: unknown {', '.join(unknown)} (allowed: {', '.join(POINT_NAMES)})"
+            )
+        empty = [name for name, recipe in self.joint_centres.items() if not recipe]
+        if empty:
+            raise ValueError(f"joint_centres: {', '.join(empty)} lists no marker")
+        return self
+
+    def label(self, canonical: str) -> str:
+        """The label a file uses for the canonical marker name."""
+        return self.labels.get(canonical, canonical)
+
+    def required_markers(self) -> list[str]:
+        """Every canonical marker a joint centre or the plane needs, each once, in order."""
+        names = [*self.plane.bar_markers, self.plane.back_marker, self.plane.front_marker]
+        for recipe in self.joint_centres.values():
+            names.extend(recipe)
+        return list(dict.fromkeys(names))
+
+
+class Trim(Section):
+    """Part of the recording kept (s from its first frame)."""
+
+    start_s: float = Field(0.0, ge=0.0)
+    end_s: float = Field(0.0, ge=0.0, description="0 keeps to the end")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Trim:
+        if self.end_s and self.end_s <= self.start_s:
+            raise ValueError(f"end_s ({self.end_s}) must be 0 or above start_s ({self.start_s})")
+        return self
+
+
+class Gaps(Section):
+    """Gap filling."""
+
+    max_gap_s: float = Field(0.1, ge=0.0, le=1.0, description="longest gap filled (s)")
+
+
+class LowPass(Section):
+    """Zero-lag Butterworth low-pass filter of the marker trajectories."""
+
+    cutoff_hz: PositiveFloat = 6.0
+    order: int = Field(4, ge=1, le=8, description="design order, applied forward and backward")
+
+
+class Resample(Section):
+    """Rate of the prepared trial."""
+
+    rate_hz: float = Field(1000.0, ge=10.0, le=10_000.0)
+
+
+class PlaneSettings(Section):
+    """What the markers cannot tell about the plane's origin."""
+
+    initial_bar_displacement_m: tuple[float, float] = (0.0, 0.0)
+
+
+class TrialSettings(Section):
+    """``configs/trial.toml``: how a trial is prepared."""
+
+    trim: Trim = Trim()
+    gaps: Gaps = Gaps()
+    filter: LowPass = LowPass()
+    resample: Resample = Resample()
+    plane: PlaneSettings = PlaneSettings()
+
+
+def load_markerset(path: str | Path | None = None) -> MarkerSet:
+    """The marker set (default: ``configs/markerset.toml``)."""
+    return load_toml_model(path or default_config("markerset.toml"), MarkerSet)
+
+
+def load_trial_settings(path: str | Path | None = None) -> TrialSettings:
+    """The preparation settings (default: ``configs/trial.toml``)."""
+    return load_toml_model(path or default_config("trial.toml"), TrialSettings)
+
+
+def check_required(markers: Markers, markerset: MarkerSet) -> list[int]:
+    """Indices in ``markers`` of every required marker; absent or NaN-only ones raise DataError."""
+    indices, absent = [], []
+    for name in markerset.required_markers():
+        index = markers.find(markerset.label(name))
+        if index is None:
+            absent.append(markerset.label(name))
+        else:
+            indices.append(index)
+    if absent:
+        raise DataError(
+            f"{markers.source}: required marker(s) missing from the file: {', '.join(absent)}"
+        )
+    for index in indices:
+        if np.isnan(markers.positions[:, index]).all():
+            raise DataError(
+                f"{markers.source}: marker {markers.labels[index]} has no valid sample "
+                f"({markers.t[0]:.3f}–{markers.t[-1]:.3f} s)"
+            )
+    return indices
+
+
+def joint_centres_3d(markers: Markers, markerset: MarkerSet) -> np.ndarray:
+    """(F, 10, 3) joint centres in m, laboratory frame, in :data:`POINT_NAMES` order."""
+    centres = np.empty((markers.n_frames, len(POINT_NAMES), 3))
+    for k, name in enumerate(POINT_NAMES):
+        recipe = markerset.joint_centres[name]
+        stack = [markers.marker(markerset.label(label)) for label in recipe]
+        centres[:, k] = np.mean(stack, axis=0)
+    return centres

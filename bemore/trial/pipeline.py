@@ -1,0 +1,235 @@
+"""``prepare_trial(path) -> Trial``: a motion-capture file made ready for the model.
+
+Steps (settings in ``configs/trial.toml``, marker set in ``configs/markerset.toml``):
+read → trim → required markers present → short gaps filled (cubic spline), long ones refused →
+zero-lag Butterworth low-pass → joint centres in 3D → study plane from the bar markers →
+projection → driven coordinates and seen free coordinates at the file's rate → quintic spline
+resampling to 1 kHz with velocities and accelerations → initial free state.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bemore.errors import DataError
+from bemore.trial.coordinates import (
+    DRIVEN_NAMES,
+    FREE_NAMES,
+    driven_from_points,
+    free_from_points,
+)
+from bemore.trial.filtering import low_pass, spline_derivatives, uniform_times
+from bemore.trial.gaps import fill_gaps
+from bemore.trial.markers import Markers
+from bemore.trial.markerset import (
+    JOINT_CENTRE_NAMES,
+    POINT_NAMES,
+    MarkerSet,
+    TrialSettings,
+    check_required,
+    joint_centres_3d,
+    load_markerset,
+    load_trial_settings,
+)
+from bemore.trial.plane import Plane, bar_axis, study_plane
+from bemore.trial.readers import read_markers
+
+_COST_INDEX = [POINT_NAMES.index(name) for name in JOINT_CENTRE_NAMES]
+
+
+@dataclass
+class Trial:
+    """A prepared trial, sampled at ``rate_hz`` (1 kHz by default) from t = 0.
+
+    Attributes:
+        t: (N,) s.
+        joint_centres: (N, 7, 2) m in the model plane, order ``joint_centre_names``
+            (bar, wrist, elbow, neck, hip, knee, ankle: the identification cost's points).
+        points: (N, 10, 2) m, every named point of the model, order ``point_names``.
+        driven: ``bemore.model.DrivenMotion`` of the 9 driven coordinates (engine order), or
+            None while the engine is not installed (the arrays below hold the same numbers).
+        driven_q, driven_qd, driven_qdd: (N, 9) rad or m, per s, per s² (``driven_names``).
+        free_q0, free_qd0: (5,) initial free state (``free_names``: bar_x m, bar_y m,
+            hand_rotation rad, shoulder_ap m, shoulder_pd m) and its rates.
+        free_seen: (N, 5) the free coordinates as the markers show them (shoulder ones 0).
+        source: the file read; rate_hz_original: its rate (Hz); notes: what was filled/trimmed.
+        plane_origin, plane_axes: lab position (3,) m of the model origin and (3, 3) rows e_x,
+            e_y, e_z of the model frame in lab coordinates.
+    """
+
+    t: np.ndarray
+    joint_centres: np.ndarray
+    points: np.ndarray
+    driven: Any
+    driven_q: np.ndarray
+    driven_qd: np.ndarray
+    driven_qdd: np.ndarray
+    free_q0: np.ndarray
+    free_qd0: np.ndarray
+    free_seen: np.ndarray
+    source: str
+    rate_hz_original: float
+    notes: tuple[str, ...]
+    plane_origin: np.ndarray
+    plane_axes: np.ndarray
+    rate_hz: float = 1000.0
+    joint_centre_names: tuple[str, ...] = JOINT_CENTRE_NAMES
+    point_names: tuple[str, ...] = POINT_NAMES
+    driven_names: tuple[str, ...] = DRIVEN_NAMES
+    free_names: tuple[str, ...] = FREE_NAMES
+    markers: Markers | None = field(default=None, repr=False)
+
+    @property
+    def duration_s(self) -> float:
+        """Duration of the prepared trial (s)."""
+        return float(self.t[-1])
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready description (no time series): source, rates, duration, initial state."""
+        return {
+            "source": self.source,
+            "rate_hz_original": self.rate_hz_original,
+            "rate_hz": self.rate_hz,
+            "frames": int(self.t.size),
+            "duration_s": self.duration_s,
+            "free_q0": dict(zip(self.free_names, map(float, self.free_q0), strict=True)),
+            "free_qd0": dict(zip(self.free_names, map(float, self.free_qd0), strict=True)),
+            "plane_origin_m": self.plane_origin.tolist(),
+            "plane_axes": self.plane_axes.tolist(),
+            "notes": list(self.notes),
+        }
+
+    def summary_json(self) -> str:
+        """:meth:`summary` as indented JSON text."""
+        return json.dumps(self.summary(), indent=2)
+
+
+def _driven_motion(t: np.ndarray, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> Any:
+    """The engine's DrivenMotion for these arrays, or None if the engine is not installed."""
+    try:
+        from bemore.model import DrivenMotion
+    except ImportError:
+        return None
+    return DrivenMotion(t=t, q=q, qd=qd, qdd=qdd)
+
+
+def trim(markers: Markers, start_s: float, end_s: float) -> Markers:
+    """Keep the frames with ``start_s ≤ t − t[0] ≤ end_s`` (``end_s`` 0: to the end), t from 0."""
+    relative = markers.t - markers.t[0]
+    keep = relative >= start_s - 1e-9
+    if end_s:
+        keep &= relative <= end_s + 1e-9
+    if keep.sum() < 2:
+        raise DataError(
+            f"{markers.source}: trimming to {start_s:g}–{end_s or relative[-1]:g} s leaves "
+            f"{int(keep.sum())} frame(s) of a {relative[-1]:.3f} s recording ([trim] in trial.toml)"
+        )
+    note = None
+    if not keep.all():
+        note = f"trimmed to {relative[keep][0]:.3f}–{relative[keep][-1]:.3f} s of the recording"
+    t = relative[keep] - relative[keep][0]
+    return Markers(t, markers.positions[keep], markers.labels, markers.rate_hz, markers.source,
+                   markers.unit_in_file, (*markers.notes, note) if note else markers.notes)
+
+
+def clean_markers(markers: Markers, markerset: MarkerSet, settings: TrialSettings) -> Markers:
+    """Trim, check the required markers, fill their short gaps and low-pass them (m)."""
+    markers = trim(markers, settings.trim.start_s, settings.trim.end_s)
+    indices = check_required(markers, markerset)
+    positions = markers.positions.copy()
+    notes = list(markers.notes)
+    for index in indices:
+        filled, gaps = fill_gaps(markers.t, positions[:, index], markers.labels[index],
+                                 settings.gaps.max_gap_s, markers.source)
+        positions[:, index] = filled
+        notes.extend(f"filled {gap.describe()}" for gap in gaps)
+    positions[:, indices] = low_pass(positions[:, indices], markers.rate_hz,
+                                     settings.filter.cutoff_hz, settings.filter.order,
+                                     markers.source)
+    notes.append(f"low-pass Butterworth {settings.filter.cutoff_hz:g} Hz, order "
+                 f"{settings.filter.order} forward-backward")
+    return Markers(markers.t, positions, markers.labels, markers.rate_hz, markers.source,
+                   markers.unit_in_file, tuple(notes))
+
+
+def find_plane(markers: Markers, markerset: MarkerSet, settings: TrialSettings) -> Plane:
+    """The model frame of a cleaned trial (bar axis, vertical, chest towards +x at the start)."""
+    label = markerset.label
+    bar = np.stack([markers.marker(label(name)) for name in markerset.plane.bar_markers], axis=1)
+    return study_plane(
+        bar_axis(bar),
+        markerset.plane.vertical_axis,
+        markers.marker(label(markerset.plane.back_marker))[0],
+        markers.marker(label(markerset.plane.front_marker))[0],
+        bar[0].mean(axis=0),
+        settings.plane.initial_bar_displacement_m,
+    )
+
+
+def prepare_markers(
+    markers: Markers, markerset: MarkerSet | None = None, settings: TrialSettings | None = None
+) -> Trial:
+    """Prepare already-read markers (see the module docstring); returns a :class:`Trial`."""
+    markerset = markerset or load_markerset()
+    settings = settings or load_trial_settings()
+    clean = clean_markers(markers, markerset, settings)
+    plane = find_plane(clean, markerset, settings)
+    points_lab = joint_centres_3d(clean, markerset)
+    points = plane.project(points_lab)
+    q = driven_from_points(points)
+    free = free_from_points(points)
+    t_new = uniform_times(clean.duration_s, settings.resample.rate_hz)
+    stacked = np.concatenate([q, free, points.reshape(len(clean.t), -1)], axis=1)
+    values, rates, accelerations = spline_derivatives(clean.t, stacked, t_new)
+    n_driven, n_free = len(DRIVEN_NAMES), len(FREE_NAMES)
+    driven_q = values[:, :n_driven]
+    driven_qd = rates[:, :n_driven]
+    driven_qdd = accelerations[:, :n_driven]
+    free_seen = values[:, n_driven : n_driven + n_free]
+    free_qd0 = rates[0, n_driven : n_driven + n_free].copy()
+    free_qd0[3:] = 0.0  # no measured shoulder translation, hence no measured rate either
+    all_points = values[:, n_driven + n_free :].reshape(len(t_new), len(POINT_NAMES), 2)
+    notes = (*clean.notes, f"resampled {clean.rate_hz:g} Hz → {settings.resample.rate_hz:g} Hz "
+             "(quintic spline)")
+    return Trial(
+        t=t_new,
+        joint_centres=all_points[:, _COST_INDEX],
+        points=all_points,
+        driven=_driven_motion(t_new, driven_q, driven_qd, driven_qdd),
+        driven_q=driven_q,
+        driven_qd=driven_qd,
+        driven_qdd=driven_qdd,
+        free_q0=free_seen[0].copy(),
+        free_qd0=free_qd0,
+        free_seen=free_seen,
+        source=markers.source,
+        rate_hz_original=float(markers.rate_hz),
+        notes=notes,
+        plane_origin=plane.origin,
+        plane_axes=np.stack([plane.e_x, plane.e_y, plane.e_z]),
+        rate_hz=settings.resample.rate_hz,
+        markers=clean,
+    )
+
+
+def prepare_trial(
+    path: str | Path,
+    markerset: MarkerSet | str | Path | None = None,
+    settings: TrialSettings | str | Path | None = None,
+) -> Trial:
+    """Read and prepare a motion-capture file (C3D, TRC or CSV) for the model.
+
+    ``markerset`` and ``settings`` are schema objects or TOML paths (default: the bundled
+    ``configs/markerset.toml`` and ``configs/trial.toml``). Any problem raises one
+    :class:`~bemore.errors.DataError` or :class:`~bemore.errors.ConfigError` line.
+    """
+    if not isinstance(markerset, MarkerSet):
+        markerset = load_markerset(markerset)
+    if not isinstance(settings, TrialSettings):
+        settings = load_trial_settings(settings)
+    return prepare_markers(read_markers(path), markerset, settings)
