@@ -1,0 +1,29 @@
+"""Planar tree dynamics engine and the two gymnast models (see docs/model.md)."""
+
+from bemore.model.core import Model
+from bemore.model.gymnasts import (
+    IDENTIFIED_PARAMETERS,
+    exemplary_parameters,
+    load_model,
+    straight_posture,
+)
+from bemore.model.simulate import (
+    COST_POINTS,
+    DrivenMotion,
+    Simulation,
+    joint_centre_cost,
+    simulate,
+)
+
+__all__ = [
+    "COST_POINTS",
+    "IDENTIFIED_PARAMETERS",
+    "DrivenMotion",
+    "Model",
+    "Simulation",
+    "exemplary_parameters",
+    "joint_centre_cost",
+    "load_model",
+    "simulate",
+    "straight_posture",
+]
