@@ -350,7 +350,7 @@ static inline int bm_unpack_hello_reply(const uint8_t *in, uint8_t len, struct b
     return 1;
 }
 
-/* Result of ARM, DISARM, ESTOP, CLEAR_FAULT, or of an unknown message. */
+/* Result of HELLO, ARM, DISARM, ESTOP, CLEAR_FAULT, or of an unknown message id. */
 struct bm_msg_ack {
     uint8_t acked_seq;
     uint8_t acked_id;
