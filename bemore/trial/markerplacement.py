@@ -65,17 +65,20 @@ SITES: dict[str, tuple[str, str, float, float, float]] = {
     "L_HEEL": ("foot", "ankle", -0.05, 0.04, 0.07),
 }
 BAR_RADIUS_M = 0.014
-BAR_MARKER_Z_M = (-0.9, -0.75, -0.6, -0.45, -0.15, -0.05, 0.05, 0.15, 0.45, 0.6, 0.75, 0.9)
+# BAR_01…BAR_12 from one end of the bar to the other: (distance along the bar m, angle round
+# it rad). Each ±distance pair shares an angle and each angle has its opposite, so the bar
+# markers' centroid is on the axis and their principal direction is the axis itself.
+BAR_SITES = ((-0.9, 0.0), (-0.75, np.pi), (-0.6, 0.7), (-0.45, 0.7 + np.pi), (-0.15, 1.4),
+             (-0.05, 1.4 + np.pi), (0.05, 1.4 + np.pi), (0.15, 1.4), (0.45, 0.7 + np.pi),
+             (0.6, 0.7), (0.75, np.pi), (0.9, 0.0))
 
 
 def bar_sites() -> dict[str, tuple[float, float, float]]:
-    """BAR_01…BAR_12: (x, y, z) on the bar's surface from its centre (m); each consecutive pair
-    is diametrically opposite so that their centroid is on the axis."""
-    sites = {}
-    for k, z in enumerate(BAR_MARKER_Z_M):
-        angle = (k // 2) * 0.7 + (np.pi if k % 2 else 0.0)
-        sites[f"BAR_{k + 1:02d}"] = (BAR_RADIUS_M * np.cos(angle), BAR_RADIUS_M * np.sin(angle), z)
-    return sites
+    """BAR_01…BAR_12: (x, y, z) in m on the bar's surface from its centre, model frame."""
+    return {
+        f"BAR_{k + 1:02d}": (BAR_RADIUS_M * np.cos(angle), BAR_RADIUS_M * np.sin(angle), z)
+        for k, (z, angle) in enumerate(BAR_SITES)
+    }
 
 
 def model_marker_positions(points: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
