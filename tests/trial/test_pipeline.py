@@ -51,7 +51,7 @@ def test_noise_free_trial_through_c3d_and_pipeline(write_trial):
     assert error.max() < 2e-3
     assert error[5:-5].max() < 1e-3
     assert np.abs(trial.driven_q[frames][:, ANGLES] - driven[:, ANGLES]).max() < 0.15 * DEG
-    assert trial.free_q0[:3] == pytest.approx(free[0, :3], abs=2e-4)
+    assert trial.free_q0[:3] == pytest.approx(free[0, :3], abs=1e-3)  # m, m, rad (0.06°)
     assert trial.joint_centre_names == ("bar", "wrist", "elbow", "neck", "hip", "knee", "ankle")
     assert trial.joint_centres.shape == (2001, 7, 2)
 
