@@ -145,6 +145,9 @@ static uint8_t handle_hello(struct bm_core *core, const struct bm_frame *frame)
         return 0xFFu;
     }
     send_hello_reply(core);
+    if (core->state == BM_STATE_ARMED) {
+        return BM_RESULT_BAD_STATE; /* a session cannot be restarted under a moving axis */
+    }
     if (m.protocol_version != BM_PROTOCOL_VERSION) {
         core->handshake = 0;
         return BM_RESULT_VERSION_MISMATCH;
@@ -249,7 +252,7 @@ static void track_sequence(struct bm_core *core, uint8_t seq)
 static void handle_frame(struct bm_core *core, const struct bm_frame *frame)
 {
     uint8_t result = 0xFFu; /* 0xFF: malformed payload, counted as a bad frame */
-    if (frame->id == BM_MSG_HELLO) {
+    if (frame->id == BM_MSG_HELLO && core->state != BM_STATE_ARMED) {
         core->have_rx_seq = 0; /* a new session restarts the sequence count */
     }
     switch (frame->id) {

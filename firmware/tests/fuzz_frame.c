@@ -7,6 +7,8 @@
  *     absolute limit, is zero whenever the axis is not armed (except during a fault ramp, which
  *     only decreases), and the setpoint in force is always within the limits.
  * ASan and UBSan catch out-of-bounds accesses and undefined behaviour.
+ * Inputs whose first byte is odd are also read as a list of messages ([id][len][payload]) that the
+ * harness frames with valid CRCs, so the fuzzer reaches deep into the command handling too.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -37,14 +39,12 @@ static void check_link(const uint8_t *data, size_t size)
     }
 }
 
-static void check_core(const uint8_t *data, size_t size)
+static void check_core(const uint8_t *data, size_t size, int estop)
 {
     static struct bm_core core;
     fake_reset();
     bm_core_init(&core, bm_default_gains());
-    if (size > 0u) {
-        fake.estop = (data[0] & 0x80u) != 0u && (data[0] & 0x40u) != 0u;
-    }
+    fake.estop = estop;
     int32_t previous = 0;
     for (size_t i = 0; i < size; i++) {
         bm_core_rx_byte(&core, data[i]);
@@ -76,9 +76,33 @@ static void check_core(const uint8_t *data, size_t size)
     }
 }
 
+/* Frames [id][len][payload...] chunks of the input with valid CRCs; returns the wire length. */
+static size_t frame_messages(const uint8_t *data, size_t size, uint8_t *wire, size_t capacity)
+{
+    size_t used = 0;
+    uint8_t seq = 0;
+    size_t i = 1;
+    while (i + 2u <= size && used + BM_MAX_WIRE <= capacity) {
+        uint8_t id = data[i];
+        uint8_t len = (uint8_t)(data[i + 1u] % (BM_MAX_PAYLOAD + 1u));
+        i += 2u;
+        if (i + len > size) {
+            len = (uint8_t)(size - i);
+        }
+        used += bm_frame_encode(seq++, id, &data[i], len, &wire[used]);
+        i += len;
+    }
+    return used;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static uint8_t wire[8192];
+    int estop = size > 0u && (data[0] & 0xC0u) == 0xC0u;
     check_link(data, size);
-    check_core(data, size);
+    check_core(data, size, estop);
+    if (size > 0u && (data[0] & 1u)) {
+        check_core(wire, frame_messages(data, size, wire, sizeof wire), estop);
+    }
     return 0;
 }

@@ -164,6 +164,13 @@ static void test_transitions(void)
     CHECK_EQ(core.state, BM_STATE_DISARMED);
     CHECK_EQ(command(BM_MSG_CLEAR_FAULT), BM_RESULT_OK); /* nothing to clear */
 
+    /* HELLO while armed: refused, the session (and its telemetry) goes on */
+    start_armed();
+    CHECK_EQ(hello(BM_PROTOCOL_VERSION + 1u, 50), BM_RESULT_BAD_STATE);
+    CHECK_EQ(core.state, BM_STATE_ARMED);
+    CHECK_EQ(core.handshake, 1);
+    CHECK_EQ(core.telemetry_period, 1);
+
     /* unknown message id: ACK UNKNOWN_MESSAGE, state unchanged */
     start_armed();
     CHECK_EQ(command(0x55), BM_RESULT_UNKNOWN_MESSAGE);

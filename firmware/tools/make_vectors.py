@@ -18,6 +18,7 @@ from controller.protocol import (
     cobs_encode,
     crc16,
     encode_message,
+    encode_payload,
     load_spec,
 )
 
@@ -107,6 +108,17 @@ def write_corpus() -> None:
     for index in range(5, len(garbled), 23):
         garbled[index] ^= 0x21
     (CORPUS / "session_garbled").write_bytes(bytes(garbled))
+    # Structured seeds (odd first byte): [id][len][payload] chunks the harness frames itself.
+    chunks = [(0x01, encode_payload("HELLO", protocol_version=1, telemetry_period_ms=1)),
+              (0x02, encode_payload("ARM", watchdog_ms=10))]
+    for k in range(20):
+        chunks.append((0x04, encode_payload("SETPOINT", time_ms=k, mode=k % 3,
+                                            position_urad=k * 200000 - 600000,
+                                            velocity_urad_s=(k - 10) * 1000000,
+                                            torque_mNm=(k - 10) * 20000)))
+    chunks += [(0x05, b""), (0x06, b""), (0x07, b""), (0x02, b"\x00\x00"), (0x03, b"")]
+    structured = b"\x01" + b"".join(bytes([i, len(p)]) + p for i, p in chunks)
+    (CORPUS / "structured_session").write_bytes(structured)
     for vec in rejected_streams():
         (CORPUS / f"rejected_{vec['name']}").write_bytes(bytes.fromhex(vec["stream"]))
 
