@@ -1,0 +1,134 @@
+"""Description files: refused with a message naming the body and the key; models agree with
+the segment table."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from bemore.errors import ModelError
+from bemore.model import exemplary_parameters, load_model
+from bemore.model.description import load_description, parse_description
+from bemore.settings import load_gymnast
+
+BASE = {
+    "name": "two links",
+    "parameters": {"arm.mass": "2.0 kg"},
+    "bodies": {
+        "arm": {"parent": "world", "joint": {"type": "revolute", "coordinate": "a"},
+                "mass": "arm.mass", "inertia": "0.1 kg·m²", "com": ["0.3 m", 0.0]},
+        "leg": {"parent": "arm",
+                "joint": {"type": "revolute", "coordinate": "b", "driven": True,
+                          "at": ["0.6 m", 0.0]},
+                "mass": 3.0, "inertia": 0.2, "com": [0.4, 0.0]},
+    },
+}
+
+
+def _refused(change) -> str:
+    data = copy.deepcopy(BASE)
+    change(data)
+    with pytest.raises(ModelError) as info:
+        parse_description(data, "test.toml")
+    return str(info.value)
+
+
+def test_a_valid_description_is_accepted():
+    description = parse_description(copy.deepcopy(BASE), "test.toml")
+    assert description.free_coordinates == ("a",)
+    assert description.driven_coordinates == ("b",)
+    assert description.parameters == {"arm.mass": 2.0}
+
+
+def test_cycle_is_refused():
+    def cycle(d):
+        d["bodies"]["arm"]["parent"] = "leg"
+    message = _refused(cycle)
+    assert "cycle" in message and "arm" in message and "parent" in message
+
+
+def test_unknown_parent_is_refused():
+    message = _refused(lambda d: d["bodies"]["leg"].update(parent="torso"))
+    assert "[bodies.leg] parent = 'torso': unknown parent" in message
+
+
+def test_non_positive_mass_and_inertia_are_refused():
+    assert "[bodies.leg] mass = -3: must be positive" in _refused(
+        lambda d: d["bodies"]["leg"].update(mass=-3.0))
+    assert "[bodies.leg] inertia = 0: must be positive" in _refused(
+        lambda d: d["bodies"]["leg"].update(inertia=0.0))
+    assert "[bodies.arm] mass = 0: must be positive" in _refused(
+        lambda d: d["parameters"].update({"arm.mass": "0 kg"}))
+
+
+def test_missing_parameter_is_refused():
+    message = _refused(lambda d: d["bodies"]["leg"].update(mass="leg.mass"))
+    assert "[bodies.leg] mass = 'leg.mass'" in message and "declared parameter" in message
+
+
+def test_bad_unit_is_refused():
+    message = _refused(lambda d: d["bodies"]["leg"].update(mass="3 m"))
+    assert "[bodies.leg] mass = '3 m': bad unit 'm' for a mass" in message
+    message = _refused(lambda d: d["bodies"]["leg"].update(com=["40 kg", 0.0]))
+    assert "[bodies.leg] com[0]" in message and "bad unit 'kg'" in message
+
+
+def test_parameter_bound_to_a_field_of_another_dimension_is_refused():
+    message = _refused(lambda d: d["bodies"]["leg"].update(com=["arm.mass", 0.0]))
+    assert "[bodies.leg] com[0]" in message and "'arm.mass' is in kg" in message
+
+
+def test_units_are_converted_to_si():
+    data = copy.deepcopy(BASE)
+    data["bodies"]["leg"]["com"] = ["40 cm", 0.0]
+    data["bodies"]["leg"]["joint"]["angle"] = "90 deg"
+    description = parse_description(data, "test.toml")
+    leg = description.bodies[1]
+    assert leg.com_x.offset == pytest.approx(0.4)
+    assert leg.joint[0].angle == pytest.approx(np.pi / 2)
+
+
+def test_missing_file_is_a_model_error(tmp_path):
+    with pytest.raises(ModelError, match="file not found"):
+        load_description(tmp_path / "nope.toml")
+
+
+def test_real_gymnast_matches_the_segment_table(real):
+    gymnast = load_gymnast()
+    bodies = {b.name: b for b in real.description.bodies}
+    values = real.default_parameters()
+    for name in ("head", "upper_arm", "forearm", "hand", "shank", "foot"):
+        segment, body = gymnast.segments[name], bodies[name]
+        assert body.mass.evaluate(values) == pytest.approx(segment.total_mass_kg, rel=1e-12)
+        assert body.inertia.evaluate(values) == pytest.approx(segment.inertia_kgm2, rel=1e-12)
+        assert body.com_x.evaluate(values) == pytest.approx(segment.com_from_proximal_m)
+        assert body.length == pytest.approx(segment.length_m)
+    total = gymnast.segments["trunk"].total_mass_kg + gymnast.segments["thigh"].total_mass_kg
+    for trunk_mass in (5.259, 12.277, 25.433):
+        v = dict(values, **{"trunk.mass": trunk_mass})
+        thigh = bodies["thigh"].mass.evaluate(v)
+        assert bodies["trunk"].mass.evaluate(v) + thigh == pytest.approx(total, rel=1e-12)
+        # Radii of gyration of the table are kept.
+        assert bodies["thigh"].inertia.evaluate(v) / thigh == pytest.approx(
+            gymnast.segments["thigh"].inertia_kgm2 / gymnast.segments["thigh"].total_mass_kg)
+        assert bodies["trunk"].inertia.evaluate(v) / trunk_mass == pytest.approx(
+            gymnast.segments["trunk"].inertia_kgm2 / gymnast.segments["trunk"].total_mass_kg)
+
+
+def test_exemplary_defaults_are_the_lumped_real_gymnast(exemplary):
+    lumped = exemplary_parameters()
+    defaults = exemplary.default_parameters()
+    for name, value in lumped.items():
+        assert defaults[name] == pytest.approx(value, rel=1e-12), name
+    # Arm CoM from the bar by hand: hand at 0, forearm at 0.075+0.112, upper arm at 0.281+0.123
+    assert lumped["arm.com"] == pytest.approx((2.376 * 0.187 + 2.774 * 0.404) / 5.942)
+    assert lumped["body.mass"] == pytest.approx(12.277 + (27.433 - 12.277) + 3.565 + 2.178 + 1.98)
+
+
+def test_unknown_parameter_and_unknown_model_are_refused(real):
+    with pytest.raises(ModelError, match=r"unknown parameter .trunk\.masss."):
+        real.parameter_matrix([{"trunk.masss": 3.0}])
+    with pytest.raises(ModelError, match="unknown model 'giant'"):
+        load_model("giant")
