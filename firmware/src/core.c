@@ -6,6 +6,7 @@
 #include "hal.h"
 
 #define TELEMETRY_DEFAULT_MS 10u
+#define LATE_LEAK_TICKS 100u
 
 static int32_t clamp_i32(int32_t value, int32_t low, int32_t high, uint8_t *clamped)
 {
@@ -221,7 +222,7 @@ static int handle_setpoint(struct bm_core *core, const struct bm_frame *frame)
         return 1;
     }
     core->limit_flags |= bm_clamp_setpoint(&m.position_urad, &m.velocity_urad_s, &m.torque_mNm);
-    /* Lateness against the best (smallest) delay seen since ARM: no clock sync needed. */
+    /* Lateness against the best (smallest) recent delay since ARM: no clock sync needed. */
     int32_t delay = (int32_t)(core->ticks - m.time_ms);
     if (!core->has_late_offset || delay < core->late_offset_ms) {
         core->late_offset_ms = delay;
@@ -412,6 +413,11 @@ static int32_t limit_output(struct bm_core *core, int32_t torque)
 void bm_core_tick(struct bm_core *core)
 {
     core->ticks++;
+    /* The stream's best delay is a leaky minimum (+1 ms per 100 ticks): one early outlier, or a
+     * clock hiccup, stops poisoning the late-setpoint count after a while. */
+    if (core->has_late_offset && core->ticks % LATE_LEAK_TICKS == 0u) {
+        core->late_offset_ms++;
+    }
     measure(core);
     supervise(core);
     int32_t torque = 0;

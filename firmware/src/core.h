@@ -44,7 +44,7 @@ struct bm_core {
     int32_t sp_velocity_urad_s;
     int32_t sp_torque_mNm;
     uint8_t has_late_offset;
-    int32_t late_offset_ms; /* smallest (arrival tick − time_ms) seen since ARM */
+    int32_t late_offset_ms; /* smallest recent (arrival tick − time_ms), leaky (see core.c) */
     /* measurements and output */
     int32_t position_urad;
     int32_t prev_position_urad;

@@ -427,6 +427,24 @@ static void test_telemetry_and_counters(void)
     CHECK_EQ(core.sp_time_ms, 1003);
 }
 
+static void test_late_offset_forgets_an_outlier(void)
+{
+    start_armed();
+    uint16_t late_after_outlier = 0;
+    for (uint32_t k = 0; k < 3000u; k++) {
+        /* On time (delay 1 tick), except one setpoint 20 ms "early" at k = 100. */
+        setpoint(k == 100u ? core.ticks + 20u : core.ticks - 1u, BM_MODE_TORQUE, 0, 0, 0);
+        run(1);
+        if (k == 2700u) {
+            late_after_outlier = core.late_setpoints;
+        }
+    }
+    CHECK_EQ(core.state, BM_STATE_ARMED);
+    /* Late while the offset leaks back: 21 − 5 = 16 ms at 1 ms per 100 ticks ≈ 1600 setpoints. */
+    CHECK(core.late_setpoints >= 1500u && core.late_setpoints <= 1700u);
+    CHECK_EQ(core.late_setpoints, late_after_outlier); /* and none once it has */
+}
+
 static void test_position_mode_direction(void)
 {
     /* Position error and velocity error produce torque of the right sign and size. */
@@ -453,5 +471,6 @@ void run_core_tests(void)
     test_slew_limiter();
     test_watchdog();
     test_telemetry_and_counters();
+    test_late_offset_forgets_an_outlier();
     test_position_mode_direction();
 }

@@ -1,0 +1,50 @@
+/* ATmega2560 board (Arduino Mega 2560 class): pin map and hardware constants.
+ *
+ * Shared, as plain numbers, by the firmware (firmware/board/avr/) and by the simavr harness
+ * (firmware/sim/avr/), so that both sides of every wire agree. No avr-libc include here.
+ *
+ *   signal            pin   Arduino  direction  meaning
+ *   motor PWM (OC4A)  PH3   D6       out        duty = |torque| / BOARD_TORQUE_FULL_SCALE_MNM
+ *   motor direction   PH4   D7       out        1 = positive torque
+ *   encoder A (INT4)  PE4   D2       in         quadrature, any-edge interrupt, x4 decoding
+ *   encoder B (INT5)  PE5   D3       in
+ *   e-stop   (INT2)   PD2   D19      in         HIGH = asserted (NC contact to GND opened or
+ *                                                 wire cut: fail-safe), any-edge interrupt
+ *   driver fault      PD3   D18      in         LOW = the motor driver reports a fault
+ *   tick busy         PB7   D13/LED  out        HIGH while the control tick runs (scope/harness)
+ *   host link         USART0 (D0/D1, the USB serial of the board), 8N1, BOARD_BAUD
+ */
+#ifndef BM_BOARD_AVR_H
+#define BM_BOARD_AVR_H
+
+#define BOARD_F_CPU_HZ 16000000UL
+#ifndef BOARD_BAUD
+#define BOARD_BAUD 1000000UL /* 16 MHz / (8 × 2): exact with U2X, 0 % error */
+#endif
+
+/* Control tick: Timer1 in CTC mode, prescaler 8, compare at 1999 → 16 MHz / 8 / 2000 = 1 kHz. */
+#define BOARD_TICK_PRESCALER 8u
+#define BOARD_TICK_COMPARE 1999u
+#define BOARD_CYCLES_PER_TICK 16000u
+
+/* Motor PWM: Timer4 fast PWM with TOP = ICR4 = 799 (20 kHz, prescaler 1), non-inverting. */
+#define BOARD_PWM_TOP 799u
+#define BOARD_TORQUE_FULL_SCALE_MNM 150000L /* torque of the driver at 100 % duty, mN·m */
+
+/* Incremental quadrature encoder: 4096 lines, x4 decoding. Zero = position at power-up. */
+#define BOARD_ENCODER_COUNTS 16384L
+#define BOARD_ENCODER_COUNTS_LOG2 14u
+
+/* Hardware watchdog (last resort when the main loop stops): WDTO_120MS. */
+#define BOARD_HW_WATCHDOG_MS 120u
+
+/* Pin numbers inside their ports (ports named in the table above). */
+#define BOARD_PIN_PWM 3       /* PH3 */
+#define BOARD_PIN_DIR 4       /* PH4 */
+#define BOARD_PIN_ENC_A 4     /* PE4 */
+#define BOARD_PIN_ENC_B 5     /* PE5 */
+#define BOARD_PIN_ESTOP 2     /* PD2 */
+#define BOARD_PIN_DRV_FAULT 3 /* PD3 */
+#define BOARD_PIN_TICK 7      /* PB7 */
+
+#endif /* BM_BOARD_AVR_H */
