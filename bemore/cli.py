@@ -69,6 +69,7 @@ def config_check(files: tuple[Path, ...]) -> None:
 
 def _register_commands() -> None:
     """Attach the subcommands of each capability (only those that work)."""
+    import bemore.trial.cli  # noqa: F401  (registers "bemore trial")
 
 
 _register_commands()
