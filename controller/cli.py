@@ -1,0 +1,139 @@
+"""The ``bemore drive`` and ``bemore replay`` commands (registered by ``bemore/cli.py``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from bemore.errors import BenchError
+from bemore.settings import load_bench
+from controller.modes import MODES, ModeSettings
+from controller.preflight import PreflightError
+
+
+def _print_result(result) -> None:
+    timing = result.timing
+    click.echo(f"sent {result.sent} setpoints, received {result.telemetry} telemetry frames; "
+               f"period error p50 {timing['period_error_p50_ms']:.3f} ms, p99 "
+               f"{timing['period_error_p99_ms']:.3f} ms, max {timing['period_error_max_ms']:.3f} "
+               f"ms; {timing['deadline_misses']} deadline misses")
+
+
+def _run(run, log: Path) -> None:
+    """Run a drive, print the outcome; a refused or failed session becomes a BemoreError."""
+    try:
+        result = run()
+    except PreflightError as error:
+        click.echo(error.table(), err=True)
+        raise
+    _print_result(result)
+    click.echo(f"log: {log}")
+    if not result.ok:
+        # the bench is already in a safe state: report why the session ended
+        error = BenchError(result.message)
+        error.exit_code = result.exit_code
+        raise error
+    click.echo(result.message)
+
+
+@click.command("drive")
+@click.argument("setpoints", type=click.Path(path_type=Path))
+@click.option("--port", help="Serial device of the bench (default: start the simulated bench).")
+@click.option("--mode", type=click.Choice(MODES), default="guided", show_default=True,
+              help="guided: the bench moves the arms; assistive/resistive: plus ±load % of the "
+                   "gesture's torque.")
+@click.option("--load", "load_pct", type=float, default=None,
+              help="Load in % of the gesture's torque (assistive/resistive; default 50).")
+@click.option("--speed", type=float, default=1.0, show_default=True,
+              help="Slow motion: fraction of the gesture's pace, 0.25..1.")
+@click.option("--reps", type=int, default=1, show_default=True, help="Repetitions.")
+@click.option("--rest", "rest_s", type=float, default=5.0, show_default=True,
+              help="Rest between repetitions (s).")
+@click.option("--rate", "rate_hz", type=float, default=None,
+              help="Setpoint rate in Hz, up to 1000 (default: bench.toml [streaming] rate_hz).")
+@click.option("--log", "log", type=click.Path(path_type=Path), required=True,
+              help="Session log to write (JSON Lines).")
+@click.option("--bench-config", type=click.Path(path_type=Path), default=None,
+              help="Bench configuration (default: configs/bench.toml).")
+@click.option("--clear-fault", is_flag=True, help="Clear a fault latched on the bench first.")
+@click.option("--no-view", is_flag=True, help="No live view (plain output).")
+def drive_command(setpoints: Path, port: str | None, mode: str, load_pct: float | None,
+                  speed: float, reps: int, rest_s: float, rate_hz: float | None, log: Path,
+                  bench_config: Path | None, clear_fault: bool, no_view: bool) -> None:
+    """Stream a gesture to the bench, safely, and log the session.
+
+    \b
+    Reads:  SETPOINTS (setpoints.csv, docs/formats.md), configs/bench.toml (limits, athlete
+            limits, streaming), the firmware's limits (its HELLO reply).
+    Writes: the session log (--log, JSON Lines, docs/drive.md); a summary on stdout.
+    The whole session is checked against every limit before arming and refused with a table
+    of the violations. Ctrl-C or q: controlled stop (ramp down, disarm); e or space: E-STOP.
+    Without --port, the simulated bench is started (a dry run).
+    Exit codes: 0 completed, 1 stopped by the operator, 2 refused (data/config), 3 bench fault.
+    Example:
+        bemore drive out/gesture/setpoints.csv --mode resistive --load 30 --reps 3 \\
+            --log out/session.jsonl
+    """
+    from controller.drive import drive
+
+    bench = load_bench(bench_config)
+    if load_pct is None:
+        load_pct = 0.0 if mode == "guided" else 50.0
+    settings = ModeSettings(mode=mode, load_pct=load_pct, speed=speed, reps=reps, rest_s=rest_s,
+                            rate_hz=rate_hz or bench.streaming.rate_hz,
+                            ramp_down_s=bench.streaming.ramp_down_s)
+    view = None
+    if not no_view:
+        from controller.liveview import live_view as view
+    _run(lambda: drive(setpoints, log, settings, port=port, bench=bench,
+                       clear_fault=clear_fault, view=view), log)
+
+
+@click.command("replay")
+@click.argument("log", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--plot", "plot_dir", type=click.Path(path_type=Path), default=None,
+              help="Write plots (commanded vs measured) to this folder.")
+@click.option("--stream", is_flag=True, help="Send the logged stream to the bench again.")
+@click.option("--port", help="Bench for --stream (default: start the simulated bench).")
+@click.option("--log-out", type=click.Path(path_type=Path), default=None,
+              help="Log of the --stream session (default: LOG with .replay.jsonl).")
+def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool,
+                   port: str | None, log_out: Path | None) -> None:
+    """Summarise a session log; plot it; stream it again.
+
+    \b
+    Reads:  a session log written by `bemore drive` (a log cut short by a crash is fine).
+    Writes: the summary on stdout (text, or JSON with --json); with --plot DIR, DIR/tracking.png;
+            with --stream, a new session log (--log-out).
+    Summary: duration, tracking RMS and max, peak torque, deadline misses, period jitter
+    p50/p99/max, faults, firmware counters, how the session ended.
+    Example:
+        bemore replay out/session.jsonl --plot out/plots
+    """
+    from controller.log import read_log
+    from controller.replay import plot, replay_plan, summarise
+
+    session_log = read_log(log)
+    summary = summarise(session_log)
+    if as_json:
+        click.echo(json.dumps(summary.to_dict(), indent=2))
+    else:
+        click.echo("\n".join(summary.lines()))
+    if plot_dir is not None:
+        for path in plot(session_log, plot_dir):
+            click.echo(f"plot: {path}")
+    if stream:
+        from controller.drive import drive
+
+        gesture, plan, settings = replay_plan(session_log)
+        out = log_out or log.with_suffix(".replay.jsonl")
+        _run(lambda: drive(gesture, out, settings, port=port, plan=plan), out)
+
+
+def register(group: click.Group) -> None:
+    """Attach ``drive`` and ``replay`` to the ``bemore`` command group."""
+    group.add_command(drive_command)
+    group.add_command(replay_command)

@@ -1,0 +1,96 @@
+"""``bemore drive`` as a library call: read, check, connect, arm, stream, disarm, log.
+
+:func:`drive` is what the CLI runs; tests and scripts call it directly. With ``port=None`` it
+starts the simulated bench (``controller.simbench``) and stops it afterwards: a dry run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+
+from bemore.errors import BenchError
+from bemore.settings import Bench, load_bench
+from controller.log import LogWriter
+from controller.modes import ModeSettings, Plan, build_plan
+from controller.preflight import require_clear
+from controller.scheduler import REALTIME_PRIORITY, realtime_priority
+from controller.session import Session, SessionResult
+from controller.setpoints import Gesture, read_setpoints
+
+
+@contextlib.contextmanager
+def bench_port(port: str | None) -> Iterator[tuple[str, object | None]]:
+    """Yield (port, simulated bench or None): ``port`` itself, or a fresh simulated bench."""
+    if port is not None:
+        yield port, None
+        return
+    from controller.simbench import start_simulated_bench
+
+    # the simulated bench stands in for a microcontroller: give it real-time priority too
+    with start_simulated_bench() as simulated, realtime_priority(simulated.process.pid,
+                                                                REALTIME_PRIORITY + 1):
+        yield simulated.port, simulated
+
+
+def drive(
+    setpoints: str | Path | Gesture,
+    log_path: str | Path,
+    settings: ModeSettings | None = None,
+    port: str | None = None,
+    bench: Bench | None = None,
+    clear_fault: bool = False,
+    view: Callable[[Session], contextlib.AbstractContextManager] | None = None,
+    plan: Plan | None = None,
+) -> SessionResult:
+    """Drive the bench through the gesture of ``setpoints``; the session is logged to ``log_path``.
+
+    ``settings`` default to guided, full speed, one repetition at the configured rate.
+    ``view(session)`` is a context manager open from before arming to the end of the stream
+    (the live view). ``plan`` replaces the plan built from the gesture (``replay --stream``).
+    Raises PreflightError (before connecting, or before arming once the firmware's limits are
+    known) and BenchError when the bench cannot be reached or armed.
+    """
+    bench = bench or load_bench()
+    gesture = setpoints if isinstance(setpoints, Gesture) else read_setpoints(setpoints)
+    if settings is None:
+        settings = ModeSettings(rate_hz=bench.streaming.rate_hz,
+                                ramp_down_s=bench.streaming.ramp_down_s)
+    plan = plan if plan is not None else build_plan(gesture, settings)
+    require_clear(gesture, plan, bench, torque_gain=settings.torque_gain)
+    with bench_port(port) as (device, simulated):
+        header = session_header(gesture, settings, bench, device, simulated is not None)
+        with LogWriter(log_path, header) as log:
+            session = Session(device, bench, log, settings)
+            try:
+                session.connect(clear_fault=clear_fault)
+                require_clear(gesture, plan, bench, session.firmware,
+                              torque_gain=settings.torque_gain)
+                session.check_start(plan)
+                with view(session) if view is not None else contextlib.nullcontext():
+                    session.arm()
+                    return session.stream(plan)
+            except BenchError as error:
+                log.event("error", str(error))
+                raise
+            finally:
+                session.close()
+
+
+def session_header(gesture: Gesture, settings: ModeSettings, bench: Bench, port: str,
+                   simulated: bool) -> dict:
+    """Metadata of the log's header record."""
+    return {
+        "start_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
+        "athlete": gesture.metadata.get("athlete", ""),
+        "gesture": gesture.metadata.get("gesture", ""),
+        "setpoints": gesture.path,
+        "gesture_summary": gesture.summary(),
+        "settings": asdict(settings),
+        "bench": bench.model_dump(),
+        "port": port,
+        "simulated": simulated,
+    }

@@ -1,0 +1,126 @@
+"""Serial link to the bench: frames out through the protocol codec, a reader thread in.
+
+The link knows nothing of sessions: it sends messages with a wrapping sequence number, decodes
+whatever arrives (``controller.protocol``), hands telemetry to a callback with its host receive
+time, and answers :meth:`Link.request` calls (HELLO → HELLO_REPLY, ARM/DISARM/... → ACK).
+A closed port, an I/O error or a write that cannot complete marks the link *lost*; the reason is
+kept in :attr:`Link.lost_reason`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+import serial
+
+from bemore.errors import BenchError
+from controller.protocol import FrameDecoder, Message, decode_message, encode_message
+
+WRITE_TIMEOUT_S = 0.1  # a write blocked this long means the other side stopped reading
+
+
+class Link:
+    """An open serial link with a background reader thread.
+
+    ``on_telemetry(message, perf_s)`` is called from the reader thread for every TELEMETRY
+    frame, ``perf_s`` being its receive time on ``time.perf_counter``.
+    """
+
+    def __init__(self, port: str, on_telemetry: Callable[[Message, float], None],
+                 baudrate: int = 1_000_000):
+        self.port = port
+        self._on_telemetry = on_telemetry
+        try:
+            self._serial = serial.Serial(port, baudrate=baudrate, timeout=0.005,
+                                         write_timeout=WRITE_TIMEOUT_S)
+        except (serial.SerialException, OSError, ValueError) as error:
+            raise BenchError(f"{port}: cannot open the bench's serial port ({error})") from None
+        self.decoder = FrameDecoder()
+        self.undecodable = 0
+        self.lost_reason = ""
+        self._lost = threading.Event()
+        self._closing = threading.Event()
+        self._replies: queue.Queue[Message] = queue.Queue()
+        self._seq = 0
+        self._write_lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read_loop, name="bench-link", daemon=True)
+        self._reader.start()
+
+    @property
+    def lost(self) -> bool:
+        """True once the link failed (port closed, I/O error, stalled write)."""
+        return self._lost.is_set()
+
+    def send(self, name: str, **fields: int) -> tuple[int, float]:
+        """Send one message (wire-integer fields); returns (seq, perf_counter time of the write)."""
+        if self.lost:
+            raise BenchError(f"{self.port}: link lost ({self.lost_reason})")
+        with self._write_lock:
+            seq = self._seq
+            self._seq = (self._seq + 1) & 0xFF
+            wire = encode_message(name, seq, **fields)
+            try:
+                self._serial.write(wire)
+            except (serial.SerialException, OSError) as error:
+                self._mark_lost(f"write failed: {error}")
+                raise BenchError(f"{self.port}: link lost ({self.lost_reason})") from None
+            return seq, time.perf_counter()
+
+    def request(self, name: str, reply: str, timeout_s: float = 0.5, **fields: int) -> Message:
+        """Send ``name`` and wait for its ``reply`` (ACK matched by sequence number)."""
+        while not self._replies.empty():
+            self._replies.get_nowait()  # answers to earlier, abandoned requests
+        seq, _ = self.send(name, **fields)
+        deadline = time.perf_counter() + timeout_s
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0 or self.lost:
+                why = f"link lost ({self.lost_reason})" if self.lost else f"within {timeout_s} s"
+                raise BenchError(f"{self.port}: no {reply} to {name} {why}")
+            try:
+                message = self._replies.get(timeout=min(remaining, 0.05))
+            except queue.Empty:
+                continue
+            if message.name != reply:
+                continue
+            if reply == "ACK" and message.fields["acked_seq"] != seq:
+                continue
+            return message
+
+    def close(self) -> None:
+        """Stop the reader and close the port (idempotent)."""
+        self._closing.set()
+        self._reader.join(timeout=1.0)
+        with contextlib.suppress(serial.SerialException, OSError):
+            self._serial.close()
+
+    def _mark_lost(self, reason: str) -> None:
+        if not self._lost.is_set():
+            self.lost_reason = reason
+            self._lost.set()
+
+    def _read_loop(self) -> None:
+        while not self._closing.is_set():
+            try:
+                data = self._serial.read(max(1, self._serial.in_waiting))
+            except (serial.SerialException, OSError, TypeError) as error:
+                if not self._closing.is_set():
+                    self._mark_lost(f"read failed: {error}")
+                return
+            if not data:
+                continue
+            now = time.perf_counter()
+            for frame in self.decoder.feed(data):
+                try:
+                    message = decode_message(frame)
+                except BenchError:
+                    self.undecodable += 1
+                    continue
+                if message.name == "TELEMETRY":
+                    self._on_telemetry(message, now)
+                else:
+                    self._replies.put(message)

@@ -1,0 +1,102 @@
+"""Live terminal view of a session (rich), and the keys a coach presses to stop it.
+
+The view redraws a few times a second from :class:`controller.session.Status` (it never touches
+the stream loop); on a terminal, ``e`` or the space bar is the e-stop key (ESTOP at once) and
+``q`` asks for a controlled stop (ramp down, disarm), like Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import select
+import sys
+import threading
+from collections.abc import Iterator
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from controller.session import Session
+
+ESTOP_KEYS = ("e", " ")
+STOP_KEYS = ("q",)
+REFRESH_HZ = 4  # a redraw costs ~1 ms of the interpreter: keep it rare
+
+
+def _deg(value: float) -> str:
+    return "—" if math.isnan(value) else f"{math.degrees(value):7.1f}"
+
+
+def _nm(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:7.1f}"
+
+
+class StatusPanel:
+    """A rich renderable of the session's current status."""
+
+    def __init__(self, session: Session):
+        self.session = session
+
+    def __rich__(self) -> Table:
+        status = self.session.status
+        table = Table(title="bemore drive — e/space: E-STOP, q or Ctrl-C: stop",
+                      show_header=True, expand=False)
+        for name in ("t (s)", "rep", "angle cmd (deg)", "angle meas (deg)", "error (deg)",
+                     "torque cmd (N·m)", "torque meas (N·m)", "state", "fault", "sent",
+                     "misses"):
+            table.add_column(name, justify="right")
+        table.add_row(f"{status.t_s:6.2f}", str(status.rep), _deg(status.commanded_rad),
+                      _deg(status.measured_rad), _deg(status.tracking_error_rad),
+                      _nm(status.commanded_torque_nm), _nm(status.measured_torque_nm),
+                      status.state, status.fault, str(status.sent), str(status.misses))
+        return table
+
+
+def _read_keys(session: Session, done: threading.Event) -> None:
+    """Reader-thread body: map key presses to stop requests until ``done``."""
+    while not done.is_set():
+        ready, _, _ = select.select([sys.stdin], [], [], 0.1)
+        if not ready:
+            continue
+        key = sys.stdin.read(1).lower()
+        if key in ESTOP_KEYS:
+            session.request_stop("estop", "e-stop key pressed")
+        elif key in STOP_KEYS:
+            session.request_stop("interrupted", "stopped by the q key")
+
+
+@contextlib.contextmanager
+def live_view(session: Session, console: Console | None = None) -> Iterator[None]:
+    """Show the live view (and listen to the stop keys on a terminal) while in the block."""
+    console = console or Console(stderr=True)
+    done = threading.Event()
+    keys = None
+    terminal = _cbreak() if sys.stdin.isatty() else contextlib.nullcontext()
+    with terminal, Live(StatusPanel(session), console=console,
+                        refresh_per_second=REFRESH_HZ, transient=False):
+        if sys.stdin.isatty():
+            keys = threading.Thread(target=_read_keys, args=(session, done), daemon=True)
+            keys.start()
+        try:
+            yield
+        finally:
+            done.set()
+            if keys is not None:
+                keys.join(timeout=0.5)
+
+
+@contextlib.contextmanager
+def _cbreak() -> Iterator[None]:
+    """Terminal in cbreak mode (one key at a time, no echo), restored afterwards."""
+    import termios
+    import tty
+
+    descriptor = sys.stdin.fileno()
+    saved = termios.tcgetattr(descriptor)
+    try:
+        tty.setcbreak(descriptor)
+        yield
+    finally:
+        termios.tcsetattr(descriptor, termios.TCSADRAIN, saved)

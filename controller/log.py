@@ -1,0 +1,197 @@
+"""Session log: an append-only JSON Lines file, written to survive a crash.
+
+Layout (one JSON object per line, ``type`` first; times ``host_time`` in seconds of the host's
+monotonic clock since the header's origin):
+
+* ``header`` — first line: ``format`` (``bemore-session 1``), ``start_utc``, ``athlete``,
+  ``gesture``, ``setpoints``, ``settings`` (mode, load, speed, reps, rest, rate), ``bench``
+  (the bench configuration used), ``port``;
+* ``sp`` — every setpoint sent: ``k`` (slot), ``seq``, ``time_ms`` and the wire values
+  ``position_urad``, ``velocity_urad_s``, ``torque_mNm``, ``rep``, ``phase``;
+* ``tm`` — every telemetry frame received, with all its wire fields;
+* ``event`` — ``kind`` and ``message`` (connected with the firmware version, armed, stop
+  requested, fault, link lost, disarmed, ...);
+* ``end`` — last line of a session that ended under control: ``reason`` and ``timing``.
+
+Crash tolerance: the writer flushes to the OS every ``flush_interval_s`` (5 ms) and at every
+event, so a SIGKILL of the host loses at most the last few milliseconds; it calls ``fsync`` on
+the header, on every event and on close, so a power cut loses at most what followed the last
+event. The reader accepts a truncated last line (a record cut mid-write) and a missing ``end``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bemore.errors import DataError
+
+FORMAT_TAG = "bemore-session 1"
+FLUSH_INTERVAL_S = 0.005
+SETPOINT_KEYS = ("k", "seq", "time_ms", "position_urad", "velocity_urad_s", "torque_mNm", "rep")
+TELEMETRY_KEYS = ("seq_echo", "mcu_ticks", "setpoint_time_ms", "position_urad",
+                  "velocity_urad_s", "torque_mNm", "state", "fault", "limit_flags",
+                  "bad_frames", "late_setpoints", "seq_gaps")
+
+
+class LogWriter:
+    """Thread-safe writer of one session log (see the module docstring for the layout)."""
+
+    def __init__(self, path: str | Path, header: dict[str, Any],
+                 flush_interval_s: float = FLUSH_INTERVAL_S):
+        self.path = Path(path)
+        self.origin = time.perf_counter()
+        self.flush_interval_s = flush_interval_s
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("w", encoding="utf-8")
+        except OSError as error:
+            raise DataError(f"{self.path}: cannot write the session log ({error})") from None
+        self._last_flush = self.origin
+        record = {"type": "header", "format": FORMAT_TAG, **header}
+        self._file.write(json.dumps(record, default=_jsonable) + "\n")
+        self._sync()
+
+    def host_time(self, perf_s: float | None = None) -> float:
+        """Seconds since the log's origin, of ``perf_s`` (perf_counter s) or of now."""
+        return (time.perf_counter() if perf_s is None else perf_s) - self.origin
+
+    def setpoint(self, perf_s: float, **fields: int) -> None:
+        """Log one setpoint sent at ``perf_s`` (perf_counter seconds)."""
+        self._write({"type": "sp", "host_time": round(perf_s - self.origin, 6), **fields})
+
+    def telemetry(self, perf_s: float, fields: dict[str, int]) -> None:
+        """Log one telemetry frame received at ``perf_s`` (perf_counter seconds)."""
+        self._write({"type": "tm", "host_time": round(perf_s - self.origin, 6), **fields})
+
+    def event(self, kind: str, message: str = "", sync: bool = True, **extra: Any) -> None:
+        """Log an event and push it to disk (flush + fsync, unless ``sync`` is False)."""
+        record = {"type": "event", "host_time": round(self.host_time(), 6), "kind": kind,
+                  "message": message, **extra}
+        self._write(record, sync=sync)
+        if not sync:
+            self.flush()
+
+    def end(self, reason: str, **extra: Any) -> None:
+        """Write the closing record of a session that ended under control."""
+        record = {"type": "end", "host_time": round(self.host_time(), 6), "reason": reason,
+                  **extra}
+        self._write(record, sync=True)
+
+    def flush(self) -> None:
+        """Hand buffered records to the OS now."""
+        with self._lock:
+            if not self._file.closed:
+                self._file.flush()
+                self._last_flush = time.perf_counter()
+
+    def close(self) -> None:
+        """Flush, fsync and close (idempotent)."""
+        with self._lock:
+            if not self._file.closed:
+                self._sync()
+                self._file.close()
+
+    def _write(self, record: dict[str, Any], sync: bool = False) -> None:
+        line = json.dumps(record, default=_jsonable) + "\n"
+        with self._lock:
+            if self._file.closed:
+                return
+            self._file.write(line)
+            now = time.perf_counter()
+            if sync:
+                self._sync()
+            elif now - self._last_flush >= self.flush_interval_s:
+                self._file.flush()
+                self._last_flush = now
+
+    def _sync(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._last_flush = time.perf_counter()
+
+    def __enter__(self) -> LogWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _jsonable(value: Any) -> Any:
+    """JSON form of numpy scalars and paths met in headers and events."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+@dataclass
+class SessionLog:
+    """A session log read back: header, setpoint and telemetry columns, events, end record.
+
+    ``setpoints`` and ``telemetry`` map each key (``host_time`` and the wire fields) to a numpy
+    array; ``truncated`` tells that the last line was cut mid-write (a crash).
+    """
+
+    path: str
+    header: dict[str, Any]
+    setpoints: dict[str, np.ndarray]
+    telemetry: dict[str, np.ndarray]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+    truncated: bool = False
+
+
+def read_log(path: str | Path) -> SessionLog:
+    """Read a session log; a truncated last line is tolerated, any other damage is a DataError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise DataError(f"{path}: session log not found") from None
+    except OSError as error:
+        raise DataError(f"{path}: cannot read the session log ({error})") from None
+    lines = text.split("\n")
+    complete, tail = lines[:-1], lines[-1]  # the tail is "" when the file ends with a newline
+    records = []
+    for number, line in enumerate(complete, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            raise DataError(f"{path}: line {number}: not a JSON record") from None
+    truncated = bool(tail.strip())
+    if not records or records[0].get("type") != "header":
+        raise DataError(f"{path}: line 1: the session log must start with a header record")
+    if records[0].get("format") != FORMAT_TAG:
+        raise DataError(f"{path}: line 1: format {records[0].get('format')!r}: "
+                        f"expected {FORMAT_TAG!r}")
+    by_type: dict[str, list[dict[str, Any]]] = {"sp": [], "tm": [], "event": [], "end": []}
+    for record in records[1:]:
+        by_type.setdefault(record.get("type", "?"), []).append(record)
+    return SessionLog(
+        path=str(path),
+        header=records[0],
+        setpoints=_columns(by_type["sp"], ("host_time", *SETPOINT_KEYS)),
+        telemetry=_columns(by_type["tm"], ("host_time", *TELEMETRY_KEYS)),
+        events=by_type["event"],
+        end=by_type["end"][-1] if by_type["end"] else None,
+        truncated=truncated,
+    )
+
+
+def _columns(records: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Column arrays of ``keys`` over ``records`` (NaN where a record lacks a key)."""
+    return {key: np.array([record.get(key, math.nan) for record in records], dtype=float)
+            for key in keys}

@@ -1,0 +1,236 @@
+"""Pre-flight: check a whole session against every limit before the bench is armed.
+
+Three sets of limits apply (each violation names its source):
+
+* the athlete's (``configs/bench.toml`` ``[athlete]``) — angle and velocity on the gesture file
+  and on the stream (what is done to the athlete, e.g. after slow motion), and the torque the
+  athlete must produce: the gesture's torque times 1 (guided), 1 − load (assistive) or
+  1 + load (resistive);
+* the bench's (``configs/bench.toml`` ``[limits]``) — checked on the plan, i.e. on exactly the
+  setpoints that would be sent, in every mode, rest and ramp;
+* the firmware's own absolute limits (from its HELLO_REPLY) — checked on the plan too.
+
+Nothing is clipped: a violation refuses the session with a table of every violation (where,
+which quantity, worst value, limit). Consecutive offending samples form one row.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from bemore.errors import DataError
+from bemore.settings import Bench
+from controller.modes import Plan
+from controller.setpoints import Gesture
+
+# quantity → (display unit, factor from SI to the display unit)
+DISPLAY = {
+    "angle": ("deg", math.degrees(1.0)),
+    "velocity": ("deg/s", math.degrees(1.0)),
+    "angle rate": ("deg/s", math.degrees(1.0)),  # finite difference of the angle stream
+    "torque": ("N·m", 1.0),
+    "athlete torque": ("N·m", 1.0),  # what the athlete must produce in this mode
+    "torque rate": ("N·m/s", 1.0),
+}
+
+
+@dataclass(frozen=True)
+class Limit:
+    """An allowed interval [low, high] of one quantity (SI units), and where it comes from."""
+
+    quantity: str
+    low: float
+    high: float
+    source: str
+
+
+@dataclass(frozen=True)
+class FirmwareLimits:
+    """The firmware's absolute limits, as reported in its HELLO_REPLY (SI units)."""
+
+    torque_max_nm: float
+    velocity_max_rad_s: float
+    position_min_rad: float
+    position_max_rad: float
+    slew_max_nm_s: float
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One run of consecutive samples beyond one limit (display units: deg, deg/s, N·m)."""
+
+    where: str
+    start_s: float
+    end_s: float
+    quantity: str
+    value: float
+    limit: float
+    unit: str
+    source: str
+
+    def row(self) -> str:
+        """One line of the violation table."""
+        when = f"{self.start_s:.3f}–{self.end_s:.3f} s"
+        return (
+            f"{self.where:<8} {when:<17} {self.quantity:<11} {self.value:>10.2f} "
+            f"{self.limit:>10.2f} {self.unit:<6} {self.source}"
+        )
+
+
+class PreflightError(DataError):
+    """The session was refused before arming; ``violations`` lists every reason."""
+
+    def __init__(self, message: str, violations: list[Violation]):
+        super().__init__(message)
+        self.violations = violations
+
+    def table(self) -> str:
+        """The violation table, one row per violation, with a header line."""
+        return format_table(self.violations)
+
+
+def athlete_limits(bench: Bench) -> list[Limit]:
+    """The athlete's limits (SI) from the bench configuration."""
+    athlete = bench.athlete
+    return [
+        Limit("angle", math.radians(athlete.max_extension_deg),
+              math.radians(athlete.max_flexion_deg), "bench.toml [athlete]"),
+        Limit("velocity", -math.radians(athlete.max_velocity_deg_s),
+              math.radians(athlete.max_velocity_deg_s), "bench.toml [athlete]"),
+        Limit("angle rate", -math.radians(athlete.max_velocity_deg_s),
+              math.radians(athlete.max_velocity_deg_s), "bench.toml [athlete]"),
+        Limit("athlete torque", -athlete.max_torque_nm, athlete.max_torque_nm,
+              "bench.toml [athlete]"),
+    ]
+
+
+def bench_limits(bench: Bench, firmware: FirmwareLimits | None = None) -> list[Limit]:
+    """The bench's limits (SI) from the configuration and, when known, from the firmware."""
+    config = bench.limits
+    limits = [
+        Limit("angle", math.radians(config.min_angle_deg), math.radians(config.max_angle_deg),
+              "bench.toml [limits]"),
+        Limit("velocity", -math.radians(config.max_velocity_deg_s),
+              math.radians(config.max_velocity_deg_s), "bench.toml [limits]"),
+        Limit("angle rate", -math.radians(config.max_velocity_deg_s),
+              math.radians(config.max_velocity_deg_s), "bench.toml [limits]"),
+        Limit("torque", -config.max_torque_nm, config.max_torque_nm, "bench.toml [limits]"),
+        Limit("torque rate", -config.max_torque_rate_nm_s, config.max_torque_rate_nm_s,
+              "bench.toml [limits]"),
+    ]
+    if firmware is not None:
+        limits += [
+            Limit("angle", firmware.position_min_rad, firmware.position_max_rad, "firmware"),
+            Limit("velocity", -firmware.velocity_max_rad_s, firmware.velocity_max_rad_s,
+                  "firmware"),
+            Limit("angle rate", -firmware.velocity_max_rad_s, firmware.velocity_max_rad_s,
+                  "firmware"),
+            Limit("torque", -firmware.torque_max_nm, firmware.torque_max_nm, "firmware"),
+            Limit("torque rate", -firmware.slew_max_nm_s, firmware.slew_max_nm_s, "firmware"),
+        ]
+    return limits
+
+
+def envelope(limits: list[Limit]) -> dict[str, tuple[float, float]]:
+    """The tightest interval of each quantity over all ``limits`` (SI)."""
+    result: dict[str, tuple[float, float]] = {}
+    for limit in limits:
+        low, high = result.get(limit.quantity, (-math.inf, math.inf))
+        result[limit.quantity] = (max(low, limit.low), min(high, limit.high))
+    return result
+
+
+def safe_angle_range(bench: Bench, firmware: FirmwareLimits | None = None) -> tuple[float, float]:
+    """The angle interval allowed by the athlete, the bench and the firmware together (rad)."""
+    return envelope(athlete_limits(bench) + bench_limits(bench, firmware))["angle"]
+
+
+def rate_of_change(t_s: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Change rate between consecutive samples (units of ``values`` per s), 0 for the first."""
+    rate = np.zeros_like(values, dtype=float)
+    rate[1:] = np.diff(values) / np.diff(t_s)
+    return rate
+
+
+def check_series(
+    where: str, t_s: np.ndarray, series: dict[str, np.ndarray], limits: list[Limit]
+) -> list[Violation]:
+    """Every run of samples of ``series`` (quantity → SI values) outside one of ``limits``."""
+    violations = []
+    for limit in limits:
+        values = series.get(limit.quantity)
+        if values is None:
+            continue
+        outside = (values < limit.low) | (values > limit.high)
+        for start, end in _runs(outside):
+            chunk = values[start:end]
+            worst = int(np.argmax(np.maximum(limit.low - chunk, chunk - limit.high)))
+            value = float(chunk[worst])
+            bound = limit.high if value > limit.high else limit.low
+            unit, factor = DISPLAY[limit.quantity]
+            violations.append(Violation(where, float(t_s[start]), float(t_s[end - 1]),
+                                        limit.quantity, value * factor, bound * factor, unit,
+                                        limit.source))
+    return violations
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(start, end) index pairs of the runs of True in ``mask`` (end exclusive)."""
+    padded = np.concatenate(([False], mask, [False])).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
+
+
+def preflight(
+    gesture: Gesture, plan: Plan, bench: Bench, firmware: FirmwareLimits | None = None,
+    torque_gain: float = 0.0,
+) -> list[Violation]:
+    """Every violation of the gesture (athlete) and of the plan (athlete, bench, firmware).
+
+    ``torque_gain`` is the mode's :attr:`~controller.modes.ModeSettings.torque_gain`: the
+    athlete must produce (1 − torque_gain) times the gesture's torque.
+    """
+    gesture_series = {
+        "angle": gesture.angle_rad,
+        "velocity": gesture.velocity_rad_s,
+        "athlete torque": gesture.torque_nm * (1.0 - torque_gain),
+    }
+    plan_series = {
+        "angle": plan.position_rad,
+        "velocity": plan.velocity_rad_s,
+        "torque": plan.torque_nm,
+        "angle rate": rate_of_change(plan.t_s, plan.position_rad),
+        "torque rate": rate_of_change(plan.t_s, plan.torque_nm),
+    }
+    athlete = athlete_limits(bench)
+    return check_series("file", gesture.t_s, gesture_series, athlete) + (
+        check_series("stream", plan.t_s, plan_series, athlete + bench_limits(bench, firmware))
+    )
+
+
+def require_clear(gesture: Gesture, plan: Plan, bench: Bench,
+                  firmware: FirmwareLimits | None = None, torque_gain: float = 0.0) -> None:
+    """Raise :class:`PreflightError` (naming every violation) unless within limits."""
+    violations = preflight(gesture, plan, bench, firmware, torque_gain)
+    if violations:
+        quantities = sorted({f"{v.quantity} ({v.source})" for v in violations})
+        raise PreflightError(
+            f"{gesture.path}: refused before arming: {len(violations)} limit violation(s): "
+            f"{', '.join(quantities)}",
+            violations,
+        )
+
+
+def format_table(violations: list[Violation]) -> str:
+    """Text table of ``violations``; ``where`` is file (gesture time) or stream (stream time)."""
+    header = (f"{'where':<8} {'when':<17} {'quantity':<11} {'value':>10} {'limit':>10} "
+              f"{'unit':<6} source")
+    return "\n".join([header] + [violation.row() for violation in violations])
+
+
+def violations_json(violations: list[Violation]) -> list[dict]:
+    """JSON-ready list of violations."""
+    return [asdict(violation) for violation in violations]

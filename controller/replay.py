@@ -1,0 +1,246 @@
+"""``bemore replay``: what happened in a session, from its log alone.
+
+The summary works on any log, including one cut short by a crash: timing is recomputed from
+the setpoint records (slot ``k`` and host send time against the stream's ``t0``), tracking from
+the telemetry (each frame names the ``time_ms`` of the setpoint in force, whose commanded
+position is in the log).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bemore.errors import DataError
+from controller.log import SessionLog, read_log
+from controller.modes import ModeSettings, Plan, stop_setpoints
+from controller.protocol import load_spec
+from controller.scheduler import timing_stats
+from controller.setpoints import Gesture
+
+MISS_THRESHOLD_PERIODS = 1.0  # same rule as the scheduler: later than one period is a miss
+
+
+@dataclass
+class Summary:
+    """Summary of one session (degrees and N·m, labelled; times in s)."""
+
+    log: str
+    athlete: str
+    gesture: str
+    mode: str
+    start_utc: str
+    firmware: str
+    duration_s: float
+    setpoints_sent: int
+    telemetry_frames: int
+    tracking_rms_deg: float
+    tracking_max_deg: float
+    peak_commanded_torque_nm: float
+    peak_measured_torque_nm: float
+    deadline_misses: int
+    period_error_p50_ms: float
+    period_error_p99_ms: float
+    period_error_max_ms: float
+    faults: list[str] = field(default_factory=list)
+    limit_flags: list[str] = field(default_factory=list)
+    firmware_counters: dict = field(default_factory=dict)
+    end: str = ""
+    truncated: bool = False
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        """Human-readable report."""
+        return [
+            f"session     {self.log}  ({self.start_utc}, firmware {self.firmware})",
+            f"gesture     {self.gesture}  (athlete: {self.athlete}, mode: {self.mode})",
+            f"duration    {self.duration_s:.3f} s  ({self.setpoints_sent} setpoints, "
+            f"{self.telemetry_frames} telemetry frames)",
+            f"tracking    RMS {self.tracking_rms_deg:.3f} deg, max {self.tracking_max_deg:.3f} deg",
+            f"torque      peak commanded {self.peak_commanded_torque_nm:.1f} N·m, peak measured "
+            f"{self.peak_measured_torque_nm:.1f} N·m",
+            f"timing      {self.deadline_misses} deadline misses; period error p50 "
+            f"{self.period_error_p50_ms:.3f} ms, p99 {self.period_error_p99_ms:.3f} ms, max "
+            f"{self.period_error_max_ms:.3f} ms",
+            f"faults      {', '.join(self.faults) or 'none'}",
+            f"limit flags {', '.join(self.limit_flags) or 'none'}",
+            "firmware    " + ", ".join(f"{k} {v}" for k, v in self.firmware_counters.items()),
+            f"end         {self.end}",
+        ]
+
+
+def tracking_errors(log: SessionLog) -> tuple[np.ndarray, np.ndarray]:
+    """(host_time s, measured − commanded position rad) of every telemetry frame while armed."""
+    sp, tm = log.setpoints, log.telemetry
+    if not sp["time_ms"].size or not tm["host_time"].size:
+        return np.array([]), np.array([])
+    commanded = dict(zip(sp["time_ms"].astype(np.int64).tolist(),
+                         sp["position_urad"].tolist(), strict=True))
+    armed = load_spec().states["ARMED"]
+    host_time, errors = [], []
+    for i in np.flatnonzero(tm["state"] == armed):
+        position = commanded.get(int(tm["setpoint_time_ms"][i]))
+        if position is not None:
+            host_time.append(tm["host_time"][i])
+            errors.append((tm["position_urad"][i] - position) * 1e-6)
+    return np.array(host_time), np.array(errors)
+
+
+def _event(log: SessionLog, kind: str) -> dict | None:
+    return next((event for event in log.events if event.get("kind") == kind), None)
+
+
+def summarise(log: SessionLog) -> Summary:
+    """The :class:`Summary` of a session log read with :func:`controller.log.read_log`."""
+    spec = load_spec()
+    sp, tm = log.setpoints, log.telemetry
+    settings = log.header.get("settings", {})
+    rate_hz = float(settings.get("rate_hz", 1000.0))
+    period_ns = round(1e9 / rate_hz)
+    streaming = _event(log, "streaming")
+    timing = None
+    if streaming is not None and sp["k"].size:
+        send_ns = np.round(sp["host_time"] * 1e9).astype(np.int64)
+        t0_ns = round(streaming["t0_host_time"] * 1e9)
+        deadline_ns = t0_ns + sp["k"].astype(np.int64) * period_ns
+        skipped = int(np.count_nonzero(np.diff(sp["k"]) > 1) and
+                      np.sum(np.diff(sp["k"])[np.diff(sp["k"]) > 1] - 1))
+        timing = timing_stats(send_ns, deadline_ns, period_ns,
+                              round(MISS_THRESHOLD_PERIODS * period_ns), skipped)
+    _, errors = tracking_errors(log)
+    faults = sorted({spec.name_of("faults", int(code)) for code in tm["fault"] if code})
+    flags = 0
+    for value in tm["limit_flags"]:
+        flags |= int(value)
+    counters = {}
+    if tm["host_time"].size:
+        for key in ("bad_frames", "late_setpoints", "seq_gaps"):
+            counters[key] = int(tm[key][-1] - tm[key][0]) & 0xFFFF
+    firmware = _event(log, "connected") or {}
+    if log.end is not None:
+        end = f"{log.end.get('reason', '?')}: {log.end.get('message', '')}"
+    else:
+        stop = _event(log, "stop")
+        end = ("no end record: the host stopped abruptly (killed or crashed)"
+               + (f" after '{stop['message']}'" if stop else ""))
+    return Summary(
+        log=log.path,
+        athlete=str(log.header.get("athlete", "")),
+        gesture=str(log.header.get("gesture", "")),
+        mode=_mode_text(settings),
+        start_utc=str(log.header.get("start_utc", "")),
+        firmware=firmware.get("firmware", {}).get("version", "unknown"),
+        duration_s=float(sp["host_time"][-1] - sp["host_time"][0]) if sp["k"].size else 0.0,
+        setpoints_sent=int(sp["k"].size),
+        telemetry_frames=int(tm["host_time"].size),
+        tracking_rms_deg=math.degrees(float(np.sqrt(np.mean(errors**2)))) if errors.size else 0.0,
+        tracking_max_deg=math.degrees(float(np.max(np.abs(errors)))) if errors.size else 0.0,
+        peak_commanded_torque_nm=_peak(sp["torque_mNm"]) * 1e-3,
+        peak_measured_torque_nm=_peak(tm["torque_mNm"]) * 1e-3,
+        deadline_misses=timing.deadline_misses if timing else 0,
+        period_error_p50_ms=timing.period_error_p50_ms if timing else 0.0,
+        period_error_p99_ms=timing.period_error_p99_ms if timing else 0.0,
+        period_error_max_ms=timing.period_error_max_ms if timing else 0.0,
+        faults=faults,
+        limit_flags=spec.flag_names(flags),
+        firmware_counters=counters,
+        end=end,
+        truncated=log.truncated,
+    )
+
+
+def _peak(values: np.ndarray) -> float:
+    return float(np.max(np.abs(values))) if values.size else 0.0
+
+
+def _mode_text(settings: dict) -> str:
+    if not settings:
+        return "unknown"
+    text = settings.get("mode", "?")
+    if settings.get("load_pct"):
+        text += f" {settings['load_pct']:g} %"
+    text += f", speed {settings.get('speed', 1):g}, reps {settings.get('reps', 1)}"
+    return text
+
+
+def plot(log: SessionLog, folder: str | Path) -> list[Path]:
+    """Commanded vs measured angle and torque, and the tracking error: PNG files in ``folder``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DataError(f"{folder}: cannot create the plot folder ({error})") from None
+    sp, tm = log.setpoints, log.telemetry
+    figure, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
+    axes[0].plot(sp["host_time"], np.degrees(sp["position_urad"] * 1e-6), label="commanded")
+    axes[0].plot(tm["host_time"], np.degrees(tm["position_urad"] * 1e-6), label="measured")
+    axes[0].set_ylabel("shoulder angle (deg)")
+    axes[1].plot(sp["host_time"], sp["torque_mNm"] * 1e-3, label="commanded feed-forward")
+    axes[1].plot(tm["host_time"], tm["torque_mNm"] * 1e-3, label="measured")
+    axes[1].set_ylabel("torque (N·m)")
+    host_time, errors = tracking_errors(log)
+    axes[2].plot(host_time, np.degrees(errors))
+    axes[2].set_ylabel("tracking error (deg)")
+    axes[2].set_xlabel("host time (s)")
+    for axis in axes[:2]:
+        axis.legend(loc="upper right")
+    for axis in axes:
+        axis.grid(True, alpha=0.3)
+    figure.suptitle(f"{log.header.get('gesture', '')} — {Path(log.path).name}")
+    figure.tight_layout()
+    path = folder / "tracking.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return [path]
+
+
+def summarise_file(path: str | Path) -> Summary:
+    """Read and summarise the log at ``path``."""
+    return summarise(read_log(path))
+
+
+def replay_plan(log: SessionLog) -> tuple[Gesture, Plan, ModeSettings]:
+    """The stream of a logged session, ready to be sent again.
+
+    The setpoints of the plan (not those of a stop ramp) are taken as they were sent, one per
+    period; if the session was cut short, a controlled-stop ramp is appended. The returned
+    :class:`Gesture` is that stream, for the pre-flight's athlete check.
+    """
+    sp = log.setpoints
+    keep = sp["rep"] >= 0
+    if not np.any(keep):
+        raise DataError(f"{log.path}: no setpoint to stream again")
+    fields = log.header.get("settings", {})
+    settings = ModeSettings(**fields) if fields else ModeSettings()
+    columns = {key: sp[key][keep].astype(np.int64) for key in
+               ("position_urad", "velocity_urad_s", "torque_mNm", "rep")}
+    completed = log.end is not None and log.end.get("reason") == "completed"
+    if not completed:
+        last = {key: int(columns[key][-1]) for key in
+                ("position_urad", "velocity_urad_s", "torque_mNm")}
+        last["time_ms"] = 0
+        ramp = stop_setpoints(last, settings, -math.inf, math.inf)
+        for key in ("position_urad", "velocity_urad_s", "torque_mNm"):
+            columns[key] = np.append(columns[key], [r[key] for r in ramp])
+        columns["rep"] = np.append(columns["rep"], np.zeros(len(ramp), dtype=np.int64))
+    count = columns["rep"].size
+    period_s = 1.0 / settings.rate_hz
+    plan = Plan(settings.rate_hz, np.round(np.arange(count) * period_s * 1000).astype(np.int64),
+                columns["position_urad"], columns["velocity_urad_s"], columns["torque_mNm"],
+                np.full(count, np.nan), columns["rep"])
+    gesture = Gesture(log.path, settings.rate_hz, np.arange(count) * period_s,
+                      plan.position_rad, plan.velocity_rad_s, plan.torque_nm,
+                      metadata={"athlete": str(log.header.get("athlete", "")),
+                                "gesture": f"replay of {Path(log.path).name}"})
+    return gesture, plan, settings

@@ -1,0 +1,411 @@
+"""One bench session: connect → configure → arm → stream → disarm, and every way of stopping.
+
+As ros2_control separates "communication up" from "power on", :meth:`Session.connect` only
+talks (HELLO: protocol version, the firmware's limits, its state) and :meth:`Session.arm` is the
+only step that lets the motor produce torque. :meth:`Session.stream` sends a :class:`Plan` at
+absolute deadlines while the reader thread logs telemetry and runs the monitors.
+
+Every end of a stream is one of these, each logged as an event and returned in a
+:class:`SessionResult` with a clear message:
+
+* ``completed`` — the plan (which ends with its own ramp-down) was sent, then DISARM;
+* ``interrupted`` (Ctrl-C, SIGTERM, the live view's ``q``), ``tracking``, ``torque``,
+  ``telemetry timeout``, ``host error`` — controlled stop: velocity and torque ramp to zero over
+  ``ramp_down_s``, then DISARM;
+* ``estop`` (the live view's e-stop key) — ESTOP at once (the firmware cuts the torque);
+* ``fault`` — the firmware latched a fault: it ramps its torque to zero by itself, the host
+  stops sending;
+* ``link lost`` — nothing can be sent: the firmware watchdog ramps the torque to zero and
+  disarms within ``watchdog_ms``.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+from bemore.errors import BenchError
+from bemore.settings import Bench
+from controller.log import LogWriter
+from controller.modes import ModeSettings, Plan, setpoint_fields, stop_setpoints
+from controller.preflight import FirmwareLimits, safe_angle_range
+from controller.protocol import Message, load_spec
+from controller.scheduler import Scheduler, TimingStats, realtime_priority
+
+TELEMETRY_PERIOD_MS = 5
+TELEMETRY_TIMEOUT_S = 0.1  # no telemetry for this long while streaming stops the session
+BAD_FRAME_BUDGET = 20  # frames lost on the link (either way) tolerated in one session
+START_DELAY_NS = 5_000_000  # the first setpoint leaves this long after the stream starts
+SWITCH_INTERVAL_S = 1e-4  # GIL hand-over while streaming, so the reader never waits 5 ms
+
+
+@dataclass
+class SessionResult:
+    """How a stream ended: ``reason`` (see the module docstring), message, timing, counts."""
+
+    reason: str
+    message: str
+    sent: int
+    telemetry: int
+    timing: dict
+    exit_code: int
+    firmware: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the whole plan was sent and the bench disarmed normally."""
+        return self.reason == "completed"
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+@dataclass
+class Status:
+    """Snapshot for the live view (SI units; NaN before the first value)."""
+
+    t_s: float = 0.0
+    commanded_rad: float = math.nan
+    commanded_torque_nm: float = math.nan
+    measured_rad: float = math.nan
+    measured_torque_nm: float = math.nan
+    tracking_error_rad: float = math.nan
+    state: str = "DISCONNECTED"
+    fault: str = "NONE"
+    rep: int = 0
+    sent: int = 0
+    misses: int = 0
+
+
+class StopRequestedError(Exception):
+    """Raised inside the stream loop to leave it with a reason."""
+
+
+class Session:
+    """A session on one bench port (see the module docstring for the lifecycle)."""
+
+    def __init__(self, port: str, bench: Bench, log: LogWriter, settings: ModeSettings,
+                 telemetry_period_ms: int = TELEMETRY_PERIOD_MS,
+                 telemetry_timeout_s: float = TELEMETRY_TIMEOUT_S):
+        self.port = port
+        self.bench = bench
+        self.log = log
+        self.settings = settings
+        self.telemetry_period_ms = telemetry_period_ms
+        self.telemetry_timeout_s = telemetry_timeout_s
+        self.watchdog_ms = int(bench.streaming.watchdog_ms)
+        self.spec = load_spec()
+        self.status = Status()
+        self.firmware: FirmwareLimits | None = None
+        self.firmware_info: dict = {}
+        self.link = None
+        self.scheduler: Scheduler | None = None
+        self._stop = threading.Event()
+        self._stop_reason = ("", "")
+        self._latest: Message | None = None
+        self._latest_perf = 0.0
+        self._telemetry_count = 0
+        self._ticks_seen = -1
+        self._fault_baseline: tuple[int, int] | None = None
+        self._commanded: dict[int, int] = {}
+        self._armed = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def connect(self, clear_fault: bool = False) -> dict:
+        """Open the link, check the protocol version and read the firmware's limits and state."""
+        from controller.link import Link
+
+        self.link = Link(self.port, self._on_telemetry)
+        reply = self.link.request("HELLO", "HELLO_REPLY", timeout_s=1.0,
+                                  protocol_version=self.spec.protocol_version,
+                                  telemetry_period_ms=self.telemetry_period_ms)
+        fields = reply.fields
+        version = f"{fields['fw_major']}.{fields['fw_minor']}.{fields['fw_patch']}"
+        if fields["protocol_version"] != self.spec.protocol_version:
+            raise BenchError(f"{self.port}: firmware {version} speaks protocol "
+                             f"{fields['protocol_version']}, this host speaks "
+                             f"{self.spec.protocol_version}: update one of them")
+        self.firmware = FirmwareLimits(
+            torque_max_nm=reply.si("torque_max_mNm"),
+            velocity_max_rad_s=reply.si("velocity_max_urad_s"),
+            position_min_rad=reply.si("position_min_urad"),
+            position_max_rad=reply.si("position_max_urad"),
+            slew_max_nm_s=reply.si("slew_max_mNm_per_tick") * fields["tick_hz"],
+        )
+        if not fields["watchdog_min_ms"] <= self.watchdog_ms <= fields["watchdog_max_ms"]:
+            raise BenchError(f"bench.toml [streaming] watchdog_ms = {self.watchdog_ms}: the "
+                             f"firmware accepts {fields['watchdog_min_ms']}.."
+                             f"{fields['watchdog_max_ms']} ms")
+        self.firmware_info = {"version": version, "tick_hz": fields["tick_hz"],
+                              "limits": asdict(self.firmware)}
+        self.log.event("connected", f"firmware {version} on {self.port}",
+                       firmware=self.firmware_info)
+        first = self._wait_telemetry(lambda m: True, 1.0, "a first telemetry frame")
+        if first.fields["state"] == self.spec.states["FAULT"]:
+            fault = self.spec.name_of("faults", first.fields["fault"])
+            if not clear_fault:
+                raise BenchError(f"{self.port}: the bench has fault {fault} latched; check the "
+                                 "bench, then clear it with --clear-fault")
+            self._expect_ack("CLEAR_FAULT")
+            self.log.event("fault cleared", f"fault {fault} cleared by the operator")
+        return self.firmware_info
+
+    def check_start(self, plan: Plan) -> None:
+        """Refuse to arm unless the bench sits near the plan's first position."""
+        latest = self._latest
+        if latest is None:
+            raise BenchError(f"{self.port}: no telemetry from the bench")
+        measured = latest.si("position_urad")
+        start = float(plan.position_rad[0])
+        tolerance = math.radians(self.bench.streaming.max_tracking_error_deg)
+        if abs(measured - start) > tolerance:
+            raise BenchError(f"{self.port}: the bench is at {math.degrees(measured):.1f} deg and "
+                             f"the gesture starts at {math.degrees(start):.1f} deg (more than "
+                             f"{math.degrees(tolerance):.1f} deg apart): move it to the start")
+
+    def arm(self) -> None:
+        """Arm the axis with the configured watchdog and wait until telemetry shows ARMED."""
+        self._expect_ack("ARM", watchdog_ms=self.watchdog_ms)
+        self._armed = True
+        self.log.event("armed", f"watchdog {self.watchdog_ms} ms")
+        armed = self.spec.states["ARMED"]
+        self._wait_telemetry(lambda m: m.fields["state"] == armed, 0.5, "telemetry showing ARMED",
+                             heartbeat=True)
+
+    def disarm(self) -> None:
+        """DISARM (zero torque at once); the bench must acknowledge."""
+        self._expect_ack("DISARM")
+        self._armed = False
+        self.log.event("disarmed", "bench disarmed by the host")
+
+    def close(self) -> None:
+        """Close the link (the log is closed by its owner)."""
+        if self.link is not None:
+            self.link.close()
+
+    # ------------------------------------------------------------------ streaming
+    def request_stop(self, reason: str, message: str) -> None:
+        """Ask the stream loop to stop (thread-safe; the first reason wins)."""
+        if not self._stop.is_set():
+            self._stop_reason = (reason, message)
+            self._stop.set()
+
+    def stream(self, plan: Plan) -> SessionResult:
+        """Send ``plan`` at its rate, monitor, and end in a controlled way (see module doc)."""
+        period_ms = 1000.0 / plan.rate_hz
+        if period_ms > self.watchdog_ms / 2:
+            raise BenchError(f"rate {plan.rate_hz:g} Hz: one setpoint every {period_ms:g} ms "
+                             f"would starve the {self.watchdog_ms} ms watchdog")
+        scheduler = Scheduler(round(1e9 / plan.rate_hz))
+        self.scheduler = scheduler
+        scheduler.stats()  # the first call of numpy's percentile costs ~15 ms: not mid-stream
+        previous_handler = self._install_signal_handlers()
+        previous_switch = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        self._latest_perf = time.perf_counter()
+        last = setpoint_fields(plan, 0)
+        sent = 0
+        realtime = realtime_priority()
+        try:
+            try:
+                granted = realtime.__enter__()
+                # start a little in the future, so that logging the start is not a late send
+                scheduler.t0_ns = time.perf_counter_ns() + START_DELAY_NS
+                self.log.event("streaming", f"{len(plan)} setpoints at {plan.rate_hz:g} Hz",
+                               sync=False, rate_hz=plan.rate_hz, realtime=granted,
+                               t0_host_time=round(self.log.host_time(scheduler.t0_ns * 1e-9), 9))
+                while True:
+                    k = scheduler.wait()
+                    if k >= len(plan):
+                        break
+                    self._check_health()
+                    last = self._send_setpoint(plan, k, scheduler)
+                    sent += 1
+                reason, message = "completed", "gesture completed"
+            except StopRequestedError:
+                reason, message = self._stop_reason
+            except BenchError as error:
+                reason, message = ("link lost", str(error)) if self.link.lost else (
+                    "host error", str(error))
+            except Exception as error:  # any host bug still ends in a controlled stop
+                reason, message = "host error", f"{type(error).__name__}: {error}"
+            self.log.event("stop", message, reason=reason)
+            message = self._finish(reason, message, scheduler, last)
+        finally:
+            realtime.__exit__(None, None, None)
+            sys.setswitchinterval(previous_switch)
+            self._restore_signal_handlers(previous_handler)
+        timing = scheduler.stats()
+        result = SessionResult(reason, message, sent, self._telemetry_count, timing.to_dict(),
+                               _exit_code(reason), self.firmware_info)
+        self.log.end(reason, message=message, timing=timing.to_dict(), sent=sent,
+                     telemetry=self._telemetry_count)
+        return result
+
+    def _send_setpoint(self, plan: Plan, k: int, scheduler: Scheduler) -> dict[str, int]:
+        fields = setpoint_fields(plan, k)
+        self._commanded[fields["time_ms"]] = fields["position_urad"]
+        seq, perf = self.link.send("SETPOINT", **fields)
+        scheduler.record(k, int(perf * 1e9))
+        self.log.setpoint(perf, k=k, seq=seq, rep=int(plan.rep[k]), **fields)
+        status = self.status
+        status.t_s = fields["time_ms"] * 1e-3
+        status.commanded_rad = fields["position_urad"] * 1e-6
+        status.commanded_torque_nm = fields["torque_mNm"] * 1e-3
+        status.rep = int(plan.rep[k])
+        status.sent += 1
+        status.misses = scheduler.misses
+        return fields
+
+    def _check_health(self) -> None:
+        """Raise StopRequestedError when a monitor, the operator or the link asked to stop."""
+        if self._stop.is_set():
+            raise StopRequestedError
+        if self.link.lost:
+            self.request_stop("link lost", f"link lost: {self.link.lost_reason}")
+            raise StopRequestedError
+        silent = time.perf_counter() - self._latest_perf
+        if silent > self.telemetry_timeout_s:
+            self.request_stop("telemetry timeout",
+                              f"no telemetry for {silent * 1000:.0f} ms (link stalled or "
+                              "firmware reset)")
+            raise StopRequestedError
+        lost_frames = self.link.decoder.bad_frames
+        if self._fault_baseline is not None and self._latest is not None:
+            lost_frames += (self._latest.fields["bad_frames"] - self._fault_baseline[0]) & 0xFFFF
+        if lost_frames > BAD_FRAME_BUDGET:
+            self.request_stop("link errors",
+                              f"{lost_frames} corrupted frames on the link (budget "
+                              f"{BAD_FRAME_BUDGET}): link unreliable")
+            raise StopRequestedError
+
+    def _finish(self, reason: str, message: str, scheduler: Scheduler,
+                last: dict[str, int]) -> str:
+        """Bring the bench to a safe state after a stream ended for ``reason``."""
+        watchdog = f"the firmware watchdog ({self.watchdog_ms} ms) ramps the torque to zero and " \
+                   "disarms"
+        if reason == "link lost" or self.link.lost:
+            return f"{message}; {watchdog}"
+        if reason == "fault":
+            self._armed = False
+            return f"{message}; the firmware ramps its torque to zero (fault latched, clear " \
+                   "it with --clear-fault)"
+        if reason == "estop":
+            try:
+                self._expect_ack("ESTOP")
+            except BenchError as error:
+                return f"{message}; ESTOP not acknowledged ({error}); {watchdog}"
+            self._armed = False
+            return f"{message}; ESTOP sent: torque cut at once (fault ESTOP_MESSAGE latched)"
+        try:
+            if reason != "completed":
+                self._ramp_down(scheduler, last)
+            self.disarm()
+        except BenchError as error:
+            return f"{message}; controlled stop failed ({error}); {watchdog}"
+        if reason == "completed":
+            return f"{message}: ramped down and disarmed"
+        return f"{message}; ramped down over {self.settings.ramp_down_s:g} s and disarmed"
+
+    def _ramp_down(self, scheduler: Scheduler, last: dict[str, int]) -> None:
+        """Stream the stop ramp from the last setpoint sent, at the stream's own deadlines."""
+        low, high = safe_angle_range(self.bench, self.firmware)
+        ramp = stop_setpoints(last, self.settings, low, high)
+        self.log.event("ramp down", f"{len(ramp)} setpoints over "
+                       f"{self.settings.ramp_down_s:g} s")
+        for fields in ramp:
+            k = scheduler.wait()
+            self._commanded[fields["time_ms"]] = fields["position_urad"]
+            seq, perf = self.link.send("SETPOINT", **fields)
+            self.log.setpoint(perf, k=k, seq=seq, rep=-1, **fields)
+
+    # ------------------------------------------------------------------ telemetry and monitors
+    def _on_telemetry(self, message: Message, perf_s: float) -> None:
+        """Reader thread: log, update the live status, run the monitors."""
+        fields = message.fields
+        self.log.telemetry(perf_s, fields)
+        self._telemetry_count += 1
+        if self._ticks_seen >= 0 and fields["mcu_ticks"] < self._ticks_seen:
+            self.request_stop("fault", f"firmware reset (mcu_ticks went back from "
+                              f"{self._ticks_seen} to {fields['mcu_ticks']})")
+        self._ticks_seen = fields["mcu_ticks"]
+        if self._fault_baseline is None:
+            self._fault_baseline = (fields["bad_frames"], fields["late_setpoints"])
+        self._latest, self._latest_perf = message, perf_s
+        status = self.status
+        status.measured_rad = fields["position_urad"] * 1e-6
+        status.measured_torque_nm = fields["torque_mNm"] * 1e-3
+        status.state = self.spec.name_of("states", fields["state"])
+        status.fault = self.spec.name_of("faults", fields["fault"])
+        if not self._armed:
+            return
+        if fields["state"] != self.spec.states["ARMED"]:
+            what = f"fault {status.fault}" if status.fault != "NONE" else f"state {status.state}"
+            self.request_stop("fault", f"the bench reports {what} at t "
+                              f"{fields['setpoint_time_ms'] / 1000:.3f} s")
+            return
+        commanded = self._commanded.get(fields["setpoint_time_ms"])
+        if commanded is not None:
+            error = (fields["position_urad"] - commanded) * 1e-6
+            status.tracking_error_rad = error
+            limit = math.radians(self.bench.streaming.max_tracking_error_deg)
+            if abs(error) > limit:
+                self.request_stop("tracking", f"tracking error {math.degrees(error):.1f} deg "
+                                  f"exceeds {math.degrees(limit):.1f} deg at t "
+                                  f"{fields['setpoint_time_ms'] / 1000:.3f} s")
+        torque_limit = self.bench.limits.max_torque_nm
+        if abs(status.measured_torque_nm) > torque_limit:
+            self.request_stop("torque", f"measured torque {status.measured_torque_nm:.1f} N·m "
+                              f"exceeds {torque_limit:g} N·m")
+
+    # ------------------------------------------------------------------ helpers
+    def _expect_ack(self, name: str, **fields: int) -> None:
+        ack = self.link.request(name, "ACK", timeout_s=0.5, **fields)
+        result = self.spec.name_of("results", ack.fields["result"])
+        if result != "OK":
+            raise BenchError(f"{self.port}: the bench refused {name}: {result}")
+
+    def _wait_telemetry(self, accept, timeout_s: float, what: str, heartbeat: bool = False):
+        """Wait for a new telemetry frame that ``accept`` s (sending heartbeats meanwhile)."""
+        start = time.perf_counter()
+        count = self._telemetry_count
+        while time.perf_counter() - start < timeout_s:
+            latest = self._latest
+            if self._telemetry_count > count and latest is not None and accept(latest):
+                return latest
+            if heartbeat:
+                self.link.send("HEARTBEAT")
+            if self.link.lost:
+                break
+            time.sleep(0.005)
+        raise BenchError(f"{self.port}: no {what} within {timeout_s} s"
+                         + (f" (link lost: {self.link.lost_reason})" if self.link.lost else ""))
+
+    def _install_signal_handlers(self):
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def handler(signum, frame):
+            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+            self.request_stop("interrupted", f"stopped by {name}")
+
+        return (signal.signal(signal.SIGINT, handler), signal.signal(signal.SIGTERM, handler))
+
+    @staticmethod
+    def _restore_signal_handlers(previous) -> None:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous[0])
+            signal.signal(signal.SIGTERM, previous[1])
+
+
+def _exit_code(reason: str) -> int:
+    """0 completed, 1 stopped by the operator, 3 any fault of the bench, link or host."""
+    return {"completed": 0, "interrupted": 1}.get(reason, 3)
+
+
+__all__ = ["Session", "SessionResult", "Status", "TimingStats"]

@@ -1,0 +1,211 @@
+"""Read and validate a setpoint file (``setpoints.csv``, format in ``docs/formats.md``).
+
+The file is the contract between the gesture (``bemore synthesize``) and the bench. Anything
+that does not follow the format is refused with one :class:`~bemore.errors.DataError` line
+naming the file, the line and what is wrong; nothing is repaired silently.
+
+Example::
+
+    >>> gesture = read_setpoints("setpoints.csv")            # doctest: +SKIP
+    >>> gesture.duration_s, gesture.rate_hz                   # doctest: +SKIP
+    (2.4, 1000.0)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bemore.errors import DataError
+
+FORMAT_TAG = "bemore-setpoints 1"
+COLUMNS = ("t_s", "shoulder_angle_rad", "shoulder_velocity_rad_s", "shoulder_torque_nm")
+REQUIRED_METADATA = (
+    "format",
+    "rate_hz",
+    "peak_angle_deg",
+    "peak_velocity_deg_s",
+    "peak_torque_nm",
+    "athlete",
+    "gesture",
+)
+# The declared peaks are rounded in the header; the data may exceed them by this much.
+PEAK_TOLERANCE = 0.01
+# Sample times may deviate from k / rate_hz by this fraction of a period (text rounding).
+TIME_TOLERANCE = 0.01
+
+
+@dataclass
+class Gesture:
+    """A validated gesture: sample times (s), shoulder angle (rad), velocity (rad/s), torque (N·m).
+
+    ``torque_nm`` is the torque at ONE shoulder; ``metadata`` holds every ``key: value`` line of
+    the header as text.
+    """
+
+    path: str
+    rate_hz: float
+    t_s: np.ndarray
+    angle_rad: np.ndarray
+    velocity_rad_s: np.ndarray
+    torque_nm: np.ndarray
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def duration_s(self) -> float:
+        """Time of the last sample (s)."""
+        return float(self.t_s[-1])
+
+    def summary(self) -> dict:
+        """JSON-ready description (peaks in degrees, labelled)."""
+        return {
+            "path": self.path,
+            "rate_hz": self.rate_hz,
+            "samples": len(self.t_s),
+            "duration_s": self.duration_s,
+            "peak_angle_deg": math.degrees(float(np.max(np.abs(self.angle_rad)))),
+            "peak_velocity_deg_s": math.degrees(float(np.max(np.abs(self.velocity_rad_s)))),
+            "peak_torque_nm": float(np.max(np.abs(self.torque_nm))),
+            "athlete": self.metadata.get("athlete", ""),
+            "gesture": self.metadata.get("gesture", ""),
+        }
+
+
+def read_setpoints(path: str | Path) -> Gesture:
+    """Read and validate a setpoint file; any problem raises one DataError line."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise DataError(f"{path}: setpoint file not found") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise DataError(f"{path}: cannot read the setpoint file ({error})") from None
+    metadata, header_index = _parse_metadata(path, lines)
+    rate_hz = _float_metadata(path, metadata, "rate_hz")
+    if not rate_hz > 0:
+        raise DataError(f"{path}: metadata rate_hz = {metadata['rate_hz']}: must be positive")
+    table = _parse_rows(path, lines, header_index)
+    gesture = Gesture(str(path), rate_hz, *table.T, metadata=metadata)
+    _check_times(gesture)
+    _check_peaks(gesture)
+    return gesture
+
+
+def _parse_metadata(path: Path, lines: list[str]) -> tuple[dict[str, str], int]:
+    """``key: value`` lines before the header, and the index of the header line."""
+    metadata: dict[str, str] = {}
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        if not line.startswith("#"):
+            break
+        text = line[1:].strip()
+        if ":" not in text:
+            raise DataError(f"{path}: line {index + 1}: metadata must be '# key: value'")
+        key, value = (part.strip() for part in text.split(":", 1))
+        metadata[key] = value
+    else:
+        raise DataError(f"{path}: no CSV header and no rows")
+    missing = [key for key in REQUIRED_METADATA if key not in metadata]
+    if missing:
+        raise DataError(f"{path}: missing metadata {', '.join(missing)}")
+    if metadata["format"] != FORMAT_TAG:
+        raise DataError(
+            f"{path}: metadata format = {metadata['format']!r}: expected {FORMAT_TAG!r}"
+        )
+    return metadata, index
+
+
+def _float_metadata(path: Path, metadata: dict[str, str], key: str) -> float:
+    try:
+        return float(metadata[key])
+    except ValueError:
+        raise DataError(f"{path}: metadata {key} = {metadata[key]!r}: not a number") from None
+
+
+def _parse_rows(path: Path, lines: list[str], header_index: int) -> np.ndarray:
+    """The numeric rows as an (n, 4) array in the order of :data:`COLUMNS`."""
+    header = [name.strip() for name in lines[header_index].split(",")]
+    if tuple(header) != COLUMNS:
+        raise DataError(
+            f"{path}: line {header_index + 1}: header {','.join(header)!r}: "
+            f"expected {','.join(COLUMNS)!r}"
+        )
+    rows = []
+    for index in range(header_index + 1, len(lines)):
+        line = lines[index]
+        if not line.strip():
+            continue
+        cells = line.split(",")
+        if len(cells) != len(COLUMNS):
+            raise DataError(
+                f"{path}: line {index + 1}: {len(cells)} values, expected {len(COLUMNS)}"
+            )
+        try:
+            values = [float(cell) for cell in cells]
+        except ValueError:
+            raise DataError(f"{path}: line {index + 1}: not a number in {line!r}") from None
+        if not all(math.isfinite(value) for value in values):
+            raise DataError(f"{path}: line {index + 1}: NaN or infinite value in {line!r}")
+        rows.append(values)
+    if len(rows) < 2:
+        raise DataError(f"{path}: needs at least 2 rows of setpoints, found {len(rows)}")
+    return np.asarray(rows, dtype=float)
+
+
+def _check_times(gesture: Gesture) -> None:
+    """Times must start at 0 and advance by exactly one period (within text rounding)."""
+    period = 1.0 / gesture.rate_hz
+    expected = np.arange(len(gesture.t_s)) * period
+    error = np.abs(gesture.t_s - expected)
+    bad = np.flatnonzero(error > TIME_TOLERANCE * period)
+    if bad.size:
+        row = int(bad[0])
+        raise DataError(
+            f"{gesture.path}: row {row + 1} (t_s = {gesture.t_s[row]:g}): times must be "
+            f"k / rate_hz = {expected[row]:g} s (from 0 at steps of {period:g} s)"
+        )
+
+
+def _check_peaks(gesture: Gesture) -> None:
+    """The data must not exceed the peaks its header declares (beyond header rounding)."""
+    checks = (
+        ("peak_angle_deg", np.degrees(np.abs(gesture.angle_rad))),
+        ("peak_velocity_deg_s", np.degrees(np.abs(gesture.velocity_rad_s))),
+        ("peak_torque_nm", np.abs(gesture.torque_nm)),
+    )
+    for key, values in checks:
+        declared = _float_metadata(Path(gesture.path), gesture.metadata, key)
+        row = int(np.argmax(values))
+        if values[row] > declared * (1 + PEAK_TOLERANCE) + 1e-9:
+            raise DataError(
+                f"{gesture.path}: row {row + 1} (t_s = {gesture.t_s[row]:g}): "
+                f"{values[row]:.4g} exceeds the declared {key} = {declared:g}"
+            )
+
+
+def write_setpoints(path: str | Path, gesture: Gesture) -> None:
+    """Write ``gesture`` in the setpoint file format (used by tests and ``replay --stream``)."""
+    metadata = dict(gesture.metadata)
+    summary = gesture.summary()
+    metadata.update(
+        {
+            "format": FORMAT_TAG,
+            "rate_hz": f"{gesture.rate_hz:g}",
+            "peak_angle_deg": f"{summary['peak_angle_deg']:.6g}",
+            "peak_velocity_deg_s": f"{summary['peak_velocity_deg_s']:.6g}",
+            "peak_torque_nm": f"{summary['peak_torque_nm']:.6g}",
+        }
+    )
+    metadata.setdefault("athlete", "default")
+    metadata.setdefault("gesture", "unnamed")
+    order = list(REQUIRED_METADATA) + [key for key in metadata if key not in REQUIRED_METADATA]
+    lines = [f"# {key}: {metadata[key]}" for key in order]
+    lines.append(",".join(COLUMNS))
+    columns = (gesture.t_s, gesture.angle_rad, gesture.velocity_rad_s, gesture.torque_nm)
+    for row in zip(*columns, strict=True):
+        lines.append(f"{row[0]:.6f},{row[1]:.9g},{row[2]:.9g},{row[3]:.9g}")
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")

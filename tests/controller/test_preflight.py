@@ -1,0 +1,83 @@
+"""Pre-flight: a session outside the limits is refused, naming every violation."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.modes import ModeSettings, build_plan
+from controller.preflight import FirmwareLimits, PreflightError, preflight, require_clear
+from tests.controller.gestures import make_gesture
+
+
+def test_gesture_within_limits_passes(gesture, bench):
+    # peak torque 26.5 N·m: resisted at 100 % the athlete produces 53 N·m (limit 70)
+    plan = build_plan(gesture, ModeSettings(mode="resistive", load_pct=100.0))
+    assert preflight(gesture, plan, bench, torque_gain=-1.0) == []
+
+
+def test_too_far_and_too_strong_is_refused_with_a_table(bench):
+    # 172° exceeds the athlete's 170° flexion (in the file and in the stream) but not the
+    # bench's 175°; torque ×3.2 (peak ≈ 85 N·m) resisted at 80 %: the bench's feed-forward
+    # reaches 68 N·m (within its 80) and the athlete must produce 1.8 × 85 N·m (above 70).
+    gesture = make_gesture(peak_deg=172.0, torque_scale=3.2, path="big.csv")
+    settings = ModeSettings(mode="resistive", load_pct=80.0)
+    plan = build_plan(gesture, settings)
+    with pytest.raises(PreflightError) as caught:
+        require_clear(gesture, plan, bench, torque_gain=settings.torque_gain)
+    error = caught.value
+    found = {(v.where, v.quantity, v.source) for v in error.violations}
+    assert found == {
+        ("file", "angle", "bench.toml [athlete]"),
+        ("stream", "angle", "bench.toml [athlete]"),
+        ("file", "athlete torque", "bench.toml [athlete]"),
+    }
+    angle = next(v for v in error.violations if v.quantity == "angle")
+    assert angle.limit == pytest.approx(170.0)
+    assert angle.value == pytest.approx(172.0, abs=1e-6)
+    # the angle exceeds 170° only around the peak at t = 1.2 s
+    assert 1.0 < angle.start_s < 1.2 < angle.end_s < 1.4
+    # each reported run of the athlete's torque limit is exactly a run of samples above 70 N·m
+    athlete = 1.8 * gesture.torque_nm
+    for run in (v for v in error.violations if v.quantity == "athlete torque"):
+        first, last = round(run.start_s * 1000), round(run.end_s * 1000)
+        assert all(abs(athlete[i]) > 70.0 for i in range(first, last + 1))
+        assert first == 0 or abs(athlete[first - 1]) <= 70.0
+        assert last == len(athlete) - 1 or abs(athlete[last + 1]) <= 70.0
+    # at 100 % the feed-forward itself (85 N·m) exceeds the bench's 80 N·m
+    full = build_plan(gesture, ModeSettings(mode="resistive", load_pct=100.0))
+    assert ("stream", "torque", "bench.toml [limits]") in {
+        (v.where, v.quantity, v.source) for v in preflight(gesture, full, bench, None, -1.0)}
+    text = str(error)
+    count = len(error.violations)
+    assert "\n" not in text
+    assert text.startswith(f"big.csv: refused before arming: {count} limit violation(s)")
+    table = error.table().splitlines()
+    assert table[0].split()[:5] == ["where", "when", "quantity", "value", "limit"]
+    assert len(table) == count + 1
+
+
+def test_firmware_limits_are_checked_on_the_stream(gesture, bench):
+    tight = FirmwareLimits(torque_max_nm=150.0, velocity_max_rad_s=2.0, position_min_rad=-0.5,
+                           position_max_rad=3.2, slew_max_nm_s=2000.0)
+    plan = build_plan(gesture, ModeSettings())
+    violations = preflight(gesture, plan, bench, tight)
+    # peak velocity is 160°·π/2.4 s = 3.66 rad/s, above the firmware's 2 rad/s, twice per
+    # gesture, in the velocity column and in the angle's own rate of change
+    assert sorted((v.quantity, v.source) for v in violations) == (
+        [("angle rate", "firmware")] * 2 + [("velocity", "firmware")] * 2)
+    peak = max(v.value for v in violations if v.quantity == "velocity")
+    assert peak == pytest.approx(209.44, abs=0.05)  # deg/s
+    # slow motion at half speed brings it to 1.83 rad/s: accepted
+    slow = build_plan(gesture, ModeSettings(speed=0.5))
+    assert preflight(gesture, slow, bench, tight) == []
+
+
+def test_torque_rate_limit(bench):
+    # a 2° gesture in 0.15 s: torque 2·acceleration has amplitude 2·A·2π²/T² = 61 N·m (within
+    # the 70 and 80 N·m limits) but changes at up to 61·2π/T = 2560 N·m/s (limit 2000)
+    gesture = make_gesture(duration_s=0.15, peak_deg=2.0)
+    plan = build_plan(gesture, ModeSettings(mode="assistive", load_pct=100.0))
+    violations = preflight(gesture, plan, bench)
+    assert {(v.quantity, v.source) for v in violations} == {("torque rate", "bench.toml [limits]")}
+    worst = max(abs(v.value) for v in violations)
+    assert 2000 < worst < 2600
