@@ -227,3 +227,43 @@ def test_bad_configuration_and_fault_flags_are_reported(tmp_path):
         load_sim_config(config)
     with pytest.raises(BenchError, match="probabilities"):
         start_simulated_bench(faults=SimFaults(drop=1.5))
+
+
+def test_stall_drop_and_delay_injection():
+    # Stall the firmware for 300 ms from 200 ms after start: its clock falls behind the host's.
+    with start_simulated_bench(faults=SimFaults(stall_at_ms=200, stall_ms=300)) as running:
+        client = Client(running.port)
+        try:
+            started = time.monotonic()
+            client.send("HELLO", protocol_version=1, telemetry_period_ms=1)
+            time.sleep(0.8)
+            client.drain()
+            host_ms = (time.monotonic() - started) * 1000
+            firmware_ms = client.telemetry()[-1].fields["mcu_ticks"]
+            assert host_ms - firmware_ms > 200  # ≈ 300 ms frozen (loose: the machine is shared)
+
+            # Dropped bytes: frames lost (sequence gaps) or broken (bad frames), none invented.
+            running.command("drop 0.05")
+            time.sleep(0.05)
+            for _ in range(300):
+                client.send("HEARTBEAT")
+                time.sleep(0.001)
+            running.command("drop 0")
+            time.sleep(0.05)
+            client.drain()
+            last = client.telemetry()[-1].fields
+            assert last["bad_frames"] + last["seq_gaps"] >= 30
+            assert last["seq_gaps"] >= 10
+
+            # Delayed bytes: a command is answered only after the delay.
+            running.command("delay 400")
+            time.sleep(0.05)
+            seq = client.send("DISARM")
+            with pytest.raises(AssertionError):
+                client.wait_for(lambda m: m.name == "ACK" and m.fields["acked_seq"] == seq,
+                                timeout_s=0.15)
+            ack = client.wait_for(lambda m: m.name == "ACK" and m.fields["acked_seq"] == seq,
+                                  timeout_s=3.0)
+            assert ack.fields["result"] == OK
+        finally:
+            client.close()
