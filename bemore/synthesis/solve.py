@@ -128,7 +128,10 @@ class _StencilCache:
     """Objective, constraints and forward-difference Jacobians of one run, cached by point.
 
     Works in normalised variables u ∈ [0, 1]ⁿ; ``step`` is the finite-difference step in u.
-    A stencil step that would leave the box is taken backwards instead.
+    A stencil step that would leave the box is taken backwards instead. ``eager``: evaluate a
+    new point together with its stencil (one batch of n + 1, best when the engine batches);
+    otherwise the stencil waits until the Jacobian is asked for (fewer simulations when each
+    one costs the same, since line-search trial points never need a gradient).
     """
 
     def __init__(
@@ -136,28 +139,53 @@ class _StencilCache:
         request: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
         to_physical: Callable[[np.ndarray], np.ndarray],
         step: float,
+        eager: bool = True,
     ):
         self._request = request
         self._to_physical = to_physical
         self._step = step
-        self._cache: dict[bytes, tuple[float, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._eager = eager
+        self._values: dict[bytes, tuple[float, np.ndarray]] = {}
+        self._gradients: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         self.evaluations = 0
 
-    def get(self, u: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-        """(f, c (m,), ∂f/∂u (n,), ∂c/∂u (m, n)) at u, from one batch of n + 1 points."""
+    def values(self, u: np.ndarray) -> tuple[float, np.ndarray]:
+        """(f, c (m,)) at u; when ``eager`` the stencil is evaluated in the same batch."""
         u = np.asarray(u, float)
         key = u.tobytes()
-        if key not in self._cache:
-            n = u.size
-            steps = np.where(u + self._step <= 1.0, self._step, -self._step)
-            stencil = np.repeat(u[None, :], n + 1, axis=0)
-            stencil[1:] += np.diag(steps)
-            f, c = self._request(self._to_physical(stencil))
-            self.evaluations += n + 1
-            grad = (f[1:] - f[0]) / steps
-            jac = ((c[1:] - c[0]) / steps[:, None]).T
-            self._cache[key] = (float(f[0]), c[0].copy(), grad, jac)
-        return self._cache[key]
+        if key not in self._values:
+            if self._eager:
+                self._stencil(u, key)
+            else:
+                f, c = self._request(self._to_physical(u[None, :]))
+                self.evaluations += 1
+                self._values[key] = (float(f[0]), c[0].copy())
+        return self._values[key]
+
+    def get(self, u: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+        """(f, c (m,), ∂f/∂u (n,), ∂c/∂u (m, n)) at u (forward differences)."""
+        u = np.asarray(u, float)
+        key = u.tobytes()
+        if key not in self._gradients:
+            self._stencil(u, key)
+        return (*self._values[key], *self._gradients[key])
+
+    def _stencil(self, u: np.ndarray, key: bytes) -> None:
+        """Evaluate the perturbed points (and u itself if not known yet) in one batch."""
+        n = u.size
+        steps = np.where(u + self._step <= 1.0, self._step, -self._step)
+        stencil = np.repeat(u[None, :], n + 1, axis=0)
+        stencil[1:] += np.diag(steps)
+        known = key in self._values
+        f, c = self._request(self._to_physical(stencil[1:] if known else stencil))
+        self.evaluations += len(f)
+        if known:
+            f0, c0 = self._values[key]
+        else:
+            f0, c0 = float(f[0]), c[0].copy()
+            f, c = f[1:], c[1:]
+            self._values[key] = (f0, c0)
+        self._gradients[key] = ((f - f0) / steps, ((c - c0) / steps[:, None]).T)
 
 
 @dataclass
@@ -247,12 +275,14 @@ def solve_multistart(
     max_iterations: int = 100,
     feasibility_tolerance: float = 1e-6,
     lockstep: bool = True,
+    eager: bool = True,
 ) -> SolveOutcome:
     """Run a local method from every starting point (S, n) and return the best feasible end.
 
     ``objective_scale`` divides the objective so that SLSQP sees values near 1 (default: |f| at
     the first start). ``feasibility_tolerance`` is in the constraints' units. With ``lockstep``
-    the runs advance in threads whose evaluations are merged into one batch per step.
+    the runs advance in threads whose evaluations are merged into one batch per step; ``eager``
+    evaluates each new point with its finite-difference stencil (see :class:`_StencilCache`).
     """
     from scipy.optimize import Bounds, NonlinearConstraint, minimize
 
@@ -266,19 +296,23 @@ def solve_multistart(
         objective_scale = max(abs(float(f0[0])), 1e-12)
     batcher = _LockstepBatcher(problem.evaluate, n_runs if lockstep else 1)
     records: list[RunRecord | None] = [None] * n_runs
+    # Constraints as the optimiser sees them: divided by the problem's scales (so that
+    # degrees of rotation and seconds have comparable sizes).
+    scale = np.asarray(getattr(problem, "constraint_scale", np.ones(len(lower_c))), float)
+    low, up = lower_c / scale, upper_c / scale
     caches = [
         _StencilCache(
-            lambda X, ticket=index: batcher.request(ticket, X), normaliser.physical, fd_step
+            lambda X, ticket=index: batcher.request(ticket, X), normaliser.physical, fd_step, eager
         )
         for index in range(n_runs)
     ]
 
     def run(index: int) -> None:
         cache = caches[index]
-        fun = lambda u: cache.get(u)[0] / objective_scale  # noqa: E731
+        fun = lambda u: cache.values(u)[0] / objective_scale  # noqa: E731
         grad = lambda u: cache.get(u)[2] / objective_scale  # noqa: E731
-        cons = lambda u: constraint_form(cache.get(u)[1], lower_c, upper_c, "scipy")  # noqa: E731
-        cjac = lambda u: _jacobian_form(cache.get(u)[3], lower_c, upper_c)  # noqa: E731
+        cons = lambda u: constraint_form(cache.values(u)[1] / scale, low, up, "scipy")  # noqa: E731
+        cjac = lambda u: _jacobian_form(cache.get(u)[3] / scale[:, None], low, up)  # noqa: E731
         box = Bounds(np.zeros(problem.lower.size), np.ones(problem.lower.size))
         try:
             if method == "slsqp":
@@ -295,10 +329,10 @@ def solve_multistart(
                 from scipy.optimize import BFGS
 
                 nonlinear = NonlinearConstraint(
-                    lambda u: cache.get(u)[1],
-                    lower_c,
-                    upper_c,
-                    jac=lambda u: cache.get(u)[3],
+                    lambda u: cache.values(u)[1] / scale,
+                    low,
+                    up,
+                    jac=lambda u: cache.get(u)[3] / scale[:, None],
                     hess=BFGS(),
                 )
                 result = minimize(
@@ -312,7 +346,7 @@ def solve_multistart(
                     options={"gtol": tolerance, "xtol": tolerance, "maxiter": 10 * max_iterations},
                 )
             u_end = np.clip(result.x, 0.0, 1.0)
-            f_end, c_end, _, _ = cache.get(u_end)
+            f_end, c_end = cache.values(u_end)
             records[index] = RunRecord(
                 x0=normaliser.physical(u_starts[index]).tolist(),
                 x=normaliser.physical(u_end).tolist(),

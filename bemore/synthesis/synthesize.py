@@ -1,0 +1,233 @@
+"""The whole synthesis: athlete → exemplary model → optimal gesture → verified result.
+
+1. The exemplary gymnast's parameters come from an ``athlete.json`` (identified values) or the
+   seed's identified values, through :func:`bemore.model.exemplary_parameters`.
+2. A *coarse* search (``coarse_steps`` integration intervals per gesture) runs the chosen method:
+   multi-start SLSQP (default), multi-start trust-constr, or pymoo's constrained global search.
+3. A *fine* SLSQP polish from the best coarse design re-solves the problem with samples every
+   ``fine_step_s`` (≈ 1 ms, the bench's setpoint rate), 2 integration steps per sample.
+4. The returned gesture is re-simulated with steps four times finer still and every constraint
+   is checked there against the configured band (without the optimiser's margin).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bemore.errors import OptimisationError
+from bemore.model import exemplary_parameters, load_model
+from bemore.settings import Identification, Synthesis
+from bemore.synthesis.athlete import AthleteParameters
+from bemore.synthesis.problem import HAND_ROTATION, OBJECTIVES, GestureProblem, objective_value
+from bemore.synthesis.results import ConstraintStatus, SynthesisResult
+from bemore.synthesis.solve import (
+    SolveOutcome,
+    solve_multistart,
+    solve_pymoo,
+    starting_points,
+    violation,
+)
+
+# Rotation band narrowed by this much for the optimiser (deg): with 0.5 ms steps (1 ms samples,
+# 2 substeps) the final rotation is within ≈ 0.003° of its converged value (3rd-order method:
+# 0.022° at 1 ms, 0.003° at 0.5 ms, 0.0004° at 0.25 ms), so the verified gesture stays inside.
+ROTATION_MARGIN_DEG = 0.02
+FINE_SUBSTEPS = 2
+VERIFY_SUBSTEPS = 8
+
+
+@dataclass(frozen=True)
+class SynthesisOptions:
+    """How to run the synthesis (defaults: the seed protocol with bemore's discretisation)."""
+
+    method: str = "slsqp"
+    objective: str = "abs_torque_integral"
+    starts: int = 8
+    seed: int = 0
+    free_midpoints: bool = False
+    coarse_steps: int = 300
+    fine_step_s: float = 1e-3
+    polish: bool = True
+    pymoo_population: int = 24
+    pymoo_generations: int = 15
+
+
+def exemplary_matrix(athlete: AthleteParameters) -> tuple[object, np.ndarray, dict[str, float]]:
+    """The exemplary model, its parameter matrix (1, n) and the parameters by name (SI)."""
+    model = load_model("exemplary_gymnast")
+    values = exemplary_parameters(athlete.values)
+    return model, model.parameter_matrix([values]), values
+
+
+def _search(problem: GestureProblem, options: SynthesisOptions) -> SolveOutcome:
+    """The coarse search with the chosen method."""
+    if options.method == "pymoo":
+        return solve_pymoo(
+            problem,
+            rng_seed=options.seed,
+            population=options.pymoo_population,
+            generations=options.pymoo_generations,
+            polish=True,
+        )
+    if options.method not in ("slsqp", "trust-constr"):
+        raise OptimisationError(
+            f"unknown method {options.method!r} (allowed: slsqp, trust-constr, pymoo)"
+        )
+    rng = np.random.default_rng(options.seed)
+    starts = starting_points(problem, options.starts, rng, problem.linear_margin)
+    return solve_multistart(problem, starts, method=options.method, eager=False, tolerance=1e-6)
+
+
+def constraint_statuses(
+    problem: GestureProblem, x: np.ndarray, rotation_deg: float, tolerance: float = 1e-9
+) -> list[ConstraintStatus]:
+    """Every constraint at design x, with the configured (un-narrowed) limits."""
+    synthesis = problem.synthesis
+    statuses = []
+    for name, value, lower, upper in zip(
+        problem.names, x, problem.lower, problem.upper, strict=True
+    ):
+        unit = "rad" if name.endswith("_rad") else ("s" if name.endswith("_s") else "")
+        ok = lower - tolerance <= value <= upper + tolerance
+        statuses.append(
+            ConstraintStatus(
+                f"bound {name}", float(value), float(lower), float(upper), unit, bool(ok)
+            )
+        )
+    extension = float(x[0] - x[1])
+    minimum = synthesis.constraints.min_extension_duration_s
+    statuses.append(
+        ConstraintStatus(
+            "t_f - t_flexmax", extension, minimum, None, "s", extension >= minimum - tolerance
+        )
+    )
+    low, high = problem.rotation_band_deg
+    statuses.append(
+        ConstraintStatus(
+            "rotation about the bar at t_f",
+            rotation_deg,
+            low,
+            high,
+            "deg",
+            bool(low <= rotation_deg <= high),
+        )
+    )
+    return statuses
+
+
+def verify(problem: GestureProblem, x: np.ndarray) -> tuple[float, float, list[ConstraintStatus]]:
+    """Re-simulate design x with ``VERIFY_SUBSTEPS`` steps per sample (4× finer than the fine
+    stage); returns (objective, rotation deg, constraint statuses against the configured band)."""
+    steps = max(problem.steps, 1)
+    t = np.linspace(0.0, x[0], steps + 1)
+    torque, q, _, _, ok = problem.simulate_design(x, t, substeps=VERIFY_SUBSTEPS)
+    if not ok:
+        raise OptimisationError("the engine could not re-simulate the returned gesture")
+    rotation = float(np.rad2deg(q[-1, HAND_ROTATION] - problem.start.free_q0[HAND_ROTATION]))
+    value = float(objective_value(problem.objective, torque, t))
+    return value, rotation, constraint_statuses(problem, x, rotation)
+
+
+def synthesize(
+    athlete: AthleteParameters,
+    synthesis: Synthesis,
+    identification: Identification,
+    options: SynthesisOptions,
+    config_path: str | Path | None = None,
+) -> tuple[SynthesisResult, GestureProblem]:
+    """Run the whole synthesis; returns the verified result and the fine problem (for outputs).
+
+    Never raises because no feasible gesture exists: ``result.feasible`` is then False and the
+    failing constraints are marked in ``result.constraints`` (closest design found).
+    """
+    del identification  # the parameter names come with ``athlete``; kept for symmetry of calls
+    clock = time.perf_counter()
+    model, P, values = exemplary_matrix(athlete)
+    coarse = GestureProblem(
+        model,
+        P,
+        synthesis,
+        options.objective,
+        options.free_midpoints,
+        steps=options.coarse_steps,
+        rotation_margin_deg=ROTATION_MARGIN_DEG,
+    )
+    outcome = _search(coarse, options)
+    fine_steps = max(options.coarse_steps, round(outcome.x[0] / options.fine_step_s))
+    fine = GestureProblem(
+        model,
+        P,
+        synthesis,
+        options.objective,
+        options.free_midpoints,
+        steps=fine_steps,
+        rotation_margin_deg=ROTATION_MARGIN_DEG,
+        substeps=FINE_SUBSTEPS,
+    )
+    runs = [vars(record) for record in outcome.runs]
+    iterations, evaluations = outcome.iterations, outcome.evaluations
+    x = outcome.x
+    if options.polish:
+        polished = solve_multistart(fine, x[None], method="slsqp", eager=False, tolerance=1e-8)
+        iterations += polished.iterations
+        evaluations += polished.evaluations
+        runs += [{**vars(record), "stage": "fine polish"} for record in polished.runs]
+        # Keep the polish unless it lost feasibility the coarse design had on the fine grid.
+        _, c_start = fine.evaluate(x[None])
+        start_violation = float(violation(c_start[0], fine.constraint_lower, fine.constraint_upper))
+        if polished.feasible or polished.violation <= start_violation:
+            x = polished.x
+    value, rotation, statuses = verify(fine, x)
+    feasible = all(status.satisfied for status in statuses)
+    failing = [status.name for status in statuses if not status.satisfied]
+    message = (
+        f"{outcome.message}; re-simulated with {VERIFY_SUBSTEPS} steps per sample: every "
+        "constraint holds"
+        if feasible
+        else f"no feasible gesture found within the bounds: {', '.join(failing)} "
+        f"failed at the closest design"
+    )
+    elapsed = time.perf_counter() - clock
+    position = {
+        name: float((v - lo) / (hi - lo))
+        for name, v, lo, hi in zip(fine.names, x, fine.lower, fine.upper, strict=True)
+    }
+    result = SynthesisResult(
+        design=fine.design(x),
+        objective=options.objective,
+        objective_value=value,
+        objective_unit=OBJECTIVES[options.objective],
+        final_rotation_deg=rotation,
+        constraints=statuses,
+        feasible=feasible,
+        method=options.method,
+        starts=options.starts if options.method != "pymoo" else 1,
+        iterations=iterations,
+        evaluations=evaluations,
+        elapsed_s=elapsed,
+        message=message,
+        inputs={
+            "athlete": athlete.source,
+            "athlete_parameters": athlete.values,
+            "exemplary_parameters": values,
+            "synthesis_config": str(config_path) if config_path else "default",
+            "seed": options.seed,
+            "coarse_steps": options.coarse_steps,
+            "fine_steps": fine_steps,
+            "fine_substeps": FINE_SUBSTEPS,
+            "verify_substeps": VERIFY_SUBSTEPS,
+            "rotation_margin_deg": ROTATION_MARGIN_DEG,
+            "free_midpoints": options.free_midpoints,
+            "start_state": {
+                "free_q0": fine.start.free_q0.tolist(),
+                "free_qd0": fine.start.free_qd0.tolist(),
+            },
+        },
+        design_position=position,
+        runs=runs,
+    )
+    return result, fine
