@@ -9,6 +9,7 @@ bar chosen by bisection so that the gymnast is back at the handstand (one full t
 
 from __future__ import annotations
 
+import functools
 import json
 import platform
 from dataclasses import asdict, dataclass, field
@@ -101,14 +102,21 @@ class Truth:
 
 def _simulate(spec: SyntheticSpec):
     """Engine simulation at 1 kHz: (model, parameters, motion, q0, qd0, sim)."""
+    if not 1.5 <= spec.duration_s <= 2.5:
+        raise DataError(f"synthetic trial: duration {spec.duration_s:g} s outside 1.5–2.5 s")
+    return _simulate_cached(spec.duration_s, tuple(sorted(spec.parameters.items())),
+                            tuple(sorted(spec.amplitudes.items())))
+
+
+@functools.lru_cache(maxsize=4)
+def _simulate_cached(duration_s: float, parameters: tuple, amplitudes: tuple):
+    """The simulation of :func:`_simulate`, kept for specs differing only in noise or gaps."""
     from bemore.model import load_model, simulate
     from bemore.model.profiles import HANDSTAND_HAND_ROTATION, clear_hip_circle_profile
 
-    if not 1.5 <= spec.duration_s <= 2.5:
-        raise DataError(f"synthetic trial: duration {spec.duration_s:g} s outside 1.5–2.5 s")
     model = load_model("real_gymnast")
-    P = model.parameter_matrix([spec.parameters])
-    motion = clear_hip_circle_profile(spec.duration_s, SIM_RATE_HZ, spec.amplitudes)
+    P = model.parameter_matrix([dict(parameters)])
+    motion = clear_hip_circle_profile(duration_s, SIM_RATE_HZ, dict(amplitudes))
     start = np.zeros(model.n_free)
     start[FREE_NAMES.index("hand_rotation")] = HANDSTAND_HAND_ROTATION
     q0 = model.equilibrium(P, motion.q[0], free_q=start, driven_qd0=motion.qd[0],
@@ -121,7 +129,7 @@ def _simulate(spec: SyntheticSpec):
         sim = simulate(model, P, motion, q0, qd0)
         if not sim.valid[0]:
             raise DataError(
-                f"synthetic trial: the simulation failed (parameters {spec.parameters})"
+                f"synthetic trial: the simulation failed (parameters {dict(parameters)})"
             )
         return (sim.free_q[0, -1, k] - q0[k]) / (2 * np.pi), qd0, sim
 
@@ -129,7 +137,7 @@ def _simulate(spec: SyntheticSpec):
     if turns(high)[0] < 1.0 or turns(low)[0] > 1.0:
         raise DataError(
             "synthetic trial: no initial rotation rate in 0–6 rad/s completes one circle in "
-            f"{spec.duration_s:g} s with these parameters"
+            f"{duration_s:g} s with these parameters"
         )
     for _ in range(20):  # brackets the rate to 6·2⁻²⁰ rad/s
         middle = 0.5 * (low + high)

@@ -1,0 +1,44 @@
+"""Reading and preparing a 1.5 s, 100 Hz trial (target: well under a second).
+
+bemore's figure: ``prepare_trial`` on the bundled synthetic sample trimmed to 1.5 s (guarded C3D
+read, gap filling, zero-lag filter, plane, joint centres, driven coordinates, 1 kHz resampling).
+Baseline, same file, same run: ezc3d's bare read of the C3D (what any pipeline pays at least).
+"""
+
+from __future__ import annotations
+
+from bench.common import Measurement, median_time
+
+
+def run(smoke: bool) -> list[Measurement]:
+    """Median times (s) of bemore's read + prepare and read alone, next to ezc3d's bare read."""
+    import ezc3d
+
+    from bemore.paths import data_dir
+    from bemore.trial.markerset import load_markerset, load_trial_settings
+    from bemore.trial.pipeline import prepare_markers
+    from bemore.trial.readers import read_markers
+
+    sample = data_dir() / "sample_trial.c3d"
+    markerset = load_markerset()
+    settings = load_trial_settings()
+    settings = settings.model_copy(
+        update={"trim": settings.trim.model_copy(update={"start_s": 0.0, "end_s": 1.5})}
+    )
+    repeats = 2 if smoke else 21
+
+    def bare_read() -> object:
+        return ezc3d.c3d(str(sample))["data"]["points"]
+
+    def prepare() -> object:
+        return prepare_markers(read_markers(sample), markerset, settings)
+
+    prepare()  # warm imports and caches
+    baseline = median_time(bare_read, repeats)
+    return [
+        Measurement("read + prepare 1.5 s @ 100 Hz → 1 kHz", "s",
+                    median_time(prepare, repeats), baseline, "ezc3d bare read", "< 1 s"),
+        Measurement("guarded C3D read (bemore read_markers)", "s",
+                    median_time(lambda: read_markers(sample), repeats), baseline,
+                    "ezc3d bare read"),
+    ]
