@@ -139,7 +139,7 @@ def stage_arrays(model: Model, motion: DrivenMotion, substeps: int) -> tuple:
 def simulate(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
              outputs: Sequence[str] = ("free_q", "free_qd", "efforts", "points"),
              measured: np.ndarray | None = None, points: Sequence[str] = COST_POINTS,
-             substeps: int = 1, max_abs: float = 1.0e3) -> Simulation:
+             substeps: int = 1, max_abs: float = 1.0e3, engine: str = "auto") -> Simulation:
     """Integrate the trial for every row of P (B, n_parameters); free state (n_free,) or (B, ·).
 
     ``outputs`` picks what is stored among free_q, free_qd, efforts, points. With ``measured``
@@ -175,6 +175,13 @@ def simulate(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
         if meas.shape != (F, len(points), 2):
             raise DataError(
                 f"measured points: shape {meas.shape}, expected ({F}, {len(points)}, 2)")
+    if engine not in ("auto", "generated", "reference"):
+        raise ModelError(f"simulate: unknown engine {engine!r}")
+    if engine == "generated" or (engine == "auto" and not flags[1]):
+        if flags[1]:
+            raise ModelError("simulate: the generated engine does not compute efforts")
+        return _simulate_generated(model, V, valid, q0, v0, (qd, vd, ad, cd, sd), h, substeps,
+                                   motion, outputs, meas, selection, flags, max_abs)
     out_q = np.zeros((B, F if store_state else 1, nf))
     out_qd = np.zeros_like(out_q)
     out_eff = np.zeros((B, F if flags[1] else 1, nd))
@@ -205,3 +212,58 @@ def joint_centre_cost(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
     sim = simulate(model, P, motion, free_q0, free_qd0, outputs=(), measured=measured,
                    points=names, substeps=substeps)
     return sim.cost
+
+
+def _simulate_generated(model: Model, V, valid, q0, v0, stages, h, substeps, motion, outputs,
+                        meas, selection, flags, max_abs) -> Simulation:
+    """The same integration with the specialised kernel (states/points/cost only)."""
+    import numba
+
+    from bemore.model.codegen import kernel_for
+
+    B, nf = q0.shape
+    F = len(motion.t)
+    n_points = len(model.point_names)
+    kernel = kernel_for(model.tree, n_points)
+    safe = V.copy()
+    if not valid.all():
+        # Invalid members run on a valid member's fields, then are reported as NaN.
+        fallback = V[np.argmax(valid)] if valid.any() else model.tree.fields(
+            model.parameter_matrix([{}]))[0]
+        safe[~valid] = fallback
+    Vt = np.ascontiguousarray(safe.T)
+    S = np.ascontiguousarray(np.concatenate([q0, v0], axis=1).T)
+    store_state = bool(flags[0])
+    out_state = np.zeros((F, 2 * nf, B) if store_state else (1, 1, 1))
+    out_pts = np.zeros((F, n_points, 2, B) if flags[2] else (1, 1, 1, 1))
+    meas_full = np.zeros((F if flags[3] else 1, n_points, 2))
+    wts = np.zeros((F if flags[3] else 1, n_points))
+    if flags[3]:
+        finite = np.all(np.isfinite(meas), axis=-1)
+        meas_full[:, selection] = np.where(finite[..., None], meas, 0.0)
+        wts[:, selection] = finite
+    cost = np.zeros(B)
+    alive = valid.astype(np.float64)
+    groups = max(1, min(numba.get_num_threads(), B))
+    qd, vd, ad, cd, sd = stages
+    kernel(Vt, S, qd, vd, ad, cd, sd, h, substeps, groups, meas_full, wts, store_state,
+           bool(flags[2]), bool(flags[3]), max_abs, out_state, out_pts, cost, alive)
+    ok = alive > 0.0
+    result = Simulation(t=motion.t.copy(), free_names=model.free_coordinates,
+                        driven_names=model.driven_coordinates, point_names=model.point_names,
+                        valid=ok)
+    if store_state:
+        state = out_state.transpose(2, 0, 1)
+        state[~ok] = np.nan
+        if "free_q" in outputs:
+            result.free_q = np.ascontiguousarray(state[:, :, :nf])
+        if "free_qd" in outputs:
+            result.free_qd = np.ascontiguousarray(state[:, :, nf:])
+    if flags[2]:
+        points = np.ascontiguousarray(out_pts.transpose(3, 0, 1, 2))
+        points[~ok] = np.nan
+        result.points = points
+    if flags[3]:
+        cost[~ok] = np.nan
+        result.cost = cost
+    return result

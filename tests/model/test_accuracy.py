@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from bemore.model import simulate
+from bemore.model import joint_centre_cost, simulate
 from bemore.model.profiles import CLEAR_HIP_CIRCLE, raised_cosine
 
 
@@ -41,3 +41,26 @@ def test_points_within_a_tenth_of_a_millimetre_of_radau(real, motion, start):
     assert error.max() < 1e-4, error.max()
     # Free coordinates too (m and rad).
     assert np.max(np.abs(sim.free_q[0] - reference.y[:nf].T)) < 1e-4
+
+
+def test_generated_kernel_agrees_with_the_reference_kernel(real, motion, start):
+    P = real.parameter_matrix([{}, {"bar.stiffness_x": 5000.0, "shoulder.damping_ap": 50000.0,
+                                    "shoulder.damping_pd": 10.0}, {"trunk.mass": 28.0}])
+    q0, v0 = start
+    fast = simulate(real, P, motion, q0, v0, outputs=("free_q", "points"), engine="generated")
+    ref = simulate(real, P, motion, q0, v0, outputs=("free_q", "points"), engine="reference")
+    assert fast.valid.tolist() == ref.valid.tolist() == [True, True, False]
+    assert np.max(np.abs(fast.free_q[:2] - ref.free_q[:2])) < 1e-11
+    assert np.max(np.abs(fast.points[:2] - ref.points[:2])) < 1e-11
+    assert np.all(np.isnan(fast.points[2]))
+    # The cost path (nothing stored) gives the same cost as the stored points.
+    measured = ref.points[0][:, [real.point_names.index(p) for p in
+                                 ("bar", "wrist", "elbow", "neck", "hip", "knee", "ankle")]]
+    measured = measured + 0.01  # 1 cm off in x and y at every point: 2e-4 m² per point-frame
+    measured[100:110, 3] = np.nan  # missing samples are skipped
+    cost = joint_centre_cost(real, P[:1], motion, q0, v0, measured)
+    expected = 2e-4 * (7 * len(motion.t) - 10)
+    assert abs(cost[0] - expected) < 1e-9 * expected
+    with_ref = simulate(real, P[:1], motion, q0, v0, outputs=(), measured=measured,
+                        engine="reference").cost
+    assert abs(with_ref[0] - expected) < 1e-9 * expected
