@@ -70,6 +70,8 @@ def config_check(files: tuple[Path, ...]) -> None:
 def _register_commands() -> None:
     """Attach the subcommands of each capability (only those that work)."""
     import bemore.trial.cli  # noqa: F401  (registers "bemore trial")
+    import controller.cli  # noqa: F401  (registers "bemore drive" and "bemore replay")
+    import bemore.synthesis.cli  # noqa: F401  (registers "bemore synthesize")
 
 
 _register_commands()

@@ -210,6 +210,7 @@ def write_animation(path: Path, profiles: Profiles, fps: int = 25) -> Path:
         caption.set_text(f"t = {profiles.t_s[index]:.2f} s, shoulder {angle_deg:.0f}°")
         return line, caption
 
+    figure.tight_layout()
     animation = FuncAnimation(figure, draw, frames=frames, blit=False)
     animation.save(str(path), writer=PillowWriter(fps=fps))
     plt.close(figure)

@@ -22,14 +22,8 @@ from bemore.errors import OptimisationError
 from bemore.model import DrivenMotion, Model, simulate
 from bemore.settings import Synthesis
 from bemore.synthesis.gesture import MONOTONIC_MID_FRACTION, GestureParameters, gesture_kinematics
-from bemore.synthesis.results import Profiles
+from bemore.synthesis.results import OBJECTIVES, Profiles
 
-# Objective name → unit.
-OBJECTIVES = {
-    "abs_torque_integral": "N·m·s",
-    "peak_torque": "N·m",
-    "squared_torque_integral": "N²·m²·s",
-}
 HANDSTAND_HAND_ROTATION_RAD = np.pi / 2  # arms vertical above the bar (docs/model.md)
 HAND_ROTATION = 2  # index of hand_rotation among the free coordinates (docs/model.md)
 # Shortest phase simulated (s): a trial point with t_f − t_flexmax below it (which SLSQP may
@@ -211,16 +205,17 @@ class GestureProblem:
 
     # ------------------------------------------------------------------ outputs
 
-    def profiles(self, x: np.ndarray, rate_hz: float = 1000.0) -> Profiles:
+    def profiles(self, x: np.ndarray, rate_hz: float = 1000.0, substeps: int = 2) -> Profiles:
         """Every profile of design x sampled at ``rate_hz`` from 0 to the first sample ≥ t_f.
 
-        After t_f the shoulder rests at 0 (the torque keeps it there). ``rotation_rad`` is the
+        After t_f the shoulder rests at 0 (the torque keeps it there). ``substeps`` integration
+        steps per sample. ``rotation_rad`` is the
         hand rotation since the start; points are relative to the bar's rest position.
         """
         t_f = float(x[0])
         count = int(np.ceil(t_f * rate_hz - 1e-9)) + 1
         t = np.arange(count) / rate_hz
-        torque, q, _, points, ok = self.simulate_design(x, t, points=True)
+        torque, q, _, points, ok = self.simulate_design(x, t, substeps=substeps, points=True)
         if not ok:
             raise OptimisationError("the engine could not simulate the returned gesture")
         design = self.design(x)

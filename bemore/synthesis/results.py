@@ -9,6 +9,13 @@ import numpy as np
 
 from bemore.synthesis.gesture import GestureParameters
 
+# Objective name → unit (∫|C|dt, max |C|, ∫C²dt of the total shoulder torque C).
+OBJECTIVES = {
+    "abs_torque_integral": "N·m·s",
+    "peak_torque": "N·m",
+    "squared_torque_integral": "N²·m²·s",
+}
+
 
 @dataclass
 class Profiles:

@@ -22,8 +22,8 @@ from bemore.errors import OptimisationError
 from bemore.model import exemplary_parameters, load_model
 from bemore.settings import Identification, Synthesis
 from bemore.synthesis.athlete import AthleteParameters
-from bemore.synthesis.problem import HAND_ROTATION, OBJECTIVES, GestureProblem, objective_value
-from bemore.synthesis.results import ConstraintStatus, SynthesisResult
+from bemore.synthesis.problem import HAND_ROTATION, GestureProblem, objective_value
+from bemore.synthesis.results import OBJECTIVES, ConstraintStatus, SynthesisResult
 from bemore.synthesis.solve import (
     SolveOutcome,
     solve_multistart,

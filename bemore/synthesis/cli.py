@@ -1,0 +1,273 @@
+"""``bemore synthesize``: the optimal shoulder gesture of an athlete, and its bench setpoints."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+import numpy as np
+
+from bemore.errors import DataError
+from bemore.settings import load_identification, load_synthesis
+from bemore.synthesis.athlete import default_parameters, load_athlete
+from bemore.synthesis.results import OBJECTIVES, SynthesisResult
+
+if TYPE_CHECKING:
+    from bemore.synthesis.problem import GestureProblem
+
+SETPOINT_RATE_HZ = 1000.0
+
+
+def summary_lines(
+    result: SynthesisResult,
+    seed: dict[str, float],
+    seed_rotation_deg: float,
+    bounds: dict[str, tuple[float, float]],
+) -> list[str]:
+    """The seed's Table 10 layout: bemore's optimum, its position in the bounds, the seed's."""
+    design = result.design
+    rows = [
+        ("t_f (s)", design.final_time_s, bounds["final_time_s"], seed["final_time_s"]),
+        (
+            "t_flexmax (s)",
+            design.flexion_end_time_s,
+            bounds["flexion_end_time_s"],
+            seed["flexion_end_time_s"],
+        ),
+        (
+            "phi_max (deg)",
+            np.rad2deg(design.max_flexion_rad),
+            bounds["max_flexion_deg"],
+            seed["max_flexion_deg"],
+        ),
+    ]
+    if "mid_fraction_flexion" in result.design_position:
+        for name in ("mid_fraction_flexion", "mid_fraction_extension"):
+            rows.append((name, getattr(design, name), bounds[name], 0.5))
+    lines = [f"{'':22}{'bemore':>12}  {'within bounds':<22}{'seed (fmincon)':>15}"]
+    for label, value, (low, high), seed_value in rows:
+        position = (value - low) / (high - low)
+        where = f"{position:4.0%} of [{low:g}, {high:g}]"
+        lines.append(f"{label:22}{value:12.4f}  {where:<22}{seed_value:15.4g}")
+    unit = result.objective_unit
+    lines += [
+        f"{'objective (' + unit + ')':22}{result.objective_value:12.4f}  {result.objective:<22}",
+        f"{'rotation at t_f (deg)':22}{result.final_rotation_deg:12.4f}  {'band [360, 362]':<22}"
+        f"{seed_rotation_deg:15.2f}",
+        f"{'iterations':22}{result.iterations:12d}",
+        f"{'evaluations':22}{result.evaluations:12d}  {'':<22}{seed['evaluations']:15.0f}",
+        f"{'time (s)':22}{result.elapsed_s:12.2f}  {'':<22}{seed['elapsed_s']:15.2f}",
+    ]
+    return lines
+
+
+def difference_sentence(
+    result: SynthesisResult, seed: dict[str, float], seed_rotation_deg: float
+) -> str:
+    """Why bemore's optimum may differ from the seed's, with the facts measured in this run."""
+    same = (
+        abs(result.design.final_time_s - seed["final_time_s"]) < 0.01
+        and abs(result.design.flexion_end_time_s - seed["flexion_end_time_s"]) < 0.01
+    )
+    if same:
+        return "bemore's optimum matches the seed's to within 10 ms."
+    return (
+        f"The optimum differs from the seed's: the seed's gesture, simulated in this exemplary "
+        f"model, turns {seed_rotation_deg:.1f} deg about the bar (band 360-362 deg), so it is not "
+        "feasible here. Likely causes: how the arms and body are lumped into the exemplary "
+        "model (paired-segment inertia, CoM of the lumped body), the start state (handstand in "
+        "static equilibrium), the discretisation of the objective, and local optima of a "
+        "non-convex problem."
+    )
+
+
+@click.command("synthesize")
+@click.argument("athlete_json", required=False, type=click.Path(path_type=Path))
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Synthesis TOML (default: configs/synthesis.toml).",
+)
+@click.option(
+    "--objective",
+    type=click.Choice(sorted(OBJECTIVES)),
+    default=None,
+    help="∫|C|dt (abs_torque_integral, default), peak |C|, or ∫C²dt.",
+)
+@click.option(
+    "--method",
+    type=click.Choice(["slsqp", "trust-constr", "pymoo"]),
+    default=None,
+    help="Multi-start SLSQP (default), multi-start trust-constr, or pymoo DE.",
+)
+@click.option(
+    "--starts",
+    type=click.IntRange(1, 1000),
+    default=None,
+    help="Number of starting points (default: from the config).",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(0),
+    default=None,
+    help="Seed of the starting points / global search (default: from the config).",
+)
+@click.option(
+    "--free-midpoints",
+    is_flag=True,
+    help="Also optimise each phase's mid-interval value (the 8th degree's freedom).",
+)
+@click.option("--no-animation", is_flag=True, help="Skip the animated GIF (saves ~5 s).")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Folder for the outputs (created if needed).",
+)
+def synthesize_command(
+    athlete_json: Path | None,
+    config_path: Path | None,
+    objective: str | None,
+    method: str | None,
+    starts: int | None,
+    seed: int | None,
+    free_midpoints: bool,
+    no_animation: bool,
+    out_dir: Path,
+) -> None:
+    """Synthesize the optimal shoulder gesture of a clear hip circle and its bench setpoints.
+
+    \b
+    Reads:  ATHLETE_JSON (written by `bemore identify`; without it, the seed's identified
+            values), configs/synthesis.toml (bounds, constraints, solver) or --config,
+            configs/identification.toml (parameter names and defaults).
+    Writes: OUT/gesture.json (design, objective, constraints, evaluations, elapsed_s, inputs),
+            OUT/profiles.csv (1 kHz: angle, velocity, acceleration, jerk, torques, rotation,
+            bar displacement), OUT/setpoints.csv (what `bemore drive` plays), OUT/plots/*.png,
+            OUT/gesture.gif. Exit code 1 if no feasible gesture exists (setpoints not written).
+    Example:
+        bemore synthesize out/identify/athlete.json --out out/gesture
+    """
+    # The engine (numba) loads only when the command runs, not for `bemore --help`.
+    from bemore.synthesis.outputs import (
+        write_animation,
+        write_gesture_json,
+        write_plots,
+        write_profiles,
+        write_setpoints,
+    )
+    from bemore.synthesis.synthesize import SynthesisOptions, synthesize
+
+    synthesis = load_synthesis(config_path)
+    identification = load_identification()
+    athlete = (
+        load_athlete(athlete_json, identification)
+        if athlete_json
+        else default_parameters(identification)
+    )
+    solver = synthesis.solver
+    options = SynthesisOptions(
+        method=method or solver.method,
+        objective=objective or solver.objective,
+        starts=starts or solver.starts,
+        seed=solver.seed if seed is None else seed,
+        free_midpoints=free_midpoints,
+    )
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise DataError(f"{out_dir}: output folder exists and is not a folder")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    click.echo(
+        f"synthesizing ({options.method}, {options.objective}, {options.starts} start(s), "
+        f"athlete: {athlete.source}) ..."
+    )
+    result, problem = synthesize(athlete, synthesis, identification, options, config_path)
+    seed_result = synthesis.seed_result.model_dump()
+    seed_rotation = _seed_rotation(problem, seed_result)
+    result.inputs["seed_gesture_rotation_deg"] = seed_rotation
+    x = problem.vector(result.design)
+    profiles = problem.profiles(x, SETPOINT_RATE_HZ)
+    write_gesture_json(out_dir / "gesture.json", result)
+    write_profiles(out_dir / "profiles.csv", profiles)
+    write_plots(out_dir / "plots", profiles, result.design.flexion_end_time_s)
+    if not no_animation:
+        write_animation(out_dir / "gesture.gif", profiles)
+    bounds = _bounds(problem)
+    for line in summary_lines(result, seed_result, seed_rotation, bounds):
+        click.echo(line)
+    click.echo(difference_sentence(result, seed_result, seed_rotation))
+    if not result.feasible:
+        failing = [s for s in result.constraints if not s.satisfied]
+        for status in failing:
+            click.echo(
+                f"constraint failed: {status.name} = {status.value:.4f} {status.unit} "
+                f"(allowed [{status.lower}, {status.upper}])"
+            )
+        click.echo(
+            f"bemore: no feasible gesture within the bounds; closest design written to "
+            f"{out_dir / 'gesture.json'} (no setpoints.csv)",
+            err=True,
+        )
+        sys.exit(1)
+    design = result.design
+    description = (
+        f"clear hip circle, t_f {design.final_time_s:.3f} s, t_flexmax "
+        f"{design.flexion_end_time_s:.3f} s, phi_max "
+        f"{np.rad2deg(design.max_flexion_rad):.1f} deg"
+    )
+    write_setpoints(
+        out_dir / "setpoints.csv",
+        profiles,
+        SETPOINT_RATE_HZ,
+        athlete.source,
+        description,
+        {
+            "final_time_s": f"{design.final_time_s:.6f}",
+            "flexion_end_time_s": f"{design.flexion_end_time_s:.6f}",
+            "max_flexion_deg": f"{np.rad2deg(design.max_flexion_rad):.4f}",
+            "objective": f"{result.objective} {result.objective_value:.6g} {result.objective_unit}",
+        },
+    )
+    click.echo(f"{result.message}")
+    click.echo(
+        f"wrote {out_dir}/gesture.json, profiles.csv, setpoints.csv, plots/"
+        + ("" if no_animation else ", gesture.gif")
+    )
+
+
+def _seed_rotation(problem: GestureProblem, seed: dict[str, float]) -> float:
+    """Rotation about the bar (deg) of the seed's optimal gesture simulated in this model."""
+    from bemore.synthesis.problem import HAND_ROTATION
+
+    x = [seed["final_time_s"], seed["flexion_end_time_s"], np.deg2rad(seed["max_flexion_deg"])]
+    x += [0.5] * (len(problem.names) - 3)
+    t = np.linspace(0.0, x[0], problem.steps + 1)
+    _, q, _, _, _ = problem.simulate_design(np.array(x), t, substeps=problem.substeps)
+    return float(np.rad2deg(q[-1, HAND_ROTATION] - problem.start.free_q0[HAND_ROTATION]))
+
+
+def _bounds(problem: GestureProblem) -> dict[str, tuple[float, float]]:
+    """Bounds by name for the summary (φ_max in degrees)."""
+    bounds = {
+        name: (float(lo), float(hi))
+        for name, lo, hi in zip(problem.names, problem.lower, problem.upper, strict=True)
+    }
+    low, high = bounds.pop("max_flexion_rad")
+    bounds["max_flexion_deg"] = (float(np.rad2deg(low)), float(np.rad2deg(high)))
+    return bounds
+
+
+def _attach() -> None:
+    """Add ``bemore synthesize`` to the root command (done once, when bemore.cli imports this)."""
+    from bemore.cli import cli
+
+    if "synthesize" not in cli.commands:
+        cli.add_command(synthesize_command)
+
+
+_attach()
