@@ -98,3 +98,12 @@ def test_ambiguous_bare_label_is_refused(tmp_path):
     with pytest.raises(DataError, match=r"marker C7 is ambiguous \(A:C7, B:C7\)"):
         markers.find("C7")
     assert markers.find("B:C7") == 1
+
+
+def test_tab_separated_trc(real_trc, tmp_path):
+    """OpenSim writes TRC with tabs; the same file with tabs reads to the same numbers."""
+    copy = tmp_path / "tabs.trc"
+    copy.write_text(real_trc.read_text().replace(",", "\t"))
+    tabs, commas = read_markers(copy), read_markers(real_trc)
+    assert tabs.labels == commas.labels
+    assert np.array_equal(tabs.positions, commas.positions)
