@@ -72,6 +72,9 @@ def _register_commands() -> None:
     import bemore.trial.cli  # noqa: F401  (registers "bemore trial")
     import controller.cli  # noqa: F401  (registers "bemore drive" and "bemore replay")
     import bemore.synthesis.cli  # noqa: F401  (registers "bemore synthesize")
+    from bemore.model.cli import simulate_command
+
+    cli.add_command(simulate_command)
 
 
 _register_commands()
