@@ -13,13 +13,16 @@
  *   driver fault      PD3   D18      in         LOW = the motor driver reports a fault
  *   tick busy         PB7   D13/LED  out        HIGH while the control tick runs (scope/harness)
  *   host link         USART0 (D0/D1, the USB serial of the board), 8N1, BOARD_BAUD
+ * E-stop and driver-fault lines have 4.7 kΩ external pull-ups to 5 V; internal pull-ups are off.
  */
 #ifndef BM_BOARD_AVR_H
 #define BM_BOARD_AVR_H
 
 #define BOARD_F_CPU_HZ 16000000UL
 #ifndef BOARD_BAUD
-#define BOARD_BAUD 1000000UL /* 16 MHz / (8 × 2): exact with U2X, 0 % error */
+/* 16 MHz / (8 × 4): exact with U2X. 50 kB/s: 2083 setpoint frames/s, twice the 1 kHz stream, and
+ * the CPU keeps up with back-to-back frames (at 1 Mbaud a burst would outrun its frame decoding). */
+#define BOARD_BAUD 500000UL
 #endif
 
 /* Control tick: Timer1 in CTC mode, prescaler 8, compare at 1999 → 16 MHz / 8 / 2000 = 1 kHz. */
