@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, PositiveFloat, model_validator
+from pydantic import Field, PositiveFloat, field_validator, model_validator
 
 from bemore.config import Section, load_toml_model
 from bemore.errors import DataError
@@ -41,20 +41,19 @@ class MarkerSet(Section):
     plane: PlaneMarkers
     joint_centres: dict[str, list[str]]
 
-    @model_validator(mode="after")
-    def _every_point(self) -> MarkerSet:
-        missing = [name for name in POINT_NAMES if name not in self.joint_centres]
-        unknown = [name for name in self.joint_centres if name not in POINT_NAMES]
+    @field_validator("joint_centres")
+    @classmethod
+    def _every_point(cls, recipes: dict[str, list[str]]) -> dict[str, list[str]]:
+        missing = [name for name in POINT_NAMES if name not in recipes]
+        unknown = [name for name in recipes if name not in POINT_NAMES]
         if missing:
-            raise ValueError(f"joint_centres: missing {', '.join(missing)}")
+            raise ValueError(f"missing {', '.join(missing)}")
         if unknown:
-            raise ValueError(
-                f"joint_centres: unknown {', '.join(unknown)} (allowed: {', '.join(POINT_NAMES)})"
-            )
-        empty = [name for name, recipe in self.joint_centres.items() if not recipe]
+            raise ValueError(f"unknown {', '.join(unknown)} (allowed: {', '.join(POINT_NAMES)})")
+        empty = [name for name, recipe in recipes.items() if not recipe]
         if empty:
-            raise ValueError(f"joint_centres: {', '.join(empty)} lists no marker")
-        return self
+            raise ValueError(f"{', '.join(empty)} lists no marker")
+        return recipes
 
     def label(self, canonical: str) -> str:
         """The label a file uses for the canonical marker name."""
