@@ -7,7 +7,7 @@ AVR_CC ?= avr-gcc
 AVR_OBJCOPY ?= avr-objcopy
 AVR_SIZE ?= avr-size
 AVR_MCU := atmega2560
-AVR_FLAGS := -mmcu=$(AVR_MCU) -DF_CPU=16000000UL -Os -g -ffunction-sections -fdata-sections
+AVR_FLAGS := -mmcu=$(AVR_MCU) -DF_CPU=16000000UL -O2 -flto -g -ffunction-sections -fdata-sections
 AVR_WARN := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 AVR_B := $(B)/avr
 AVR_SRC := $(CORE_SRC) board/avr/main.c board/avr/hal_avr.c

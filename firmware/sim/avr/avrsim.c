@@ -68,7 +68,6 @@ static void print_stats(FILE *out)
             harness.period_max, harness.resets, harness.bytes_to_mcu, harness.bytes_from_mcu,
             harness.tx_lost,
             harness.avr->cycle ? 100.0 * (double)cycles_awake / (double)harness.avr->cycle : 0.0);
-    fprintf(out, "DEBUG PIND %02x PORTD %02x DDRD %02x PINE %02x\n", harness.avr->data[0x29], harness.avr->data[0x2B], harness.avr->data[0x2A], harness.avr->data[0x2C]);
     fflush(out);
 }
 
@@ -178,12 +177,33 @@ static void service(struct harness *h)
     }
 }
 
-static uint32_t pc_hist[131072];
+/* --profile: where the CPU spends its cycles, sampled every 97 cycles (prime, so that it does
+ * not lock onto the 16000-cycle tick); written as "byte-address count" lines for avr-nm. */
+static const char *profile_path;
+static uint32_t pc_histogram[131072]; /* one bin per flash word of the 256 kB */
+
 static avr_cycle_count_t pc_sample(avr_t *avr, avr_cycle_count_t when, void *param)
 {
     (void)param;
-    if (avr->state == cpu_Running) pc_hist[(avr->pc >> 1) & 131071]++;
-    return when + 97;
+    if (avr->state == cpu_Running) {
+        pc_histogram[(avr->pc >> 1) & 131071u]++;
+    }
+    return when + 97u;
+}
+
+static void write_profile(void)
+{
+    FILE *f = fopen(profile_path, "w");
+    if (f == NULL) {
+        perror("avrsim: --profile");
+        return;
+    }
+    for (uint32_t i = 0; i < 131072u; i++) {
+        if (pc_histogram[i]) {
+            fprintf(f, "%x %u\n", i * 2u, pc_histogram[i]);
+        }
+    }
+    fclose(f);
 }
 
 static void sleep_none(avr_t *avr, avr_cycle_count_t how_long)
@@ -200,19 +220,20 @@ static void usage(FILE *out)
           "  inputs: --estop-at-ms T (pull the e-stop pin at emulated time T)\n"
           "  run:    --speed X (1: never faster than real time; 0: as fast as possible)\n"
           "          --duration-s S (stop after S emulated seconds; 0: until stdin closes)\n"
-          "          --ignore-stdin (no commands; only a signal or --duration-s stops it)\n",
+          "          --ignore-stdin (no commands; only a signal or --duration-s stops it)\n"
+          "          --profile FILE (sampled program-counter histogram, for avr-nm)\n",
           out);
 }
 
 int main(int argc, char **argv)
 {
     enum { O_INERTIA = 256, O_VISCOUS, O_COULOMB, O_TLIM, O_GRAV, O_ESTOP_AT, O_SPEED, O_DUR,
-           O_IGN };
+           O_IGN, O_PROFILE };
     static const struct option options[] = {
         {"inertia", 1, 0, O_INERTIA}, {"viscous", 1, 0, O_VISCOUS}, {"coulomb", 1, 0, O_COULOMB},
         {"torque-limit", 1, 0, O_TLIM}, {"gravity-moment", 1, 0, O_GRAV},
         {"estop-at-ms", 1, 0, O_ESTOP_AT}, {"speed", 1, 0, O_SPEED},
-        {"duration-s", 1, 0, O_DUR}, {"ignore-stdin", 0, 0, O_IGN}, {"help", 0, 0, 'h'},
+        {"duration-s", 1, 0, O_DUR}, {"ignore-stdin", 0, 0, O_IGN}, {"profile", 1, 0, O_PROFILE}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     struct plant_params params = plant_default_params();
     params.substeps = 1; /* the harness steps the plant every 62.5 µs already */
@@ -228,6 +249,7 @@ int main(int argc, char **argv)
         case O_SPEED: speed = atof(optarg); break;
         case O_DUR: duration_s = atof(optarg); break;
         case O_IGN: use_stdin = 0; break;
+        case O_PROFILE: profile_path = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -271,7 +293,9 @@ int main(int argc, char **argv)
     printf("%s\n", path);
     fflush(stdout);
     clock_gettime(CLOCK_MONOTONIC, &wall_start);
-    if (getenv("AVRSIM_PROFILE")) avr_cycle_timer_register(avr, 97, pc_sample, NULL);
+    if (profile_path) {
+        avr_cycle_timer_register(avr, 97u, pc_sample, NULL);
+    }
 
     for (;;) {
         uint64_t before = avr->cycle;
@@ -290,10 +314,8 @@ int main(int argc, char **argv)
             break;
         }
     }
-    if (getenv("AVRSIM_PROFILE")) {
-        FILE *f = fopen(getenv("AVRSIM_PROFILE"), "w");
-        for (int i = 0; i < 131072; i++) if (pc_hist[i]) fprintf(f, "%x %u\n", i * 2, pc_hist[i]);
-        fclose(f);
+    if (profile_path) {
+        write_profile();
     }
     print_stats(stderr);
     fprintf(stderr, "avrsim: the emulation lagged the wall clock by at most %.1f ms\n",
