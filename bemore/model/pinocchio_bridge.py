@@ -1,23 +1,26 @@
-"""Build a Pinocchio model from a bemore description (the independent oracle of the tests)."""
+"""A Pinocchio model built from the same description: the independent oracle of the tests and
+the baseline of the benchmark (Pinocchio, PyPI ``pin``, is a test dependency; import lazily)."""
 
 from __future__ import annotations
 
 import numpy as np
-import pinocchio as pin
 
 from bemore.model.core import Model
 
 
-def build(model: Model, V: np.ndarray) -> tuple[pin.Model, np.ndarray]:
+def build(model: Model, V: np.ndarray):
     """Pinocchio model of ``model`` with field values ``V``; and the permutation that maps
     Pinocchio's coordinate order to bemore's (free, driven): ``q_bemore = q_pin[perm]``."""
+    import pinocchio as pin
+
     tree = model.tree
     pm = pin.Model()
     pm.gravity.linear = np.array([0.0, -V[tree.gravity_field], 0.0])
     joint_of_frame = {}
     order = []
     for k in range(len(tree.frame_parent)):
-        assert tree.frame_kind[k] != 0, "fixed elements are not used in these tests"
+        if tree.frame_kind[k] == 0:
+            raise NotImplementedError("fixed joint elements are not bridged to Pinocchio")
         parent = 0 if tree.frame_parent[k] < 0 else joint_of_frame[tree.frame_parent[k]]
         a = tree.frame_angle[k]
         rotation = np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])
@@ -39,3 +42,33 @@ def build(model: Model, V: np.ndarray) -> tuple[pin.Model, np.ndarray]:
         pm.appendBodyToJoint(joint_of_frame[k], body, pin.SE3.Identity())
     # order[i] = bemore index of Pinocchio coordinate i → bemore = pin[perm] with perm = argsort
     return pm, np.argsort(np.array(order))
+
+
+def hybrid_rhs(model: Model, V: np.ndarray, driven):
+    """f(t, y) for solve_ivp on Pinocchio: y = (free q, free q̇); ``driven(t)`` → (q, q̇, q̈)."""
+    import pinocchio as pin
+
+    pm, perm = build(model, V)
+    data = pm.createData()
+    inverse = np.argsort(perm)
+    nf = model.n_free
+    tree = model.tree
+    K = np.zeros(nf)
+    C = np.zeros(nf)
+    rest = np.zeros(nf)
+    for i, (k, c, r) in enumerate(tree.spring_fields):
+        if k >= 0:
+            K[i], C[i], rest[i] = V[k], V[c], V[r]
+
+    def rhs(t, y):
+        qd, vd, ad = driven(t)
+        q = np.concatenate([y[:nf], qd])[inverse]
+        v = np.concatenate([y[nf:], vd])[inverse]
+        a = np.concatenate([np.zeros(nf), ad])[inverse]
+        M = pin.crba(pm, data, q)
+        M = (np.triu(M) + np.triu(M, 1).T)[np.ix_(perm, perm)]
+        tau0 = pin.rnea(pm, data, q, v, a)[perm]
+        force = -K * (y[:nf] - rest) - C * y[nf:] - tau0[:nf]
+        return np.concatenate([y[nf:], np.linalg.solve(M[:nf, :nf], force)])
+
+    return rhs

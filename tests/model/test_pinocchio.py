@@ -6,7 +6,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from tests.model.pinocchio_model import build
+from bemore.model.pinocchio_bridge import build
 
 
 @pytest.mark.parametrize("name", ["real", "exemplary"])
@@ -45,3 +45,21 @@ def test_dynamics_match_pinocchio(name, request):
     assert worst["M"] < 1e-9, worst
     assert worst["bias"] < 1e-9, worst
     assert worst["rnea"] < 1e-9, worst
+
+
+def test_hybrid_dynamics_match_pinocchio(real):
+    """Free accelerations with springs, driven q̈ prescribed: bemore vs a Pinocchio solve."""
+    from bemore.model.pinocchio_bridge import hybrid_rhs
+
+    rng = np.random.default_rng(5)
+    P = real.parameter_matrix([{}])
+    V, _ = real.fields(P)
+    for _ in range(20):
+        qd = rng.uniform(-1.0, 1.0, real.n_driven)
+        qd[[1, 3]] = rng.uniform(0.18, 0.3, 2)
+        vd, ad = rng.normal(0, 2, real.n_driven), rng.normal(0, 20, real.n_driven)
+        y = np.concatenate([rng.uniform(-0.02, 0.02, 5), rng.normal(0, 1, 5)])
+        y[2] = rng.uniform(-3, 3)
+        reference = hybrid_rhs(real, V[0], lambda t, a=(qd, vd, ad): a)(0.0, y)[5:]
+        acc, _ = real.hybrid(P, y[None, :5], y[None, 5:], qd[None], vd[None], ad[None])
+        assert np.max(np.abs(acc[0] - reference)) < 1e-9 * np.max(np.abs(reference))

@@ -1,0 +1,152 @@
+"""Engine speed: the 14-coordinate gymnast, 1521 frames at 1 kHz, a batch of 200 parameter
+vectors (target ≤ 25 ms per batch, ≤ 0.125 ms per simulation).
+
+Baselines measured in the same run, on the same model and trial, per simulation:
+scipy ``solve_ivp`` (LSODA) on a plain-Python/numpy right-hand side (bemore's own reference
+recursion run with numba's JIT disabled, in a subprocess) and LSODA on a Pinocchio right-hand
+side. Also: first-call compile time (fresh caches, subprocess), cached start-up time, peak memory.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from bemore.model import IDENTIFIED_PARAMETERS, joint_centre_cost, load_model, simulate
+from bemore.model.profiles import HANDSTAND_HAND_ROTATION, clear_hip_circle_profile
+from bemore.settings import load_gymnast, load_identification, trunk_mass_upper_bound_kg
+from bench.common import Measurement, median_time
+
+_BASELINE_SCRIPT = """
+import sys, time, numpy as np
+from scipy.integrate import solve_ivp
+from bemore.model import load_model
+from bemore.model.profiles import clear_hip_circle_profile, CLEAR_HIP_CIRCLE, raised_cosine
+duration = float(sys.argv[1])
+model = load_model("real_gymnast")
+P = model.parameter_matrix([{}])
+motion = clear_hip_circle_profile(duration)
+free = np.zeros(5); free[2] = np.pi / 2 + 0.05
+q0 = model.equilibrium(P, motion.q[0], free_q=free)[0]
+base = np.array([v[0] for v in CLEAR_HIP_CIRCLE.values()])
+amp = np.array([v[1] for v in CLEAR_HIP_CIRCLE.values()])
+def rhs(t, y):
+    s, sd, sdd = raised_cosine(np.asarray(t), duration)
+    acc, _ = model.hybrid(P, y[None, :5], y[None, 5:], (base + s * amp)[None], (sd * amp)[None],
+                          (sdd * amp)[None])
+    return np.concatenate([y[5:], acc[0]])
+start = time.perf_counter()
+solve_ivp(rhs, (0.0, duration), np.concatenate([q0, np.zeros(5)]), method="LSODA",
+          rtol=1e-6, atol=1e-9, t_eval=motion.t)
+print(time.perf_counter() - start)
+"""
+
+_STARTUP_SCRIPT = """
+import time
+start = time.perf_counter()
+import numpy as np
+from bemore.model import load_model, joint_centre_cost
+from bemore.model.profiles import clear_hip_circle_profile
+model = load_model("real_gymnast")
+motion = clear_hip_circle_profile(0.05)
+P = model.parameter_matrix([{}])
+free = np.zeros(5); free[2] = np.pi / 2
+q0 = model.equilibrium(P, motion.q[0], free_q=free)[0]
+joint_centre_cost(model, P, motion, q0, np.zeros(5), np.zeros((len(motion.t), 7, 2)))
+print(time.perf_counter() - start)
+"""
+
+
+def _box_population(model, size: int, seed: int = 0) -> np.ndarray:
+    identification = load_identification()
+    lower = np.array([identification.parameter(n).lower for n in IDENTIFIED_PARAMETERS])
+    upper = np.array([identification.parameter(n).upper for n in IDENTIFIED_PARAMETERS])
+    upper[0] = trunk_mass_upper_bound_kg(identification, load_gymnast())
+    P = model.parameter_matrix([{}]).repeat(size, axis=0)
+    columns = [model.parameter_names.index(n) for n in IDENTIFIED_PARAMETERS]
+    P[:, columns] = lower + np.random.default_rng(seed).uniform(size=(size, 12)) * (upper - lower)
+    return P
+
+
+def _subprocess_seconds(script: str, args: list[str], env: dict | None = None) -> float:
+    result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
+                            text=True, env={**os.environ, **(env or {})}, check=True)
+    return float(result.stdout.strip().splitlines()[-1])
+
+
+def _pinocchio_lsoda(model, motion, q0) -> float:
+    from bemore.model.pinocchio_bridge import hybrid_rhs
+
+    V, _ = model.fields(model.parameter_matrix([{}]))
+    t, dt = motion.t, motion.dt
+
+    def driven(time_s):
+        i = min(int(time_s / dt), len(t) - 2)
+        w = (time_s - t[i]) / dt
+        return tuple((1 - w) * a[i] + w * a[i + 1] for a in (motion.q, motion.qd, motion.qdd))
+
+    rhs = hybrid_rhs(model, V[0], driven)
+    start = time.perf_counter()
+    solve_ivp(rhs, (0.0, t[-1]), np.concatenate([q0, np.zeros(5)]), method="LSODA", rtol=1e-6,
+              atol=1e-9, t_eval=t)
+    return time.perf_counter() - start
+
+
+def run(smoke: bool) -> list[Measurement]:
+    """Measure the batch, the baselines, compile/start-up times and memory."""
+    model = load_model("real_gymnast")
+    duration = 0.1 if smoke else 1.52
+    batch = 20 if smoke else 200
+    repeats = 1 if smoke else 5
+    motion = clear_hip_circle_profile(duration)
+    P = _box_population(model, batch)
+    free = np.zeros(5)
+    free[2] = HANDSTAND_HAND_ROTATION + 0.05
+    q0 = model.equilibrium(model.parameter_matrix([{}]), motion.q[0], free_q=free)[0]
+    v0 = np.zeros(5)
+    sim = simulate(model, P[:1], motion, q0, v0, outputs=("points",))
+    names = [model.point_names.index(p) for p in ("bar", "wrist", "elbow", "neck", "hip", "knee",
+                                                  "ankle")]
+    measured = sim.points[0][:, names] + 0.01
+    cost_path = lambda: joint_centre_cost(model, P, motion, q0, v0, measured)  # noqa: E731
+    cost_path()
+    t_batch = median_time(cost_path, repeats)
+    t_points = median_time(lambda: simulate(model, P, motion, q0, v0, outputs=("points",)),
+                           repeats)
+    t_reference = median_time(lambda: simulate(model, P, motion, q0, v0, outputs=("points",),
+                                               engine="reference"), 1)
+    tracemalloc.start()
+    simulate(model, P, motion, q0, v0, outputs=("free_q", "free_qd", "points"))
+    peak_mb = tracemalloc.get_traced_memory()[1] / 1e6
+    tracemalloc.stop()
+    t_pin = _pinocchio_lsoda(model, motion, q0)
+    frames = len(motion.t)
+    out = [
+        Measurement(f"cost batch ({batch} × {frames} frames)", "ms/batch", t_batch * 1e3,
+                    target="≤ 25 ms/batch (200 × 1521)"),
+        Measurement("cost path per simulation", "ms", t_batch / batch * 1e3, t_pin * 1e3,
+                    "LSODA + Pinocchio rhs", target="≤ 0.125 ms"),
+        Measurement("points stored per simulation", "ms", t_points / batch * 1e3,
+                    t_reference / batch * 1e3, "bemore reference kernel (kernels.py)"),
+        Measurement("peak memory of the batch (states + points)", "MB", peak_mb,
+                    target="≤ 200 MB"),
+    ]
+    if not smoke:
+        t_numpy = _subprocess_seconds(_BASELINE_SCRIPT, [str(duration)],
+                                      {"NUMBA_DISABLE_JIT": "1"})
+        out.insert(2, Measurement("cost path per simulation", "ms", t_batch / batch * 1e3,
+                                  t_numpy * 1e3, "LSODA + plain numpy rhs (JIT off)"))
+        with tempfile.TemporaryDirectory() as fresh:
+            env = {"NUMBA_CACHE_DIR": fresh, "BEMORE_KERNEL_CACHE": fresh}
+            t_compile = _subprocess_seconds(_STARTUP_SCRIPT, [], env)
+        t_start = _subprocess_seconds(_STARTUP_SCRIPT, [])
+        out.append(Measurement("first call, fresh caches (compile)", "s", t_compile))
+        out.append(Measurement("first call, cached kernels", "s", t_start))
+    return out
