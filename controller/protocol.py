@@ -27,7 +27,7 @@ import binascii
 import struct
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from bemore.errors import BenchError, ConfigError
@@ -66,15 +66,20 @@ class MessageSpec:
     fields: tuple[FieldSpec, ...]
     doc: str = ""
 
-    @property
+    @cached_property
     def struct_format(self) -> str:
         """Little-endian ``struct`` format of the payload."""
         return "<" + "".join(_STRUCT_CODES[f.type] for f in self.fields)
 
+    @cached_property
+    def codec(self) -> struct.Struct:
+        """Compiled ``struct`` of the payload."""
+        return struct.Struct(self.struct_format)
+
     @property
     def size(self) -> int:
         """Payload size in bytes."""
-        return struct.calcsize(self.struct_format)
+        return self.codec.size
 
 
 @dataclass(frozen=True)
@@ -174,18 +179,18 @@ def cobs_encode(data: bytes) -> bytes:
 
 def cobs_decode(data: bytes) -> bytes | None:
     """Inverse of :func:`cobs_encode`; None when ``data`` is not a valid COBS block."""
+    if 0 in data:  # a COBS block never holds a zero byte
+        return None
     out = bytearray()
     i = 0
-    while i < len(data):
+    n = len(data)
+    while i < n:
         code = data[i]
-        if code == 0 or i + code > len(data):
+        if i + code > n:
             return None
-        block = data[i + 1 : i + code]
-        if 0 in block:
-            return None
-        out += block
+        out += data[i + 1 : i + code]
         i += code
-        if code != 0xFF and i < len(data):
+        if code != 0xFF and i < n:
             out.append(0)
     return bytes(out)
 
@@ -304,7 +309,7 @@ def encode_payload(name: str, **fields: int) -> bytes:
     if set(fields) != set(names):
         raise BenchError(f"protocol: {name} needs fields {names}, got {sorted(fields)}")
     try:
-        return struct.pack(spec.struct_format, *(int(fields[n]) for n in names))
+        return spec.codec.pack(*(int(fields[n]) for n in names))
     except struct.error as exc:
         raise BenchError(f"protocol: {name} field out of its wire range ({exc})") from exc
 
@@ -333,6 +338,6 @@ def decode_message(frame: Frame) -> Message:
         raise BenchError(
             f"protocol: {spec.name} payload is {len(frame.payload)} bytes, expected {spec.size}"
         )
-    values = struct.unpack(spec.struct_format, frame.payload)
+    values = spec.codec.unpack(frame.payload)
     fields = {f.name: v for f, v in zip(spec.fields, values, strict=True)}
     return Message(spec.name, frame.seq, fields)
