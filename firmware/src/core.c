@@ -227,7 +227,7 @@ static int handle_setpoint(struct bm_core *core, const struct bm_frame *frame)
     if (!core->has_late_offset || delay < core->late_offset_ms) {
         core->late_offset_ms = delay;
         core->has_late_offset = 1;
-    } else if (delay - core->late_offset_ms > BM_LIMIT_LATE_TOLERANCE_MS) {
+    } else if ((int64_t)delay - core->late_offset_ms > BM_LIMIT_LATE_TOLERANCE_MS) {
         core->late_setpoints++;
     }
     core->has_setpoint = 1;
@@ -436,7 +436,8 @@ void bm_core_tick(struct bm_core *core)
     core->ticks++;
     /* The stream's best delay is a leaky minimum (+1 ms per 100 ticks): one early outlier, or a
      * clock hiccup, stops poisoning the late-setpoint count after a while. */
-    if (core->has_late_offset && core->ticks % LATE_LEAK_TICKS == 0u) {
+    if (core->has_late_offset && core->ticks % LATE_LEAK_TICKS == 0u &&
+        core->late_offset_ms < INT32_MAX) {
         core->late_offset_ms++;
     }
     measure(core);

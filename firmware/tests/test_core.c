@@ -443,6 +443,15 @@ static void test_late_offset_forgets_an_outlier(void)
     /* Late while the offset leaks back: 21 − 5 = 16 ms at 1 ms per 100 ticks ≈ 1600 setpoints. */
     CHECK(core.late_setpoints >= 1500u && core.late_setpoints <= 1700u);
     CHECK_EQ(core.late_setpoints, late_after_outlier); /* and none once it has */
+
+    /* Arbitrary host times (wrap-around, extremes) are counted, never undefined behaviour. */
+    start_armed();
+    setpoint(0x80000000u, BM_MODE_TORQUE, 0, 0, 0);
+    setpoint(0x7FFFFFFFu, BM_MODE_TORQUE, 0, 0, 0);
+    setpoint(0u, BM_MODE_TORQUE, 0, 0, 0);
+    run(1);
+    CHECK_EQ(core.late_setpoints, 1);
+    CHECK_EQ(core.state, BM_STATE_ARMED);
 }
 
 static void test_position_mode_direction(void)
