@@ -51,6 +51,22 @@ def _extrapolate(window: np.ndarray, count: int) -> np.ndarray:
     return future.reshape((count, *window.shape[1:]))
 
 
+def start_value_and_rate(
+    t: np.ndarray, samples: np.ndarray, window_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Value and rate at ``t[0]`` of ``samples`` (F, ...) from a least-squares quadratic fitted
+    over ``t ≤ t[0] + window_s`` (at least 5 samples); units of samples and per s."""
+    count = max(5, int(np.searchsorted(t, t[0] + window_s + 1e-9)))
+    if count > len(t):
+        raise DataError(f"trial: {len(t)} frames are too few to fit the initial state")
+    dt = t[:count] - t[0]
+    basis = np.stack([np.ones_like(dt), dt, dt * dt], axis=1)
+    flat = samples[:count].reshape(count, -1)
+    coefficients, *_ = np.linalg.lstsq(basis, flat, rcond=None)
+    shape = samples.shape[1:]
+    return coefficients[0].reshape(shape), coefficients[1].reshape(shape)
+
+
 def uniform_times(duration_s: float, rate_hz: float) -> np.ndarray:
     """Times 0, 1/rate, … up to ``duration_s`` (s), computed as integers over the rate."""
     count = int(np.floor(duration_s * rate_hz + 1e-9)) + 1

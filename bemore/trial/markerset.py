@@ -105,6 +105,13 @@ class PlaneSettings(Section):
     initial_bar_displacement_m: tuple[float, float] = (0.0, 0.0)
 
 
+class InitialState(Section):
+    """How the initial free state is estimated."""
+
+    fit_window_s: float = Field(0.25, ge=0.02, le=1.0,
+                                description="least-squares quadratic over the first this-many s")
+
+
 class TrialSettings(Section):
     """``configs/trial.toml``: how a trial is prepared."""
 
@@ -113,6 +120,7 @@ class TrialSettings(Section):
     filter: LowPass = LowPass()
     resample: Resample = Resample()
     plane: PlaneSettings = PlaneSettings()
+    initial_state: InitialState = InitialState()
 
 
 def load_markerset(path: str | Path | None = None) -> MarkerSet:
