@@ -137,3 +137,13 @@ def register(group: click.Group) -> None:
     """Attach ``drive`` and ``replay`` to the ``bemore`` command group."""
     group.add_command(drive_command)
     group.add_command(replay_command)
+
+
+def _self_register() -> None:
+    """``import controller.cli`` in ``bemore/cli.py`` attaches the commands (its one line)."""
+    from bemore.cli import cli
+
+    register(cli)
+
+
+_self_register()

@@ -73,7 +73,7 @@ class Violation:
 
     def row(self) -> str:
         """One line of the violation table."""
-        when = f"{self.start_s:.3f}–{self.end_s:.3f} s"
+        when = f"{self.start_s:.3f}–{self.end_s:.3f}"
         return (
             f"{self.where:<8} {when:<17} {self.quantity:<11} {self.value:>10.2f} "
             f"{self.limit:>10.2f} {self.unit:<6} {self.source}"
@@ -226,7 +226,7 @@ def require_clear(gesture: Gesture, plan: Plan, bench: Bench,
 
 def format_table(violations: list[Violation]) -> str:
     """Text table of ``violations``; ``where`` is file (gesture time) or stream (stream time)."""
-    header = (f"{'where':<8} {'when':<17} {'quantity':<11} {'value':>10} {'limit':>10} "
+    header = (f"{'where':<8} {'when (s)':<17} {'quantity':<11} {'value':>10} {'limit':>10} "
               f"{'unit':<6} source")
     return "\n".join([header] + [violation.row() for violation in violations])
 

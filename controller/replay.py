@@ -213,8 +213,10 @@ def summarise_file(path: str | Path) -> Summary:
 def replay_plan(log: SessionLog) -> tuple[Gesture, Plan, ModeSettings]:
     """The stream of a logged session, ready to be sent again.
 
-    The setpoints of the plan (not those of a stop ramp) are taken as they were sent, one per
-    period; if the session was cut short, a controlled-stop ramp is appended. The returned
+    The setpoints of the plan (not those of a stop ramp) are taken as they were sent, on their
+    recorded stream times; slots the scheduler skipped in the original session are filled by
+    linear interpolation between their neighbours. If the session was cut short, a
+    controlled-stop ramp is appended. The returned
     :class:`Gesture` is that stream, for the pre-flight's athlete check.
     """
     sp = log.setpoints
@@ -223,8 +225,12 @@ def replay_plan(log: SessionLog) -> tuple[Gesture, Plan, ModeSettings]:
         raise DataError(f"{log.path}: no setpoint to stream again")
     fields = log.header.get("settings", {})
     settings = ModeSettings(**fields) if fields else ModeSettings()
-    columns = {key: sp[key][keep].astype(np.int64) for key in
-               ("position_urad", "velocity_urad_s", "torque_mNm", "rep")}
+    period_ms = 1000.0 / settings.rate_hz
+    recorded_ms = sp["time_ms"][keep]
+    grid_ms = np.arange(0.0, recorded_ms[-1] + period_ms / 2, period_ms)
+    columns = {key: np.trunc(np.interp(grid_ms, recorded_ms, sp[key][keep])).astype(np.int64)
+               for key in ("position_urad", "velocity_urad_s", "torque_mNm")}
+    columns["rep"] = np.round(np.interp(grid_ms, recorded_ms, sp["rep"][keep])).astype(np.int64)
     completed = log.end is not None and log.end.get("reason") == "completed"
     if not completed:
         last = {key: int(columns[key][-1]) for key in

@@ -13,6 +13,8 @@ Every end of a stream is one of these, each logged as an event and returned in a
   ``telemetry timeout``, ``host error`` — controlled stop: velocity and torque ramp to zero over
   ``ramp_down_s``, then DISARM;
 * ``estop`` (the live view's e-stop key) — ESTOP at once (the firmware cuts the torque);
+* ``firmware reset`` — the firmware restarted (mcu_ticks went back, or HELLO after silent
+  telemetry says so): it is disarmed, zero torque;
 * ``fault`` — the firmware latched a fault: it ramps its torque to zero by itself, the host
   stops sending;
 * ``link lost`` — nothing can be sent: the firmware watchdog ramps the torque to zero and
@@ -177,9 +179,15 @@ class Session:
         self._wait_telemetry(lambda m: m.fields["state"] == armed, 0.5, "telemetry showing ARMED",
                              heartbeat=True)
 
-    def disarm(self) -> None:
-        """DISARM (zero torque at once); the bench must acknowledge."""
-        self._expect_ack("DISARM")
+    def disarm(self, attempts: int = 3) -> None:
+        """DISARM (zero torque at once); the bench must acknowledge (retried: it is idempotent)."""
+        for attempt in range(attempts):
+            try:
+                self._expect_ack("DISARM")
+                break
+            except BenchError:
+                if attempt == attempts - 1 or self.link.lost:
+                    raise
         self._armed = False
         self.log.event("disarmed", "bench disarmed by the host")
 
@@ -235,7 +243,7 @@ class Session:
             except Exception as error:  # any host bug still ends in a controlled stop
                 reason, message = "host error", f"{type(error).__name__}: {error}"
             self.log.event("stop", message, reason=reason)
-            message = self._finish(reason, message, scheduler, last)
+            reason, message = self._finish(reason, message, scheduler, last)
         finally:
             realtime.__exit__(None, None, None)
             sys.setswitchinterval(previous_switch)
@@ -285,32 +293,64 @@ class Session:
             raise StopRequestedError
 
     def _finish(self, reason: str, message: str, scheduler: Scheduler,
-                last: dict[str, int]) -> str:
-        """Bring the bench to a safe state after a stream ended for ``reason``."""
+                last: dict[str, int]) -> tuple[str, str]:
+        """Bring the bench to a safe state after a stream ended for ``reason``.
+
+        Returns the (possibly refined) reason and the full message.
+        """
         watchdog = f"the firmware watchdog ({self.watchdog_ms} ms) ramps the torque to zero and " \
                    "disarms"
         if reason == "link lost" or self.link.lost:
-            return f"{message}; {watchdog}"
+            return reason, f"{message}; {watchdog}"
+        if reason == "firmware reset":
+            self._armed = False
+            return reason, f"{message}: the bench restarted disarmed (zero torque)"
         if reason == "fault":
             self._armed = False
-            return f"{message}; the firmware ramps its torque to zero (fault latched, clear " \
-                   "it with --clear-fault)"
+            return reason, (f"{message}; the firmware ramps its torque to zero (fault latched, "
+                            "clear it with --clear-fault)")
         if reason == "estop":
             try:
                 self._expect_ack("ESTOP")
             except BenchError as error:
-                return f"{message}; ESTOP not acknowledged ({error}); {watchdog}"
+                return reason, f"{message}; ESTOP not acknowledged ({error}); {watchdog}"
             self._armed = False
-            return f"{message}; ESTOP sent: torque cut at once (fault ESTOP_MESSAGE latched)"
+            return reason, (f"{message}; ESTOP sent: torque cut at once (fault ESTOP_MESSAGE "
+                            "latched)")
+        if reason == "telemetry timeout":
+            # a quick question, shorter than the watchdog, so a firmware that is only slow
+            # still gets the ramp below in time
+            restarted = self._probe_reset(timeout_s=self.watchdog_ms / 2000)
+            if restarted:
+                self._armed = False
+                return "firmware reset", f"{message}: the firmware reset ({restarted}) and " \
+                       "restarted disarmed (zero torque)"
         try:
             if reason != "completed":
                 self._ramp_down(scheduler, last)
             self.disarm()
         except BenchError as error:
-            return f"{message}; controlled stop failed ({error}); {watchdog}"
+            state = self.status.state
+            fault = f", fault {self.status.fault}" if self.status.fault != "NONE" else ""
+            return reason, (f"{message}; controlled stop failed ({error}); {watchdog} (bench "
+                            f"state {state}{fault})")
         if reason == "completed":
-            return f"{message}: ramped down and disarmed"
-        return f"{message}; ramped down over {self.settings.ramp_down_s:g} s and disarmed"
+            return reason, f"{message}: ramped down and disarmed"
+        return reason, f"{message}; ramped down over {self.settings.ramp_down_s:g} s and disarmed"
+
+    def _probe_reset(self, timeout_s: float) -> str:
+        """After silent telemetry: ask HELLO; a smaller mcu_ticks means the firmware restarted."""
+        try:
+            reply = self.link.request("HELLO", "HELLO_REPLY", timeout_s=timeout_s,
+                                      protocol_version=self.spec.protocol_version,
+                                      telemetry_period_ms=self.telemetry_period_ms)
+        except BenchError:
+            return ""
+        ticks = reply.fields["mcu_ticks"]
+        if ticks < self._ticks_seen:
+            self.log.event("firmware reset", f"mcu_ticks {ticks} after {self._ticks_seen}")
+            return f"mcu_ticks {ticks} after {self._ticks_seen}"
+        return ""
 
     def _ramp_down(self, scheduler: Scheduler, last: dict[str, int]) -> None:
         """Stream the stop ramp from the last setpoint sent, at the stream's own deadlines."""
@@ -331,7 +371,7 @@ class Session:
         self.log.telemetry(perf_s, fields)
         self._telemetry_count += 1
         if self._ticks_seen >= 0 and fields["mcu_ticks"] < self._ticks_seen:
-            self.request_stop("fault", f"firmware reset (mcu_ticks went back from "
+            self.request_stop("firmware reset", f"firmware reset (mcu_ticks went back from "
                               f"{self._ticks_seen} to {fields['mcu_ticks']})")
         self._ticks_seen = fields["mcu_ticks"]
         if self._fault_baseline is None:

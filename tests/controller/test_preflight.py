@@ -52,7 +52,7 @@ def test_too_far_and_too_strong_is_refused_with_a_table(bench):
     assert "\n" not in text
     assert text.startswith(f"big.csv: refused before arming: {count} limit violation(s)")
     table = error.table().splitlines()
-    assert table[0].split()[:5] == ["where", "when", "quantity", "value", "limit"]
+    assert table[0].split()[:6] == ["where", "when", "(s)", "quantity", "value", "limit"]
     assert len(table) == count + 1
 
 

@@ -1,0 +1,117 @@
+"""`bemore drive` and `bemore replay` from the command line, on the simulated bench."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from bemore.cli import cli
+from controller.link import Link
+from controller.log import read_log
+from controller.protocol import load_spec
+from controller.replay import summarise
+from controller.setpoints import write_setpoints
+from controller.simbench import start_simulated_bench
+from tests.controller.gestures import make_gesture
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def test_out_of_limits_file_is_refused_before_arming(tmp_path):
+    path = tmp_path / "big.csv"
+    write_setpoints(path, make_gesture(peak_deg=172.0))
+    log = tmp_path / "session.jsonl"
+    result = CliRunner().invoke(cli, ["drive", str(path), "--log", str(log), "--no-view"])
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    # the table names every violation: where, when, quantity, value, limit, source
+    assert lines[0].split()[:6] == ["where", "when", "(s)", "quantity", "value", "limit"]
+    rows = [line.split() for line in lines[1:-1]]
+    assert {(row[0], row[2], row[-1]) for row in rows} == {
+        ("file", "angle", "[athlete]"), ("stream", "angle", "[athlete]")}
+    assert all(row[3] == "172.00" and row[4] == "170.00" for row in rows)
+    assert lines[-1].startswith(f"bemore: error: {path}: refused before arming: 2 limit")
+    assert not log.exists()  # refused before anything was started or armed
+
+
+def test_drive_then_replay_json_and_plot(setpoint_file, tmp_path):
+    log = tmp_path / "session.jsonl"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["drive", str(setpoint_file), "--log", str(log), "--no-view",
+                                 "--mode", "assistive", "--load", "20", "--rate", "500"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == "gesture completed: ramped down and disarmed"
+    replay = runner.invoke(cli, ["replay", str(log), "--json", "--plot", str(tmp_path / "p")])
+    assert replay.exit_code == 0, replay.output
+    text = replay.stdout
+    summary = json.loads(text[: text.rindex("}") + 1])
+    assert summary["mode"] == "assistive 20 %, speed 1, reps 1"
+    # 500 Hz: 1201 gesture setpoints + 150 of the final ramp
+    assert summary["setpoints_sent"] + summary["deadline_misses"] >= 1351
+    assert 0.0 < summary["tracking_rms_deg"] < 2.0
+    # the feed-forward is 20 % of the gesture's 26.5 N·m peak
+    assert abs(summary["peak_commanded_torque_nm"] - 0.2 * 26.47) < 0.1
+    assert (tmp_path / "p" / "tracking.png").stat().st_size > 10_000
+
+
+def test_replay_stream_sends_the_same_setpoints_again(setpoint_file, tmp_path):
+    log = tmp_path / "session.jsonl"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["drive", str(setpoint_file), "--log", str(log), "--no-view",
+                               "--speed", "0.5"]).exit_code == 0
+    again = tmp_path / "again.jsonl"
+    result = runner.invoke(cli, ["replay", str(log), "--stream", "--log-out", str(again)])
+    assert result.exit_code == 0, result.output
+    first, second = read_log(log).setpoints, read_log(again).setpoints
+    # the same positions, in the same order, at the same stream times
+    common = min(first["k"].size, second["k"].size)
+    assert common > 4000
+    by_time = dict(zip(first["time_ms"].tolist(), first["position_urad"].tolist(), strict=True))
+    matched = [by_time[t] == p for t, p in zip(second["time_ms"].tolist(),
+                                               second["position_urad"].tolist(), strict=True)
+               if t in by_time]
+    assert len(matched) > 4000 and all(matched)
+
+
+def test_sigkill_of_the_host_leaves_the_bench_to_its_watchdog(setpoint_file, tmp_path):
+    log = tmp_path / "session.jsonl"
+    with start_simulated_bench() as simulated:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bemore", "drive", str(setpoint_file), "--port",
+             simulated.port, "--log", str(log), "--no-view"],
+            cwd=REPOSITORY, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(REPOSITORY)})
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline:  # wait until ~0.8 s of the gesture was streamed
+            if log.exists() and log.read_text().count('"type": "sp"') > 800:
+                break
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=5)
+        killed_at = log.read_text().count('"type": "sp"')
+        time.sleep(0.2)  # watchdog 50 ms, then the torque ramps to zero
+        frames = []
+        link = Link(simulated.port, lambda message, _: frames.append(message))
+        link.request("HELLO", "HELLO_REPLY", protocol_version=1, telemetry_period_ms=5)
+        time.sleep(0.05)
+        link.close()
+    assert process.returncode == -signal.SIGKILL
+    spec = load_spec()
+    last = frames[-1].fields
+    assert spec.name_of("states", last["state"]) == "FAULT"
+    assert spec.name_of("faults", last["fault"]) == "WATCHDOG"
+    assert last["torque_mNm"] == 0
+    session = read_log(log)  # readable, possibly with a truncated last line
+    assert session.end is None
+    assert session.setpoints["k"].size >= killed_at - 10  # at most a few ms were lost
+    assert session.setpoints["k"].size > 800
+    summary = summarise(session)
+    assert summary.end.startswith("no end record: the host stopped abruptly")
+    assert summary.tracking_rms_deg > 0.0

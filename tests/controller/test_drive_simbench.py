@@ -1,0 +1,201 @@
+"""Sessions against the simulated bench (the real firmware core behind a pty), not mocks.
+
+Each fault ends with the bench disarmed (checked on a fresh connection), the log readable up to
+the fault, and a clear message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+
+import pytest
+
+from controller.drive import drive
+from controller.link import Link
+from controller.log import read_log
+from controller.modes import ModeSettings
+from controller.protocol import load_spec
+from controller.replay import summarise
+from controller.simbench import SimFaults, start_simulated_bench
+
+SPEC = load_spec()
+
+
+def bench_state(port: str) -> tuple[str, str, float]:
+    """(state, fault, |torque| N·m) of the bench, read over a fresh connection."""
+    frames = []
+    link = Link(port, lambda message, _: frames.append(message))
+    try:
+        link.request("HELLO", "HELLO_REPLY", timeout_s=1.0, protocol_version=1,
+                     telemetry_period_ms=5)
+        deadline = time.monotonic() + 1.0
+        while not frames and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        link.close()
+    assert frames, "no telemetry on a fresh connection"
+    last = frames[-1].fields
+    return (SPEC.name_of("states", last["state"]), SPEC.name_of("faults", last["fault"]),
+            abs(last["torque_mNm"]) * 1e-3)
+
+
+def test_full_gesture_streams_and_tracks(setpoint_file, tmp_path):
+    log_path = tmp_path / "session.jsonl"
+    with start_simulated_bench() as simulated:
+        result = drive(setpoint_file, log_path, port=simulated.port)
+        state = bench_state(simulated.port)
+    assert result.ok, result.message
+    assert result.message == "gesture completed: ramped down and disarmed"
+    assert state == ("DISARMED", "NONE", 0.0)
+    log = read_log(log_path)
+    summary = summarise(log)
+    # 2401 gesture setpoints + 300 of the final ramp, one per ms (a stall may skip some)
+    assert result.sent + result.timing["skipped"] == 2701
+    assert summary.setpoints_sent == result.sent
+    assert summary.telemetry_frames > 400  # 5 ms telemetry over ~2.7 s
+    # the bench follows the 160° gesture: small tracking error, reported in the summary
+    assert 0.0 < summary.tracking_rms_deg < 2.0
+    assert summary.tracking_max_deg < 5.0
+    assert summary.faults == []
+    assert summary.end == "completed: gesture completed: ramped down and disarmed"
+    peak = max(log.telemetry["position_urad"]) * 1e-6
+    assert math.degrees(peak) == pytest.approx(160.0, abs=3.0)
+    assert [e["kind"] for e in log.events][:3] == ["connected", "armed", "streaming"]
+    assert log.events[-1]["kind"] == "disarmed"
+
+
+def test_port_closed_mid_stream(setpoint_file, tmp_path):
+    """A pulled cable: the host loses the port; the firmware watchdog disarms the bench."""
+    log_path = tmp_path / "session.jsonl"
+    sessions = []
+
+    def view(session):
+        sessions.append(session)
+        threading.Timer(0.6, session.link.close).start()  # the port vanishes at ~0.6 s
+        return contextlib.nullcontext()
+
+    with start_simulated_bench() as simulated:
+        result = drive(setpoint_file, log_path, port=simulated.port, view=view)
+        time.sleep(0.2)  # watchdog 50 ms + torque ramp
+        state = bench_state(simulated.port)
+    assert result.reason == "link lost"
+    assert "watchdog (50 ms) ramps the torque to zero and disarms" in result.message
+    assert state == ("FAULT", "WATCHDOG", 0.0)
+    log = read_log(log_path)
+    assert 300 < log.setpoints["k"].size < 900
+    assert log.end["reason"] == "link lost"
+
+
+def test_corrupted_bytes_stop_the_session(setpoint_file, tmp_path):
+    log_path = tmp_path / "session.jsonl"
+    faults = SimFaults(corrupt=0.0005, direction="both", seed=7)
+    with start_simulated_bench(faults=faults) as simulated:
+        result = drive(setpoint_file, log_path, port=simulated.port)
+        time.sleep(0.2)
+        simulated.command("corrupt 0")
+        time.sleep(0.05)
+        state = bench_state(simulated.port)
+    assert result.reason == "link errors"
+    assert "corrupted frames on the link" in result.message
+    assert state[0] in ("DISARMED", "FAULT") and state[2] == 0.0
+    summary = summarise(read_log(log_path))
+    assert summary.setpoints_sent > 0 and summary.end.startswith("link errors")
+
+
+def test_silent_telemetry_stops_the_session(setpoint_file, tmp_path):
+    """Delayed telemetry (the firmware stalls 130 ms): the host stops, ramps down, disarms.
+
+    The stalled firmware kept the last torque on the motor; when it wakes up, its velocity
+    estimate over the stall trips its own OVERSPEED fault (zero torque): either way the bench
+    ends with zero torque and the message says what happened.
+    """
+    log_path = tmp_path / "session.jsonl"
+
+    def view(session):
+        return InjectAfter(session, 0.5, lambda: simulated.command("stall 130"))
+
+    with start_simulated_bench() as simulated:
+        result = drive(setpoint_file, log_path, port=simulated.port, view=view)
+        state = bench_state(simulated.port)
+    assert result.reason == "telemetry timeout"
+    assert result.message.startswith("no telemetry for ")
+    if state[0] == "DISARMED":
+        assert result.message.endswith("ramped down over 0.3 s and disarmed")
+    else:
+        assert state[:2] == ("FAULT", "OVERSPEED")
+        assert result.message.endswith("(bench state FAULT, fault OVERSPEED)")
+    assert state[2] == 0.0
+    log = read_log(log_path)
+    assert any(event["kind"] == "ramp down" for event in log.events)
+    assert (log.setpoints["rep"] == -1).sum() == 300  # the stop ramp was logged
+
+
+def test_firmware_reset_mid_stream(setpoint_file, tmp_path):
+    log_path = tmp_path / "session.jsonl"
+
+    def view(session):
+        return InjectAfter(session, 0.5, lambda: simulated.command("reset"))
+
+    with start_simulated_bench() as simulated:
+        result = drive(setpoint_file, log_path, port=simulated.port, view=view)
+        state = bench_state(simulated.port)
+    assert result.reason == "firmware reset"
+    assert "restarted disarmed (zero torque)" in result.message
+    assert state == ("DISARMED", "NONE", 0.0)
+    assert read_log(log_path).setpoints["k"].size > 300
+
+
+def test_firmware_fault_stops_the_session(setpoint_file, tmp_path):
+    """The e-stop input of the bench latches a fault: the host stops and says so."""
+    log_path = tmp_path / "session.jsonl"
+
+    def view(session):
+        return InjectAfter(session, 0.4, lambda: simulated.command("estop on"))
+
+    with start_simulated_bench() as simulated:
+        result = drive(setpoint_file, log_path, port=simulated.port, view=view)
+        state = bench_state(simulated.port)
+    assert result.reason == "fault"
+    assert "the bench reports fault ESTOP_INPUT" in result.message
+    assert state[:2] == ("FAULT", "ESTOP_INPUT") and state[2] == 0.0
+    assert summarise(read_log(log_path)).faults == ["ESTOP_INPUT"]
+
+
+def test_controlled_stop_on_request(setpoint_file, tmp_path):
+    """Ctrl-C or the q key: ramp down and disarm; slow motion and reps are honoured."""
+    log_path = tmp_path / "session.jsonl"
+    settings = ModeSettings(mode="assistive", load_pct=30.0, speed=0.5, reps=2, rest_s=0.5)
+
+    def view(session):
+        return InjectAfter(session, 0.8, lambda: session.request_stop(
+            "interrupted", "stopped by Ctrl-C"))
+
+    with start_simulated_bench() as simulated:
+        result = drive(setpoint_file, log_path, settings, port=simulated.port, view=view)
+        state = bench_state(simulated.port)
+    assert result.reason == "interrupted" and result.exit_code == 1
+    assert result.message == "stopped by Ctrl-C; ramped down over 0.3 s and disarmed"
+    assert state == ("DISARMED", "NONE", 0.0)
+    log = read_log(log_path)
+    # at half speed, 0.8 s of stream reaches gesture time ≈ 0.4 s
+    sent_plan = log.setpoints["rep"] >= 0
+    assert 700 < sent_plan.sum() < 900
+    assert log.header["settings"]["speed"] == 0.5
+
+
+class InjectAfter:
+    """A 'view' that runs ``action`` ``delay_s`` after the stream starts."""
+
+    def __init__(self, session, delay_s, action):
+        self.timer = threading.Timer(delay_s, action)
+
+    def __enter__(self):
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.timer.cancel()
+        return False
