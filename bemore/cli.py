@@ -71,7 +71,6 @@ def _register_commands() -> None:
     """Attach the subcommands of each capability (only those that work)."""
     import bemore.trial.cli  # noqa: F401  (registers "bemore trial")
     import controller.cli  # noqa: F401  (registers "bemore drive" and "bemore replay")
-    import controller.cli  # noqa: F401  (registers "bemore drive" and "bemore replay")
     import bemore.synthesis.cli  # noqa: F401  (registers "bemore synthesize")
     from bemore.model.cli import simulate_command
 
