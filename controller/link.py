@@ -19,6 +19,7 @@ import serial
 
 from bemore.errors import BenchError
 from controller.protocol import FrameDecoder, Message, decode_message, encode_message
+from controller.scheduler import REALTIME_PRIORITY, realtime_priority
 
 WRITE_TIMEOUT_S = 0.1  # a write blocked this long means the other side stopped reading
 
@@ -104,6 +105,12 @@ class Link:
             self._lost.set()
 
     def _read_loop(self) -> None:
+        # Real-time priority when allowed: a reader preempted while it holds the interpreter
+        # lock would stall the (real-time) streaming thread for a whole OS time slice.
+        with realtime_priority(priority=REALTIME_PRIORITY - 1):
+            self._read_until_closed()
+
+    def _read_until_closed(self) -> None:
         while not self._closing.is_set():
             try:
                 data = self._serial.read(max(1, self._serial.in_waiting))

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from controller.scheduler import realtime_priority
 from controller.session import Session
 
 ESTOP_KEYS = ("e", " ")
@@ -74,8 +75,10 @@ def live_view(session: Session, console: Console | None = None) -> Iterator[None
     done = threading.Event()
     keys = None
     terminal = _cbreak() if sys.stdin.isatty() else contextlib.nullcontext()
-    with terminal, Live(StatusPanel(session), console=console,
-                        refresh_per_second=REFRESH_HZ, transient=False):
+    with terminal, Live(StatusPanel(session), console=console, auto_refresh=False,
+                        transient=False) as live:
+        refresher = threading.Thread(target=_refresh, args=(live, done), daemon=True)
+        refresher.start()
         if sys.stdin.isatty():
             keys = threading.Thread(target=_read_keys, args=(session, done), daemon=True)
             keys.start()
@@ -83,8 +86,18 @@ def live_view(session: Session, console: Console | None = None) -> Iterator[None
             yield
         finally:
             done.set()
+            refresher.join(timeout=1.0)
             if keys is not None:
                 keys.join(timeout=0.5)
+            live.refresh()
+
+
+def _refresh(live: Live, done: threading.Event) -> None:
+    """Redraw at REFRESH_HZ under the lowest real-time priority (see controller.scheduler):
+    preempted mid-redraw while holding the interpreter lock, it would stall the stream."""
+    with realtime_priority(priority=1):
+        while not done.wait(1.0 / REFRESH_HZ):
+            live.refresh()
 
 
 @contextlib.contextmanager

@@ -13,10 +13,12 @@ monotonic clock since the header's origin):
   requested, fault, link lost, disarmed, ...);
 * ``end`` — last line of a session that ended under control: ``reason`` and ``timing``.
 
-Crash tolerance: the writer flushes to the OS every ``flush_interval_s`` (5 ms) and at every
-event, so a SIGKILL of the host loses at most the last few milliseconds; it calls ``fsync`` on
-the header, on every event and on close, so a power cut loses at most what followed the last
-event. The reader accepts a truncated last line (a record cut mid-write) and a missing ``end``.
+Crash tolerance: records are handed to a background writer thread that writes and flushes them
+to the OS every ``flush_interval_s`` (5 ms), and at once for every event, so a SIGKILL of the
+host loses at most the last few milliseconds (and a slow disk never stalls the stream); it calls
+``fsync`` on the header, on every event and on close, so a power cut loses at most what followed
+the last event. The reader accepts a truncated last line (a record cut mid-write) and a missing
+``end``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from bemore.errors import DataError
+from controller.scheduler import realtime_priority
 
 FORMAT_TAG = "bemore-session 1"
 FLUSH_INTERVAL_S = 0.005
@@ -50,16 +53,22 @@ class LogWriter:
         self.path = Path(path)
         self.origin = time.perf_counter()
         self.flush_interval_s = flush_interval_s
-        self._lock = threading.Lock()
+        self._pending: list[str] = []
+        self._lock = threading.Lock()  # guards _pending
+        self._io_lock = threading.Lock()  # one writer of the file at a time
+        self._wake = threading.Event()
+        self._closed = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = self.path.open("w", encoding="utf-8")
         except OSError as error:
             raise DataError(f"{self.path}: cannot write the session log ({error})") from None
-        self._last_flush = self.origin
         record = {"type": "header", "format": FORMAT_TAG, **header}
         self._file.write(json.dumps(record, default=_jsonable) + "\n")
         self._sync()
+        self._writer = threading.Thread(target=self._write_loop, name="session-log",
+                                        daemon=True)
+        self._writer.start()
 
     def host_time(self, perf_s: float | None = None) -> float:
         """Seconds since the log's origin, of ``perf_s`` (perf_counter s) or of now."""
@@ -67,57 +76,80 @@ class LogWriter:
 
     def setpoint(self, perf_s: float, **fields: int) -> None:
         """Log one setpoint sent at ``perf_s`` (perf_counter seconds)."""
-        self._write({"type": "sp", "host_time": round(perf_s - self.origin, 6), **fields})
+        self._append({"type": "sp", "host_time": round(perf_s - self.origin, 6), **fields})
 
     def telemetry(self, perf_s: float, fields: dict[str, int]) -> None:
         """Log one telemetry frame received at ``perf_s`` (perf_counter seconds)."""
-        self._write({"type": "tm", "host_time": round(perf_s - self.origin, 6), **fields})
+        self._append({"type": "tm", "host_time": round(perf_s - self.origin, 6), **fields})
 
     def event(self, kind: str, message: str = "", sync: bool = True, **extra: Any) -> None:
-        """Log an event and push it to disk (flush + fsync, unless ``sync`` is False)."""
+        """Log an event; with ``sync`` wait until it is on disk (write + fsync), else soon."""
         record = {"type": "event", "host_time": round(self.host_time(), 6), "kind": kind,
                   "message": message, **extra}
-        self._write(record, sync=sync)
-        if not sync:
-            self.flush()
+        self._append(record)
+        if sync:
+            self._drain(fsync=True)
+        else:
+            self._wake.set()
 
     def end(self, reason: str, **extra: Any) -> None:
         """Write the closing record of a session that ended under control."""
         record = {"type": "end", "host_time": round(self.host_time(), 6), "reason": reason,
                   **extra}
-        self._write(record, sync=True)
+        self._append(record)
+        self._drain(fsync=True)
 
     def flush(self) -> None:
-        """Hand buffered records to the OS now."""
-        with self._lock:
-            if not self._file.closed:
-                self._file.flush()
-                self._last_flush = time.perf_counter()
+        """Hand every pending record to the OS now."""
+        self._drain(fsync=False)
 
     def close(self) -> None:
-        """Flush, fsync and close (idempotent)."""
-        with self._lock:
-            if not self._file.closed:
-                self._sync()
-                self._file.close()
+        """Write everything, fsync and close (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._wake.set()
+        self._writer.join(timeout=2.0)
+        self._drain(fsync=True)
+        with self._io_lock:
+            self._file.close()
 
-    def _write(self, record: dict[str, Any], sync: bool = False) -> None:
+    def _append(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, default=_jsonable) + "\n"
         with self._lock:
+            self._pending.append(line)
+
+    def _drain(self, fsync: bool) -> None:
+        with self._lock:
+            lines, self._pending = self._pending, []
+        with self._io_lock:
             if self._file.closed:
                 return
-            self._file.write(line)
-            now = time.perf_counter()
-            if sync:
+            if lines:
+                self._file.write("".join(lines))
+            if fsync:
                 self._sync()
-            elif now - self._last_flush >= self.flush_interval_s:
+            else:
                 self._file.flush()
-                self._last_flush = now
+
+    def _write_loop(self) -> None:
+        # lowest real-time priority when allowed: preempted while holding the interpreter lock,
+        # this thread would stall the streaming thread for a whole OS time slice
+        with realtime_priority(priority=1):
+            self._write_until_closed()
+
+    def _write_until_closed(self) -> None:
+        while not self._closed:
+            self._wake.wait(self.flush_interval_s)
+            self._wake.clear()
+            try:
+                self._drain(fsync=False)
+            except (OSError, ValueError):
+                return  # the file went away; close() reports nothing more to write
 
     def _sync(self) -> None:
         self._file.flush()
         os.fsync(self._file.fileno())
-        self._last_flush = time.perf_counter()
 
     def __enter__(self) -> LogWriter:
         return self

@@ -23,6 +23,7 @@ Every end of a stream is one of these, each logged as an event and returned in a
 
 from __future__ import annotations
 
+import gc
 import math
 import signal
 import sys
@@ -203,18 +204,24 @@ class Session:
             self._stop_reason = (reason, message)
             self._stop.set()
 
-    def stream(self, plan: Plan) -> SessionResult:
-        """Send ``plan`` at its rate, monitor, and end in a controlled way (see module doc)."""
+    def stream(self, plan: Plan, scheduler: Scheduler | None = None) -> SessionResult:
+        """Send ``plan`` at its rate, monitor, and end in a controlled way (see module doc).
+
+        ``scheduler`` replaces the absolute-time :class:`Scheduler` (the benchmark passes a
+        naive sleep loop with the same interface to measure it in the same conditions).
+        """
         period_ms = 1000.0 / plan.rate_hz
         if period_ms > self.watchdog_ms / 2:
             raise BenchError(f"rate {plan.rate_hz:g} Hz: one setpoint every {period_ms:g} ms "
                              f"would starve the {self.watchdog_ms} ms watchdog")
-        scheduler = Scheduler(round(1e9 / plan.rate_hz))
+        scheduler = scheduler or Scheduler(round(1e9 / plan.rate_hz))
         self.scheduler = scheduler
         scheduler.stats()  # the first call of numpy's percentile costs ~15 ms: not mid-stream
         previous_handler = self._install_signal_handlers()
         previous_switch = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
+        collecting = gc.isenabled()
+        gc.disable()  # a full collection mid-stream costs milliseconds; refcounting suffices
         self._latest_perf = time.perf_counter()
         last = setpoint_fields(plan, 0)
         sent = 0
@@ -247,6 +254,8 @@ class Session:
         finally:
             realtime.__exit__(None, None, None)
             sys.setswitchinterval(previous_switch)
+            if collecting:
+                gc.enable()
             self._restore_signal_handlers(previous_handler)
         timing = scheduler.stats()
         result = SessionResult(reason, message, sent, self._telemetry_count, timing.to_dict(),
