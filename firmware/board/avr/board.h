@@ -12,6 +12,9 @@
  *                                                 wire cut: fail-safe), any-edge interrupt
  *   driver fault      PD3   D18      in         LOW = the motor driver reports a fault
  *   tick busy         PB7   D13/LED  out        HIGH while the control tick runs (scope/harness)
+ *   flow control      PH5   D8       out        HIGH = "stop sending" to the USB-serial adapter's
+ *                                                 CTS input (receive ring 3/4 full; LOW again
+ *                                                 below 1/4): a burst never overflows the ring
  *   host link         USART0 (D0/D1, the USB serial of the board), 8N1, BOARD_BAUD
  * E-stop and driver-fault lines have 4.7 kΩ external pull-ups to 5 V; internal pull-ups are off.
  */
@@ -49,5 +52,6 @@
 #define BOARD_PIN_ESTOP 2     /* PD2 */
 #define BOARD_PIN_DRV_FAULT 3 /* PD3 */
 #define BOARD_PIN_TICK 7      /* PB7 */
+#define BOARD_PIN_FLOW 5      /* PH5 */
 
 #endif /* BM_BOARD_AVR_H */

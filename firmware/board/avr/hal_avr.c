@@ -15,9 +15,16 @@
 #define UBRR_VALUE ((BOARD_F_CPU_HZ / (8UL * BOARD_BAUD)) - 1UL) /* U2X: 8 samples per bit */
 _Static_assert(BOARD_F_CPU_HZ % (8UL * BOARD_BAUD) == 0, "baud rate must be exact at 16 MHz");
 
-/* Rings indexed by uint8_t: 256 entries, the index wraps by itself. */
-static volatile uint8_t rx_ring[256];
-static volatile uint8_t rx_head, rx_tail;
+/* Receive ring: 2048 bytes (≈ 85 setpoint frames, 40 ms of a saturated 500 kbaud line) so that
+ * a burst from the host (USB latency, a host or emulator stall followed by catch-up at line rate)
+ * is absorbed while the CPU, which decodes slightly fewer frames per second than the line can
+ * carry when armed, catches up. Power-of-two size: the indices wrap with a mask. */
+#define RX_RING_SIZE 2048u
+#define RX_STOP_FILL (RX_RING_SIZE * 3u / 4u) /* ask the host side to pause (flow pin HIGH) */
+#define RX_GO_FILL (RX_RING_SIZE / 4u)        /* and to resume (LOW) */
+static volatile uint8_t rx_ring[RX_RING_SIZE];
+static volatile uint16_t rx_head, rx_tail;
+/* Transmit ring indexed by uint8_t: 256 entries, the index wraps by itself. */
 static volatile uint8_t tx_ring[256];
 static volatile uint8_t tx_head, tx_tail;
 
@@ -68,8 +75,8 @@ void board_init(void)
     TIMSK1 = (uint8_t)(1u << OCIE1A);
 
     /* Timer4: fast PWM, TOP = ICR4, prescaler 1 (20 kHz); output connected on the first command. */
-    PORTH &= (uint8_t)~((1u << BOARD_PIN_PWM) | (1u << BOARD_PIN_DIR));
-    DDRH |= (uint8_t)((1u << BOARD_PIN_PWM) | (1u << BOARD_PIN_DIR));
+    PORTH &= (uint8_t)~((1u << BOARD_PIN_PWM) | (1u << BOARD_PIN_DIR) | (1u << BOARD_PIN_FLOW));
+    DDRH |= (uint8_t)((1u << BOARD_PIN_PWM) | (1u << BOARD_PIN_DIR) | (1u << BOARD_PIN_FLOW));
     ICR4 = BOARD_PWM_TOP;
     OCR4A = 0;
     TCCR4A = (uint8_t)(1u << WGM41);
@@ -100,13 +107,16 @@ void board_init(void)
 ISR(USART0_RX_vect)
 {
     uint8_t byte = UDR0;
-    uint8_t next = (uint8_t)(rx_head + 1u);
+    uint16_t next = (uint16_t)((rx_head + 1u) & (RX_RING_SIZE - 1u));
     if (next == rx_tail) {
         board_rx_dropped++;
         return;
     }
     rx_ring[rx_head] = byte;
     rx_head = next;
+    if ((uint16_t)((next - rx_tail) & (RX_RING_SIZE - 1u)) >= RX_STOP_FILL) {
+        PORTH |= (uint8_t)(1u << BOARD_PIN_FLOW);
+    }
 }
 
 ISR(USART0_UDRE_vect)
@@ -148,13 +158,33 @@ ISR(INT2_vect)
     }
 }
 
+/* rx_head is 16-bit and written by the interrupt: read it with interrupts off. */
+static uint16_t rx_head_now(void)
+{
+    uint16_t head;
+    ATOMIC_BLOCK(ATOMIC_RESTORESTATE)
+    {
+        head = rx_head;
+    }
+    return head;
+}
+
 uint8_t board_uart_rx_pop(uint8_t *byte)
 {
-    if (rx_tail == rx_head) {
+    uint16_t tail = rx_tail;
+    if (tail == rx_head_now()) {
         return 0;
     }
-    *byte = rx_ring[rx_tail];
-    rx_tail = (uint8_t)(rx_tail + 1u);
+    *byte = rx_ring[tail];
+    tail = (uint16_t)((tail + 1u) & (RX_RING_SIZE - 1u));
+    /* rx_tail is only written here; the interrupt reads it, so write it atomically. */
+    ATOMIC_BLOCK(ATOMIC_RESTORESTATE)
+    {
+        rx_tail = tail;
+        if ((uint16_t)((rx_head - tail) & (RX_RING_SIZE - 1u)) <= RX_GO_FILL) {
+            PORTH &= (uint8_t)~(1u << BOARD_PIN_FLOW);
+        }
+    }
     return 1;
 }
 
@@ -171,7 +201,7 @@ uint8_t board_take_ticks(void)
 
 uint8_t board_idle(void)
 {
-    return ticks_pending == 0u && rx_tail == rx_head;
+    return ticks_pending == 0u && rx_tail == rx_head; /* called with interrupts off */
 }
 
 void board_after_tick(void)
@@ -191,9 +221,21 @@ int32_t hal_encoder_urad(void)
     {
         count = encoder_count;
     }
-    /* 2π·10⁶ µrad per turn over 2^14 counts; the arithmetic shift floors like the plant's encoder. */
-    return (int32_t)(((int64_t)count * 6283185) >> BOARD_ENCODER_COUNTS_LOG2);
+    /* 2π·10⁶ / 2^14 = 383.495178 µrad per count = 383 + 32452/65536, in 32-bit arithmetic (a
+     * 64-bit multiply costs hundreds of cycles here); the arithmetic shift floors like the
+     * plant's encoder. Exact to 1 µrad within ±4 turns; beyond, the 64-bit path. */
+    if (count > 65535L || count < -65535L) {
+        return (int32_t)(((int64_t)count * 6283185) >> BOARD_ENCODER_COUNTS_LOG2);
+    }
+    return count * 383L + ((count * 32452L) >> 16);
 }
+
+/* Duty steps ↔ mN·m without a 32-bit division (~600 cycles each on the AVR):
+ * 799 / 150000 ≈ 349 / 65536 and 150000 / 799 ≈ 48060 / 256 (both within 0.03 %). */
+_Static_assert(BOARD_PWM_TOP == 799u && BOARD_TORQUE_FULL_SCALE_MNM == 150000L,
+               "recompute the duty scale factors");
+#define DUTY_PER_MNM_Q16 349UL
+#define MNM_PER_DUTY_Q8 48060UL
 
 /* Torque the output stage is commanding now (duty × direction × full scale); the board has no
  * current sensing, so this is also what it reports as measured. */
@@ -208,7 +250,7 @@ int32_t hal_torque_measured_mNm(void)
             positive = (PORTH >> BOARD_PIN_DIR) & 1u;
         }
     }
-    int32_t magnitude = (int32_t)duty * BOARD_TORQUE_FULL_SCALE_MNM / (int32_t)BOARD_PWM_TOP;
+    int32_t magnitude = (int32_t)(((uint32_t)duty * MNM_PER_DUTY_Q8 + 128UL) >> 8);
     return positive ? magnitude : -magnitude;
 }
 
@@ -219,8 +261,7 @@ void hal_motor_torque_mNm(int32_t torque)
         magnitude = BOARD_TORQUE_FULL_SCALE_MNM;
     }
     /* Round to the nearest duty step: 150 N·m / 799 ≈ 0.19 N·m per step. */
-    uint16_t duty = (uint16_t)((magnitude * (int32_t)BOARD_PWM_TOP + BOARD_TORQUE_FULL_SCALE_MNM / 2) /
-                               BOARD_TORQUE_FULL_SCALE_MNM);
+    uint16_t duty = (uint16_t)(((uint32_t)magnitude * DUTY_PER_MNM_Q16 + 32768UL) >> 16);
     ATOMIC_BLOCK(ATOMIC_RESTORESTATE)
     {
         if (duty == 0u || estop_latched || estop_pin_asserted()) {

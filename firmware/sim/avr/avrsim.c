@@ -55,6 +55,30 @@ static double emulated_seconds(void)
     return (double)harness.avr->cycle / (double)harness.avr->frequency;
 }
 
+/* Data-space addresses of the board's diagnostic counters (uint16_t), from the ELF symbols;
+ * 0 when the firmware does not have them. */
+static uint32_t addr_rx_dropped, addr_tx_dropped, addr_overruns;
+
+static void find_counters(const elf_firmware_t *firmware)
+{
+    for (uint32_t i = 0; i < firmware->symbolcount; i++) {
+        const avr_symbol_t *sym = firmware->symbol[i];
+        uint32_t addr = sym->addr & 0xFFFFu; /* the linker puts RAM at 0x800000 */
+        if (strcmp(sym->symbol, "board_rx_dropped") == 0) {
+            addr_rx_dropped = addr;
+        } else if (strcmp(sym->symbol, "board_tx_dropped_frames") == 0) {
+            addr_tx_dropped = addr;
+        } else if (strcmp(sym->symbol, "board_tick_overruns") == 0) {
+            addr_overruns = addr;
+        }
+    }
+}
+
+static unsigned read_u16(uint32_t addr)
+{
+    return addr ? harness.avr->data[addr] | (unsigned)harness.avr->data[addr + 1] << 8 : 0u;
+}
+
 static void print_stats(FILE *out)
 {
     uint32_t min, median, max;
@@ -63,11 +87,14 @@ static void print_stats(FILE *out)
     fprintf(out,
             "avrsim: emulated %.3f s in %.3f s wall (%.2fx real time), %u ticks, tick cycles "
             "min %u median %u max %u, tick period max %u cycles, %u resets, rx %lu bytes, "
-            "tx %lu bytes, %lu tx lost, CPU busy %.1f%%\n",
+            "tx %lu bytes, %lu tx lost, %lu rx FIFO full, CPU busy %.1f%%\n",
             emulated, wall, wall > 0.0 ? emulated / wall : 0.0, harness.ticks, min, median, max,
             harness.period_max, harness.resets, harness.bytes_to_mcu, harness.bytes_from_mcu,
-            harness.tx_lost,
+            harness.tx_lost, harness.uart_xoffs,
             harness.avr->cycle ? 100.0 * (double)cycles_awake / (double)harness.avr->cycle : 0.0);
+    fprintf(out, "avrsim: firmware counters: %u bytes dropped by the receive ring, %u frames "
+            "dropped by the transmit ring, %u tick overruns\n", read_u16(addr_rx_dropped),
+            read_u16(addr_tx_dropped), read_u16(addr_overruns));
     fflush(out);
 }
 
@@ -272,6 +299,7 @@ int main(int argc, char **argv)
                 elf);
         return 2;
     }
+    find_counters(&firmware);
     snprintf(firmware.mmcu, sizeof firmware.mmcu, "atmega2560");
     firmware.frequency = BOARD_F_CPU_HZ;
     avr_t *avr = avr_make_mcu_by_name(firmware.mmcu);

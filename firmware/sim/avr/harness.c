@@ -18,6 +18,9 @@
 #define REG_OCR4AL 0xA8u
 #define REG_DDRH 0x101u
 #define REG_PORTH 0x102u
+#define REG_UCSR0A 0xC0u
+#define REG_UCSR0B 0xC1u
+#define REG_UBRR0L 0xC4u
 #define NOISE_EDGE_CYCLES 40u
 #define ENCODER_MIN_EDGE_CYCLES 64u
 
@@ -180,8 +183,9 @@ static void uart_xon(struct avr_irq_t *irq, uint32_t value, void *param)
 static void uart_xoff(struct avr_irq_t *irq, uint32_t value, void *param)
 {
     (void)irq;
-    (void)value;
-    ((struct harness *)param)->uart_xoff = 1;
+    struct harness *h = param;
+    h->uart_xoff = value != 0u;
+    h->uart_xoffs += value != 0u;
 }
 
 static void tick_pin(struct avr_irq_t *irq, uint32_t value, void *param)
@@ -220,9 +224,39 @@ int harness_queue_byte(struct harness *h, uint8_t byte)
     return 1;
 }
 
+/* Cycles one byte takes on the wire at the baud rate the firmware set (8N1: 10 bits). */
+static uint64_t cycles_per_byte(const struct harness *h)
+{
+    const uint8_t *data = h->avr->data;
+    unsigned ubrr = (data[REG_UBRR0L] | (unsigned)(data[REG_UBRR0L + 1] & 0x0Fu) << 8) + 1u;
+    unsigned samples = (data[REG_UCSR0A] & 0x02u) ? 8u : 16u; /* U2X0 */
+    return 10u * samples * ubrr;
+}
+
+/* The firmware's flow-control output (PH5 HIGH = stop), as the adapter's CTS input sees it. */
+static int flow_stopped(const struct harness *h)
+{
+    const uint8_t *data = h->avr->data;
+    int stopped = (data[REG_DDRH] >> BOARD_PIN_FLOW) & (data[REG_PORTH] >> BOARD_PIN_FLOW) & 1u;
+    /* Until the firmware has enabled its receiver (boot, or after a reset) the bytes wait: simavr
+     * would drop them, and a host that opened the port early would lose its HELLO. */
+    int receiver_off = !(data[REG_UCSR0B] & 0x10u); /* RXEN0 */
+    return stopped || receiver_off;
+}
+
 void harness_feed_uart(struct harness *h)
 {
-    while (!h->uart_xoff && h->rx_tail != h->rx_head) {
+    /* Bytes enter the UART no faster than the wire carries them (simavr's receive FIFO would
+     * otherwise overflow during a burst), and not while the firmware's flow-control pin says
+     * stop (an adapter honours CTS within a byte or two); XOFF is a last guard. */
+    uint64_t t = now(h);
+    uint64_t per_byte = cycles_per_byte(h);
+    if (t > h->wire_cycle + 4u * per_byte) {
+        h->wire_cycle = t - 4u * per_byte; /* at most a 4-byte backlog on an idle line */
+    }
+    while (!h->uart_xoff && h->rx_tail != h->rx_head && h->wire_cycle + per_byte <= t &&
+           !flow_stopped(h)) {
+        h->wire_cycle += per_byte;
         uint8_t byte = h->rx_queue[h->rx_tail++ % HARNESS_QUEUE];
         h->bytes_to_mcu++;
         avr_raise_irq(h->uart_input, byte); /* may call uart_xoff re-entrantly */

@@ -25,6 +25,8 @@ struct harness {
     /* UART */
     avr_irq_t *uart_input;
     int uart_xoff;
+    unsigned long uart_xoffs; /* times the UART's receive FIFO filled up */
+    uint64_t wire_cycle; /* emulated time up to which the host → MCU wire has been used */
     uint8_t rx_queue[HARNESS_QUEUE];
     uint32_t rx_head, rx_tail;
     uint8_t tx[HARNESS_TX];
