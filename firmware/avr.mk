@@ -12,8 +12,8 @@ AVR_WARN := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissin
 AVR_B := $(B)/avr
 AVR_SRC := $(CORE_SRC) board/avr/main.c board/avr/hal_avr.c
 AVR_HDRS := $(wildcard src/*.h board/avr/*.h)
-AVRSIM_SRC := sim/avr/avrsim.c sim/avr/harness.c board/host/plant.c
-AVRSIM_HDRS := $(wildcard sim/avr/*.h) board/host/plant.h board/avr/board.h
+AVRSIM_SRC := sim/avr/avrsim.c sim/avr/harness.c sim/avr/loadgen.c board/host/plant.c src/link.c
+AVRSIM_HDRS := $(wildcard sim/avr/*.h) board/host/plant.h board/avr/board.h src/link.h src/protocol_gen.h
 SIMAVR_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags simavr 2>/dev/null || echo -I/usr/include/simavr))
 SIMAVR_LIBS = $(shell pkg-config --libs simavr 2>/dev/null || echo -lsimavr) -lelf
 
@@ -35,5 +35,5 @@ avrsim: $(AVR_B)/avrsim $(AVR_B)/bemore-avr.hex
 
 $(AVR_B)/avrsim: $(AVRSIM_SRC) $(AVRSIM_HDRS)
 	@mkdir -p $(AVR_B)
-	$(CC) $(WARN) $(CFLAGS) $(SIMAVR_CFLAGS) -Isim/avr -Iboard/host -Iboard/avr -o $@ \
+	$(CC) $(WARN) $(CFLAGS) $(SIMAVR_CFLAGS) -Isim/avr -Isrc -Iboard/host -Iboard/avr -o $@ \
 	    $(AVRSIM_SRC) $(SIMAVR_LIBS) -lm

@@ -29,6 +29,7 @@
 
 #include "board.h"
 #include "harness.h"
+#include "loadgen.h"
 #include "sim_elf.h"
 
 static struct harness harness;
@@ -38,6 +39,7 @@ static int stdin_open = 1;
 static double speed = 1.0; /* emulated seconds per wall second at most (0: unpaced) */
 static double estop_at_s = -1.0;
 static double duration_s = 0.0;
+static double stream_hz = 0.0; /* --stream-hz: built-in host (0: none) */
 static struct timespec wall_start;
 static double wall_behind_max_s; /* how far the emulation lagged the wall clock */
 static unsigned long service_count;
@@ -248,19 +250,21 @@ static void usage(FILE *out)
           "  run:    --speed X (1: never faster than real time; 0: as fast as possible)\n"
           "          --duration-s S (stop after S emulated seconds; 0: until stdin closes)\n"
           "          --ignore-stdin (no commands; only a signal or --duration-s stops it)\n"
-          "          --profile FILE (sampled program-counter histogram, for avr-nm)\n",
+          "          --profile FILE (sampled program-counter histogram, for avr-nm)\n"
+          "          --stream-hz R (built-in host: HELLO, ARM, setpoints at R Hz of emulated\n"
+          "                         time; its result line goes to stderr at exit)\n",
           out);
 }
 
 int main(int argc, char **argv)
 {
     enum { O_INERTIA = 256, O_VISCOUS, O_COULOMB, O_TLIM, O_GRAV, O_ESTOP_AT, O_SPEED, O_DUR,
-           O_IGN, O_PROFILE };
+           O_IGN, O_PROFILE, O_STREAM };
     static const struct option options[] = {
         {"inertia", 1, 0, O_INERTIA}, {"viscous", 1, 0, O_VISCOUS}, {"coulomb", 1, 0, O_COULOMB},
         {"torque-limit", 1, 0, O_TLIM}, {"gravity-moment", 1, 0, O_GRAV},
         {"estop-at-ms", 1, 0, O_ESTOP_AT}, {"speed", 1, 0, O_SPEED},
-        {"duration-s", 1, 0, O_DUR}, {"ignore-stdin", 0, 0, O_IGN}, {"profile", 1, 0, O_PROFILE}, {"help", 0, 0, 'h'},
+        {"duration-s", 1, 0, O_DUR}, {"ignore-stdin", 0, 0, O_IGN}, {"profile", 1, 0, O_PROFILE}, {"stream-hz", 1, 0, O_STREAM}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     struct plant_params params = plant_default_params();
     params.substeps = 1; /* the harness steps the plant every 62.5 µs already */
@@ -277,12 +281,14 @@ int main(int argc, char **argv)
         case O_DUR: duration_s = atof(optarg); break;
         case O_IGN: use_stdin = 0; break;
         case O_PROFILE: profile_path = optarg; break;
+        case O_STREAM: stream_hz = atof(optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (params.inertia_kg_m2 <= 0.0 || params.viscous_nm_s_per_rad < 0.0 ||
-        params.coulomb_nm < 0.0 || params.torque_limit_nm <= 0.0 || speed < 0.0) {
+        params.coulomb_nm < 0.0 || params.torque_limit_nm <= 0.0 || speed < 0.0 || stream_hz < 0.0 ||
+        stream_hz > 20000.0) {
         fprintf(stderr, "avrsim: a plant or run parameter is out of range (see --help)\n");
         return 2;
     }
@@ -324,6 +330,9 @@ int main(int argc, char **argv)
     if (profile_path) {
         avr_cycle_timer_register(avr, 97u, pc_sample, NULL);
     }
+    if (stream_hz > 0.0) {
+        loadgen_start(&harness, stream_hz);
+    }
 
     for (;;) {
         uint64_t before = avr->cycle;
@@ -346,6 +355,7 @@ int main(int argc, char **argv)
         write_profile();
     }
     print_stats(stderr);
+    loadgen_report(stderr);
     fprintf(stderr, "avrsim: the emulation lagged the wall clock by at most %.1f ms\n",
             wall_behind_max_s * 1e3);
     return 0;

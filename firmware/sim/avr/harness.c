@@ -1,5 +1,6 @@
 /* The emulated bench around the simavr ATmega2560 (see harness.h). */
 #include "harness.h"
+#include "loadgen.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -164,6 +165,7 @@ static void uart_output(struct avr_irq_t *irq, uint32_t value, void *param)
     (void)irq;
     struct harness *h = param;
     h->bytes_from_mcu++;
+    loadgen_on_tx_byte((uint8_t)value);
     if (h->tx_len < HARNESS_TX) {
         h->tx[h->tx_len++] = (uint8_t)value;
     } else {
