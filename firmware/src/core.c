@@ -233,7 +233,6 @@ static int handle_setpoint(struct bm_core *core, const struct bm_frame *frame)
     core->has_setpoint = 1;
     core->sp_mode = m.mode;
     core->sp_time_ms = m.time_ms;
-    core->sp_arrival_tick = core->ticks;
     core->sp_position_urad = m.position_urad;
     core->sp_velocity_urad_s = m.velocity_urad_s;
     core->sp_torque_mNm = m.torque_mNm;
@@ -366,33 +365,13 @@ static void supervise(struct bm_core *core)
     }
 }
 
-/* Position setpoint of this tick: first-order hold, i.e. the setpoint's position advanced with its
- * velocity since it was first applied (for at most the watchdog timeout), clamped to the range.
- * Host jitter then leaves the reference smooth instead of stepping. */
-int32_t bm_hold_position_urad(const struct bm_core *core)
-{
-    uint32_t held = core->ticks - core->sp_arrival_tick - 1u; /* 0 on the first tick */
-    if (held > core->watchdog_ticks) {
-        held = core->watchdog_ticks;
-    }
-    int64_t position = core->sp_position_urad +
-                       (int64_t)core->sp_velocity_urad_s * (int64_t)held / (int64_t)BM_TICK_HZ;
-    if (position > BM_LIMIT_POSITION_MAX_URAD) {
-        return BM_LIMIT_POSITION_MAX_URAD;
-    }
-    if (position < BM_LIMIT_POSITION_MIN_URAD) {
-        return BM_LIMIT_POSITION_MIN_URAD;
-    }
-    return (int32_t)position;
-}
-
 /* The control law of the setpoint in force, before the output limits, mN·m. */
 static int32_t control_law(const struct bm_core *core)
 {
     int64_t torque = core->sp_torque_mNm;
     int64_t velocity_error = (int64_t)core->sp_velocity_urad_s - core->velocity_urad_s;
     if (core->sp_mode == BM_MODE_POSITION) {
-        int64_t position_error = (int64_t)bm_hold_position_urad(core) - core->position_urad;
+        int64_t position_error = (int64_t)core->sp_position_urad - core->position_urad;
         torque += (core->gains.kp_q16 * position_error + core->gains.kd_q16 * velocity_error) /
                   65536;
     } else if (core->sp_mode == BM_MODE_VELOCITY) {

@@ -40,7 +40,6 @@ struct bm_core {
     uint8_t has_setpoint;
     uint8_t sp_mode;
     uint32_t sp_time_ms;
-    uint32_t sp_arrival_tick; /* ticks when the setpoint arrived (first-order hold origin) */
     int32_t sp_position_urad;
     int32_t sp_velocity_urad_s;
     int32_t sp_torque_mNm;
@@ -63,8 +62,6 @@ void bm_core_rx_byte(struct bm_core *core, uint8_t byte);
 void bm_core_tick(struct bm_core *core);
 /* Apply the limits to one raw setpoint; returns the BM_FLAG_* bits of the clamps made. */
 uint8_t bm_clamp_setpoint(int32_t *position_urad, int32_t *velocity_urad_s, int32_t *torque_mNm);
-/* Position reference of the current tick in POSITION mode (first-order hold of the setpoint), µrad. */
-int32_t bm_hold_position_urad(const struct bm_core *core);
 /* Move `previous` towards `target` by at most `step` (≥ 0); the torque slew limiter. */
 int32_t bm_slew(int32_t previous, int32_t target, int32_t step);
 

@@ -470,30 +470,6 @@ static void test_position_mode_direction(void)
     CHECK_EQ(fake.torque_mNm, 6780);
 }
 
-static void test_first_order_hold(void)
-{
-    /* Between setpoints the position reference advances with the velocity setpoint. */
-    start_armed();
-    setpoint(0, BM_MODE_POSITION, 0, 1000000, 0); /* 1 rad/s from 0 */
-    run(1);
-    /* first tick: reference 0, velocity error 1e6 µrad/s → kd·1e6 = 62805, slew-limited */
-    CHECK_EQ(fake.torque_mNm, 2000);
-    run(39);
-    /* 39 ticks later the reference is 39 000 µrad: kp·39000 + kd·1e6 (velocity still 0) */
-    CHECK_EQ(core.torque_mNm, 80000);
-    CHECK_EQ(fake.torque_mNm, 80000);
-    /* capped at the watchdog timeout (50 ms) and clamped to the range */
-    fake.position_urad = 0;
-    setpoint(1, BM_MODE_POSITION, 3190000, 8000000, 0);
-    struct bm_core probe = core;
-    probe.ticks = core.ticks + 40u;
-    CHECK_EQ(bm_hold_position_urad(&probe), 3200000);
-    probe.sp_position_urad = 0;
-    probe.sp_velocity_urad_s = -1000; /* −1 mrad/s */
-    probe.ticks = core.ticks + 1000u;
-    CHECK_EQ(bm_hold_position_urad(&probe), -50);
-}
-
 void run_core_tests(void)
 {
     test_handshake();
@@ -506,5 +482,4 @@ void run_core_tests(void)
     test_telemetry_and_counters();
     test_late_offset_forgets_an_outlier();
     test_position_mode_direction();
-    test_first_order_hold();
 }

