@@ -27,11 +27,11 @@ REFRESH_HZ = 4  # a redraw costs ~1 ms of the interpreter: keep it rare
 
 
 def _deg(value: float) -> str:
-    return "—" if math.isnan(value) else f"{math.degrees(value):7.1f}"
+    return "—" if math.isnan(value) else f"{math.degrees(value):.1f}"
 
 
 def _nm(value: float) -> str:
-    return "—" if math.isnan(value) else f"{value:7.1f}"
+    return "—" if math.isnan(value) else f"{value:.1f}"
 
 
 class StatusPanel:
@@ -43,15 +43,14 @@ class StatusPanel:
     def __rich__(self) -> Table:
         status = self.session.status
         table = Table(title="bemore drive — e/space: E-STOP, q or Ctrl-C: stop",
-                      show_header=True, expand=False)
-        for name in ("t (s)", "rep", "angle cmd (deg)", "angle meas (deg)", "error (deg)",
-                     "torque cmd (N·m)", "torque meas (N·m)", "state", "fault", "sent",
+                      caption="angles in deg, torques in N·m", show_header=True, expand=False)
+        for name in ("t s", "rep", "cmd", "meas", "err", "τ cmd", "τ meas", "state", "fault",
                      "misses"):
             table.add_column(name, justify="right")
-        table.add_row(f"{status.t_s:6.2f}", str(status.rep), _deg(status.commanded_rad),
+        table.add_row(f"{status.t_s:.2f}", str(status.rep), _deg(status.commanded_rad),
                       _deg(status.measured_rad), _deg(status.tracking_error_rad),
                       _nm(status.commanded_torque_nm), _nm(status.measured_torque_nm),
-                      status.state, status.fault, str(status.sent), str(status.misses))
+                      status.state, status.fault, str(status.misses))
         return table
 
 
@@ -75,21 +74,24 @@ def live_view(session: Session, console: Console | None = None) -> Iterator[None
     done = threading.Event()
     keys = None
     terminal = _cbreak() if sys.stdin.isatty() else contextlib.nullcontext()
-    with terminal, Live(StatusPanel(session), console=console, auto_refresh=False,
-                        transient=False) as live:
-        refresher = threading.Thread(target=_refresh, args=(live, done), daemon=True)
-        refresher.start()
-        if sys.stdin.isatty():
-            keys = threading.Thread(target=_read_keys, args=(session, done), daemon=True)
-            keys.start()
-        try:
-            yield
-        finally:
-            done.set()
-            refresher.join(timeout=1.0)
-            if keys is not None:
-                keys.join(timeout=0.5)
-            live.refresh()
+    try:
+        with terminal, Live(StatusPanel(session), console=console, auto_refresh=False,
+                            transient=False) as live:
+            refresher = threading.Thread(target=_refresh, args=(live, done), daemon=True)
+            refresher.start()
+            if sys.stdin.isatty():
+                keys = threading.Thread(target=_read_keys, args=(session, done), daemon=True)
+                keys.start()
+            try:
+                yield
+            finally:
+                done.set()
+                refresher.join(timeout=1.0)
+                if keys is not None:
+                    keys.join(timeout=0.5)
+                live.refresh()
+    finally:
+        console.line()  # what follows (the result, an error) starts on its own line
 
 
 def _refresh(live: Live, done: threading.Event) -> None:
