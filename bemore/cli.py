@@ -72,6 +72,7 @@ def _register_commands() -> None:
     import bemore.trial.cli  # noqa: F401  (registers "bemore trial")
     import controller.cli  # noqa: F401  (registers "bemore drive" and "bemore replay")
     import bemore.synthesis.cli  # noqa: F401  (registers "bemore synthesize")
+    import bemore.identify.cli  # noqa: F401  (registers "bemore identify")
     from bemore.model.cli import simulate_command
 
     cli.add_command(simulate_command)

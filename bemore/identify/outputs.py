@@ -1,0 +1,122 @@
+"""Assemble and write the files of an identification run into its output folder."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bemore.errors import DataError
+from bemore.identify import report
+from bemore.identify.problem import IdentificationProblem
+from bemore.identify.run import Outcome, RunSettings
+
+FILES = (
+    "athlete.json",
+    "convergence.csv",
+    "summary.txt",
+    "trajectories.png",
+    "stick_figures.png",
+    "convergence.png",
+)
+
+
+def athlete_record(
+    outcome: Outcome,
+    problem: IdentificationProblem,
+    settings: RunSettings,
+    trial: dict[str, Any],
+    config: dict[str, Any],
+) -> dict[str, Any]:
+    """The content of athlete.json (JSON-ready)."""
+    global_result = outcome.global_result.to_dict()
+    global_result.pop("history")
+    polish = None
+    if outcome.polish_result is not None:
+        polish = outcome.polish_result.to_dict()
+        polish.pop("history")
+    status = outcome.polish_result or outcome.global_result
+    record: dict[str, Any] = {
+        "format": report.ATHLETE_FORMAT,
+        "parameters": report.parameter_rows(problem.space, outcome.values, outcome.identifiability),
+        **outcome.metrics,
+        "algorithm": settings.algorithm,
+        "pack": settings.pack,
+        "iterations": settings.iterations,
+        "evaluations": outcome.evaluations,
+        "analysis_evaluations": outcome.analysis_evaluations,
+        "seed": settings.seed,
+        "polish": settings.polish,
+        "workers": settings.workers,
+        "elapsed_s": outcome.elapsed_s,
+        "interrupted": outcome.interrupted,
+        "message": status.message,
+        "global_run": global_result,
+        "polish_run": polish,
+        "identifiability": (
+            {
+                **asdict(outcome.identifiability),
+                "flagged": outcome.identifiability.flagged,
+            }
+            if outcome.identifiability
+            else None
+        ),
+        "trial": trial,
+        "config": config,
+        "versions": report.versions(),
+    }
+    return record
+
+
+def convergence_csv(outcome: Outcome) -> str:
+    """convergence.csv: one row per iteration of the global run, then per polish evaluation."""
+    rows = ["phase,iteration,evaluations,best_cost_m2,batch_best_m2,batch_mean_m2,elapsed_s"]
+    offset = 0
+    for phase, result in (("global", outcome.global_result), ("polish", outcome.polish_result)):
+        if result is None:
+            continue
+        for item in result.history:
+            rows.append(
+                f"{phase},{item.iteration},{item.nfev + offset},{item.best:.10g},"
+                f"{item.batch_best:.10g},{item.batch_mean:.10g},{item.elapsed_s:.4f}"
+            )
+        offset += result.nfev
+    return "\n".join(rows) + "\n"
+
+
+def write_outputs(
+    out_dir: Path,
+    outcome: Outcome,
+    problem: IdentificationProblem,
+    settings: RunSettings,
+    trial: dict[str, Any],
+    config: dict[str, Any],
+) -> dict[str, Any]:
+    """Write athlete.json, convergence.csv, summary.txt and the three plots; return the record."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DataError(f"{out_dir}: cannot create the output folder ({error.strerror})") from None
+    record = athlete_record(outcome, problem, settings, trial, config)
+    report.write_json(out_dir / "athlete.json", record)
+    (out_dir / "convergence.csv").write_text(convergence_csv(outcome), encoding="utf-8")
+    summary = report.summary_text(record)
+    (out_dir / "summary.txt").write_text(summary + "\n", encoding="utf-8")
+    t = problem.motion.t
+    index = [problem.model.point_names.index(name) for name in problem.cost_points]
+    simulated = outcome.simulated_points[:, index]
+    names = list(problem.cost_points)
+    report.plot_trajectories(out_dir / "trajectories.png", t, problem.measured, simulated, names)
+    report.plot_stick_figures(out_dir / "stick_figures.png", t, problem.measured, simulated)
+    history = outcome.global_result.history
+    nfev = [item.nfev for item in history]
+    best = [item.best for item in history]
+    if outcome.polish_result is not None:
+        offset = outcome.global_result.nfev
+        nfev += [item.nfev + offset for item in outcome.polish_result.history]
+        best += [min(best[-1], item.best) for item in outcome.polish_result.history]
+    label = f"{settings.algorithm} {settings.pack} × {settings.iterations}" + (
+        " + least-squares polish" if settings.polish else ""
+    )
+    report.plot_convergence(out_dir / "convergence.png", nfev, best, label)
+    return record

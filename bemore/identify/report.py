@@ -1,0 +1,185 @@
+"""What ``bemore identify`` writes: fit metrics, athlete.json, convergence.csv, summary, plots."""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bemore.identify.identifiability import Identifiability
+from bemore.identify.space import ParameterSpace
+
+ATHLETE_FORMAT = "bemore-athlete 1"
+
+
+def fit_metrics(measured: np.ndarray, simulated: np.ndarray, names: list[str]) -> dict[str, Any]:
+    """Cost and distances of a fit; ``measured``/``simulated`` are (F, 7, 2) joint centres in m.
+
+    ``cost_m2`` = Σ over frames and joint centres of the squared distance (the cost f1);
+    ``mean_distance_mm`` = mean of the distances; ``rms_mm`` = per joint centre, the RMS distance.
+    Joint centres not seen (NaN) are left out.
+    """
+    squared = np.sum((simulated - measured) ** 2, axis=-1)  # (F, 7) m², NaN where not seen
+    return {
+        "cost_m2": float(np.nansum(squared)),
+        "mean_distance_mm": float(np.nanmean(np.sqrt(squared))) * 1e3,
+        "rms_mm": {
+            name: float(np.sqrt(np.nanmean(squared[:, k]))) * 1e3 for k, name in enumerate(names)
+        },
+    }
+
+
+def parameter_rows(
+    space: ParameterSpace, values: np.ndarray, identifiability: Identifiability | None
+) -> dict[str, dict[str, Any]]:
+    """``parameters`` of athlete.json: value, unit, lower, upper, position in the box, flags."""
+    flags = {item.name: item for item in identifiability.parameters} if identifiability else {}
+    rows = {}
+    for k, name in enumerate(space.names):
+        row: dict[str, Any] = {
+            "value": float(values[k]),
+            "unit": space.units[k],
+            "lower": float(space.lower[k]),
+            "upper": float(space.upper[k]),
+            "position": float((values[k] - space.lower[k]) / space.width[k]),
+            "seed_value": float(space.seed_values[k]),
+            "description": space.descriptions[k],
+        }
+        if name in flags:
+            row["identifiable"] = flags[name].identifiable
+            row["standard_error"] = flags[name].standard_error
+        rows[name] = row
+    return rows
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python, bemore and the numerical libraries used."""
+    import numba
+    import scipy
+
+    import bemore
+
+    found = {
+        "python": platform.python_version(),
+        "bemore": bemore.__version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "numba": numba.__version__,
+    }
+    for module in ("pyswarms", "pymoo"):
+        try:
+            found[module] = __import__(module).__version__
+        except (ImportError, AttributeError):
+            found[module] = "not installed"
+    return found
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` as indented JSON (NaN/inf are not valid JSON: they become null)."""
+    path.write_text(json.dumps(_finite(data), indent=2) + "\n", encoding="utf-8")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
+def summary_text(athlete: dict[str, Any]) -> str:
+    """A table like the seed's Table 7: value, bounds, position within the bounds, flags."""
+    lines = [
+        f"{'parameter':<24}{'value':>12}  {'unit':<6}{'lower':>10}{'upper':>10}  "
+        f"{'position in box':<17}{'seed':>10}"
+    ]
+    for name, row in athlete["parameters"].items():
+        position = min(max(row["position"], 0.0), 1.0)
+        bar = "".join("#" if (i + 0.5) / 10 <= position else "-" for i in range(10))
+        flag = "" if row.get("identifiable", True) else "  ? not determined"
+        lines.append(
+            f"{name:<24}{row['value']:>12.5g}  {row['unit']:<6}{row['lower']:>10.5g}"
+            f"{row['upper']:>10.5g}  [{bar}] {position:>4.0%}{row['seed_value']:>10.5g}{flag}"
+        )
+    fit = (
+        f"cost {athlete['cost_m2']:.4g} m²   mean distance {athlete['mean_distance_mm']:.3g} mm   "
+        f"{athlete['algorithm']} pack {athlete['pack']} × {athlete['iterations']} it, "
+        f"{athlete['evaluations']} evaluations, {athlete['elapsed_s']:.3g} s"
+    )
+    lines += ["", fit]
+    lines.append(
+        "RMS distance per joint centre (mm): "
+        + ", ".join(f"{name} {value:.3g}" for name, value in athlete["rms_mm"].items())
+    )
+    flagged = (athlete.get("identifiability") or {}).get("flagged", [])
+    if flagged:
+        lines.append(
+            "not determined by this trial: " + ", ".join(flagged) + " (see athlete.json reasons)"
+        )
+    if athlete.get("interrupted"):
+        lines.append("INTERRUPTED: best result so far")
+    return "\n".join(lines)
+
+
+def plot_trajectories(
+    path: Path, t: np.ndarray, measured: np.ndarray, simulated: np.ndarray, names: list[str]
+) -> None:
+    """Measured vs simulated x(t), y(t) of each joint centre (mm)."""
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(len(names), 2, figsize=(10, 1.6 * len(names)), sharex=True)
+    for k, name in enumerate(names):
+        for column, label in enumerate(("x", "y")):
+            axis = axes[k, column]
+            axis.plot(t, measured[:, k, column] * 1e3, "k-", lw=1.2, label="measured")
+            axis.plot(t, simulated[:, k, column] * 1e3, "r--", lw=1.0, label="simulated")
+            axis.set_ylabel(f"{name} {label} (mm)", fontsize=8)
+    axes[0, 0].legend(fontsize=8)
+    for axis in axes[-1]:
+        axis.set_xlabel("t (s)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def plot_stick_figures(
+    path: Path, t: np.ndarray, measured: np.ndarray, simulated: np.ndarray, count: int = 6
+) -> None:
+    """Measured (black) and simulated (red) joint-centre chains at ``count`` key frames."""
+    import matplotlib.pyplot as plt
+
+    frames = np.linspace(0, t.size - 1, count).round().astype(int)
+    figure, axes = plt.subplots(1, count, figsize=(2.4 * count, 3.2))
+    for axis, frame in zip(np.atleast_1d(axes), frames, strict=True):
+        axis.plot(*measured[frame].T, "ko-", lw=2, ms=3, label="measured")
+        axis.plot(*simulated[frame].T, "ro--", lw=1.2, ms=3, label="simulated")
+        axis.plot(0.0, 0.0, "bs", ms=4)
+        axis.set_title(f"t = {t[frame]:.2f} s", fontsize=9)
+        axis.set_aspect("equal")
+        axis.set_xlim(-1.8, 1.8)
+        axis.set_ylim(-1.8, 1.8)
+        axis.tick_params(labelsize=7)
+    np.atleast_1d(axes)[0].legend(fontsize=7, loc="lower left")
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def plot_convergence(path: Path, nfev: list[int], best: list[float], label: str) -> None:
+    """Best cost (m², log scale) against the number of simulations."""
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 4))
+    axis.semilogy(nfev, best, "b-", lw=1.5)
+    axis.set_xlabel("simulations")
+    axis.set_ylabel("best cost f1 (m²)")
+    axis.set_title(label, fontsize=9)
+    axis.grid(True, which="both", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)

@@ -1,0 +1,145 @@
+"""``identify``: fit the real-gymnast model to a prepared trial, then explain the fit.
+
+global run (GWO by default, any algorithm of :mod:`bemore.optimize`) → optional least-squares
+polish → Jacobian at the optimum → identifiability → fit metrics and simulated trajectories.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bemore.errors import ConfigError
+from bemore.identify.identifiability import Identifiability, analyse
+from bemore.identify.problem import IdentificationProblem
+from bemore.identify.report import fit_metrics
+from bemore.identify.space import ParameterSpace
+from bemore.optimize import make_algorithm, minimize
+from bemore.optimize.driver import Callback
+from bemore.optimize.polish import finite_difference_jacobian, polish
+from bemore.optimize.result import OptimisationResult
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How to run the identification (defaults: the seed protocol, GWO 200 × 50)."""
+
+    algorithm: str = "gwo"
+    pack: int = 200
+    iterations: int = 50
+    seed: int = 0
+    polish: bool = False
+    workers: int = 0
+    polish_iterations: int = 30
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    """Everything an identification found (SI values, normalised x, results, metrics)."""
+
+    values: np.ndarray
+    x: np.ndarray
+    global_result: OptimisationResult
+    polish_result: OptimisationResult | None
+    identifiability: Identifiability | None
+    metrics: dict[str, Any]
+    simulated_points: np.ndarray  # (F, n_points, 2) m, all named points
+    elapsed_s: float
+    analysis_evaluations: int = 0  # simulations of the final Jacobian (identifiability)
+
+    @property
+    def interrupted(self) -> bool:
+        """True when Ctrl-C stopped the global run or the polish."""
+        return self.global_result.interrupted or bool(
+            self.polish_result and self.polish_result.interrupted
+        )
+
+    @property
+    def evaluations(self) -> int:
+        """Simulations run, global run and polish (including Jacobians) together."""
+        extra = self.polish_result.nfev if self.polish_result else 0
+        return self.global_result.nfev + extra
+
+
+def set_workers(workers: int) -> int:
+    """Use ``workers`` threads for the engine's batch (0 = all local cores); return the number."""
+    import numba
+
+    available = numba.config.NUMBA_NUM_THREADS
+    if workers < 0 or workers > available:
+        raise ConfigError(f"--workers {workers}: allowed 0 (all cores) to {available}")
+    numba.set_num_threads(workers or available)
+    return workers or available
+
+
+def identify(
+    problem: IdentificationProblem,
+    settings: RunSettings,
+    callback: Callback | None = None,
+    on_phase: Any = None,
+) -> Outcome:
+    """Run the identification on ``problem`` with ``settings``; see the module docstring.
+
+    ``callback(record, best_x)`` follows the global run (return True to stop it);
+    ``on_phase(name)`` is told when the polish and the analysis start.
+    """
+    start = time.perf_counter()
+    set_workers(settings.workers)
+    algorithm = make_algorithm(
+        settings.algorithm,
+        problem,
+        settings.pack,
+        settings.iterations,
+        settings.seed,
+        settings.options,
+    )
+    result = minimize(problem, algorithm, callback=callback, seed=settings.seed)
+    x, polished, jacobian, residuals = result.x, None, None, None
+    if settings.polish and not result.interrupted:
+        if on_phase:
+            on_phase("polish")
+        fit = polish(
+            problem.residuals,
+            result.x,
+            problem.lower,
+            problem.upper,
+            max_iterations=settings.polish_iterations,
+        )
+        polished = fit.result
+        if fit.result.fun <= result.fun:
+            x, jacobian, residuals = fit.result.x, fit.jacobian, fit.residuals
+    identifiability, analysis_evaluations = None, 0
+    if not (result.interrupted or (polished and polished.interrupted)):
+        if on_phase:
+            on_phase("analysis")
+        if jacobian is None:
+            jacobian, residuals, analysis_evaluations = finite_difference_jacobian(
+                problem.residuals, x, problem.lower, problem.upper
+            )
+        values = problem.space.to_physical(x)
+        identifiability = analyse(
+            jacobian, residuals, problem.space.names, values, problem.space.width
+        )
+    points = problem.simulated_points(x[None, :])[0]
+    cost_index = [problem.model.point_names.index(name) for name in problem.cost_points]
+    metrics = fit_metrics(problem.measured, points[:, cost_index], list(problem.cost_points))
+    return Outcome(
+        values=problem.space.to_physical(x),
+        x=x,
+        global_result=result,
+        polish_result=polished,
+        identifiability=identifiability,
+        metrics=metrics,
+        simulated_points=points,
+        elapsed_s=time.perf_counter() - start,
+        analysis_evaluations=analysis_evaluations,
+    )
+
+
+def space_for(identification: Any, gymnast: Any, source: str) -> ParameterSpace:
+    """The searched box of ``identification`` (see :class:`ParameterSpace`)."""
+    return ParameterSpace.from_config(identification, gymnast, source)

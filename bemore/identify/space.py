@@ -1,0 +1,95 @@
+"""The identified parameters' search box, and its normalisation to [0, 1] for the optimisers.
+
+The box is the one of ``configs/identification.toml``, except the trunk-mass upper bound, which
+is the one actually searched: ``bemore.settings.trunk_mass_upper_bound_kg`` (the thighs keep at
+least ``[mass_budget] min_thigh_pair_mass_kg``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bemore.errors import ConfigError
+from bemore.settings import Gymnast, Identification, trunk_mass_upper_bound_kg
+
+
+@dataclass(frozen=True)
+class ParameterSpace:
+    """Names, units and bounds (SI) of the identified parameters, in the configured order."""
+
+    names: tuple[str, ...]
+    units: tuple[str, ...]
+    descriptions: tuple[str, ...]
+    lower: np.ndarray
+    upper: np.ndarray
+    seed_values: np.ndarray
+    configured_upper: np.ndarray
+
+    @classmethod
+    def from_config(
+        cls, identification: Identification, gymnast: Gymnast, source: str = "identification.toml"
+    ) -> ParameterSpace:
+        """The searched box: configured bounds, trunk-mass upper bound from the mass budget."""
+        parameters = identification.parameters
+        lower = np.array([item.lower for item in parameters])
+        configured = np.array([item.upper for item in parameters])
+        upper = configured.copy()
+        names = tuple(item.name for item in parameters)
+        if "trunk.mass" in names:
+            index = names.index("trunk.mass")
+            upper[index] = trunk_mass_upper_bound_kg(identification, gymnast)
+            if not lower[index] < upper[index]:
+                raise ConfigError(
+                    f"{source}: trunk.mass lower = {lower[index]:g} kg is not below the searched "
+                    f"upper bound {upper[index]:g} kg (trunk+thighs total − "
+                    "[mass_budget] min_thigh_pair_mass_kg)"
+                )
+        return cls(
+            names=names,
+            units=tuple(item.unit for item in parameters),
+            descriptions=tuple(item.description for item in parameters),
+            lower=lower,
+            upper=upper,
+            seed_values=np.array([item.seed_value for item in parameters]),
+            configured_upper=configured,
+        )
+
+    @property
+    def dim(self) -> int:
+        """Number of identified parameters."""
+        return len(self.names)
+
+    @property
+    def width(self) -> np.ndarray:
+        """upper − lower, per parameter (SI)."""
+        return self.upper - self.lower
+
+    def to_physical(self, X: np.ndarray) -> np.ndarray:
+        """Normalised points (..., d) in [0, 1] → SI values (..., d)."""
+        return self.lower + np.asarray(X, dtype=float) * self.width
+
+    def to_normalised(self, P: np.ndarray) -> np.ndarray:
+        """SI values (..., d) → normalised points (..., d) (0 = lower bound, 1 = upper)."""
+        return (np.asarray(P, dtype=float) - self.lower) / self.width
+
+    def as_dict(self, values: np.ndarray) -> dict[str, float]:
+        """SI values (d,) → {name: value}."""
+        return {name: float(value) for name, value in zip(self.names, values, strict=True)}
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The box as JSON-ready rows (name, unit, lower, upper, configured upper)."""
+        return [
+            {
+                "name": name,
+                "unit": unit,
+                "lower": float(low),
+                "upper": float(high),
+                "configured_upper": float(configured),
+            }
+            for name, unit, low, high, configured in zip(
+                self.names, self.units, self.lower, self.upper, self.configured_upper, strict=True
+            )
+        ]

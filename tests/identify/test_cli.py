@@ -1,0 +1,108 @@
+"""``bemore identify`` on the bundled sample trial and on bad input (one clear line each)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bemore.cli import cli
+from bemore.identify.problem import IdentificationProblem
+from bemore.paths import data_dir, default_config
+
+SAMPLE = data_dir() / "sample_trial.c3d"
+REAL_NON_BAR_TRIAL = Path("/work/shared/realdata/pyomeca_markers.trc")
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, ["identify", *args])
+
+
+def one_error_line(result) -> str:
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_short_run_on_the_sample_trial_writes_athlete_json(tmp_path) -> None:
+    out = tmp_path / "out"
+    result = run(str(SAMPLE), "--pack", "6", "--iterations", "2", "--seed", "3", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    athlete = json.loads((out / "athlete.json").read_text())
+    assert list(athlete["parameters"]) == [item["name"] for item in athlete["config"]["box"]]
+    assert len(athlete["parameters"]) == 12
+    assert athlete["pack"] == 6 and athlete["iterations"] == 2 and athlete["seed"] == 3
+    assert athlete["evaluations"] == 13  # 2 × 6 and the re-evaluated best
+    assert athlete["trial"]["source"].endswith("sample_trial.c3d")
+    assert athlete["config"]["trunk_mass_upper_bound_kg"] == pytest.approx(25.433)
+    assert athlete["elapsed_s"] > 0 and athlete["interrupted"] is False
+    # The summary table is printed: every parameter with its position in the box.
+    assert re.search(r"bar\.stiffness_x\s+[\d.]+\s+N/m", result.output)
+    assert "RMS distance per joint centre" in result.output
+
+
+def test_ctrl_c_writes_the_best_so_far_marked_interrupted(tmp_path, monkeypatch) -> None:
+    calls = {"n": 0}
+    original = IdentificationProblem._evaluate
+
+    def interrupted_on_third_batch(self, X):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return original(self, X)
+
+    monkeypatch.setattr(IdentificationProblem, "_evaluate", interrupted_on_third_batch)
+    out = tmp_path / "out"
+    result = run(str(SAMPLE), "--pack", "4", "--iterations", "20", "--out", str(out))
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)  # a clean exit, not a crash
+    athlete = json.loads((out / "athlete.json").read_text())
+    assert athlete["interrupted"] is True
+    assert athlete["global_run"]["nit"] == 2
+    assert athlete["identifiability"] is None
+    assert "INTERRUPTED" in result.output
+
+
+def test_malformed_trial_is_one_line(tmp_path) -> None:
+    bad = tmp_path / "bad.c3d"
+    bad.write_bytes(b"not a c3d file at all")
+    result = run(str(bad), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2
+    assert "bad.c3d" in one_error_line(result)
+
+
+@pytest.mark.skipif(not REAL_NON_BAR_TRIAL.exists(), reason="shared real data not mounted")
+def test_a_real_trial_without_the_bar_markers_is_refused_naming_them(tmp_path) -> None:
+    result = run(str(REAL_NON_BAR_TRIAL), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2
+    assert "BAR_01" in one_error_line(result)
+
+
+def test_unknown_algorithm_is_a_usage_error(tmp_path) -> None:
+    result = run(str(SAMPLE), "--algorithm", "annealing", "--out", str(tmp_path))
+    assert result.exit_code == 2
+    assert "'annealing' is not one of 'gwo', 'pso', 'de', 'cmaes'" in result.output
+
+
+def test_a_pack_of_one_is_refused(tmp_path) -> None:
+    result = run(str(SAMPLE), "--pack", "1", "--out", str(tmp_path))
+    assert result.exit_code == 2
+    assert one_error_line(result) == (
+        "bemore: error: --pack 1: a population needs at least 2 members"
+    )
+
+
+def test_bounds_with_lower_not_below_upper_name_file_and_parameter(tmp_path) -> None:
+    text = default_config("identification.toml").read_text()
+    broken = text.replace("lower = 0.1\nupper = 1.0", "lower = 1.0\nupper = 0.1")
+    assert broken != text
+    config = tmp_path / "identification.toml"
+    config.write_text(broken)
+    result = run(str(SAMPLE), "--config", str(config), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert str(config) in line and "bar.mass: lower (1.0) must be below upper (0.1)" in line

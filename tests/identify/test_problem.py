@@ -1,0 +1,81 @@
+"""The searched box, its normalisation, and the identification cost on engine-made data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bemore.errors import ConfigError
+from bemore.identify.problem import IdentificationProblem
+from bemore.identify.space import ParameterSpace
+from bemore.settings import load_gymnast, load_identification
+from tests.identify.synthetic import synthetic_case
+
+FRAMES = 300  # 0.3 s: enough for plumbing, fast
+
+
+def seed_truth() -> dict[str, float]:
+    return {item.name: item.seed_value for item in load_identification().parameters}
+
+
+def test_box_uses_the_trunk_mass_budget_bound() -> None:
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    k = space.names.index("trunk.mass")
+    # trunk 17.529 + thighs 2 × 4.952 = 27.433 kg, minus 2 kg kept for the thighs.
+    assert space.upper[k] == pytest.approx(25.433)
+    assert space.configured_upper[k] == 29.8
+    assert space.dim == 12
+    assert np.allclose(space.to_physical(np.zeros(12)), space.lower)
+    assert np.allclose(space.to_physical(np.ones(12)), space.upper)
+    half = space.to_physical(np.full(12, 0.5))
+    assert half[space.names.index("bar.stiffness_x")] == pytest.approx(27_500.0)
+    assert np.allclose(space.to_normalised(half), 0.5)
+
+
+def test_trunk_mass_lower_bound_above_the_budget_is_a_config_error() -> None:
+    identification = load_identification()
+    data = identification.model_dump()
+    data["mass_budget"]["min_thigh_pair_mass_kg"] = 23.0  # budget bound 4.433 < lower 5.259
+    changed = type(identification).model_validate(data)
+    with pytest.raises(ConfigError, match=r"my\.toml: trunk\.mass lower = 5\.259 kg"):
+        ParameterSpace.from_config(changed, load_gymnast(), "my.toml")
+
+
+def test_cost_at_the_truth_is_the_noise_and_residuals_agree_with_the_cost() -> None:
+    case = synthetic_case(seed_truth(), noise_m=0.001, seed=1, frames=FRAMES)
+    problem = case.problem
+    truth = problem.space.to_normalised(np.array([case.truth[n] for n in problem.space.names]))
+    cost = problem.evaluate(truth[None, :])[0]
+    # 300 frames × 7 centres × 2 coordinates of N(0, 1 mm²): expected 4.2e-3 m², sd 1.2 %.
+    assert cost == pytest.approx(FRAMES * 14 * 1e-6, rel=0.05)
+    X = np.vstack([truth, np.random.default_rng(0).random((3, 12))])
+    costs = problem.evaluate(X)
+    r = problem.residuals(X)
+    assert r.shape == (4, FRAMES * 14)
+    assert np.allclose(np.sum(r**2, axis=1), costs, rtol=1e-9)
+    assert np.all(costs[1:] > 10 * costs[0])
+
+
+def test_a_parameter_set_the_engine_cannot_simulate_gets_the_finite_penalty() -> None:
+    case = synthetic_case(seed_truth(), noise_m=0.0, seed=1, frames=FRAMES)
+    space = case.problem.space
+    upper = space.upper.copy()
+    upper[space.names.index("trunk.mass")] = 40.0  # beyond 27.433 kg the thighs' mass is < 0
+    wide = ParameterSpace(
+        space.names, space.units, space.descriptions, space.lower, upper, space.seed_values, upper
+    )
+    problem = IdentificationProblem(
+        case.problem.model,
+        wide,
+        case.problem.motion,
+        case.problem.free_q0,
+        case.problem.free_qd0,
+        case.problem.measured,
+        case.problem.cost_points,
+    )
+    X = np.full((2, 12), 0.5)
+    X[1, space.names.index("trunk.mass")] = 1.0
+    costs = problem.evaluate(X)
+    assert np.isfinite(costs[0]) and costs[0] < 1e3
+    assert costs[1] == FRAMES * 7 * 10.0**2
+    assert np.sum(problem.residuals(X)[1] ** 2) == pytest.approx(costs[1])

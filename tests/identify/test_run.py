@@ -1,0 +1,82 @@
+"""identify(): global run, polish, identifiability and the written files (short runs)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from bemore.errors import ConfigError
+from bemore.identify.outputs import FILES, write_outputs
+from bemore.identify.run import RunSettings, identify, set_workers
+from bemore.settings import load_identification
+from tests.identify.synthetic import synthetic_case
+
+FRAMES = 300
+
+
+@pytest.fixture(scope="module")
+def case():
+    truth = {item.name: item.seed_value for item in load_identification().parameters}
+    return synthetic_case(truth, noise_m=0.001, seed=2, frames=FRAMES)
+
+
+def test_short_run_with_polish_writes_every_file(case, tmp_path) -> None:
+    settings = RunSettings(pack=8, iterations=3, seed=5, polish=True, polish_iterations=3)
+    outcome = identify(case.problem, settings)
+    assert outcome.global_result.nit == 3 and outcome.global_result.nfev == 25
+    assert outcome.polish_result is not None
+    assert outcome.polish_result.fun <= outcome.global_result.fun
+    assert np.all((outcome.x >= 0) & (outcome.x <= 1))
+    assert outcome.evaluations == 25 + outcome.polish_result.nfev
+    assert len(outcome.identifiability.parameters) == 12
+    record = write_outputs(tmp_path, outcome, case.problem, settings, {"source": "synthetic"}, {})
+    for name in FILES:
+        assert (tmp_path / name).stat().st_size > 0, name
+    athlete = json.loads((tmp_path / "athlete.json").read_text())
+    assert athlete == json.loads(json.dumps(record))
+    trunk = athlete["parameters"]["trunk.mass"]
+    assert set(trunk) >= {"value", "unit", "lower", "upper"}
+    assert trunk["unit"] == "kg" and trunk["upper"] == pytest.approx(25.433)
+    assert trunk["lower"] <= trunk["value"] <= trunk["upper"]
+    assert athlete["cost_m2"] == pytest.approx(outcome.polish_result.fun, rel=1e-9)
+    assert set(athlete["rms_mm"]) == {"bar", "wrist", "elbow", "neck", "hip", "knee", "ankle"}
+    assert athlete["algorithm"] == "gwo" and athlete["pack"] == 8 and athlete["seed"] == 5
+    assert athlete["interrupted"] is False
+    assert "numpy" in athlete["versions"]
+    rows = list(csv.DictReader((tmp_path / "convergence.csv").open()))
+    assert [row["phase"] for row in rows[:3]] == ["global"] * 3
+    assert rows[3]["phase"] == "polish"
+    assert int(rows[2]["evaluations"]) == 24
+    bests = [float(row["best_cost_m2"]) for row in rows]
+    assert bests == sorted(bests, reverse=True)
+
+
+def test_mean_distance_is_consistent_with_the_cost(case) -> None:
+    outcome = identify(case.problem, RunSettings(pack=4, iterations=2))
+    metrics = outcome.metrics
+    rms_all = np.sqrt(np.mean(np.array(list(metrics["rms_mm"].values())) ** 2))
+    assert rms_all == pytest.approx(np.sqrt(metrics["cost_m2"] / (FRAMES * 7)) * 1e3)
+    assert metrics["mean_distance_mm"] <= rms_all
+
+
+def test_interrupted_run_keeps_the_best_so_far_and_skips_polish_and_analysis(case) -> None:
+    def stop(record, best_x):
+        if record.iteration == 2:
+            raise KeyboardInterrupt
+
+    outcome = identify(case.problem, RunSettings(pack=4, iterations=10, polish=True), callback=stop)
+    assert outcome.interrupted and outcome.global_result.nit == 2
+    assert outcome.polish_result is None and outcome.identifiability is None
+    assert outcome.metrics["cost_m2"] == pytest.approx(outcome.global_result.fun, rel=1e-9)
+
+
+def test_unknown_algorithm_and_bad_workers_are_clear_errors(case) -> None:
+    from bemore.errors import OptimisationError
+
+    with pytest.raises(OptimisationError, match="unknown algorithm 'nelder'"):
+        identify(case.problem, RunSettings(algorithm="nelder", pack=4, iterations=1))
+    with pytest.raises(ConfigError, match="--workers 999"):
+        set_workers(999)
