@@ -1,0 +1,134 @@
+"""The whole synthesis, on narrowed boxes so that it runs in seconds, and its command."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from bemore.cli import cli
+from bemore.model import DrivenMotion, exemplary_parameters, load_model, simulate
+from bemore.synthesis.gesture import GestureParameters, sample_gesture
+
+TEMPLATE = """
+[bounds]
+final_time_s = {{ lower = {tf[0]}, upper = {tf[1]} }}
+flexion_end_time_s = {{ lower = {tm[0]}, upper = {tm[1]} }}
+max_flexion_deg = {{ lower = {phi[0]}, upper = {phi[1]} }}
+
+[constraints]
+min_extension_duration_s = 0.5
+final_rotation_deg = {{ lower = 360.0, upper = 362.0 }}
+
+[solver]
+method = "slsqp"
+objective = "abs_torque_integral"
+starts = {starts}
+seed = 0
+
+[seed_result]
+final_time_s = 2.405
+flexion_end_time_s = 1.468
+max_flexion_deg = 160.0
+evaluations = 354
+elapsed_s = 23.82
+"""
+# A box around bemore's optimum for the default athlete (t_f ≈ 2.963 s, t_flexmax ≈ 1.729 s,
+# φ_max = 160°, found by the full 8-start run of the default configuration).
+NEAR_OPTIMUM = {"tf": (2.9, 3.03), "tm": (1.67, 1.79), "phi": (155.0, 160.0), "starts": 1}
+# Too short and too little flexion to turn a full circle (the rotation stays below 300°).
+IMPOSSIBLE = {"tf": (2.0, 2.2), "tm": (0.8, 1.2), "phi": (120.0, 125.0), "starts": 1}
+
+
+def _config(tmp_path, name: str, values: dict) -> str:
+    path = tmp_path / name
+    path.write_text(TEMPLATE.format(**values))
+    return path
+
+
+def _resimulated_rotation_deg(design: GestureParameters) -> float:
+    """Independent re-simulation (bemore.model directly, 0.125 ms steps) of a gesture."""
+    model = load_model("exemplary_gymnast")
+    P = model.parameter_matrix([exemplary_parameters()])
+    q0 = model.equilibrium(P, [0.0], free_q=[0.0, 0.0, np.pi / 2, 0.0, 0.0])[0]
+    t = (
+        np.arange(0, round(design.final_time_s * 1000) + 1)
+        / 1000
+        * (design.final_time_s / (round(design.final_time_s * 1000) / 1000))
+    )
+    angle, velocity, acceleration, _ = sample_gesture(design, t)
+    motion = DrivenMotion(t, angle[:, None], velocity[:, None], acceleration[:, None])
+    sim = simulate(model, P, motion, q0, np.zeros(5), outputs=("free_q",), substeps=8)
+    return float(np.rad2deg(sim.free_q[0, -1, 2] - q0[2]))
+
+
+def test_command_finds_a_gesture_that_holds_every_constraint(tmp_path) -> None:
+    config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
+    out = tmp_path / "gesture"
+    result = CliRunner().invoke(
+        cli, ["synthesize", "--config", str(config), "--no-animation", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "seed (fmincon)" in result.output and "2.405" in result.output
+    data = json.loads((out / "gesture.json").read_text())
+    assert data["feasible"] is True
+    assert all(item["satisfied"] for item in data["constraints"])
+    design = GestureParameters(
+        **{k: v for k, v in data["design"].items() if k != "max_flexion_deg"}
+    )
+    # Same optimum as the full run (within the narrowed box it is interior in t_f, t_flexmax).
+    assert design.final_time_s == pytest.approx(2.963, abs=0.01)
+    assert design.flexion_end_time_s == pytest.approx(1.729, abs=0.01)
+    assert np.rad2deg(design.max_flexion_rad) == pytest.approx(160.0, abs=1e-6)
+    # Re-simulated independently: the rotation lies in the 360°–362° band.
+    rotation = _resimulated_rotation_deg(design)
+    assert 360.0 <= rotation <= 362.0
+    assert rotation == pytest.approx(data["final_rotation_deg"], abs=1e-3)
+    assert design.final_time_s - design.flexion_end_time_s >= 0.5
+    # Outputs: setpoints at 1 kHz up to t_f, per-shoulder torque = half of the total.
+    lines = (out / "setpoints.csv").read_text().splitlines()
+    assert lines[0] == "# format: bemore-setpoints 1"
+    header = lines.index("t_s,shoulder_angle_rad,shoulder_velocity_rad_s,shoulder_torque_nm")
+    rows = np.array([[float(cell) for cell in line.split(",")] for line in lines[header + 1 :]])
+    assert rows[-1, 0] >= design.final_time_s and rows[-2, 0] < design.final_time_s
+    profiles = np.genfromtxt(out / "profiles.csv", delimiter=",", names=True)
+    np.testing.assert_allclose(rows[:, 3], profiles["torque_total_nm"] / 2, rtol=1e-8, atol=1e-8)
+    assert len(list((out / "plots").glob("*.png"))) == 7
+    assert data["evaluations"] > 0 and data["elapsed_s"] > 0
+
+
+def test_impossible_box_says_which_constraint_fails(tmp_path) -> None:
+    config = _config(tmp_path, "impossible.toml", IMPOSSIBLE)
+    out = tmp_path / "none"
+    result = CliRunner().invoke(
+        cli, ["synthesize", "--config", str(config), "--no-animation", "--out", str(out)]
+    )
+    assert result.exit_code == 1
+    assert "constraint failed: rotation about the bar at t_f" in result.output
+    assert "no feasible gesture" in result.output
+    assert not (out / "setpoints.csv").exists()
+    data = json.loads((out / "gesture.json").read_text())
+    assert data["feasible"] is False
+    failing = [item for item in data["constraints"] if not item["satisfied"]]
+    assert [item["name"] for item in failing] == ["rotation about the bar at t_f"]
+    # The closest design turns further than the box centre (where the only start was).
+    centre = GestureParameters(2.1, 1.0, np.deg2rad(122.5))
+    assert failing[0]["value"] > _resimulated_rotation_deg(centre) + 1.0
+    assert failing[0]["value"] < 300.0
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(
+        cli, ["synthesize", str(tmp_path / "missing.json"), "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 2
+    assert "missing.json: athlete file not found" in result.output
+    bad = tmp_path / "bad.toml"
+    bad.write_text(TEMPLATE.format(**NEAR_OPTIMUM).replace("starts = 1", "starts = 0"))
+    result = runner.invoke(cli, ["synthesize", "--config", str(bad), "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "bad.toml: [solver] starts = 0" in result.output
+    assert "Traceback" not in result.output
