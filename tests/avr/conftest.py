@@ -130,6 +130,7 @@ class Client:
         self.decoder = FrameDecoder()
         self.seq = 0
         self.received: list[Message] = []
+        self.cursor = 0  # wait_for looks at received[cursor:]
         self.serial.write(b"\x00")
 
     def send(self, name: str, **fields: int) -> int:
@@ -152,16 +153,20 @@ class Client:
         return new
 
     def wait_for(self, predicate, timeout_s: float = 5.0) -> Message:
-        """The first message (received from now on) for which ``predicate`` holds."""
+        """The first message after the previous match for which ``predicate`` holds."""
         end = time.monotonic() + timeout_s
-        while time.monotonic() < end:
-            for message in self.poll(0.01):
-                if predicate(message):
-                    return message
-        raise AssertionError(f"no matching message within {timeout_s} s")
+        while True:
+            for index in range(self.cursor, len(self.received)):
+                if predicate(self.received[index]):
+                    self.cursor = index + 1
+                    return self.received[index]
+            if time.monotonic() >= end:
+                raise AssertionError(f"no matching message within {timeout_s} s")
+            self.poll(0.01)
 
     def ack(self, name: str, timeout_s: float = 5.0, **fields: int) -> int:
         """Send a command and return the result code of its ACK."""
+        self.cursor = len(self.received)
         seq = self.send(name, **fields)
         reply = self.wait_for(lambda m: m.name == "ACK" and m.fields["acked_seq"] == seq,
                               timeout_s)
@@ -169,6 +174,7 @@ class Client:
 
     def handshake(self, telemetry_period_ms: int = 1) -> Message:
         """HELLO (asserting OK); the HELLO_REPLY."""
+        self.cursor = len(self.received)
         self.send("HELLO", protocol_version=SPEC.protocol_version,
                   telemetry_period_ms=telemetry_period_ms)
         reply = self.wait_for(lambda m: m.name == "HELLO_REPLY")

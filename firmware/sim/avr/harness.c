@@ -130,9 +130,9 @@ static avr_cycle_count_t estop_watch(struct avr_t *avr, avr_cycle_count_t when, 
     }
     if (harness_motor_torque_nm(h) == 0.0) {
         uint64_t cycles = when - h->estop_cycle;
-        printf("avrsim: estop pulled at mcu tick %u: motor output zero after %llu cycles "
-               "(%.1f us)\n", h->estop_tick, (unsigned long long)cycles,
-               (double)cycles * 1e6 / (double)avr->frequency);
+        printf("avrsim: estop pulled at mcu tick %u with %.2f N.m on the motor: motor output "
+               "zero after %llu cycles (%.1f us)\n", h->estop_tick, h->estop_torque_nm,
+               (unsigned long long)cycles, (double)cycles * 1e6 / (double)avr->frequency);
         fflush(stdout);
         h->estop_watch = 0;
         return 0;
@@ -272,6 +272,7 @@ void harness_set_estop(struct harness *h, int on)
         h->estop_watch = 1;
         h->estop_cycle = now(h);
         h->estop_tick = h->ticks_since_reset;
+        h->estop_torque_nm = harness_motor_torque_nm(h);
         avr_cycle_timer_register(h->avr, 1, estop_watch, h);
     }
     avr_raise_irq(h->pin_estop, on ? 1u : 0u); /* HIGH = asserted (fail-safe contact) */

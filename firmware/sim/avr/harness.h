@@ -38,6 +38,7 @@ struct harness {
     int estop_watch;
     uint64_t estop_cycle;
     uint32_t estop_tick;
+    double estop_torque_nm; /* motor torque when the pin was pulled */
     /* control tick measurement (tick-busy pin) */
     uint64_t tick_start, last_tick_start;
     uint32_t ticks, ticks_since_reset;

@@ -1,0 +1,107 @@
+"""Safety on the emulated ATmega2560: the host going silent trips the firmware watchdog, the
+e-stop pin cuts the motor in its interrupt and the core latches the fault within one tick, and a
+main loop starved by an interrupt storm is reset by the hardware watchdog.
+
+Every duration is measured in EMULATED time (mcu_ticks, CPU cycles), never on the wall clock:
+the emulation may run slower than real time on a loaded machine, and the firmware only ever
+sees its own clock.
+"""
+
+from __future__ import annotations
+
+import time
+
+from tests.avr.conftest import SPEC
+
+OK = SPEC.results["OK"]
+ARMED, FAULT, DISARMED = SPEC.states["ARMED"], SPEC.states["FAULT"], SPEC.states["DISARMED"]
+TICK_CYCLES = 16_000
+
+
+def stream_hold(client, position_urad: int, count: int, period_s: float = 0.002) -> int:
+    """Send ``count`` position setpoints holding ``position_urad``; the last one's seq."""
+    seq = -1
+    for k in range(count):
+        seq = client.send("SETPOINT", time_ms=2 * k, mode=SPEC.modes["POSITION"],
+                          position_urad=position_urad, velocity_urad_s=0, torque_mNm=0)
+        client.poll(period_s)
+    return seq
+
+
+def telemetry(client) -> list:
+    return [m for m in client.received if m.name == "TELEMETRY"]
+
+
+def test_stopping_the_host_trips_the_watchdog_within_its_timeout(board, client):
+    client.handshake(telemetry_period_ms=1)
+    assert client.ack("ARM", watchdog_ms=50) == OK
+    last_seq = stream_hold(client, 50_000, 150)  # 0.05 rad: a gentle move, no limit reached
+    # The host stops. The firmware must trip between 50 and 51 ticks after the last setpoint.
+    fault = client.wait_for(lambda m: m.name == "TELEMETRY" and m.fields["state"] == FAULT)
+    assert fault.fields["fault"] == SPEC.faults["WATCHDOG"]
+    frames = telemetry(client)
+    echoed = [i for i, m in enumerate(frames) if m.fields["seq_echo"] == last_seq]
+    first = echoed[0]
+    assert first > 0 and frames[first - 1].fields["state"] == ARMED
+    # telemetry every tick: the last setpoint arrived after the previous frame's tick and by
+    # this frame's tick
+    arrived_after = frames[first - 1].fields["mcu_ticks"]
+    arrived_by = frames[first].fields["mcu_ticks"]
+    assert arrived_by - arrived_after == 1
+    # The frame was handled between those two ticks, so the core fed the watchdog at tick
+    # `arrived_after`; it trips at the first tick more than 50 ticks later (PROTOCOL.md §8).
+    trip_tick = fault.fields["mcu_ticks"]
+    assert 50 < trip_tick - arrived_after <= 52
+    # The torque then ramps to zero (1000 mN·m per tick) and the fault stays latched.
+    time.sleep(0.3)
+    client.poll(0.05)
+    last = telemetry(client)[-1].fields
+    assert last["state"] == FAULT and last["fault"] == SPEC.faults["WATCHDOG"]
+    assert last["torque_mNm"] == 0
+    assert client.ack("ARM", watchdog_ms=50) == SPEC.results["FAULT_LATCHED"]
+
+
+def test_estop_pin_cuts_the_motor_in_the_interrupt_and_faults_within_one_tick(board, client):
+    client.handshake(telemetry_period_ms=1)
+    assert client.ack("ARM", watchdog_ms=200) == OK
+    stream_hold(client, 50_000, 40)
+    board.command("estop on")
+    stream_hold(client, 50_000, 20)  # the host keeps streaming: the pin alone must stop it
+    event = board.wait_event(r"estop pulled at mcu tick (\d+) with (-?[\d.]+) N\.m on the "
+                             r"motor: motor output zero after (\d+) cycles")
+    pulled_tick, torque_nm, cycles = (int(event.group(1)), float(event.group(2)),
+                                      int(event.group(3)))
+    assert abs(torque_nm) > 1.0  # the motor was really pushing when the pin was pulled
+    assert cycles < 1000  # the interrupt cut it within microseconds (16 cycles per µs) ...
+    fault = client.wait_for(lambda m: m.name == "TELEMETRY" and m.fields["state"] == FAULT)
+    assert fault.fields["fault"] == SPEC.faults["ESTOP_INPUT"]
+    # ... and the core latched the fault at the tick running or the next one
+    assert pulled_tick <= fault.fields["mcu_ticks"] <= pulled_tick + 1
+    assert fault.fields["torque_mNm"] == 0
+    # Nothing clears it while the pin is pulled; once released, CLEAR_FAULT then ARM work.
+    assert client.ack("CLEAR_FAULT") == SPEC.results["ESTOP_ACTIVE"]
+    board.command("estop off")
+    time.sleep(0.05)
+    assert client.ack("CLEAR_FAULT") == OK
+    assert client.ack("ARM", watchdog_ms=200) == OK
+
+
+def test_a_starved_main_loop_is_reset_by_the_hardware_watchdog(board, client):
+    client.handshake(telemetry_period_ms=5)
+    assert client.ack("ARM", watchdog_ms=200) == OK
+    stream_hold(client, 50_000, 40)
+    # An edge on encoder pin A every 40 cycles: the encoder interrupt leaves the main loop one
+    # instruction per interrupt, no tick completes, nothing feeds the hardware watchdog.
+    board.command("noise 400")
+    board.wait_event(r"MCU reset \(hardware watchdog\) at emulated ([\d.]+) s")
+    time.sleep(0.2)
+    # The reset lost the session: the outputs float (zero torque) and ARM needs a new HELLO.
+    assert client.ack("ARM", watchdog_ms=200) == SPEC.results["NO_HANDSHAKE"]
+    reply = client.handshake(telemetry_period_ms=5)
+    state = client.wait_for(lambda m: m.name == "TELEMETRY")
+    assert state.fields["state"] == DISARMED and state.fields["fault"] == SPEC.faults["NONE"]
+    assert state.fields["torque_mNm"] == 0
+    stats = board.stop()
+    assert stats["resets"] == 1
+    # mcu_ticks restarted from 0 at the reset: fewer ticks than the harness counted in total
+    assert reply.fields["mcu_ticks"] < stats["ticks"] - 100
