@@ -276,6 +276,7 @@ def solve_multistart(
     feasibility_tolerance: float = 1e-6,
     lockstep: bool = True,
     eager: bool = True,
+    restore: bool = True,
 ) -> SolveOutcome:
     """Run a local method from every starting point (S, n) and return the best feasible end.
 
@@ -283,6 +284,9 @@ def solve_multistart(
     the first start). ``feasibility_tolerance`` is in the constraints' units. With ``lockstep``
     the runs advance in threads whose evaluations are merged into one batch per step; ``eager``
     evaluates each new point with its finite-difference stencil (see :class:`_StencilCache`).
+    With ``restore``, a run whose start violates a constraint first minimises the sum of the
+    squared (scaled) violations (phase 1); if that ends infeasible, the run stops there and its
+    end is the "closest" design, otherwise the objective is minimised from that feasible point.
     """
     from scipy.optimize import Bounds, NonlinearConstraint, minimize
 
@@ -315,10 +319,28 @@ def solve_multistart(
         cjac = lambda u: _jacobian_form(cache.get(u)[3] / scale[:, None], low, up)  # noqa: E731
         box = Bounds(np.zeros(problem.lower.size), np.ones(problem.lower.size))
         try:
+            u0, restoration_iterations = u_starts[index], 0
+            if restore and violation(cache.values(u0)[1], lower_c, upper_c) > 0.0:
+                u0, restoration_iterations = _restore(
+                    cache, u0, box, scale, low, up, max_iterations
+                )
+                f0, c0 = cache.values(u0)
+                if violation(c0, lower_c, upper_c) > feasibility_tolerance:
+                    records[index] = RunRecord(
+                        x0=normaliser.physical(u_starts[index]).tolist(),
+                        x=normaliser.physical(u0).tolist(),
+                        objective=f0,
+                        violation=float(violation(c0, lower_c, upper_c)),
+                        iterations=restoration_iterations,
+                        evaluations=cache.evaluations,
+                        success=False,
+                        message="no feasible point reached: least squared violation found",
+                    )
+                    return
             if method == "slsqp":
                 result = minimize(
                     fun,
-                    u_starts[index],
+                    u0,
                     jac=grad,
                     method="SLSQP",
                     bounds=box,
@@ -337,7 +359,7 @@ def solve_multistart(
                 )
                 result = minimize(
                     fun,
-                    u_starts[index],
+                    u0,
                     jac=grad,
                     hess=BFGS(),
                     method="trust-constr",
@@ -352,7 +374,7 @@ def solve_multistart(
                 x=normaliser.physical(u_end).tolist(),
                 objective=f_end,
                 violation=float(violation(c_end, lower_c, upper_c)),
-                iterations=int(getattr(result, "nit", 0)),
+                iterations=restoration_iterations + int(getattr(result, "nit", 0)),
                 evaluations=cache.evaluations,
                 success=bool(result.success),
                 message=str(result.message),
@@ -383,6 +405,38 @@ def solve_multistart(
         batcher.batches,
         time.perf_counter() - clock,
     )
+
+
+def _restore(
+    cache: _StencilCache,
+    u0: np.ndarray,
+    box: Any,
+    scale: np.ndarray,
+    low: np.ndarray,
+    up: np.ndarray,
+    max_iterations: int,
+) -> tuple[np.ndarray, int]:
+    """Phase 1: minimise Σ min(0, margin)² over the box from u0; returns (end, iterations)."""
+    from scipy.optimize import minimize
+
+    def squared(u: np.ndarray) -> float:
+        margins = constraint_form(cache.values(u)[1] / scale, low, up, "scipy")
+        return float(np.sum(np.minimum(margins, 0.0) ** 2))
+
+    def gradient(u: np.ndarray) -> np.ndarray:
+        _, c, _, jac = cache.get(u)
+        margins = constraint_form(c / scale, low, up, "scipy")
+        return 2.0 * np.minimum(margins, 0.0) @ _jacobian_form(jac / scale[:, None], low, up)
+
+    result = minimize(
+        squared,
+        u0,
+        jac=gradient,
+        method="SLSQP",
+        bounds=box,
+        options={"ftol": 1e-14, "maxiter": max_iterations},
+    )
+    return np.clip(result.x, 0.0, 1.0), int(result.nit)
 
 
 def _jacobian_form(jac: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -80,59 +80,6 @@ def _search(problem: GestureProblem, options: SynthesisOptions) -> SolveOutcome:
     rng = np.random.default_rng(options.seed)
     starts = starting_points(problem, options.starts, rng, problem.linear_margin)
     return solve_multistart(problem, starts, method=options.method, eager=False, tolerance=1e-6)
-
-
-class _ViolationProblem:
-    """Phase-1 problem: minimise the squared (scaled) violation of the nonlinear constraints,
-    keeping the bounds and the linear constraint t_f − t_flexmax ≥ minimum."""
-
-    def __init__(self, problem: GestureProblem):
-        self.problem = problem
-        self.names, self.lower, self.upper = problem.names, problem.lower, problem.upper
-        self.constraint_names = problem.constraint_names[:1]
-        self.constraint_lower = problem.constraint_lower[:1]
-        self.constraint_upper = problem.constraint_upper[:1]
-        self.constraint_scale = problem.constraint_scale[:1]
-
-    def evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Squared scaled violation (B,) and the linear constraint (B, 1)."""
-        _, c = self.problem.evaluate(X)
-        scale = self.problem.constraint_scale[1:]
-        below = np.maximum(0.0, self.problem.constraint_lower[1:] - c[:, 1:]) / scale
-        above = np.maximum(0.0, c[:, 1:] - self.problem.constraint_upper[1:]) / scale
-        return (below**2 + above**2).sum(axis=1), c[:, :1]
-
-
-def _closest(problem: GestureProblem, outcome: SolveOutcome) -> SolveOutcome:
-    """No run ended feasible: from the least-violating end, minimise the violation itself, so
-    that the design reported as "closest" really is (a local minimum of the violation)."""
-    restoration = solve_multistart(
-        _ViolationProblem(problem),
-        outcome.x[None],
-        eager=False,
-        objective_scale=1.0,
-        tolerance=1e-10,
-        max_iterations=30,
-    )
-    f, c = problem.evaluate(restoration.x[None])
-    worst = float(violation(c[0], problem.constraint_lower, problem.constraint_upper))
-    if worst >= outcome.violation:
-        return outcome
-    return SolveOutcome(
-        x=restoration.x,
-        objective=float(f[0]),
-        constraints=c[0],
-        violation=worst,
-        feasible=worst <= 1e-6,
-        iterations=outcome.iterations + restoration.iterations,
-        evaluations=outcome.evaluations + restoration.evaluations + 1,
-        batches=outcome.batches + restoration.batches,
-        elapsed_s=outcome.elapsed_s + restoration.elapsed_s,
-        method=outcome.method,
-        message=outcome.message + "; then minimised the constraint violation",
-        runs=outcome.runs
-        + [replace(run, message="restoration: " + run.message) for run in restoration.runs],
-    )
 
 
 def constraint_statuses(
@@ -210,8 +157,6 @@ def synthesize(
         rotation_margin_deg=ROTATION_MARGIN_DEG,
     )
     outcome = _search(coarse, options)
-    if not outcome.feasible:
-        outcome = _closest(coarse, outcome)
     fine_steps = max(options.coarse_steps, round(outcome.x[0] / options.fine_step_s))
     fine = GestureProblem(
         model,
