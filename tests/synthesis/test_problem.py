@@ -97,3 +97,21 @@ def test_rotation_is_smooth_in_the_design(setup) -> None:
     first, second = np.diff(c[:, 1])
     assert first != 0.0
     assert second == pytest.approx(first, rel=1e-3)
+
+
+def test_free_midpoints_add_two_design_variables_that_change_the_gesture(setup) -> None:
+    model, _, P = setup
+    problem = GestureProblem(model, P, load_synthesis(), free_midpoints=True, steps=200)
+    assert problem.names[3:] == ("mid_fraction_flexion", "mid_fraction_extension")
+    np.testing.assert_allclose(problem.lower[3:], 0.5 - 35 / 256)
+    np.testing.assert_allclose(problem.upper[3:], 0.5 + 35 / 256)
+    X = np.array([[*DESIGN, 0.5, 0.5], [*DESIGN, 0.6, 0.5], [*DESIGN, 0.5, 0.4]])
+    f, c = problem.evaluate(X)
+    # The seed's midpoints reproduce the 3-variable problem exactly.
+    base = GestureProblem(model, P, load_synthesis(), steps=200)
+    f3, c3 = base.evaluate(DESIGN[None])
+    assert f[0] == f3[0] and c[0, 1] == c3[0, 1]
+    # Other midpoints are other gestures: the objective and the rotation move.
+    assert abs(f[1] - f[0]) > 1.0 and abs(f[2] - f[0]) > 1.0
+    assert abs(c[1, 1] - c[0, 1]) > 0.1
+    assert problem.design(X[1]).mid_fraction_flexion == 0.6
