@@ -66,7 +66,8 @@ class Link:
             wire = encode_message(name, seq, **fields)
             try:
                 self._serial.write(wire)
-            except (serial.SerialException, OSError) as error:
+            # a port closed under our feet can also surface as TypeError (its fd became None)
+            except (serial.SerialException, OSError, TypeError, ValueError) as error:
                 self._mark_lost(f"write failed: {error}")
                 raise BenchError(f"{self.port}: link lost ({self.lost_reason})") from None
             return seq, time.perf_counter()

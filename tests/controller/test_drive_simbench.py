@@ -85,13 +85,14 @@ def test_port_closed_mid_stream(setpoint_file, tmp_path):
     assert "watchdog (50 ms) ramps the torque to zero and disarms" in result.message
     assert state == ("FAULT", "WATCHDOG", 0.0)
     log = read_log(log_path)
-    assert 300 < log.setpoints["k"].size < 900
+    # the log holds the stream up to the cut at ~0.6 s (stream time of the last setpoint)
+    assert 400 < log.setpoints["time_ms"].max() < 800
     assert log.end["reason"] == "link lost"
 
 
 def test_corrupted_bytes_stop_the_session(setpoint_file, tmp_path):
     log_path = tmp_path / "session.jsonl"
-    faults = SimFaults(corrupt=0.0005, direction="both", seed=7)
+    faults = SimFaults(corrupt=0.001, direction="both", seed=7)
     with start_simulated_bench(faults=faults) as simulated:
         result = drive(setpoint_file, log_path, port=simulated.port)
         time.sleep(0.2)
@@ -181,8 +182,8 @@ def test_controlled_stop_on_request(setpoint_file, tmp_path):
     assert state == ("DISARMED", "NONE", 0.0)
     log = read_log(log_path)
     # at half speed, 0.8 s of stream reaches gesture time ≈ 0.4 s
-    sent_plan = log.setpoints["rep"] >= 0
-    assert 700 < sent_plan.sum() < 900
+    plan_times = log.setpoints["time_ms"][log.setpoints["rep"] >= 0]
+    assert 700 < plan_times.max() < 900
     assert log.header["settings"]["speed"] == 0.5
 
 

@@ -100,7 +100,7 @@ def assert_within_limits(sent: dict[str, np.ndarray]) -> None:
     assert np.all(torque_rate <= LIMITS["torque rate"][1] + 2e-3 / dt)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gesture=gestures(), mode=mode_settings, abort=st.floats(0.0, 1.0))
 def test_host_never_sends_beyond_the_limits(gesture, mode, abort):
     plan = build_plan(gesture, mode)
