@@ -10,7 +10,7 @@ resampling to 1 kHz with velocities and accelerations → initial free state.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,22 @@ class Trial:
     def duration_s(self) -> float:
         """Duration of the prepared trial (s)."""
         return float(self.t[-1])
+
+    def with_initial_bar_displacement(self, displacement_m: tuple[float, float]) -> Trial:
+        """The same trial with the origin moved so that the bar starts at ``displacement_m``
+        (x, y in m) from it, e.g. the static deflection a candidate's bar springs give
+        (``model.equilibrium``): points, joint centres, seen bar positions and free_q0 shift.
+        """
+        shift = np.asarray(displacement_m, dtype=float) - self.free_q0[:2]
+        free_seen = self.free_seen.copy()
+        free_seen[:, :2] += shift
+        free_q0 = self.free_q0.copy()
+        free_q0[:2] += shift
+        origin = self.plane_origin - shift[0] * self.plane_axes[0] - shift[1] * self.plane_axes[1]
+        note = f"origin moved: bar starts at ({displacement_m[0]:.4f}, {displacement_m[1]:.4f}) m"
+        return replace(self, joint_centres=self.joint_centres + shift, points=self.points + shift,
+                       free_seen=free_seen, free_q0=free_q0, plane_origin=origin,
+                       notes=(*self.notes, note))
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready description (no time series): source, rates, duration, initial state."""

@@ -130,3 +130,19 @@ def test_plane_orientation_chest_forward_and_counter_clockwise(write_trial):
     # lab frame of the synthetic trials: model x = lab X, y = lab Z, z = −lab Y
     assert trial.plane_axes == pytest.approx(np.array([[1, 0, 0], [0, 0, 1], [0, -1, 0]]),
                                              abs=1e-6)
+
+
+def test_moving_the_origin_to_a_bar_deflection(write_trial):
+    """A trial prepared with origin at the bar's start, then moved to a 12 mm sag, equals the
+    trial prepared with that sag in [plane] initial_bar_displacement_m."""
+    path, *_ = write_trial(noise_m=0.0)
+    at_start = prepare_trial(path, settings=_settings((0.0, 0.0)))
+    assert at_start.free_q0[:2] == pytest.approx([0.0, 0.0], abs=1e-12)
+    moved = at_start.with_initial_bar_displacement((0.002, -0.012))
+    direct = prepare_trial(path, settings=_settings((0.002, -0.012)))
+    assert moved.free_q0 == pytest.approx(direct.free_q0, abs=1e-12)
+    assert np.abs(moved.joint_centres - direct.joint_centres).max() < 1e-12
+    assert moved.plane_origin == pytest.approx(direct.plane_origin, abs=1e-12)
+    assert np.array_equal(moved.driven_q, at_start.driven_q)
+    assert moved.joint_centres[0, 0] - at_start.joint_centres[0, 0] == pytest.approx(
+        [0.002, -0.012], abs=1e-12)
