@@ -106,8 +106,13 @@ class EmulatedBoard:
 
 @pytest.fixture
 def board(avr_build):
-    """The emulated board, paced to real time, with the default plant."""
-    process = subprocess.Popen([str(AVRSIM), str(ELF)], stdin=subprocess.PIPE,
+    """The emulated board, paced to real time, with the default plant.
+
+    ``--realtime 5``: the emulation runs under SCHED_FIFO (below the drive's streaming thread,
+    priority 10) when the OS allows it, so that other work on a loaded machine does not starve
+    it into lagging the wall clock (it would then deliver the host's stream in bursts).
+    """
+    process = subprocess.Popen([str(AVRSIM), "--realtime", "5", str(ELF)], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     port = process.stdout.readline().decode().strip()
     assert port.startswith("/dev/"), f"avrsim did not start: {process.stderr.read().decode()}"

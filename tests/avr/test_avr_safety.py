@@ -28,6 +28,16 @@ def stream_hold(client, position_urad: int, count: int, period_s: float = 0.002)
     return seq
 
 
+def stream_torque(client, count: int, start_ms: int = 0, torque_mNm: int = 5_000) -> None:
+    """Torque-mode setpoints of a constant 5 N·m, one per 2 ms of gesture time: the motor
+    carries that torque (friction holds the speed near 3 rad/s within the few tenths of a
+    second this lasts)."""
+    for k in range(count):
+        client.send("SETPOINT", time_ms=start_ms + 2 * k, mode=SPEC.modes["TORQUE"],
+                    position_urad=0, velocity_urad_s=0, torque_mNm=torque_mNm)
+        client.poll(0.002)
+
+
 def telemetry(client) -> list:
     return [m for m in client.received if m.name == "TELEMETRY"]
 
@@ -64,14 +74,14 @@ def test_stopping_the_host_trips_the_watchdog_within_its_timeout(board, client):
 def test_estop_pin_cuts_the_motor_in_the_interrupt_and_faults_within_one_tick(board, client):
     client.handshake(telemetry_period_ms=1)
     assert client.ack("ARM", watchdog_ms=200) == OK
-    stream_hold(client, 50_000, 40)
+    stream_torque(client, 60)
     board.command("estop on")
-    stream_hold(client, 50_000, 20)  # the host keeps streaming: the pin alone must stop it
+    stream_torque(client, 20, start_ms=120)  # the host keeps streaming: the pin alone stops it
     event = board.wait_event(r"estop pulled at mcu tick (\d+) with (-?[\d.]+) N\.m on the "
                              r"motor: motor output zero after (\d+) cycles")
     pulled_tick, torque_nm, cycles = (int(event.group(1)), float(event.group(2)),
                                       int(event.group(3)))
-    assert abs(torque_nm) > 1.0  # the motor was really pushing when the pin was pulled
+    assert 4.5 < torque_nm < 5.5  # the motor was really pushing when the pin was pulled
     assert cycles < 1000  # the interrupt cut it within microseconds (16 cycles per µs) ...
     fault = client.wait_for(lambda m: m.name == "TELEMETRY" and m.fields["state"] == FAULT)
     assert fault.fields["fault"] == SPEC.faults["ESTOP_INPUT"]
