@@ -56,8 +56,8 @@ class Trial:
         joint_centres: (N, 7, 2) m in the model plane, order ``joint_centre_names``
             (bar, wrist, elbow, neck, hip, knee, ankle: the identification cost's points).
         points: (N, 10, 2) m, every named point of the model, order ``point_names``.
-        driven: ``bemore.model.DrivenMotion`` of the 9 driven coordinates (engine order), or
-            None while the engine is not installed (the arrays below hold the same numbers).
+        driven: ``bemore.model.DrivenMotion`` of the 9 driven coordinates (engine order; the
+            arrays below hold the same numbers).
         driven_q, driven_qd, driven_qdd: (N, 9) rad or m, per s, per s² (``driven_names``).
         free_q0, free_qd0: (5,) initial free state (``free_names``: bar_x m, bar_y m,
             hand_rotation rad, shoulder_ap m, shoulder_pd m) and its rates.
@@ -131,11 +131,9 @@ class Trial:
 
 
 def _driven_motion(t: np.ndarray, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> Any:
-    """The engine's DrivenMotion for these arrays, or None if the engine is not installed."""
-    try:
-        from bemore.model import DrivenMotion
-    except ImportError:
-        return None
+    """The engine's DrivenMotion for these arrays (imported here: the engine is heavier)."""
+    from bemore.model import DrivenMotion
+
     return DrivenMotion(t=t, q=q, qd=qd, qdd=qdd)
 
 
