@@ -23,6 +23,7 @@ Every end of a stream is one of these, each logged as an event and returned in a
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import signal
@@ -225,10 +226,13 @@ class Session:
         self._latest_perf = time.perf_counter()
         last = setpoint_fields(plan, 0)
         sent = 0
-        realtime = realtime_priority()
-        try:
+        with contextlib.ExitStack() as restore:
+            restore.callback(self._restore_signal_handlers, previous_handler)
+            restore.callback(sys.setswitchinterval, previous_switch)
+            if collecting:
+                restore.callback(gc.enable)
+            granted = restore.enter_context(realtime_priority())
             try:
-                granted = realtime.__enter__()
                 # start a little in the future, so that logging the start is not a late send
                 scheduler.t0_ns = time.perf_counter_ns() + START_DELAY_NS
                 self.log.event("streaming", f"{len(plan)} setpoints at {plan.rate_hz:g} Hz",
@@ -251,12 +255,6 @@ class Session:
                 reason, message = "host error", f"{type(error).__name__}: {error}"
             self.log.event("stop", message, reason=reason)
             reason, message = self._finish(reason, message, scheduler, last)
-        finally:
-            realtime.__exit__(None, None, None)
-            sys.setswitchinterval(previous_switch)
-            if collecting:
-                gc.enable()
-            self._restore_signal_handlers(previous_handler)
         timing = scheduler.stats()
         result = SessionResult(reason, message, sent, self._telemetry_count, timing.to_dict(),
                                _exit_code(reason), self.firmware_info)
