@@ -73,6 +73,7 @@ def _register_commands() -> None:
     import controller.cli  # noqa: F401  (registers "bemore drive" and "bemore replay")
     import bemore.synthesis.cli  # noqa: F401  (registers "bemore synthesize")
     import bemore.identify.cli  # noqa: F401  (registers "bemore identify")
+    import bemore.batch.cli  # noqa: F401  (registers "bemore batch")
     from bemore.model.cli import simulate_command
 
     cli.add_command(simulate_command)

@@ -99,6 +99,8 @@ def _allowed_keys(schema: type[BaseModel], location: list[Any]) -> list[str]:
     model: Any = schema
     for part in location:
         fields = getattr(model, "model_fields", None)
+        if isinstance(part, int) and fields is not None:
+            continue  # an index into a list of models: the model is already found
         if fields is None or part not in fields:
             # Inside a dict or list of models: look at the value type.
             args = getattr(model, "__args__", ())

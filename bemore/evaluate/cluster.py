@@ -40,7 +40,7 @@ def _run_chunk(fn: ChunkFunction, shared: Any, chunk: np.ndarray) -> Any:
     return result
 
 
-def _lost_errors() -> tuple[type[BaseException], ...]:
+def lost_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean 'the work was lost with a worker', not 'the function failed'."""
     from distributed.client import FutureCancelledError
     from distributed.comm.core import CommClosedError
@@ -155,7 +155,7 @@ class DaskEvaluator:
             for index, future in futures.items():
                 try:
                     results[index] = future.result()
-                except _lost_errors():
+                except lost_errors():
                     lost.append(index)
             if not lost:
                 return stack_chunks(results)

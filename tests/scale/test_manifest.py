@@ -1,0 +1,120 @@
+"""Batch manifests (TOML and CSV), item identity, and the completion marker (no engine runs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bemore.batch.item import ItemResult
+from bemore.batch.manifest import load_manifest
+from bemore.batch.run import DONE, finished_row, item_digest, store, summary_rows, write_summary
+from bemore.errors import ConfigError
+
+TOML = """
+[defaults]
+pack = 12
+iterations = 3
+starts = 2
+synthesis_config = "synth.toml"
+
+[cluster]
+dask = "tcp://127.0.0.1:8786"
+
+[[athletes]]
+athlete = "anna"
+trial = "trials/anna.c3d"
+
+[[athletes]]
+athlete = "bea"
+trial = "/data/bea.trc"
+pack = 20
+seed = 4
+polish = true
+"""
+
+
+def test_toml_manifest_applies_defaults_and_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "squad.toml"
+    path.write_text(TOML)
+    manifest = load_manifest(path)
+    anna, bea = manifest.items
+    assert manifest.dask == "tcp://127.0.0.1:8786"
+    assert (anna.athlete, anna.pack, anna.iterations, anna.seed, anna.starts) == (
+        "anna", 12, 3, None, 2,
+    )
+    assert anna.trial == str(tmp_path / "trials" / "anna.c3d")
+    assert anna.synthesis_config == str(tmp_path / "synth.toml")
+    assert (bea.pack, bea.seed, bea.polish, bea.iterations) == (20, 4, True, 3)
+    assert bea.trial == "/data/bea.trc"
+    assert anna.plots is True
+
+
+def test_csv_manifest_empty_cells_are_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "squad.csv"
+    path.write_text("athlete,trial,pack,polish,plots\nanna,a.c3d,30,true,\nbea,b.c3d,,,false\n")
+    anna, bea = load_manifest(path).items
+    assert (anna.pack, anna.polish, anna.plots) == (30, True, True)
+    assert (bea.pack, bea.polish, bea.plots) == (None, None, False)
+    assert bea.trial == str(tmp_path / "b.c3d")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("a.csv", "athlete,trial,pack\nanna,a.c3d,1\n", r"a.csv: row 2: pack = '1': .*greater"),
+        ("b.csv", "athlete,trial\nanna,a.c3d\nanna,b.c3d\n", r"b.csv: athlete 'anna' is listed"),
+        ("c.csv", "athlete,trial\n../up,a.c3d\n", r"c.csv: row 2: athlete = '../up'"),
+        ("d.toml", "[[athletes]]\nathlete='a'\ntrial='t'\npak=3\n", r"unknown key .*pack"),
+        ("e.toml", "[defaults]\npack = 5\n", r"e.toml: athletes: missing required key"),
+        ("f.json", "{}", r"f.json: a manifest is a .toml or a .csv file"),
+    ],
+)
+def test_bad_manifest_is_one_config_error(tmp_path: Path, name, text, message) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_manifest(path)
+
+
+def _squad(tmp_path: Path):
+    trial = tmp_path / "anna.csv"
+    trial.write_text("recorded bytes")
+    path = tmp_path / "squad.toml"
+    path.write_text('[[athletes]]\nathlete = "anna"\ntrial = "anna.csv"\nseed = 1\n')
+    return path, trial
+
+
+def test_marker_written_last_marks_the_item_finished(tmp_path: Path) -> None:
+    path, _ = _squad(tmp_path)
+    spec = load_manifest(path).items[0]
+    out = tmp_path / "out"
+    # A crash mid-item leaves files but no marker: not finished.
+    (out / "anna" / "gesture").mkdir(parents=True)
+    (out / "anna" / "athlete.json").write_text("{half")
+    assert finished_row(out, spec) is None
+    result = ItemResult("anna", {"athlete.json": b"{}", "gesture/gesture.json": b"[]"}, {"x": 1})
+    store(out, spec, result)
+    assert sorted(p.name for p in (out / "anna").rglob("*")) == [
+        "athlete.json", "done.json", "gesture", "gesture.json",
+    ]
+    assert (out / "anna" / "athlete.json").read_bytes() == b"{}"
+    assert finished_row(out, spec) == {"x": 1}
+    marker = json.loads((out / "anna" / DONE).read_text())
+    assert marker["digest"] == item_digest(spec) and marker["spec"]["seed"] == 1
+    rows = summary_rows(out, load_manifest(path), {})
+    write_summary(out, rows)
+    assert (out / "summary.csv").read_text() == "status,x\ndone,1\n"
+
+
+def test_changed_settings_or_trial_make_the_item_unfinished(tmp_path: Path) -> None:
+    path, trial = _squad(tmp_path)
+    spec = load_manifest(path).items[0]
+    out = tmp_path / "out"
+    store(out, spec, ItemResult("anna", {}, {"x": 1}))
+    assert finished_row(out, spec) == {"x": 1}
+    path.write_text('[[athletes]]\nathlete = "anna"\ntrial = "anna.csv"\nseed = 2\n')
+    assert finished_row(out, load_manifest(path).items[0]) is None
+    trial.write_text("another recording")
+    assert finished_row(out, spec) is None
