@@ -160,16 +160,20 @@ class SimulatedBench:
 
 def start_simulated_bench(config: Path | SimBenchConfig | None = None,
                           faults: SimFaults | None = None, build: bool = True,
-                          timeout_s: float = 5.0) -> SimulatedBench:
+                          realtime: bool = True, timeout_s: float = 5.0) -> SimulatedBench:
     """Build (if ``build``) and start the simulated bench; returns once its pty exists.
 
     ``config`` is a bench_sim.toml path or an already loaded :class:`SimBenchConfig` (default:
-    the bundled one); ``faults`` the fault injection. Raises BenchError if it does not start.
+    the bundled one); ``faults`` the fault injection; ``realtime`` lets it ask for a real-time
+    scheduling priority (when the system grants it) so that its 1 kHz tick stays on time on a
+    busy machine. Raises BenchError if it does not start.
     """
     binary = build_simbench() if build else SIMBENCH_BINARY
     if not isinstance(config, SimBenchConfig):
         config = load_sim_config(config)
     argv = [str(binary), *plant_flags(config), *(faults or SimFaults()).flags()]
+    if not realtime:
+        argv.append("--no-realtime")
     try:
         process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE)

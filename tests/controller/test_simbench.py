@@ -39,10 +39,12 @@ class Client:
         self.received += messages
         return messages
 
-    def drain(self) -> None:
-        """Read until the line has been quiet for one read timeout (2 ms)."""
-        while self.poll() or self.serial.in_waiting:
-            pass
+    def drain(self, window_s: float = 0.05) -> None:
+        """Read the backlog and whatever arrives during ``window_s`` (telemetry never stops)."""
+        until = time.monotonic() + window_s
+        self.poll()  # at least once, even if this process was descheduled past the window
+        while time.monotonic() < until or self.serial.in_waiting:
+            self.poll()
 
     def wait_for(self, predicate, timeout_s: float = 2.0) -> Message:
         """First message not yet looked at by wait_for that matches ``predicate``."""
@@ -90,8 +92,9 @@ def ramp_rad(t_s: float) -> float:
 
 def test_handshake_ramp_tracking_then_watchdog(simulated_bench):
     client = Client(simulated_bench.port)
+    watchdog_ms = 150  # the default 50 ms would trip on a test process starved by a busy machine
     try:
-        reply = handshake_and_arm(client)
+        reply = handshake_and_arm(client, watchdog_ms)
         armed_at = client.cursor  # messages from here on were sent after the ARM's ACK
         assert reply.fields["protocol_version"] == 1
         assert reply.si("torque_max_mNm") == pytest.approx(150.0)
@@ -115,9 +118,9 @@ def test_handshake_ramp_tracking_then_watchdog(simulated_bench):
         assert len(moving) > 500
         errors = sorted(abs(m.si("position_urad") - ramp_rad(m.fields["setpoint_time_ms"] / 1000))
                         for m in moving)
-        # rad: ≈ 2 mrad expected (friction / Kp); the tail allows for the hiccups of a loaded,
+        # rad: 2–4 mrad expected (friction / Kp, setpoint age); margins for the hiccups of a loaded,
         # shared machine (the simulated bench then runs late ticks back to back).
-        assert errors[len(errors) // 2] < 0.006
+        assert errors[len(errors) // 2] < 0.01
         assert errors[int(0.95 * len(errors))] < 0.025
         assert errors[-1] < 0.06
         assert streamed[-1].si("position_urad") == pytest.approx(1.0, abs=0.01)
@@ -125,7 +128,7 @@ def test_handshake_ramp_tracking_then_watchdog(simulated_bench):
         assert sum(cruising) / len(cruising) == pytest.approx(1.0, abs=0.02)  # rad/s
         assert streamed[-1].fields["bad_frames"] == 0
 
-        # Streaming stops: the watchdog trips 50 ms (firmware ticks) after the last setpoint.
+        # Streaming stops: the watchdog trips 150 ms (firmware ticks) after the last setpoint.
         fault = client.wait_for(lambda m: m.name == "TELEMETRY" and m.fields["state"] == FAULT)
         assert fault.fields["fault"] == SPEC.faults["WATCHDOG"]
         # First telemetry echoing the last setpoint (sequence numbers wrap: walk back from the
@@ -135,7 +138,7 @@ def test_handshake_ramp_tracking_then_watchdog(simulated_bench):
         while telemetry[index - 1].fields["seq_echo"] == last_seq:
             index -= 1
         fed = telemetry[index]
-        assert 50 <= fault.fields["mcu_ticks"] - fed.fields["mcu_ticks"] <= 51
+        assert watchdog_ms <= fault.fields["mcu_ticks"] - fed.fields["mcu_ticks"] <= watchdog_ms + 1
         # The torque ramps to zero and the fault stays latched until cleared.
         client.wait_for(lambda m: m.name == "TELEMETRY" and m.fields["torque_mNm"] == 0)
         time.sleep(0.2)
@@ -252,9 +255,10 @@ def test_stall_drop_and_delay_injection():
             # Dropped bytes: frames lost (sequence gaps) or broken (bad frames), none invented.
             running.command("drop 0.05")
             time.sleep(0.05)
-            for _ in range(300):
+            for k in range(300):
                 client.send("HEARTBEAT")
-                time.sleep(0.001)
+                if k % 30 == 29:
+                    time.sleep(0.01)  # bursts of 30 frames: ≈ 210 bytes, far below the pty buffer
             running.command("drop 0")
             time.sleep(0.05)
             client.drain()
