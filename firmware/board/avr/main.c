@@ -14,6 +14,7 @@
 #include "board.h"
 #include "board_avr.h"
 #include "core.h"
+#include "hal.h"
 
 _Static_assert(BOARD_HW_WATCHDOG_MS == 120u, "WDTO_120MS below must match board.h");
 
@@ -32,6 +33,10 @@ int main(void)
 {
     board_init();
     bm_core_init(&core, bm_default_gains());
+    /* A reset may have cut a frame mid-transmission: one delimiter first, so that the host's
+     * decoder drops that fragment instead of the next frame (PROTOCOL.md §1). */
+    static const uint8_t delimiter = 0u;
+    hal_uart_write(&delimiter, 1u);
     wdt_enable(WDTO_120MS);
     set_sleep_mode(SLEEP_MODE_IDLE);
     sei();
