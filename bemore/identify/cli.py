@@ -20,6 +20,18 @@ from bemore.optimize.driver import ALGORITHMS
     default=None,
     help="Identification TOML (default: configs/identification.toml).",
 )
+@click.option(
+    "--trial-config",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Trial preparation TOML (default: configs/trial.toml).",
+)
+@click.option(
+    "--markerset",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Marker-set TOML (default: configs/markerset.toml).",
+)
 @click.option("--algorithm", type=click.Choice(ALGORITHMS), default=None, help="Default: gwo.")
 @click.option("--pack", type=int, default=None, help="Population size (default 200).")
 @click.option("--iterations", type=int, default=None, help="Population evaluations (default 50).")
@@ -30,6 +42,8 @@ from bemore.optimize.driver import ALGORITHMS
 def identify_command(
     trial: Path,
     config: Path | None,
+    trial_config: Path | None,
+    markerset: Path | None,
     algorithm: str | None,
     pack: int | None,
     iterations: int | None,
@@ -42,7 +56,8 @@ def identify_command(
 
     \b
     Reads:  TRIAL (C3D, TRC or CSV; see docs/trials.md), configs/identification.toml (bounds,
-            optimiser defaults), configs/gymnast.toml (segment table).
+            optimiser defaults), configs/gymnast.toml (segment table), configs/trial.toml and
+            configs/markerset.toml (trial preparation).
     Writes: OUT/athlete.json (parameters, fit, identifiability, run record), OUT/convergence.csv,
             OUT/summary.txt, OUT/trajectories.png, OUT/stick_figures.png, OUT/convergence.png.
     Defaults: the seed protocol (Grey Wolf Optimizer, 200 wolves, 50 iterations).
@@ -70,10 +85,12 @@ def identify_command(
     )
     _check(settings)
     space = ParameterSpace.from_config(identification, gymnast, str(config_path))
-    problem, trial_summary = _problem(trial, space)
+    problem, trial_summary = _problem(trial, space, markerset, trial_config)
     config_record = {
         "identification": str(config_path),
         "gymnast": str(default_config("gymnast.toml")),
+        "trial": str(trial_config or default_config("trial.toml")),
+        "markerset": str(markerset or default_config("markerset.toml")),
         "trunk_mass_upper_bound_kg": float(space.upper[space.names.index("trunk.mass")])
         if "trunk.mass" in space.names
         else None,
@@ -100,13 +117,15 @@ def _check(settings: Any) -> None:
         raise ConfigError(f"--seed {settings.seed}: must be 0 or more")
 
 
-def _problem(trial_path: Path, space: Any) -> tuple[Any, dict[str, Any]]:
+def _problem(
+    trial_path: Path, space: Any, markerset: Path | None, trial_config: Path | None
+) -> tuple[Any, dict[str, Any]]:
     """Prepare the trial and build the identification problem on the real-gymnast model."""
     from bemore.identify.problem import IdentificationProblem
     from bemore.model import load_model
     from bemore.trial import prepare_trial
 
-    trial = prepare_trial(trial_path)
+    trial = prepare_trial(trial_path, markerset, trial_config)
     if trial.driven is None:
         raise DataError(f"{trial_path}: the trial has no driven motion for the engine")
     model = load_model("real_gymnast")

@@ -96,15 +96,15 @@ def summary_text(athlete: dict[str, Any]) -> str:
     """A table like the seed's Table 7: value, bounds, position within the bounds, flags."""
     lines = [
         f"{'parameter':<24}{'value':>12}  {'unit':<6}{'lower':>10}{'upper':>10}  "
-        f"{'position in box':<17}{'seed':>10}"
+        f"{'position in box':<17}{'seed study':>11}"
     ]
     for name, row in athlete["parameters"].items():
         position = min(max(row["position"], 0.0), 1.0)
         bar = "".join("#" if (i + 0.5) / 10 <= position else "-" for i in range(10))
-        flag = "" if row.get("identifiable", True) else "  ? not determined"
+        flag = "" if row.get("identifiable", True) else "  ? flagged"
         lines.append(
             f"{name:<24}{row['value']:>12.5g}  {row['unit']:<6}{row['lower']:>10.5g}"
-            f"{row['upper']:>10.5g}  [{bar}] {position:>4.0%}{row['seed_value']:>10.5g}{flag}"
+            f"{row['upper']:>10.5g}  [{bar}] {position:>4.0%}{row['seed_value']:>11.5g}{flag}"
         )
     fit = (
         f"cost {athlete['cost_m2']:.4g} m²   mean distance {athlete['mean_distance_mm']:.3g} mm   "
@@ -119,7 +119,8 @@ def summary_text(athlete: dict[str, Any]) -> str:
     flagged = (athlete.get("identifiability") or {}).get("flagged", [])
     if flagged:
         lines.append(
-            "not determined by this trial: " + ", ".join(flagged) + " (see athlete.json reasons)"
+            "flagged (insensitive, confounded or imprecise in this trial; reasons in "
+            "athlete.json): " + ", ".join(flagged)
         )
     if athlete.get("interrupted"):
         lines.append("INTERRUPTED: best result so far")

@@ -33,7 +33,7 @@ class RunSettings:
     seed: int = 0
     polish: bool = False
     workers: int = 0
-    polish_iterations: int = 30
+    polish_iterations: int = 100
     options: dict[str, Any] = field(default_factory=dict)
 
 
