@@ -161,9 +161,7 @@ def _whole_synthesis() -> None:
     from bemore.synthesis.synthesize import SynthesisOptions, synthesize
 
     identification = load_identification()
-    synthesize(
-        default_parameters(identification), load_synthesis(), identification, SynthesisOptions()
-    )
+    synthesize(default_parameters(identification), load_synthesis(), SynthesisOptions())
 
 
 if __name__ == "__main__":

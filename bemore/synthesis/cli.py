@@ -186,7 +186,7 @@ def synthesize_command(
         f"synthesizing ({options.method}, {options.objective}, {options.starts} start(s), "
         f"athlete: {athlete.source}) ..."
     )
-    result, problem = synthesize(athlete, synthesis, identification, options, config_path)
+    result, problem = synthesize(athlete, synthesis, options, config_path)
     seed_result = synthesis.seed_result.model_dump()
     seed_rotation = _seed_rotation(problem, seed_result)
     result.inputs["seed_gesture_rotation_deg"] = seed_rotation

@@ -20,7 +20,7 @@ import numpy as np
 
 from bemore.errors import OptimisationError
 from bemore.model import exemplary_parameters, load_model
-from bemore.settings import Identification, Synthesis
+from bemore.settings import Synthesis
 from bemore.synthesis.athlete import AthleteParameters
 from bemore.synthesis.problem import HAND_ROTATION, GestureProblem, objective_value
 from bemore.synthesis.results import OBJECTIVES, ConstraintStatus, SynthesisResult
@@ -135,7 +135,6 @@ def verify(problem: GestureProblem, x: np.ndarray) -> tuple[float, float, list[C
 def synthesize(
     athlete: AthleteParameters,
     synthesis: Synthesis,
-    identification: Identification,
     options: SynthesisOptions,
     config_path: str | Path | None = None,
 ) -> tuple[SynthesisResult, GestureProblem]:
@@ -144,7 +143,6 @@ def synthesize(
     Never raises because no feasible gesture exists: ``result.feasible`` is then False and the
     failing constraints are marked in ``result.constraints`` (closest design found).
     """
-    del identification  # the parameter names come with ``athlete``; kept for symmetry of calls
     clock = time.perf_counter()
     model, P, values = exemplary_matrix(athlete)
     coarse = GestureProblem(
