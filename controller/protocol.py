@@ -341,3 +341,53 @@ def decode_message(frame: Frame) -> Message:
     values = spec.codec.unpack(frame.payload)
     fields = {f.name: v for f, v in zip(spec.fields, values, strict=True)}
     return Message(spec.name, frame.seq, fields)
+
+
+# ---------------------------------------------------------------- text form (parsedump)
+_SI_TEXT = {"µrad": ("rad", 6), "µrad/s": ("rad/s", 6), "mN·m": ("N·m", 3)}
+
+
+def describe(message: Message) -> str:
+    """One line of text for a message: SI values with units, code names for states and faults.
+
+    >>> describe(Message("ACK", 3, {"acked_seq": 2, "acked_id": 2, "result": 5}))
+    'ACK seq=3 acked_seq=2 acked_id=ARM result=FAULT_LATCHED'
+    """
+    spec = load_spec()
+    parts = [f"{message.name} seq={message.seq}"]
+    tables = {"state": "states", "fault": "faults", "result": "results", "mode": "modes"}
+    for field_spec in spec.messages[message.name].fields:
+        value = message.fields[field_spec.name]
+        if field_spec.name in tables:
+            text = spec.name_of(tables[field_spec.name], value)
+        elif field_spec.name == "acked_id":
+            text = spec.by_id[value].name if value in spec.by_id else f"0x{value:02X}"
+        elif field_spec.name == "limit_flags":
+            text = "|".join(spec.flag_names(value)) or "0"
+        elif field_spec.unit in _SI_TEXT:
+            si_unit, decimals = _SI_TEXT[field_spec.unit]  # exact: one wire unit, no rounding
+            text = f"{value * field_spec.scale:.{decimals}f}".rstrip("0").rstrip(".") + si_unit
+        else:
+            text = str(value)
+        parts.append(f"{field_spec.name}={text}")
+    return " ".join(parts)
+
+
+def dump_stream(data: bytes) -> list[str]:
+    """Text lines for a recorded byte stream: one per message, then the bad-frame count."""
+    decoder = FrameDecoder()
+    lines = []
+    for frame in decoder.feed(data):
+        try:
+            lines.append(describe(decode_message(frame)))
+        except BenchError as error:
+            lines.append(f"# {error}")
+    lines.append(f"# {decoder.good_frames} frames, {decoder.bad_frames} bad")
+    return lines
+
+
+if __name__ == "__main__":
+    import sys as _sys
+
+    for path in _sys.argv[1:]:
+        print("\n".join(dump_stream(Path(path).read_bytes())))

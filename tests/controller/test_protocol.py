@@ -17,6 +17,7 @@ from controller.protocol import (
     crc16,
     decode_frame,
     decode_message,
+    dump_stream,
     encode_frame,
     encode_message,
     encode_message_si,
@@ -140,3 +141,21 @@ def test_spec_tables_match_the_protocol_document():
     assert spec.name_of("faults", 1) == "WATCHDOG"
     assert spec.flag_names(9) == ["POSITION_CLAMPED", "SLEW_LIMITED"]
     assert all(m.size <= spec.max_payload for m in spec.messages.values())
+
+
+def test_dump_stream_describes_messages_in_si_units():
+    stream = (encode_message("SETPOINT", 4, time_ms=1234, mode=0, position_urad=1570796,
+                             velocity_urad_s=-250000, torque_mNm=12500)
+              + b"\x01\x02\x00"  # a garbled block
+              + bytes.fromhex(next(v["frame"] for v in VECTORS["frames"]
+                                   if v["name"] == "telemetry")))
+    lines = dump_stream(stream)
+    assert lines == [
+        "SETPOINT seq=4 time_ms=1234 mode=POSITION position_urad=1.570796rad "
+        "velocity_urad_s=-0.25rad/s torque_mNm=12.5N·m",
+        "TELEMETRY seq=200 seq_echo=4 mcu_ticks=70000 setpoint_time_ms=1234 "
+        "position_urad=1.570001rad velocity_urad_s=-0.249rad/s torque_mNm=12.4N·m state=ARMED "
+        "fault=NONE limit_flags=POSITION_CLAMPED|SLEW_LIMITED bad_frames=3 late_setpoints=1 "
+        "seq_gaps=65535",
+        "# 2 frames, 1 bad",
+    ]
