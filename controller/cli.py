@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -59,9 +60,12 @@ def _run(run, log: Path) -> None:
               help="Bench configuration (default: configs/bench.toml).")
 @click.option("--clear-fault", is_flag=True, help="Clear a fault latched on the bench first.")
 @click.option("--no-view", is_flag=True, help="No live view (plain output).")
+@click.option("--dump", type=click.Path(path_type=Path), default=None,
+              help="Also record every byte on the link (decode: bemore replay DUMP).")
 def drive_command(setpoints: Path, port: str | None, mode: str, load_pct: float | None,
                   speed: float, reps: int, rest_s: float, rate_hz: float | None, log: Path,
-                  bench_config: Path | None, clear_fault: bool, no_view: bool) -> None:
+                  bench_config: Path | None, clear_fault: bool, no_view: bool,
+                  dump: Path | None) -> None:
     """Stream a gesture to the bench, safely, and log the session.
 
     \b
@@ -88,7 +92,7 @@ def drive_command(setpoints: Path, port: str | None, mode: str, load_pct: float 
     if not no_view:
         from controller.liveview import live_view as view
     _run(lambda: drive(setpoints, log, settings, port=port, bench=bench,
-                       clear_fault=clear_fault, view=view), log)
+                       clear_fault=clear_fault, view=view, dump=dump), log)
 
 
 @click.command("replay")
@@ -102,10 +106,11 @@ def drive_command(setpoints: Path, port: str | None, mode: str, load_pct: float 
               help="Log of the --stream session (default: LOG with .replay.jsonl).")
 def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool,
                    port: str | None, log_out: Path | None) -> None:
-    """Summarise a session log; plot it; stream it again.
+    """Summarise a session log; plot it; stream it again. Or decode a byte dump.
 
     \b
-    Reads:  a session log written by `bemore drive` (a log cut short by a crash is fine).
+    Reads:  a session log written by `bemore drive` (a log cut short by a crash is fine), or a
+            byte dump (`bemore drive --dump`), printed as one decoded message per line.
     Writes: the summary on stdout (text, or JSON with --json); with --plot DIR, DIR/tracking.png;
             with --stream, a new session log (--log-out).
     Summary: duration, tracking RMS and max, peak torque, deadline misses, period jitter
@@ -113,9 +118,19 @@ def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool
     Example:
         bemore replay out/session.jsonl --plot out/plots
     """
+    from controller.dump import MAGIC, decode_dump
     from controller.log import read_log
     from controller.replay import plot, replay_plan, summarise
 
+    with contextlib.suppress(OSError), log.open("rb") as stream:
+        if stream.read(len(MAGIC)) == MAGIC:
+            messages, bad = decode_dump(log)
+            origin = messages[0].host_time_ns if messages else 0
+            for message in messages:
+                click.echo(message.line(origin))
+            click.echo(f"{len(messages)} messages; frames that did not decode: "
+                       + ", ".join(f"{key} {value}" for key, value in bad.items()))
+            return
     session_log = read_log(log)
     summary = summarise(session_log)
     if as_json:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bemore.errors import BenchError
 from bemore.settings import Bench, load_bench
+from controller.dump import DumpWriter
 from controller.log import LogWriter
 from controller.modes import ModeSettings, Plan, build_plan
 from controller.preflight import require_clear
@@ -45,12 +46,14 @@ def drive(
     clear_fault: bool = False,
     view: Callable[[Session], contextlib.AbstractContextManager] | None = None,
     plan: Plan | None = None,
+    dump: str | Path | None = None,
 ) -> SessionResult:
     """Drive the bench through the gesture of ``setpoints``; the session is logged to ``log_path``.
 
     ``settings`` default to guided, full speed, one repetition at the configured rate.
     ``view(session)`` is a context manager open from before arming to the end of the stream
     (the live view). ``plan`` replaces the plan built from the gesture (``replay --stream``).
+    ``dump`` also records every byte on the link (``controller.dump``).
     Raises PreflightError (before connecting, or before arming once the firmware's limits are
     known) and BenchError when the bench cannot be reached or armed.
     """
@@ -63,8 +66,11 @@ def drive(
     require_clear(gesture, plan, bench, torque_gain=settings.torque_gain)
     with bench_port(port) as (device, simulated):
         header = session_header(gesture, settings, bench, device, simulated is not None)
-        with LogWriter(log_path, header) as log:
-            session = Session(device, bench, log, settings)
+        dump_writer = DumpWriter(dump) if dump is not None else None
+        with LogWriter(log_path, header) as log, contextlib.ExitStack() as closing:
+            if dump_writer is not None:
+                closing.callback(dump_writer.close)
+            session = Session(device, bench, log, settings, dump=dump_writer)
             try:
                 session.connect(clear_fault=clear_fault)
                 require_clear(gesture, plan, bench, session.firmware,

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import serial
 
 from bemore.errors import BenchError
+from controller.dump import DumpWriter
 from controller.protocol import FrameDecoder, Message, decode_message, encode_message
 from controller.scheduler import REALTIME_PRIORITY, realtime_priority
 
@@ -32,8 +33,9 @@ class Link:
     """
 
     def __init__(self, port: str, on_telemetry: Callable[[Message, float], None],
-                 baudrate: int = 1_000_000):
+                 baudrate: int = 1_000_000, dump: DumpWriter | None = None):
         self.port = port
+        self.dump = dump
         self._on_telemetry = on_telemetry
         try:
             self._serial = serial.Serial(port, baudrate=baudrate, timeout=0.005,
@@ -64,13 +66,17 @@ class Link:
             seq = self._seq
             self._seq = (self._seq + 1) & 0xFF
             wire = encode_message(name, seq, **fields)
+            before_ns = time.perf_counter_ns()
             try:
                 self._serial.write(wire)
             # a port closed under our feet can also surface as TypeError (its fd became None)
             except (serial.SerialException, OSError, TypeError, ValueError) as error:
                 self._mark_lost(f"write failed: {error}")
                 raise BenchError(f"{self.port}: link lost ({self.lost_reason})") from None
-            return seq, time.perf_counter()
+            now = time.perf_counter()
+            if self.dump is not None:
+                self.dump.record(0, before_ns, wire)  # stamped before: a reply never precedes it
+            return seq, now
 
     def request(self, name: str, reply: str, timeout_s: float = 0.5, **fields: int) -> Message:
         """Send ``name`` and wait for its ``reply`` (ACK matched by sequence number)."""
@@ -122,6 +128,8 @@ class Link:
             if not data:
                 continue
             now = time.perf_counter()
+            if self.dump is not None:
+                self.dump.record(1, int(now * 1e9), data)
             for frame in self.decoder.feed(data):
                 try:
                     message = decode_message(frame)

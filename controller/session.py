@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 
 from bemore.errors import BenchError
 from bemore.settings import Bench
+from controller.dump import DumpWriter
 from controller.log import LogWriter
 from controller.modes import ModeSettings, Plan, setpoint_fields, stop_setpoints
 from controller.preflight import FirmwareLimits, safe_angle_range
@@ -95,8 +96,9 @@ class Session:
 
     def __init__(self, port: str, bench: Bench, log: LogWriter, settings: ModeSettings,
                  telemetry_period_ms: int = TELEMETRY_PERIOD_MS,
-                 telemetry_timeout_s: float = TELEMETRY_TIMEOUT_S):
+                 telemetry_timeout_s: float = TELEMETRY_TIMEOUT_S, dump: DumpWriter | None = None):
         self.port = port
+        self.dump = dump
         self.bench = bench
         self.log = log
         self.settings = settings
@@ -124,7 +126,7 @@ class Session:
         """Open the link, check the protocol version and read the firmware's limits and state."""
         from controller.link import Link
 
-        self.link = Link(self.port, self._on_telemetry)
+        self.link = Link(self.port, self._on_telemetry, dump=self.dump)
         reply = self.link.request("HELLO", "HELLO_REPLY", timeout_s=1.0,
                                   protocol_version=self.spec.protocol_version,
                                   telemetry_period_ms=self.telemetry_period_ms)

@@ -209,3 +209,23 @@ class InjectAfter:
     def __exit__(self, *exc):
         self.timer.cancel()
         return False
+
+
+def test_byte_dump_decodes_to_exactly_the_logged_stream(setpoint_file, tmp_path):
+    from controller.dump import decode_dump
+
+    log_path, dump_path = tmp_path / "session.jsonl", tmp_path / "session.dump"
+    settings = ModeSettings(rate_hz=250.0)
+    with start_simulated_bench() as simulated:
+        result = drive(setpoint_file, log_path, settings, port=simulated.port, dump=dump_path)
+    assert result.ok
+    messages, bad = decode_dump(dump_path)
+    assert bad == {"host→bench": 0, "bench→host": 0}
+    sent = [m.message for m in messages if m.message.name == "SETPOINT"]
+    log = read_log(log_path)
+    assert [m.fields["position_urad"] for m in sent] == log.setpoints["position_urad"].tolist()
+    assert [m.seq for m in sent] == log.setpoints["seq"].tolist()
+    telemetry = [m for m in messages if m.message.name == "TELEMETRY"]
+    assert len(telemetry) >= log.telemetry["host_time"].size  # also those before the log's
+    names = [m.message.name for m in messages if m.direction == "host→bench"]
+    assert names[:2] == ["HELLO", "ARM"] and names[-1] == "DISARM"
