@@ -274,6 +274,14 @@ static void test_setpoint_limits(void)
     CHECK(last_telemetry(&tm));
     CHECK(tm.limit_flags & BM_FLAG_POSITION_CLAMPED);
 
+    /* a velocity setpoint beyond the limit is clamped to it */
+    start_armed();
+    setpoint(0, BM_MODE_VELOCITY, 0, -9000000, 0);
+    run(1);
+    CHECK_EQ(core.sp_velocity_urad_s, -8000000);
+    CHECK(last_telemetry(&tm));
+    CHECK_EQ(tm.limit_flags & BM_FLAG_VELOCITY_CLAMPED, BM_FLAG_VELOCITY_CLAMPED);
+
     /* speed cut: measured velocity above the limit, torque pushing further → zero */
     start_armed();
     for (int i = 0; i < 30; i++) {
