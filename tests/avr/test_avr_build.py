@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from tests.avr.conftest import ELF, HEX
+from tests.avr.emulated import ELF, HEX
 
 
 def section_sizes(elf) -> dict[str, int]:

@@ -24,7 +24,7 @@ import pytest
 from bemore.paths import REPOSITORY_DIR
 from controller.log import read_log
 from controller.replay import summarise
-from tests.avr.conftest import SPEC
+from tests.avr.emulated import SPEC
 
 DESIGN = {"final_time_s": 2.963320, "flexion_end_time_s": 1.728963, "max_flexion_deg": 160.0}
 

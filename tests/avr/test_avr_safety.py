@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from tests.avr.conftest import SPEC
+from tests.avr.emulated import SPEC
 
 OK = SPEC.results["OK"]
 ARMED, FAULT, DISARMED = SPEC.states["ARMED"], SPEC.states["FAULT"], SPEC.states["DISARMED"]

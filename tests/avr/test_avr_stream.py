@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.avr.conftest import AVRSIM, ELF, SPEC, parse_stats
+from tests.avr.emulated import AVRSIM, ELF, SPEC, parse_stats
 
 TICK_CYCLES = 16_000  # 16 MHz / 1 kHz
 
