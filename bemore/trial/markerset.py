@@ -106,7 +106,7 @@ class PlaneSettings(Section):
 
 
 class InitialState(Section):
-    """How the initial free state is estimated."""
+    """How the initial rates of the free coordinates are estimated."""
 
     fit_window_s: float = Field(0.25, ge=0.02, le=1.0,
                                 description="least-squares quadratic over the first this-many s")

@@ -191,39 +191,33 @@ def clean_markers(markers: Markers, markerset: MarkerSet, settings: TrialSetting
 
 
 def find_plane(markers: Markers, markerset: MarkerSet, settings: TrialSettings) -> Plane:
-    """The model frame of a trial (bar axis, vertical, chest towards +x at the start).
-
-    The bar centre at the start, which sits at ``[plane] initial_bar_displacement_m`` from the
-    origin, comes from the same local fit as the initial state (``[initial_state]``).
-    """
+    """The model frame of a cleaned trial (bar axis, vertical, chest towards +x at the start)."""
     label = markerset.label
     bar = np.stack([markers.marker(label(name)) for name in markerset.plane.bar_markers], axis=1)
-    bar_start, _ = start_value_and_rate(markers.t, bar.mean(axis=1),
-                                        settings.initial_state.fit_window_s)
     return study_plane(
         bar_axis(bar),
         markerset.plane.vertical_axis,
         markers.marker(label(markerset.plane.back_marker))[0],
         markers.marker(label(markerset.plane.front_marker))[0],
-        bar_start,
+        bar[0].mean(axis=0),
         settings.plane.initial_bar_displacement_m,
     )
 
 
-def initial_free_state(
+def initial_free_rates(
     filled: Markers, plane: Plane, markerset: MarkerSet, settings: TrialSettings
-) -> tuple[np.ndarray, np.ndarray]:
-    """(5,) initial free coordinates and rates from the gap-filled, unfiltered markers.
+) -> np.ndarray:
+    """(5,) initial rates of the free coordinates from the gap-filled, unfiltered markers.
 
     A least-squares quadratic over the first ``[initial_state] fit_window_s`` estimates the
-    start value and rate: on synthetic circles with 1 mm noise it halves the error of the
-    rotation rate about the bar compared with the filtered data's spline (0.08 vs 0.16 rad/s
-    RMS), whose end samples see the noise of only one side.
+    start rate: on synthetic circles with 1 mm noise it halves the error of the rotation rate
+    about the bar compared with the filtered data's spline (0.07 vs 0.16 rad/s RMS), whose end
+    sample sees the noise of one side only. The shoulder translations' rates are 0 (not seen).
     """
     seen = free_from_points(plane.project(joint_centres_3d(filled, markerset)))
-    q0, qd0 = start_value_and_rate(filled.t, seen, settings.initial_state.fit_window_s)
-    q0[3:], qd0[3:] = 0.0, 0.0  # no measured shoulder translation (see free_from_points)
-    return q0, qd0
+    _, rates = start_value_and_rate(filled.t, seen, settings.initial_state.fit_window_s)
+    rates[3:] = 0.0
+    return rates
 
 
 def prepare_markers(
@@ -234,8 +228,8 @@ def prepare_markers(
     settings = settings or load_trial_settings()
     filled, indices = fill_markers(markers, markerset, settings)
     clean = low_pass_markers(filled, indices, settings)
-    plane = find_plane(filled, markerset, settings)
-    free_q0, free_qd0 = initial_free_state(filled, plane, markerset, settings)
+    plane = find_plane(clean, markerset, settings)
+    free_qd0 = initial_free_rates(filled, plane, markerset, settings)
     points_lab = joint_centres_3d(clean, markerset)
     points = plane.project(points_lab)
     q = driven_from_points(points)
@@ -259,7 +253,7 @@ def prepare_markers(
         driven_q=driven_q,
         driven_qd=driven_qd,
         driven_qdd=driven_qdd,
-        free_q0=free_q0,
+        free_q0=free_seen[0].copy(),
         free_qd0=free_qd0,
         free_seen=free_seen,
         source=markers.source,
