@@ -37,6 +37,7 @@ from bemore.synthesis.solve import (
 # 0.022° at 1 ms, 0.003° at 0.5 ms, 0.0004° at 0.25 ms), so the verified gesture stays inside.
 ROTATION_MARGIN_DEG = 0.02
 FINE_SUBSTEPS = 2
+COARSE_MAX_ITERATIONS = 40
 VERIFY_SUBSTEPS = 8
 
 
@@ -79,7 +80,16 @@ def _search(problem: GestureProblem, options: SynthesisOptions) -> SolveOutcome:
         )
     rng = np.random.default_rng(options.seed)
     starts = starting_points(problem, options.starts, rng, problem.linear_margin)
-    return solve_multistart(problem, starts, method=options.method, eager=False, tolerance=1e-6)
+    # The coarse stage only has to land near the optimum (the fine polish finishes the job), so
+    # a slow start is cut at 40 iterations rather than 100.
+    return solve_multistart(
+        problem,
+        starts,
+        method=options.method,
+        eager=False,
+        tolerance=1e-6,
+        max_iterations=COARSE_MAX_ITERATIONS,
+    )
 
 
 def constraint_statuses(
