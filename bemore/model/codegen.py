@@ -4,8 +4,9 @@ For a given compiled tree, :func:`kernel_for` writes the Python source of a numb
 integrates a batch with the same ROS34PW2 scheme as ``kernels.py`` but with every loop over
 frames, bodies and coordinates unrolled, constants folded (fixed lengths, zero offsets, frames
 with no driven rotation), no library call in the lane loop (polynomial sine/cosine), the driven
-quantities of each step hoisted out of the lane loop, and lanes innermost so that LLVM can
-vectorise across population members. Population members are split into one group per thread.
+quantities of each step hoisted out of the lane loop, and lanes innermost (unsigned lane
+indices) so that LLVM vectorises across population members. The kernel releases the GIL;
+:func:`run_threads` splits the population into one group of lanes per core.
 The source is cached under ``~/.cache/bemore/kernels`` by content hash, so numba's own cache
 (``cache=True``) works across sessions. ``kernels.py`` stays the readable reference; the tests
 check that both agree.
@@ -25,6 +26,8 @@ from bemore.model import kernels
 from bemore.model.tree import PRISMATIC, REVOLUTE, Tree
 
 Sym = float | str
+# Bump when the generated code or the LLVM options change, so cached machine code is rebuilt.
+KERNEL_FORMAT = 2
 
 
 class Emitter:
@@ -353,35 +356,57 @@ def _hoist(tree: Tree, tag: str, stage: str, used: set[str]) -> list[str]:
     return lines
 
 
+def _stored(em: Emitter, value: Sym, array: str, row: int, stores: list[str]) -> Sym:
+    """Store ``value`` to ``array[row, b]`` for a later lane loop; return how to read it there."""
+    if isinstance(value, float):
+        return value
+    stores.append(f"{array}[{row}, b] = {value}")
+    return f"{array}_{row}"
+
+
 def generate_source(tree: Tree, n_points: int) -> str:
-    """Python source of the specialised kernel ``integrate`` for ``tree``."""
+    """Python source of the specialised kernel ``integrate`` for ``tree``.
+
+    One ROS34PW2 step is four lane loops (one per stage, each small enough for LLVM to
+    vectorise); what a later stage needs (M₀, the factor of W, the stage increments) goes
+    through per-lane arrays MX, U0, U1, U2.
+    """
     nf = tree.n_free
-    em = Emitter("t")
-    lane = _Lane(tree, em)
     q = [f"q{i}" for i in range(nf)]
     v = [f"v{i}" for i in range(nf)]
-    # ---- one ROS34PW2 step (stage 0 freezes M0 and factors W)
     Uq: list[list[Sym]] = []
     Uv: list[list[Sym]] = []
-    Kf = [lane.field(tree.spring_fields[i, 0]) if tree.spring_fields[i, 0] >= 0 else 0.0
-          for i in range(nf)]
-    Cf = [lane.field(tree.spring_fields[i, 1]) if tree.spring_fields[i, 1] >= 0 else 0.0
-          for i in range(nf)]
-    M0 = L_W = None
+    M0: dict = {}
+    L_W: dict = {}
+    stages = []  # (lines, used fields, loads)
+    all_fields: set[int] = set()
     for s in range(4):
+        em = Emitter(f"s{s}_")
+        lane = _Lane(tree, em)
+        stores: list[str] = []
+        Kf = [lane.field(tree.spring_fields[i, 0]) if tree.spring_fields[i, 0] >= 0 else 0.0
+              for i in range(nf)]
+        Cf = [lane.field(tree.spring_fields[i, 1]) if tree.spring_fields[i, 1] >= 0 else 0.0
+              for i in range(nf)]
         Yq = [em.sum([q[i]] + [em.mul(float(kernels.A_T[s, j]), Uq[j][i]) for j in range(s)])
               for i in range(nf)]
         Yv = [em.sum([v[i]] + [em.mul(float(kernels.A_T[s, j]), Uv[j][i]) for j in range(s)])
               for i in range(nf)]
         M, rhs = _emit_dynamics(lane, Yq, Yv, _driven_syms(tree, str(s)))
         if s == 0:
-            M0 = M
-            W = {key: value for key, value in M.items()}
+            W = dict(M)
             for i in range(nf):
                 W[(i, i)] = em.add(W[(i, i)], em.add(em.mul("hg", Cf[i]), em.mul("hg2", Kf[i])))
-            L_W = _emit_cholesky(em, W, nf)
+            L = _emit_cholesky(em, W, nf)
             M0acc = rhs
+            M0_here, L_here = M, L
+            for row, key in enumerate(sorted(M, key=str)):
+                M0[key] = _stored(em, M[key], "MX", row, stores)
+            offset = len(M)
+            for row, key in enumerate(sorted(L, key=str)):
+                L_W[key] = _stored(em, L[key], "MX", offset + row, stores)
         else:
+            M0_here, L_here = M0, L_W
             L = _emit_cholesky(em, M, nf)
             acc = _emit_solve(em, L, rhs, nf)
             M0acc = [em.dot([(M0[(max(i, j), min(i, j))], acc[j]) for j in range(nf)])
@@ -389,19 +414,31 @@ def generate_source(tree: Tree, n_points: int) -> str:
         rq = [em.sum([Yv[i]] + [em.mul(f"ch{s}{j}", Uq[j][i]) for j in range(s)])
               for i in range(nf)]
         cv = [em.sum([em.mul(f"ch{s}{j}", Uv[j][i]) for j in range(s)]) for i in range(nf)]
-        M0cv = [em.dot([(M0[(max(i, j), min(i, j))], cv[j]) for j in range(nf)])
+        M0cv = [em.dot([(M0_here[(max(i, j), min(i, j))], cv[j]) for j in range(nf)])
                 for i in range(nf)]
         b = [em.sub(em.mul("hg", em.add(M0acc[i], M0cv[i])), em.mul("hg2", em.mul(Kf[i], rq[i])))
              for i in range(nf)]
-        uv = _emit_solve(em, L_W, b, nf)
+        uv = _emit_solve(em, L_here, b, nf)
         uq = [em.mul("hg", em.add(rq[i], uv[i])) for i in range(nf)]
-        Uq.append(uq)
-        Uv.append(uv)
-    new_q = [em.sum([q[i]] + [em.mul(float(kernels.M_T[j]), Uq[j][i]) for j in range(4)])
-             for i in range(nf)]
-    new_v = [em.sum([v[i]] + [em.mul(float(kernels.M_T[j]), Uv[j][i]) for j in range(4)])
-             for i in range(nf)]
-    step_lines = em.lines
+        if s < 3:
+            Uq.append([_stored(em, uq[i], f"U{s}", i, stores) for i in range(nf)])
+            Uv.append([_stored(em, uv[i], f"U{s}", nf + i, stores) for i in range(nf)])
+        else:
+            Uq.append(uq)
+            Uv.append(uv)
+            new_q = [em.sum([q[i]] + [em.mul(float(kernels.M_T[j]), Uq[j][i]) for j in range(4)])
+                     for i in range(nf)]
+            new_v = [em.sum([v[i]] + [em.mul(float(kernels.M_T[j]), Uv[j][i]) for j in range(4)])
+                     for i in range(nf)]
+            ok = " & ".join(f"(abs({Emitter.fmt(x)}) < max_abs)" for x in new_q + new_v)
+            stores += [f"S[{i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(new_q)]
+            stores += [f"S[{nf + i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(new_v)]
+            stores += [f"alive[b] = alive[b] * (1.0 if ({ok}) else 0.0)"]
+        stages.append((em.lines + stores, lane.used_fields))
+        all_fields |= lane.used_fields
+    step_lines = [line for lines, _ in stages for line in lines]
+    lane = _Lane(tree, Emitter("unused"))
+    lane.used_fields = all_fields
     # ---- kinematics of the points at a frame time
     pem = Emitter("p")
     plane = _Lane(tree, pem)
@@ -413,21 +450,21 @@ def generate_source(tree: Tree, n_points: int) -> str:
         text = text.replace(char, " ")
     used_names = set(text.split())
     fields = sorted(lane.used_fields)
-    out = ["import numpy as np", "from numba import njit, prange", "",
-           "@njit(cache=True, parallel=True, error_model='numpy')",
-           "def integrate(Vt, S, qd_s, vd_s, ad_s, cd_s, sd_s, h, n_sub, groups, meas, wts,",
-           "              store_state, store_points, do_cost, max_abs, out_state, out_pts, cost,",
-           "              alive):",
-           "    nB = S.shape[1]",
+    out = [f"# generated by bemore.model.codegen (kernel format {KERNEL_FORMAT})",
+           "import numpy as np", "from numba import njit", "",
+           "@njit(cache=True, nogil=True, error_model='numpy', fastmath={'contract'})",
+           "def integrate(Vt, S, MX, U0, U1, U2, qd_s, vd_s, ad_s, cd_s, sd_s, h, n_sub, lane_lo,",
+           "              lane_hi, meas, wts, store_state, store_points, do_cost, max_abs,",
+           "              out_state, out_pts, cost, alive):",
            "    n_steps = qd_s.shape[0] - 1",
            f"    hg = h * {kernels.GAMMA!r}",
            "    hg2 = hg * hg"]
     for s in range(4):
         for j in range(s):
             out.append(f"    ch{s}{j} = {float(kernels.C_T[s, j])!r} / h")
-    out += ["    for g in prange(groups):",
-            "        lo = (g * nB) // groups",
-            "        hi = ((g + 1) * nB) // groups",
+    out += ["    if True:",
+            "        lo = np.uint64(lane_lo)",
+            "        hi = np.uint64(lane_hi)",
             "        for n in range(n_steps + 1):",
             "            if n % n_sub == 0:",
             "                f = n // n_sub"]
@@ -451,24 +488,57 @@ def generate_source(tree: Tree, n_points: int) -> str:
     out += ["            if n == n_steps:", "                break"]
     for s in range(4):
         out += ["            " + line for line in _hoist(tree, str(s), str(s), used_names)]
-    out += ["            for b in range(lo, hi):"]
-    body = [f"V{i} = Vt[{i}, b]" for i in fields]
-    body += [f"q{i} = S[{i}, b]" for i in range(nf)] + [f"v{i} = S[{nf + i}, b]" for i in range(nf)]
-    body += step_lines
-    ok = " & ".join(f"(abs({Emitter.fmt(x)}) < max_abs)" for x in new_q + new_v)
-    body += [f"S[{i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(new_q)]
-    body += [f"S[{nf + i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(new_v)]
-    body += [f"alive[b] = alive[b] * (1.0 if ({ok}) else 0.0)"]
-    out += ["                " + line for line in body]
+    for lines, used in stages:
+        text = " ".join(lines)
+        for char in "()*,-+/=":
+            text = text.replace(char, " ")
+        names = set(text.split())
+        body = [f"V{i} = Vt[{i}, b]" for i in sorted(used)]
+        body += [f"q{i} = S[{i}, b]" for i in range(nf) if f"q{i}" in names]
+        body += [f"v{i} = S[{nf + i}, b]" for i in range(nf) if f"v{i}" in names]
+        for name in sorted(names):
+            array, _, row = name.partition("_")
+            if array in ("MX", "U0", "U1", "U2") and row.isdigit():
+                body.append(f"{name} = {array}[{row}, b]")
+        out += ["            for b in range(lo, hi):"]
+        out += ["                " + line for line in body + lines]
     return "\n".join(out) + "\n"
 
 
 _loaded: dict[str, object] = {}
 
 
+_by_tree: dict[tuple[int, int], tuple[Tree, object]] = {}
+
+
 def kernel_for(tree: Tree, n_points: int):
     """The compiled specialised kernel for ``tree`` (source cached on disk by hash)."""
-    source = generate_source(tree, n_points)
+    known = _by_tree.get((id(tree), n_points))
+    if known is not None and known[0] is tree:
+        return known[1]
+    kernel = _kernel_for_source(generate_source(tree, n_points))
+    _by_tree[(id(tree), n_points)] = (tree, kernel)
+    return kernel
+
+
+def _allow_vectorisation() -> None:
+    """Let LLVM emit enough runtime alias checks to vectorise the lane loops.
+
+    Each stage loop reads and writes several per-lane arrays; LLVM's default limit of 8 runtime
+    memory checks makes it give up ("too many memory checks needed"). Raising it only changes
+    how hard the loop vectoriser tries.
+    """
+    import llvmlite.binding as llvm
+
+    llvm.set_option("", "--runtime-memory-check-threshold=100000")
+    llvm.set_option("", "--memory-check-merge-threshold=100000")
+    llvm.set_option("", "--vectorize-memory-check-threshold=100000")
+    llvm.set_option("", "--pragma-vectorize-memory-check-threshold=100000")
+
+
+def _kernel_for_source(source: str):
+    """Import (and so compile or load from numba's cache) the kernel of ``source``."""
+    _allow_vectorisation()
     digest = hashlib.sha1(source.encode()).hexdigest()[:16]
     if digest in _loaded:
         return _loaded[digest]
@@ -486,3 +556,19 @@ def kernel_for(tree: Tree, n_points: int):
     spec.loader.exec_module(module)
     _loaded[digest] = module.integrate
     return module.integrate
+
+
+def run_threads(kernel, n_lanes: int, threads: int, args_before: tuple, args_after: tuple) -> None:
+    """Run ``kernel(*args_before, lo, hi, *args_after)`` on ``threads`` disjoint lane groups."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    threads = max(1, min(threads, n_lanes))
+    bounds = [(g * n_lanes) // threads for g in range(threads + 1)]
+    if threads == 1:
+        kernel(*args_before, 0, n_lanes, *args_after)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        futures = [pool.submit(kernel, *args_before, bounds[g], bounds[g + 1], *args_after)
+                   for g in range(threads)]
+        for future in futures:
+            future.result()

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -139,7 +140,8 @@ def stage_arrays(model: Model, motion: DrivenMotion, substeps: int) -> tuple:
 def simulate(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
              outputs: Sequence[str] = ("free_q", "free_qd", "efforts", "points"),
              measured: np.ndarray | None = None, points: Sequence[str] = COST_POINTS,
-             substeps: int = 1, max_abs: float = 1.0e3, engine: str = "auto") -> Simulation:
+             substeps: int = 1, max_abs: float = 1.0e3, engine: str = "auto",
+             threads: int | None = None) -> Simulation:
     """Integrate the trial for every row of P (B, n_parameters); free state (n_free,) or (B, ·).
 
     ``outputs`` picks what is stored among free_q, free_qd, efforts, points. With ``measured``
@@ -181,7 +183,7 @@ def simulate(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
         if flags[1]:
             raise ModelError("simulate: the generated engine does not compute efforts")
         return _simulate_generated(model, V, valid, q0, v0, (qd, vd, ad, cd, sd), h, substeps,
-                                   motion, outputs, meas, selection, flags, max_abs)
+                                   motion, outputs, meas, selection, flags, max_abs, threads)
     out_q = np.zeros((B, F if store_state else 1, nf))
     out_qd = np.zeros_like(out_q)
     out_eff = np.zeros((B, F if flags[1] else 1, nd))
@@ -215,11 +217,9 @@ def joint_centre_cost(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
 
 
 def _simulate_generated(model: Model, V, valid, q0, v0, stages, h, substeps, motion, outputs,
-                        meas, selection, flags, max_abs) -> Simulation:
+                        meas, selection, flags, max_abs, threads) -> Simulation:
     """The same integration with the specialised kernel (states/points/cost only)."""
-    import numba
-
-    from bemore.model.codegen import kernel_for
+    from bemore.model.codegen import kernel_for, run_threads
 
     B, nf = q0.shape
     F = len(motion.t)
@@ -244,10 +244,14 @@ def _simulate_generated(model: Model, V, valid, q0, v0, stages, h, substeps, mot
         wts[:, selection] = finite
     cost = np.zeros(B)
     alive = valid.astype(np.float64)
-    groups = max(1, min(numba.get_num_threads(), B))
     qd, vd, ad, cd, sd = stages
-    kernel(Vt, S, qd, vd, ad, cd, sd, h, substeps, groups, meas_full, wts, store_state,
-           bool(flags[2]), bool(flags[3]), max_abs, out_state, out_pts, cost, alive)
+    tri = nf * (nf + 1) // 2
+    MX = np.zeros((2 * tri + nf, B))  # M0 and the Cholesky factor of W, per lane
+    U0, U1, U2 = (np.zeros((2 * nf, B)) for _ in range(3))  # stage increments
+    run_threads(kernel, B, threads or os.cpu_count() or 1,
+                (Vt, S, MX, U0, U1, U2, qd, vd, ad, cd, sd, h, substeps),
+                (meas_full, wts, store_state, bool(flags[2]), bool(flags[3]), max_abs, out_state,
+                 out_pts, cost, alive))
     ok = alive > 0.0
     result = Simulation(t=motion.t.copy(), free_names=model.free_coordinates,
                         driven_names=model.driven_coordinates, point_names=model.point_names,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy.integrate import solve_ivp
 
 from bemore.model import joint_centre_cost, simulate
@@ -17,6 +18,7 @@ def _driven_exact(t: float, duration: float):
     return base + s * amp, sd * amp, sdd * amp
 
 
+@pytest.mark.slow
 def test_points_within_a_tenth_of_a_millimetre_of_radau(real, motion, start):
     P = real.parameter_matrix([{}])
     q0, v0 = start
