@@ -88,6 +88,23 @@ class Simulation:
         return out
 
 
+_stage_cache: dict[tuple, tuple] = {}
+
+
+def _cached_stage_arrays(model: Model, motion: DrivenMotion, substeps: int) -> tuple:
+    """:func:`stage_arrays`, memoised for the same motion object (an optimiser evaluates many
+    populations on one trial; a DrivenMotion is treated as immutable)."""
+    key = (id(model.tree), id(motion), id(motion.q), id(motion.qd), id(motion.qdd), substeps)
+    hit = _stage_cache.get(key)
+    if hit is not None and hit[0] is motion and hit[1] is model.tree:
+        return hit[2]
+    result = stage_arrays(model, motion, substeps)
+    if len(_stage_cache) >= 8:
+        _stage_cache.pop(next(iter(_stage_cache)))
+    _stage_cache[key] = (motion, model.tree, result)
+    return result
+
+
 def stage_arrays(model: Model, motion: DrivenMotion, substeps: int) -> tuple:
     """Driven state at every stage time of every step, shared by the whole batch.
 
@@ -161,7 +178,7 @@ def simulate(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
     q0 = np.ascontiguousarray(np.broadcast_to(np.asarray(free_q0, np.float64), (B, nf)))
     v0 = np.ascontiguousarray(np.broadcast_to(np.asarray(free_qd0, np.float64), (B, nf)))
     valid = valid & np.all(np.isfinite(q0), axis=1) & np.all(np.isfinite(v0), axis=1)
-    qd, vd, ad, cd, sd, h = stage_arrays(model, motion, substeps)
+    qd, vd, ad, cd, sd, h = _cached_stage_arrays(model, motion, substeps)
     F = len(motion.t)
     store_state = "free_q" in outputs or "free_qd" in outputs
     flags = np.array([store_state, "efforts" in outputs, "points" in outputs,
