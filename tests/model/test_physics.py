@@ -74,3 +74,20 @@ def test_static_bar_deflection_is_total_weight_over_stiffness(real):
     below = total_mass - 0.675 - 2 * (0.396 + 1.188 + 1.387)
     assert abs(q[4] - below * G / 30000.0) < 1e-9
     assert abs(q[3]) < 1e-12
+
+
+def test_equilibrium_start_has_no_spring_transient(real):
+    """From handstand (slightly past vertical), springs at equilibrium barely move in 30 ms;
+    started at their rest values they jump by millimetres."""
+    P = real.parameter_matrix([{}])
+    posture = straight_posture(real)
+    motion = _still(real, posture, 0.03)
+    free = np.zeros(real.n_free)
+    free[2] = np.pi / 2 + 0.05
+    q0 = real.equilibrium(P, posture, free_q=free)[0]
+    assert -0.02 < q0[1] < -0.005 and q0[4] < -0.005  # bar pressed down, shoulders compressed
+    springs = [0, 1, 3, 4]
+    settled = simulate(real, P, motion, q0, np.zeros(5), outputs=("free_q",)).free_q[0]
+    assert np.max(np.abs(settled[:, springs] - q0[springs])) < 1e-6
+    jolted = simulate(real, P, motion, free, np.zeros(5), outputs=("free_q",)).free_q[0]
+    assert np.max(np.abs(jolted[:, springs] - free[springs])) > 1e-3
