@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ import pytest
 from bemore.paths import REPOSITORY_DIR
 from controller.log import read_log
 from controller.replay import summarise
-from tests.avr.emulated import SPEC
+from tests.avr.emulated import SPEC, Client
 
 DESIGN = {"final_time_s": 2.963320, "flexion_end_time_s": 1.728963, "max_flexion_deg": 160.0}
 
@@ -64,16 +65,20 @@ def bench_config(tmp_path) -> str:
     return str(path)
 
 
+def drive_command(setpoints, port: str, log, bench: str) -> list[str]:
+    """`bemore drive` of the test's gesture at 500 Hz, half speed, on ``port``."""
+    return [sys.executable, "-m", "bemore", "drive", str(setpoints), "--port", port,
+            "--rate", "500", "--speed", "0.5", "--no-view", "--log", str(log),
+            "--bench-config", bench]
+
+
 def test_drive_follows_a_synthesized_gesture_on_the_emulated_board(
         board, synthesized_setpoints, tmp_path):
     setpoints, rotation_deg = synthesized_setpoints
     assert 360.0 <= rotation_deg <= 362.0  # it is the synthesized circle, not any curve
     log = tmp_path / "session.jsonl"
-    result = subprocess.run(
-        [sys.executable, "-m", "bemore", "drive", str(setpoints), "--port", board.port,
-         "--rate", "500", "--speed", "0.5", "--no-view", "--log", str(log),
-         "--bench-config", bench_config(tmp_path)],
-        capture_output=True, text=True, timeout=180)
+    result = subprocess.run(drive_command(setpoints, board.port, log, bench_config(tmp_path)),
+                            capture_output=True, text=True, timeout=180)
     stats = board.stop()
     assert result.returncode == 0, result.stdout + result.stderr + board.stats
     assert "gesture completed" in result.stdout
@@ -94,3 +99,33 @@ def test_drive_follows_a_synthesized_gesture_on_the_emulated_board(
     assert summary.firmware_counters["bad_frames"] == 0
     assert summary.firmware_counters["seq_gaps"] == 0
     assert stats["rx_dropped"] == 0 and stats["resets"] == 0
+
+
+def test_killing_bemore_drive_mid_gesture_trips_the_firmware_watchdog(
+        board, synthesized_setpoints, tmp_path):
+    setpoints, _ = synthesized_setpoints
+    log = tmp_path / "session.jsonl"
+    host = subprocess.Popen(drive_command(setpoints, board.port, log, bench_config(tmp_path)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 120
+        while time.monotonic() < end and host.poll() is None:
+            if log.exists() and log.read_text().count('"type": "sp"') > 500:  # 1 s streamed
+                break
+            time.sleep(0.05)
+        assert host.poll() is None, "the drive ended before it could be killed"
+    finally:
+        host.kill()  # SIGKILL: no controlled stop, no DISARM
+        host.wait()
+    # A new host finds the axis stopped by the firmware's own watchdog, torque ramped to zero.
+    client = Client(board.port)
+    try:
+        client.handshake(telemetry_period_ms=5)
+        time.sleep(0.3)
+        client.poll(0.05)
+        last = [m for m in client.received if m.name == "TELEMETRY"][-1].fields
+    finally:
+        client.close()
+    assert last["state"] == SPEC.states["FAULT"]
+    assert last["fault"] == SPEC.faults["WATCHDOG"]
+    assert last["torque_mNm"] == 0
