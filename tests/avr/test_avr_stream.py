@@ -4,6 +4,7 @@ machine runs the emulation) and the control tick's execution time in CPU cycles.
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -45,3 +46,19 @@ def test_beyond_the_line_rate_setpoints_fall_behind(avr_build, rate_hz):
     stats = run_stream(rate_hz)
     assert stats["late"] > 100
     assert stats["bad_frames"] == 0 and stats["seq_gaps"] == 0 and stats["rx_dropped"] == 0
+
+
+def test_estop_option_pulls_the_pin_at_an_emulated_time(avr_build):
+    result = subprocess.run(
+        [str(AVRSIM), "--speed", "0", "--duration-s", "0.6", "--ignore-stdin", "--stream-hz",
+         "500", "--estop-at-ms", "400", str(ELF)],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    event = re.search(r"estop pulled at mcu tick (\d+) with (-?[\d.]+) N\.m on the motor: motor "
+                      r"output zero after (\d+) cycles", result.stdout)
+    assert event, result.stdout
+    assert 395 <= int(event.group(1)) <= 400  # 400 ms after power-up (the MCU boots in ~1 ms)
+    assert int(event.group(3)) < 1000
+    stats = parse_stats(result.stderr)
+    assert stats["state"] == SPEC.states["FAULT"]
+    assert stats["fault"] == SPEC.faults["ESTOP_INPUT"]
