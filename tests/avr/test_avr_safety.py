@@ -115,3 +115,16 @@ def test_a_starved_main_loop_is_reset_by_the_hardware_watchdog(board, client):
     assert stats["resets"] == 1
     # mcu_ticks restarted from 0 at the reset: fewer ticks than the harness counted in total
     assert reply.fields["mcu_ticks"] < stats["ticks"] - 100
+
+
+def test_driver_fault_pin_stops_the_motor(board, client):
+    client.handshake(telemetry_period_ms=1)
+    assert client.ack("ARM", watchdog_ms=200) == OK
+    stream_torque(client, 40)
+    board.command("driver on")  # the driver pulls its fault line low
+    fault = client.wait_for(lambda m: m.name == "TELEMETRY" and m.fields["state"] == FAULT)
+    assert fault.fields["fault"] == SPEC.faults["DRIVER"]
+    assert fault.fields["torque_mNm"] == 0  # zero at once, not ramped
+    board.command("driver off")
+    time.sleep(0.05)
+    assert client.ack("CLEAR_FAULT") == OK

@@ -186,9 +186,10 @@ static void service(struct harness *h)
         /* What the pty does not take now waits in the harness (the adapter's and its driver's
          * buffers); bytes are lost only when that 64 kB queue is full (harness.c). */
         n = write(pty_master, h->tx, h->tx_len);
-        uint32_t sent = n > 0 ? (uint32_t)n : 0u;
-        memmove(h->tx, h->tx + sent, h->tx_len - sent);
-        h->tx_len -= sent;
+        if (n > 0) {
+            memmove(h->tx, h->tx + n, h->tx_len - (uint32_t)n);
+            h->tx_len -= (uint32_t)n;
+        }
     }
     if (use_stdin && service_count % 40u == 0u) {
         poll_stdin();
