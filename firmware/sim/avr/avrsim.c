@@ -246,7 +246,7 @@ static void sleep_none(avr_t *avr, avr_cycle_count_t how_long)
 
 static void usage(FILE *out)
 {
-    fputs("usage: avrsim [options] [FIRMWARE.elf]   (default build/avr/bemore-avr.elf)\n"
+    fputs("usage: avrsim [options] [FIRMWARE.elf]   (default: bemore-avr.elf beside avrsim)\n"
           "  plant:  --inertia KG_M2 (1.0) --viscous NM_S_PER_RAD (1.0) --coulomb NM (2.0)\n"
           "          --torque-limit NM (150) --gravity-moment NM (0)\n"
           "  inputs: --estop-at-ms T (pull the e-stop pin at emulated time T)\n"
@@ -300,7 +300,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "avrsim: a plant or run parameter is out of range (see --help)\n");
         return 2;
     }
-    const char *elf = optind < argc ? argv[optind] : "build/avr/bemore-avr.elf";
+    /* Default: the firmware built next to this program (make puts both in build/avr/). */
+    char default_elf[4096];
+    const char *slash = strrchr(argv[0], '/');
+    snprintf(default_elf, sizeof default_elf, "%.*sbemore-avr.elf",
+             slash ? (int)(slash - argv[0] + 1) : 0, argv[0]);
+    const char *elf = optind < argc ? argv[optind] : default_elf;
     elf_firmware_t firmware;
     memset(&firmware, 0, sizeof firmware);
     /* simavr's loader prints to stdout, whose first line must be the pty path: divert it. */
