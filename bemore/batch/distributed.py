@@ -35,7 +35,7 @@ def run_on_cluster(client: Any, todo: list[ItemSpec], collect: Collect) -> None:
         submitted.append(client.submit(run_item, spec, key=key, pure=False))
         return submitted[-1]
 
-    futures = as_completed([submit(spec) for spec in todo])
+    futures = as_completed([submit(spec) for spec in todo], loop=client.loop)
     try:
         for future in futures:
             spec = by_key[future.key]

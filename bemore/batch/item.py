@@ -40,7 +40,14 @@ def run_item(spec: ItemSpec) -> ItemResult:
     Raises the library's :class:`~bemore.errors.BemoreError` for bad input, and
     KeyboardInterrupt if Ctrl-C interrupted the identification (never a partial result).
     """
-    with tempfile.TemporaryDirectory(prefix=f"bemore-{spec.athlete}-") as folder:
+    from threadpoolctl import threadpool_limits
+
+    # One BLAS thread, wherever the item runs: LAPACK's rounding depends on its thread count,
+    # and Dask workers start with 1 (OPENBLAS_NUM_THREADS=1) while this process may have more;
+    # pinned, the same item gives bitwise the same numbers in-process and on any worker.
+    with threadpool_limits(limits=1, user_api="blas"), tempfile.TemporaryDirectory(
+        prefix=f"bemore-{spec.athlete}-"
+    ) as folder:
         out = Path(folder)
         start = time.perf_counter()
         identified = _identify(spec, out)
@@ -164,7 +171,7 @@ def _synthesize(spec: ItemSpec, out: Path) -> dict[str, Any]:
         starts=spec.starts or solver.starts,
         seed=solver.seed if spec.synthesis_seed is None else spec.synthesis_seed,
     )
-    result, problem = synthesize(athlete, synthesis, identification, options, spec.synthesis_config)
+    result, problem = synthesize(athlete, synthesis, options, config_path=spec.synthesis_config)
     # The batch runs in a temporary folder: name the athlete by its place in the output folder.
     result.inputs["athlete"] = f"{spec.athlete}/athlete.json"
     folder = out / "gesture"

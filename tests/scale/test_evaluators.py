@@ -96,3 +96,25 @@ def test_worker_killed_mid_evaluation_does_not_lose_the_run(problem, dask_client
     dask_client.wait_for_workers(2, timeout=120)
     assert killed not in set(dask_client.run(os.getpid).values())
     evaluator.close()
+
+
+def test_gesture_problem_on_dask_matches_in_process(dask_client) -> None:
+    from bemore.evaluate import EvaluatedGestureProblem
+    from bemore.settings import load_identification, load_synthesis
+    from bemore.synthesis.athlete import default_parameters
+    from bemore.synthesis.problem import GestureProblem
+    from bemore.synthesis.synthesize import exemplary_matrix
+
+    model, P, _ = exemplary_matrix(default_parameters(load_identification()))
+    problem = GestureProblem(model, P, load_synthesis(), steps=120)
+    designs = np.array([[2.9, 1.7, 2.7], [3.0, 1.8, 2.8], [2.5, 1.5, 2.6], [3.5, 2.0, 2.2]])
+    f_local, c_local = problem.evaluate(designs)
+    evaluator = DaskEvaluator(client=dask_client)
+    remote = EvaluatedGestureProblem(problem, evaluator)
+    before = problem.simulations
+    f_remote, c_remote = remote.evaluate(designs)
+    assert np.array_equal(f_remote, f_local) and np.array_equal(c_remote, c_local)
+    assert np.all(f_local > 0) and c_local.shape == (4, 2)
+    assert problem.simulations == before + 4  # counted here, not lost on the workers
+    assert remote.names == problem.names
+    evaluator.close()
