@@ -127,60 +127,95 @@ def summary_text(athlete: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+MAX_PLOTTED_SAMPLES = 400  # a 1 kHz trial is decimated for drawing: the plots stay fast
+
+
+def _decimation(frames: int) -> int:
+    """Stride that keeps at most MAX_PLOTTED_SAMPLES samples."""
+    return max(1, -(-frames // MAX_PLOTTED_SAMPLES))
+
+
 def plot_trajectories(
     path: Path, t: np.ndarray, measured: np.ndarray, simulated: np.ndarray, names: list[str]
 ) -> None:
-    """Measured vs simulated x(t), y(t) of each joint centre (mm)."""
-    import matplotlib.pyplot as plt
+    """Measured vs simulated x(t) and y(t) of each joint centre (mm), one panel per centre."""
+    from matplotlib.figure import Figure
 
-    figure, axes = plt.subplots(len(names), 2, figsize=(10, 1.6 * len(names)), sharex=True)
+    step = _decimation(t.size)
+    figure = Figure(figsize=(8, 1.3 * len(names)))
+    axes = figure.subplots(len(names), 1, sharex=True)
     for k, name in enumerate(names):
-        for column, label in enumerate(("x", "y")):
-            axis = axes[k, column]
-            axis.plot(t, measured[:, k, column] * 1e3, "k-", lw=1.2, label="measured")
-            axis.plot(t, simulated[:, k, column] * 1e3, "r--", lw=1.0, label="simulated")
-            axis.set_ylabel(f"{name} {label} (mm)", fontsize=8)
-    axes[0, 0].legend(fontsize=8)
-    for axis in axes[-1]:
-        axis.set_xlabel("t (s)")
-    figure.tight_layout()
-    figure.savefig(path, dpi=90)
-    plt.close(figure)
+        axis = axes[k]
+        for column, (solid, dashed) in enumerate((("k", "r"), ("0.55", "tab:orange"))):
+            label = "xy"[column]
+            axis.plot(
+                t[::step],
+                measured[::step, k, column] * 1e3,
+                color=solid,
+                lw=1.2,
+                label=f"{label} measured",
+            )
+            axis.plot(
+                t[::step],
+                simulated[::step, k, column] * 1e3,
+                "--",
+                color=dashed,
+                lw=1.0,
+                label=f"{label} simulated",
+            )
+        axis.set_ylabel(f"{name} (mm)", fontsize=8)
+        axis.tick_params(labelsize=7)
+    axes[0].legend(fontsize=7, ncol=4, loc="upper left")
+    axes[-1].set_xlabel("t (s)")
+    figure.subplots_adjust(left=0.1, right=0.98, top=0.98, bottom=0.06, hspace=0.15)
+    figure.savefig(path, dpi=80)
 
 
 def plot_stick_figures(
     path: Path, t: np.ndarray, measured: np.ndarray, simulated: np.ndarray, count: int = 6
 ) -> None:
-    """Measured (black) and simulated (red) joint-centre chains at ``count`` key frames."""
-    import matplotlib.pyplot as plt
+    """Measured (black) and simulated (red) joint-centre chains at ``count`` key frames.
+
+    The frames are drawn side by side, each shifted by 3.5 m along x; blue squares: the bar.
+    """
+    from matplotlib.figure import Figure
 
     frames = np.linspace(0, t.size - 1, count).round().astype(int)
-    figure, axes = plt.subplots(1, count, figsize=(2.4 * count, 3.2))
-    for axis, frame in zip(np.atleast_1d(axes), frames, strict=True):
-        axis.plot(*measured[frame].T, "ko-", lw=2, ms=3, label="measured")
-        axis.plot(*simulated[frame].T, "ro--", lw=1.2, ms=3, label="simulated")
-        axis.plot(0.0, 0.0, "bs", ms=4)
-        axis.set_title(f"t = {t[frame]:.2f} s", fontsize=9)
-        axis.set_aspect("equal")
-        axis.set_xlim(-1.8, 1.8)
-        axis.set_ylim(-1.8, 1.8)
-        axis.tick_params(labelsize=7)
-    np.atleast_1d(axes)[0].legend(fontsize=7, loc="lower left")
-    figure.tight_layout()
-    figure.savefig(path, dpi=90)
-    plt.close(figure)
+    figure = Figure(figsize=(2.2 * count, 2.8))
+    axis = figure.subplots()
+    for slot, frame in enumerate(frames):
+        shift = np.array([3.5 * slot, 0.0])
+        axis.plot(
+            *(measured[frame] + shift).T, "ko-", lw=2, ms=3, label="measured" if slot == 0 else None
+        )
+        axis.plot(
+            *(simulated[frame] + shift).T,
+            "ro--",
+            lw=1.2,
+            ms=3,
+            label="simulated" if slot == 0 else None,
+        )
+        axis.plot(*shift, "bs", ms=4)
+        axis.text(shift[0], 2.0, f"t = {t[frame]:.2f} s", ha="center", fontsize=8)
+    axis.set_aspect("equal")
+    axis.set_ylim(-1.9, 2.3)
+    axis.set_xlabel("m (frames shifted by 3.5 m)", fontsize=8)
+    axis.tick_params(labelsize=7)
+    axis.legend(fontsize=7, loc="lower left")
+    figure.subplots_adjust(left=0.04, right=0.99, top=0.97, bottom=0.15)
+    figure.savefig(path, dpi=80)
 
 
 def plot_convergence(path: Path, nfev: list[int], best: list[float], label: str) -> None:
     """Best cost (m², log scale) against the number of simulations."""
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    figure, axis = plt.subplots(figsize=(6, 4))
+    figure = Figure(figsize=(6, 4))
+    axis = figure.subplots()
     axis.semilogy(nfev, best, "b-", lw=1.5)
     axis.set_xlabel("simulations")
     axis.set_ylabel("best cost f1 (m²)")
     axis.set_title(label, fontsize=9)
     axis.grid(True, which="both", alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=90)
-    plt.close(figure)
+    figure.subplots_adjust(left=0.14, right=0.97, top=0.92, bottom=0.12)
+    figure.savefig(path, dpi=80)
