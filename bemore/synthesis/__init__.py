@@ -1,6 +1,9 @@
 """Synthesis of the optimal shoulder gesture for the clear hip circle (DESIGN §3).
 
-``gesture`` holds the two joined polynomials, ``exemplary`` builds the 3-solid model from an
-athlete, ``problem`` evaluates gestures in batches, ``solve`` runs the optimisers, ``outputs``
-writes gesture.json, profiles.csv, setpoints.csv, plots and the GIF; ``cli`` is the command.
+``gesture``: the two joined 8th-order polynomials; ``athlete``: the identified parameters
+(athlete.json or the seed's); ``problem``: design variables, objective, constraints, evaluation
+on the exemplary gymnast; ``solve``: multi-start SLSQP / trust-constr; ``pymoo_search``: the
+global search; ``synthesize``: the whole run (coarse search, fine polish, verification);
+``results`` and ``outputs``: gesture.json, profiles.csv, setpoints.csv, plots, GIF; ``cli``:
+``bemore synthesize``.
 """

@@ -1,14 +1,16 @@
-"""Constrained optimisation of a batched problem: multi-start SLSQP, trust-constr, pymoo.
+"""Constrained optimisation of a batched problem: multi-start SLSQP and trust-constr.
 
 The solver works on design variables normalised to [0, 1] (so one finite-difference step suits
-seconds and radians alike). Every new design point is evaluated *together with its forward
-finite-difference stencil* in one batched call (n + 1 points), cached by the point, so that the
-objective, the constraints and their Jacobians share one simulation. The starting points of a
-multi-start run advance in lockstep, each in its own thread, and their requests are merged into
-one batch (:class:`_LockstepBatcher`), so the engine always sees a whole pack at once.
+seconds and radians alike). Objective, constraints and their forward finite-difference
+Jacobians come from batched requests cached by the point, so that they share one simulation;
+with ``eager`` a new point is evaluated together with its stencil (n + 1 points in one batch).
+The starting points of a multi-start run advance in lockstep, each in its own thread, and their
+requests are merged into one batch (:class:`_LockstepBatcher`), so the engine always sees a
+whole pack at once.
 
 Constraints are declared once, as ``lower ≤ value ≤ upper`` (:class:`BatchProblem`), and converted
-to each library's sign convention in exactly one place: :func:`constraint_form`.
+to each library's sign convention in exactly one place: :func:`constraint_form` (also used by
+the pymoo global search in :mod:`bemore.synthesis.pymoo_search`).
 """
 
 from __future__ import annotations
@@ -220,7 +222,7 @@ class SolveOutcome:
     runs: list[RunRecord] = field(default_factory=list)
 
 
-class _Normaliser:
+class Normaliser:
     """Maps normalised u ∈ [0, 1]ⁿ to physical x and back."""
 
     def __init__(self, lower: np.ndarray, upper: np.ndarray):
@@ -247,7 +249,7 @@ def starting_points(
     ``linear(X) → (B,)`` ≥ 0 marks points satisfying the problem's linear constraints; draws that
     violate it are redrawn (up to a limit), so every start is linearly feasible.
     """
-    normaliser = _Normaliser(problem.lower, problem.upper)
+    normaliser = Normaliser(problem.lower, problem.upper)
 
     def admissible(u: np.ndarray) -> bool:
         return linear is None or bool(linear(normaliser.physical(u)[None])[0] >= 0.0)
@@ -291,7 +293,7 @@ def solve_multistart(
     from scipy.optimize import Bounds, NonlinearConstraint, minimize
 
     clock = time.perf_counter()
-    normaliser = _Normaliser(problem.lower, problem.upper)
+    normaliser = Normaliser(problem.lower, problem.upper)
     lower_c, upper_c = problem.constraint_lower, problem.constraint_upper
     u_starts = np.clip(normaliser.normalised(np.atleast_2d(starts)), 0.0, 1.0)
     n_runs = len(u_starts)
@@ -396,7 +398,7 @@ def solve_multistart(
                 run(index)
     if any(record is None for record in records):
         raise OptimisationError(f"{method}: a local run stopped without a result")
-    return _best(
+    return best_outcome(
         problem,
         normaliser,
         [r for r in records if r is not None],
@@ -444,9 +446,9 @@ def _jacobian_form(jac: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.
     return np.concatenate([jac[np.isfinite(lower)], -jac[np.isfinite(upper)]], axis=0)
 
 
-def _best(
+def best_outcome(
     problem: BatchProblem,
-    normaliser: _Normaliser,
+    normaliser: Normaliser,
     records: list[RunRecord],
     method: str,
     feasibility_tolerance: float,
@@ -483,85 +485,4 @@ def _best(
         method=method,
         message=message,
         runs=records,
-    )
-
-
-def solve_pymoo(
-    problem: BatchProblem,
-    rng_seed: int,
-    population: int = 40,
-    generations: int = 40,
-    polish: bool = True,
-    feasibility_tolerance: float = 1e-6,
-) -> SolveOutcome:
-    """Constrained global search (pymoo differential evolution), whole population per batch.
-
-    Constraints reach pymoo through :func:`constraint_form` (``G ≤ 0``). With ``polish`` the best
-    individual is refined by SLSQP. ``rng_seed`` makes the run reproducible.
-    """
-    from pymoo.algorithms.soo.nonconvex.de import DE
-    from pymoo.core.problem import Problem
-    from pymoo.optimize import minimize as pymoo_minimize
-
-    clock = time.perf_counter()
-    normaliser = _Normaliser(problem.lower, problem.upper)
-    counter = {"evaluations": 0, "batches": 0}
-    lower_c, upper_c = problem.constraint_lower, problem.constraint_upper
-    n_g = constraint_form(np.zeros(len(lower_c)), lower_c, upper_c, "pymoo").size
-
-    class _Adapter(Problem):
-        def __init__(self) -> None:
-            super().__init__(n_var=problem.lower.size, n_obj=1, n_ieq_constr=n_g, xl=0.0, xu=1.0)
-
-        def _evaluate(self, U: np.ndarray, out: dict[str, Any], *args: Any, **kwargs: Any) -> None:
-            f, c = problem.evaluate(normaliser.physical(U))
-            counter["evaluations"] += len(U)
-            counter["batches"] += 1
-            out["F"] = f[:, None]
-            out["G"] = constraint_form(c, lower_c, upper_c, "pymoo")
-
-    algorithm = DE(pop_size=population)
-    result = pymoo_minimize(
-        _Adapter(), algorithm, ("n_gen", generations), seed=rng_seed, verbose=False
-    )
-    population_u = result.pop.get("X")
-    population_g = result.pop.get("G")
-    population_f = result.pop.get("F")[:, 0]
-    worst = np.maximum(0.0, population_g).max(axis=1, initial=0.0)
-    pick = (
-        np.argmin(np.where(worst <= feasibility_tolerance, population_f, np.inf))
-        if (worst <= feasibility_tolerance).any()
-        else np.argmin(worst)
-    )
-    x_best = normaliser.physical(population_u[pick])
-    record = RunRecord(
-        x0=[],
-        x=x_best.tolist(),
-        objective=float(population_f[pick]),
-        violation=float(worst[pick]),
-        iterations=generations,
-        evaluations=counter["evaluations"],
-        success=True,
-        message=f"pymoo DE, {population} individuals × {generations} generations",
-    )
-    if polish:
-        polished = solve_multistart(
-            problem, x_best[None], feasibility_tolerance=feasibility_tolerance
-        )
-        polished.runs.insert(0, record)
-        polished.evaluations += counter["evaluations"]
-        polished.batches += counter["batches"]
-        polished.iterations += generations
-        polished.method = "pymoo"
-        polished.elapsed_s = time.perf_counter() - clock
-        polished.message = "pymoo DE then SLSQP polish: " + polished.message
-        return polished
-    return _best(
-        problem,
-        normaliser,
-        [record],
-        "pymoo",
-        feasibility_tolerance,
-        counter["batches"],
-        time.perf_counter() - clock,
     )

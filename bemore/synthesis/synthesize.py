@@ -23,11 +23,11 @@ from bemore.model import exemplary_parameters, load_model
 from bemore.settings import Synthesis
 from bemore.synthesis.athlete import AthleteParameters
 from bemore.synthesis.problem import HAND_ROTATION, GestureProblem, objective_value
+from bemore.synthesis.pymoo_search import solve_pymoo
 from bemore.synthesis.results import OBJECTIVES, ConstraintStatus, SynthesisResult
 from bemore.synthesis.solve import (
     SolveOutcome,
     solve_multistart,
-    solve_pymoo,
     starting_points,
     violation,
 )

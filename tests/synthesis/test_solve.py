@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bemore.synthesis.pymoo_search import solve_pymoo
 from bemore.synthesis.solve import (
     constraint_form,
     solve_multistart,
-    solve_pymoo,
     starting_points,
     violation,
 )
