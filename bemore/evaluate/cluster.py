@@ -107,16 +107,16 @@ class DaskEvaluator:
 
     def worker_threads(self) -> int:
         """Worker threads currently in the cluster (waits up to 30 s for the first worker)."""
-        info = self.client.scheduler_info()
-        if not info.get("workers"):
+        threads = self.client.nthreads()
+        if not threads:
             try:
                 self.client.wait_for_workers(1, timeout=30)
             except TimeoutError:
                 raise OptimisationError(
                     f"the Dask cluster at {self.address} has no worker (waited 30 s)"
                 ) from None
-            info = self.client.scheduler_info()
-        return max(1, sum(int(w.get("nthreads", 1)) for w in info["workers"].values()))
+            threads = self.client.nthreads()
+        return max(1, sum(int(count) for count in threads.values()))
 
     def describe(self) -> dict[str, Any]:
         """``{"kind": "dask", "address", "worker_threads", "tasks", "resubmitted"}``."""

@@ -118,3 +118,21 @@ def test_changed_settings_or_trial_make_the_item_unfinished(tmp_path: Path) -> N
     assert finished_row(out, load_manifest(path).items[0]) is None
     trial.write_text("another recording")
     assert finished_row(out, spec) is None
+
+
+def test_batch_command_bad_input_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from bemore.cli import cli
+
+    runner = CliRunner()
+    missing = runner.invoke(cli, ["batch", str(tmp_path / "none.toml"), "--out", str(tmp_path)])
+    assert missing.exit_code == 2
+    assert missing.output.strip() == f"bemore: error: {tmp_path / 'none.toml'}: file not found"
+    path, _ = _squad(tmp_path)
+    both = runner.invoke(
+        cli, ["batch", str(path), "--out", str(tmp_path / "o"), "--local-cluster", "2",
+              "--dask", "tcp://127.0.0.1:8786"],
+    )
+    assert both.exit_code == 2 and "--local-cluster and a Dask address" in both.output
+    assert not (tmp_path / "o").exists()
