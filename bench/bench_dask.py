@@ -84,6 +84,10 @@ def run(smoke: bool) -> list[Measurement]:
             Client(cluster, set_as_default=False) as client:
         evaluator = DaskEvaluator(client=client)
         dask_s, dask_steps, dask_fun = _timed_run(problem, evaluator, settings)
+        # Two workers on two cores: one engine thread per chunk avoids oversubscription.
+        capped = DaskEvaluator(client=client, engine_threads=1)
+        capped_s, capped_steps, capped_fun = _timed_run(problem, capped, settings)
+        capped.close()
         population = np.full((settings["pack"], problem.dim), 0.5)
         evaluator.map_rows(_no_work, population, shared=problem)
         round_trips = []
@@ -92,15 +96,22 @@ def run(smoke: bool) -> list[Measurement]:
             evaluator.map_rows(_no_work, population, shared=problem)
             round_trips.append(time.perf_counter() - start)
         evaluator.close()
-    if dask_fun != local_fun:
-        raise RuntimeError(f"cluster run found {dask_fun!r} m², in-process {local_fun!r} m²")
+    if not dask_fun == capped_fun == local_fun:
+        raise RuntimeError(
+            f"cluster runs found {dask_fun!r} and {capped_fun!r} m², in-process {local_fun!r} m²"
+        )
     label = f"GWO {settings['pack']}×{settings['iterations']}, {problem.motion.t.size} frames"
     kind = "2 threads (smoke)" if smoke else "2 worker processes"
     return [
         Measurement(f"identification ({label}), Dask {kind}", "s", dask_s, local_s,
                     "in-process"),
+        Measurement(f"identification ({label}), Dask {kind}, 1 engine thread per chunk", "s",
+                    capped_s, local_s, "in-process"),
         Measurement("median iteration, Dask vs in-process", "ms",
                     statistics.median(dask_steps) * 1e3, statistics.median(local_steps) * 1e3,
+                    "in-process"),
+        Measurement("median iteration, Dask 1 engine thread per chunk vs in-process", "ms",
+                    statistics.median(capped_steps) * 1e3, statistics.median(local_steps) * 1e3,
                     "in-process"),
         Measurement(f"cluster overhead per iteration (empty round trip, {settings['pack']} "
                     "points)", "ms", statistics.median(round_trips) * 1e3,

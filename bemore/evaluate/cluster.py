@@ -33,8 +33,16 @@ from bemore.evaluate.base import (
 CONNECT_TIMEOUT_S = 10.0
 
 
-def _run_chunk(fn: ChunkFunction, shared: Any, chunk: np.ndarray) -> Any:
-    """Worker side: evaluate one chunk and check it gave one row per point."""
+def _run_chunk(fn: ChunkFunction, shared: Any, chunk: np.ndarray, engine_threads: int) -> Any:
+    """Worker side: evaluate one chunk and check it gave one row per point.
+
+    ``engine_threads`` > 0 caps the engine's (numba's) threads in this worker: several workers
+    on one machine would otherwise each start one thread per core.
+    """
+    if engine_threads > 0:
+        import numba
+
+        numba.set_num_threads(min(engine_threads, numba.config.NUMBA_NUM_THREADS))
     result = fn(shared, chunk)
     check_rows(result, chunk.shape[0])
     return result
@@ -71,7 +79,8 @@ class DaskEvaluator:
     Give either ``address`` (the evaluator connects and closes its own client) or an existing
     ``client`` (left open on :meth:`close`). ``chunks_per_thread`` chunks are made per worker
     thread; ``resubmits`` bounds how often one call resubmits lost chunks; ``timeout_s`` is how
-    long to try to connect (s).
+    long to try to connect (s); ``engine_threads`` > 0 caps the engine threads of each chunk
+    (0 = the worker's default, one per core).
     """
 
     name = "dask"
@@ -83,6 +92,7 @@ class DaskEvaluator:
         chunks_per_thread: int = 1,
         resubmits: int = 3,
         timeout_s: float = CONNECT_TIMEOUT_S,
+        engine_threads: int = 0,
     ) -> None:
         if (address is None) == (client is None):
             raise ConfigError("dask evaluator: give exactly one of a scheduler address or a client")
@@ -96,6 +106,7 @@ class DaskEvaluator:
         self.address = address or self.client.scheduler.address
         self.chunks_per_thread = chunks_per_thread
         self.resubmits = resubmits
+        self.engine_threads = engine_threads
         self._run = uuid.uuid4().hex[:8]
         self._calls = itertools.count()
         self._scattered: dict[int, tuple[Any, Any]] = {}
@@ -145,6 +156,7 @@ class DaskEvaluator:
                     fn,
                     remote,
                     X[slices[index]],
+                    self.engine_threads,
                     key=f"bemore-{self._run}-{call}-{index}-{attempt}",
                     pure=False,
                 )
