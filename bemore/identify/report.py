@@ -140,6 +140,7 @@ def plot_trajectories(
 ) -> None:
     """Measured vs simulated x(t) and y(t) of each joint centre (mm), one panel per centre."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     step = _decimation(t.size)
     figure = Figure(figsize=(8, 1.3 * len(names)))
@@ -165,6 +166,9 @@ def plot_trajectories(
             )
         axis.set_ylabel(f"{name} (mm)", fontsize=8)
         axis.tick_params(labelsize=7)
+        # Few ticks: drawing tick objects is most of matplotlib's time here.
+        axis.yaxis.set_major_locator(MaxNLocator(3))
+        axis.xaxis.set_major_locator(MaxNLocator(5))
     axes[0].legend(fontsize=7, ncol=4, loc="upper left")
     axes[-1].set_xlabel("t (s)")
     figure.subplots_adjust(left=0.1, right=0.98, top=0.98, bottom=0.06, hspace=0.15)
