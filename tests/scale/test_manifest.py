@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -136,3 +137,20 @@ def test_batch_command_bad_input_is_one_line_and_exit_code_2(tmp_path: Path) -> 
     )
     assert both.exit_code == 2 and "--local-cluster and a Dask address" in both.output
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("on_cluster", [False, True])
+def test_unreadable_trial_fails_its_athlete_only(tmp_path: Path, on_cluster, request) -> None:
+    from bemore.batch import run_batch
+
+    path = tmp_path / "squad.toml"
+    path.write_text('[[athletes]]\nathlete = "ghost"\ntrial = "missing.c3d"\n')
+    client = request.getfixturevalue("dask_client") if on_cluster else None
+    report = run_batch(load_manifest(path), tmp_path / "out", client=client)
+    assert list(report.failed) == ["ghost"] and not report.finished
+    assert "missing.c3d" in report.failed["ghost"]
+    failed = (tmp_path / "out" / "ghost" / "failed.txt").read_text()
+    assert failed.strip() == report.failed["ghost"]
+    assert not (tmp_path / "out" / "ghost" / DONE).exists()
+    rows = list(csv.DictReader((tmp_path / "out" / "summary.csv").open()))
+    assert [(row["athlete"], row["status"]) for row in rows] == [("ghost", "failed")]
