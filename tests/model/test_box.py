@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
+import pytest
 
 from bemore.model import IDENTIFIED_PARAMETERS, simulate
 from bemore.settings import load_gymnast, load_identification, trunk_mass_upper_bound_kg
@@ -44,3 +47,17 @@ def test_trunk_mass_beyond_the_thigh_budget_is_flagged_not_simulated(real, motio
     sim = simulate(real, P, motion, q0, v0, outputs=("free_q",))
     assert sim.valid.tolist() == [True, False, True]
     assert np.all(np.isnan(sim.free_q[1])) and np.all(np.isfinite(sim.free_q[[0, 2]]))
+
+
+@pytest.mark.slow
+def test_all_4096_corners_of_the_box(real, motion, start):
+    lower, upper = _box()
+    unit = np.array(list(itertools.product([0.0, 1.0], repeat=12)))
+    P = lower + unit * (upper - lower)  # the real model's parameters are exactly the 12
+    assert real.parameter_names == IDENTIFIED_PARAMETERS
+    q0, v0 = start
+    for chunk in np.array_split(P, 8):
+        sim = simulate(real, chunk, motion, q0, v0, outputs=("free_q",))
+        assert sim.valid.all()
+        assert np.max(np.abs(sim.free_q[:, :, [0, 1, 3, 4]])) < 0.5
+        assert np.all(sim.free_q[:, -1, 2] - q0[2] > 1.0)
