@@ -543,7 +543,13 @@ def _kernel_for_source(source: str):
     if digest in _loaded:
         return _loaded[digest]
     folder = Path(os.environ.get("BEMORE_KERNEL_CACHE", Path.home() / ".cache/bemore/kernels"))
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # e.g. a read-only home: fall back to the temporary folder
+        import tempfile
+
+        folder = Path(tempfile.gettempdir()) / "bemore-kernels"
+        folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"tree_{digest}.py"
     if not path.exists() or path.read_text() != source:
         tmp = path.with_suffix(f".tmp{os.getpid()}")
