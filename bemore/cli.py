@@ -69,11 +69,11 @@ def config_check(files: tuple[Path, ...]) -> None:
 
 def _register_commands() -> None:
     """Attach the subcommands of each capability (only those that work)."""
+    import bemore.batch.cli  # registers "bemore batch"
+    import bemore.identify.cli  # registers "bemore identify"
+    import bemore.synthesis.cli  # registers "bemore synthesize"
     import bemore.trial.cli  # noqa: F401  (registers "bemore trial")
     import controller.cli  # noqa: F401  (registers "bemore drive" and "bemore replay")
-    import bemore.synthesis.cli  # noqa: F401  (registers "bemore synthesize")
-    import bemore.identify.cli  # noqa: F401  (registers "bemore identify")
-    import bemore.batch.cli  # noqa: F401  (registers "bemore batch")
     from bemore.model.cli import simulate_command
 
     cli.add_command(simulate_command)

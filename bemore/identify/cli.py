@@ -38,6 +38,14 @@ from bemore.optimize.driver import ALGORITHMS
 @click.option("--polish/--no-polish", default=None, help="Least-squares polish after the run.")
 @click.option("--seed", type=int, default=None, help="Random seed (default 0).")
 @click.option("--workers", type=int, default=None, help="Threads for the engine (0 = all cores).")
+@click.option(
+    "--dask",
+    "dask_address",
+    default=None,
+    metavar="ADDRESS",
+    help="Evaluate populations on the Dask scheduler at ADDRESS (tcp://host:8786); "
+    "default: in this process.",
+)
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
 def identify_command(
     trial: Path,
@@ -50,6 +58,7 @@ def identify_command(
     polish: bool | None,
     seed: int | None,
     workers: int | None,
+    dask_address: str | None,
     out: Path,
 ) -> None:
     """Identify the gymnast model (twelve parameters) from a motion-capture trial.
@@ -60,11 +69,13 @@ def identify_command(
             configs/markerset.toml (trial preparation).
     Writes: OUT/athlete.json (parameters, fit, identifiability, run record), OUT/convergence.csv,
             OUT/summary.txt, OUT/trajectories.png, OUT/stick_figures.png, OUT/convergence.png.
-    Defaults: the seed protocol (Grey Wolf Optimizer, 200 wolves, 50 iterations).
+    Defaults: the seed protocol (Grey Wolf Optimizer, 200 wolves, 50 iterations), evaluated in
+    this process on all cores; --dask ADDRESS evaluates the populations on a Dask cluster.
     Ctrl-C stops cleanly: the best result so far is written, marked interrupted (exit code 1).
     Example:
         bemore identify data/sample_trial.c3d --polish --out out/identify
     """
+    from bemore.evaluate import EvaluatedProblem, make_evaluator
     from bemore.identify.outputs import write_outputs
     from bemore.identify.run import RunSettings, identify
     from bemore.identify.space import ParameterSpace
@@ -97,7 +108,16 @@ def identify_command(
         "box": space.describe(),
         "identification_settings": identification.model_dump(),
     }
-    outcome = _run_with_progress(problem, settings, identify)
+    # DESIGN §6: a lab hands population evaluation to a Dask cluster, nothing else changes.
+    evaluator = make_evaluator(dask_address)
+    try:
+        if dask_address:
+            problem = EvaluatedProblem(problem, evaluator)
+        config_record["evaluator"] = evaluator.describe()
+        outcome = _run_with_progress(problem, settings, identify)
+        config_record["evaluator"] = evaluator.describe()
+    finally:
+        evaluator.close()
     record = write_outputs(out, outcome, problem, settings, trial_summary, config_record)
     from bemore.identify.report import summary_text
 
