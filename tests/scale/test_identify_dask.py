@@ -1,0 +1,40 @@
+"""``bemore identify --dask ADDRESS``: the same athlete.json numbers as the in-process run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from bemore.cli import cli
+from bemore.paths import configs_dir, data_dir
+
+
+def _identify(out: Path, trial_config: Path, *extra: str):
+    arguments = ["identify", str(data_dir() / "sample_trial.c3d"), "--pack", "6",
+                 "--iterations", "2", "--seed", "4", "--trial-config", str(trial_config),
+                 "--out", str(out), *extra]
+    return CliRunner().invoke(cli, arguments)
+
+
+def test_identify_on_dask_matches_in_process(dask_client, tmp_path: Path) -> None:
+    trial = (configs_dir() / "trial.toml").read_text()
+    short = tmp_path / "trial.toml"
+    short.write_text(trial.replace("\nend_s = 0.0\n", "\nend_s = 0.6\n"))
+    local = _identify(tmp_path / "local", short)
+    assert local.exit_code == 0, local.output
+    remote = _identify(tmp_path / "remote", short, "--dask", dask_client.scheduler.address)
+    assert remote.exit_code == 0, remote.output
+    a = json.loads((tmp_path / "local" / "athlete.json").read_text())
+    b = json.loads((tmp_path / "remote" / "athlete.json").read_text())
+    assert b["parameters"] == a["parameters"] and b["cost_m2"] == a["cost_m2"]
+    assert b["evaluations"] == a["evaluations"] == 6 * 2 + 1
+    assert b["config"]["evaluator"]["kind"] == "dask"
+    assert a["config"]["evaluator"]["kind"] == "in-process"
+
+
+def test_identify_with_unreachable_scheduler_is_one_line(tmp_path: Path) -> None:
+    result = _identify(tmp_path / "x", configs_dir() / "trial.toml", "--dask", "tcp://127.0.0.1:9")
+    assert result.exit_code == 2
+    assert result.output.startswith("bemore: error: --dask tcp://127.0.0.1:9: cannot connect")
