@@ -122,8 +122,10 @@ def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool
     from controller.log import read_log
     from controller.replay import plot, replay_plan, summarise
 
-    with contextlib.suppress(OSError), log.open("rb") as stream:
-        if stream.read(len(MAGIC)) == MAGIC:
+    # Not called `stream`: that name is the --stream flag, and shadowing it made every replay
+    # drive the bench again.
+    with contextlib.suppress(OSError), log.open("rb") as handle:
+        if handle.read(len(MAGIC)) == MAGIC:
             messages, bad = decode_dump(log)
             origin = messages[0].host_time_ns if messages else 0
             for message in messages:

@@ -74,7 +74,7 @@ def test_live_view_renders_and_the_exit_code_says_how_it_ended(setpoint_file, tm
     """With the view on (not a terminal: no keys), a session stopped by a fault exits with 3."""
     config = tmp_path / "bench.toml"
     source = default_config("bench.toml")
-    config.write_text(source.read_text().replace("max_torque_nm = 80.0", "max_torque_nm = 5.0"))
+    config.write_text(source.read_text().replace("max_torque_nm = 120.0", "max_torque_nm = 5.0"))
     result = CliRunner().invoke(cli, ["drive", str(setpoint_file), "--log",
                                       str(tmp_path / "s.jsonl"), "--bench-config", str(config)])
     assert result.exit_code == 3

@@ -1,0 +1,58 @@
+"""The layout rules of the README hold: one-way data flow, documented interfaces, clean lint."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# controller/ may use only the foundation of bemore (errors, configuration, paths); bemore/ reaches
+# the bench only through controller.cli (the commands it registers).
+CONTROLLER_MAY_IMPORT = {"bemore", "bemore.errors", "bemore.config", "bemore.settings",
+                         "bemore.paths", "bemore.cli"}
+BEMORE_MAY_IMPORT = {"controller", "controller.cli"}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def _violations(package: str, foreign: str, allowed: set[str]) -> list[str]:
+    found = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        for name in _imports(path):
+            if (name == foreign or name.startswith(foreign + ".")) and name not in allowed:
+                found.append(f"{path.relative_to(ROOT)} imports {name}")
+    return found
+
+
+def test_controller_uses_only_the_foundation_of_bemore() -> None:
+    assert _violations("controller", "bemore", CONTROLLER_MAY_IMPORT) == []
+
+
+def test_bemore_reaches_the_bench_only_through_its_commands() -> None:
+    assert _violations("bemore", "controller", BEMORE_MAY_IMPORT) == []
+
+
+def test_ruff_is_clean() -> None:
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    if not Path(ruff).exists():
+        pytest.fail("ruff is missing: it is in the test extra (pip install -e '.[test]')")
+    result = subprocess.run(
+        [ruff, "check", "bemore", "controller", "bench", "tests"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
