@@ -14,6 +14,25 @@ from tests.identify.synthetic import synthetic_case
 
 FRAMES = 300
 
+# A synthesis box around the default athlete's optimum, one start: seconds, not minutes.
+SYNTHESIS = """
+[bounds]
+final_time_s = { lower = 2.9, upper = 3.03 }
+flexion_end_time_s = { lower = 1.67, upper = 1.79 }
+max_flexion_deg = { lower = 155.0, upper = 160.0 }
+[constraints]
+min_extension_duration_s = 0.5
+final_rotation_deg = { lower = 360.0, upper = 362.0 }
+[solver]
+starts = 1
+[seed_result]
+final_time_s = 2.405
+flexion_end_time_s = 1.468
+max_flexion_deg = 160.0
+evaluations = 354
+elapsed_s = 23.82
+"""
+
 
 def small_problem(frames: int = FRAMES) -> IdentificationProblem:
     """The synthetic identification problem at the seed's parameters, 1 mm noise."""

@@ -19,26 +19,10 @@ import pytest
 
 from bemore.batch import load_manifest, run_batch
 from bemore.paths import REPOSITORY_DIR, configs_dir, data_dir
+from tests.scale.helpers import SYNTHESIS
 
 pytestmark = pytest.mark.slow
 
-SYNTHESIS = """
-[bounds]
-final_time_s = { lower = 2.9, upper = 3.03 }
-flexion_end_time_s = { lower = 1.67, upper = 1.79 }
-max_flexion_deg = { lower = 155.0, upper = 160.0 }
-[constraints]
-min_extension_duration_s = 0.5
-final_rotation_deg = { lower = 360.0, upper = 362.0 }
-[solver]
-starts = 1
-[seed_result]
-final_time_s = 2.405
-flexion_end_time_s = 1.468
-max_flexion_deg = 160.0
-evaluations = 354
-elapsed_s = 23.82
-"""
 
 MANIFEST = """
 [defaults]
