@@ -8,6 +8,7 @@ or data error, 3 bench or protocol fault); ``--debug`` shows the traceback inste
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -16,9 +17,53 @@ import click
 from bemore import __version__
 from bemore.errors import BemoreError
 
+# The capabilities' commands: name → (module, attribute, one-line summary for `bemore --help`).
+# A command's module is imported only when that command runs, so that `bemore --help` and each
+# command start without the others' heavy imports (numba kernels, scipy.signal, matplotlib).
+# Register a command here only once it really works; tests/test_bemore_cli.py checks each summary
+# against the command's own help.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "trial": ("bemore.trial.cli", "trial_group",
+              "Motion-capture trials: inspect a recording, synthesise a test trial."),
+    "simulate": ("bemore.model.cli", "simulate_command",
+                 "Simulate a gymnast model along a driven motion, from spring equilibrium."),
+    "identify": ("bemore.identify.cli", "identify_command",
+                 "Identify the gymnast model (twelve parameters) from a motion-capture trial."),
+    "synthesize": ("bemore.synthesis.cli", "synthesize_command",
+                   "Synthesize the optimal shoulder gesture of a clear hip circle and its bench "
+                   "setpoints."),
+    "drive": ("controller.cli", "drive_command",
+              "Stream a gesture to the bench, safely, and log the session."),
+    "replay": ("controller.cli", "replay_command",
+               "Summarise a session log; plot it; stream it again."),
+    "batch": ("bemore.batch.cli", "batch_command",
+              "Identify and synthesize every athlete of MANIFEST (TOML or CSV), in parallel, "
+              "resumably."),
+}
+
 
 class BemoreGroup(click.Group):
-    """Click group that turns library errors into one clear line and an exit code."""
+    """Click group that loads capability commands lazily and turns library errors into one
+    clear line and an exit code."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in COMMANDS and name not in self.commands:
+            module, attribute, _ = COMMANDS[name]
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in COMMANDS and name not in self.commands:
+                rows.append((name, COMMANDS[name][2]))
+            else:
+                rows.append((name, self.commands[name].get_short_help_str(limit=80)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -65,21 +110,6 @@ def config_check(files: tuple[Path, ...]) -> None:
 
     for line in check_files(list(files)):
         click.echo(line)
-
-
-def _register_commands() -> None:
-    """Attach the subcommands of each capability (only those that work)."""
-    import bemore.batch.cli  # registers "bemore batch"
-    import bemore.identify.cli  # registers "bemore identify"
-    import bemore.synthesis.cli  # registers "bemore synthesize"
-    import bemore.trial.cli  # noqa: F401  (registers "bemore trial")
-    import controller.cli  # noqa: F401  (registers "bemore drive" and "bemore replay")
-    from bemore.model.cli import simulate_command
-
-    cli.add_command(simulate_command)
-
-
-_register_commands()
 
 
 def main() -> None:

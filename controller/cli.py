@@ -148,19 +148,3 @@ def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool
         gesture, plan, settings = replay_plan(session_log)
         out = log_out or log.with_suffix(".replay.jsonl")
         _run(lambda: drive(gesture, out, settings, port=port, plan=plan), out)
-
-
-def register(group: click.Group) -> None:
-    """Attach ``drive`` and ``replay`` to the ``bemore`` command group."""
-    group.add_command(drive_command)
-    group.add_command(replay_command)
-
-
-def _self_register() -> None:
-    """``import controller.cli`` in ``bemore/cli.py`` attaches the commands (its one line)."""
-    from bemore.cli import cli
-
-    register(cli)
-
-
-_self_register()

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # controller/ may use only the foundation of bemore (errors, configuration, paths); bemore/ reaches
 # the bench only through controller.cli (the commands it registers).
 CONTROLLER_MAY_IMPORT = {"bemore", "bemore.errors", "bemore.config", "bemore.settings",
-                         "bemore.paths", "bemore.cli"}
+                         "bemore.paths"}
 BEMORE_MAY_IMPORT = {"controller", "controller.cli"}
 
 

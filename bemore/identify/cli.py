@@ -198,14 +198,3 @@ def _run_with_progress(problem: Any, settings: Any, identify: Any) -> Any:
             progress.update(task, description=f"{name}…")
 
         return identify(problem, settings, callback=callback, on_phase=on_phase)
-
-
-def _attach() -> None:
-    """Add ``bemore identify`` to the root command (done once, when bemore.cli imports this)."""
-    from bemore.cli import cli
-
-    if "identify" not in cli.commands:
-        cli.add_command(identify_command)
-
-
-_attach()

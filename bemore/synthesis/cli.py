@@ -260,14 +260,3 @@ def _bounds(problem: GestureProblem) -> dict[str, tuple[float, float]]:
     low, high = bounds.pop("max_flexion_rad")
     bounds["max_flexion_deg"] = (float(np.rad2deg(low)), float(np.rad2deg(high)))
     return bounds
-
-
-def _attach() -> None:
-    """Add ``bemore synthesize`` to the root command (done once, when bemore.cli imports this)."""
-    from bemore.cli import cli
-
-    if "synthesize" not in cli.commands:
-        cli.add_command(synthesize_command)
-
-
-_attach()

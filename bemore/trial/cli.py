@@ -117,14 +117,3 @@ def synth_command(output: Path, duration_s: float, parameters: tuple[str, ...],
     click.echo(f"wrote {c3d_path} ({len(truth.t)} frames at {spec.rate_hz:g} Hz, "
                f"{spec.noise_mm:g} mm noise, {len(truth.gaps)} gaps, seed {seed})")
     click.echo(f"wrote {truth_path} (ground truth)")
-
-
-def _attach() -> None:
-    """Add ``bemore trial`` to the root command (done once, when bemore.cli imports this)."""
-    from bemore.cli import cli
-
-    if "trial" not in cli.commands:
-        cli.add_command(trial_group)
-
-
-_attach()

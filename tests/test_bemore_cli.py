@@ -1,0 +1,57 @@
+"""The `bemore` command line: every registered command works, helps, and is listed truthfully."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from bemore import __version__
+from bemore.cli import COMMANDS, cli
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(cli, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"bemore, version {__version__}"
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_listed_summary_is_the_commands_own(name: str) -> None:
+    command = cli.get_command(click.Context(cli), name)
+    assert command is not None
+    assert command.get_short_help_str(limit=300) == COMMANDS[name][2]
+
+
+LEAF_COMMANDS = sorted([[name] for name in COMMANDS if name != "trial"]
+                       + [["trial", "inspect"], ["trial", "synth"], ["config", "check"]])
+
+
+@pytest.mark.parametrize("words", LEAF_COMMANDS, ids=" ".join)
+def test_each_command_help_says_what_it_reads_writes_and_an_example(words: list[str]) -> None:
+    result = CliRunner().invoke(cli, [*words, "--help"])
+    assert result.exit_code == 0, result.output
+    text = result.output.lower()
+    assert "reads" in text and "writes" in text and "example" in text
+
+
+def test_help_lists_every_command_without_importing_them() -> None:
+    # `bemore --help` must not pay for the capabilities' heavy imports (numba, scipy.signal).
+    code = ("import sys; from bemore.cli import main; sys.argv = ['bemore', '--help'];\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('HEAVY', sorted(m for m in ('numba', 'scipy.signal', 'matplotlib', "
+            "'bemore.model', 'controller.session') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    for name in COMMANDS:
+        assert f"  {name} " in result.stdout
+    assert "HEAVY []" in result.stdout
+
+
+def test_unknown_command_is_one_usage_error() -> None:
+    result = CliRunner().invoke(cli, ["identfy"])
+    assert result.exit_code == 2
+    assert "No such command 'identfy'" in result.output
