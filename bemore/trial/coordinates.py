@@ -2,6 +2,11 @@
 
 The formulas are those of docs/model.md ("definition from joint centres"); angles in rad,
 lengths in m. Angles are wrapped to (−π, π] then unwrapped over time, so they are continuous.
+
+The measured ``shoulder`` (acromion markers) is the ARM side of the shoulder spring-damper, the
+end of the upper arm (``arm_end`` below); the trunk side, the model's shoulder joint, is seen as
+``neck`` (docs/model.md §2). So the upper arm runs elbow → shoulder and the trunk neck → hip,
+and the spring's translation is ``neck − shoulder`` in the upper arm's frame.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ def segment_angles(points: np.ndarray) -> dict[str, np.ndarray]:
         "hand": _direction(points, "bar", "wrist"),
         "forearm": _direction(points, "wrist", "elbow"),
         "upper_arm": _direction(points, "elbow", "shoulder"),
-        "trunk": _direction(points, "shoulder", "hip"),
+        "trunk": _direction(points, "neck", "hip"),
         "head": _direction(points, "neck", "head_top"),
         "thigh": _direction(points, "hip", "knee"),
         "shank": _direction(points, "knee", "ankle"),
@@ -76,11 +81,28 @@ def free_from_points(points: np.ndarray) -> np.ndarray:
 
     bar_x, bar_y: the bar joint centre (m, from the origin = bar rest position);
     hand_rotation: angle of (wrist − bar), continuous over the frames (rad, π/2 in a handstand);
-    shoulder_ap, shoulder_pd: 0, because the apparent upper-arm length and the upper-arm angle
-    are both measured from the same shoulder point (docs/model.md), which leaves no measured
-    translation.
+    shoulder_ap, shoulder_pd: ``neck − shoulder`` (trunk side minus arm side of the shoulder
+    spring) along the upper arm's y and x axes (m); 0 when the two points coincide (as in the
+    engine's own points, whose ``shoulder`` is the trunk side).
     """
     bar = points[:, POINT_NAMES.index("bar")]
     rotation = np.unwrap(_direction(points, "bar", "wrist"))
-    zeros = np.zeros(points.shape[0])
-    return np.stack([bar[:, 0], bar[:, 1], rotation, zeros, zeros], axis=-1)
+    upper_arm = _direction(points, "elbow", "shoulder")
+    d = points[:, POINT_NAMES.index("neck")] - points[:, POINT_NAMES.index("shoulder")]
+    c, s = np.cos(upper_arm), np.sin(upper_arm)
+    pd = c * d[:, 0] + s * d[:, 1]
+    ap = -s * d[:, 0] + c * d[:, 1]
+    return np.stack([bar[:, 0], bar[:, 1], rotation, ap, pd], axis=-1)
+
+
+def arm_end(points: np.ndarray, free_q: np.ndarray, driven_q: np.ndarray) -> np.ndarray:
+    """(F, 2) end of the upper arm (m): ``elbow + upper_arm_length·x_upper_arm``, the arm side
+    of the shoulder spring, where the acromion markers ride.
+
+    ``points``: (F, 10, 2) engine points (m); ``free_q`` (F, 5) and ``driven_q`` (F, 9) the
+    coordinates (rad, m) with α_upper_arm = hand_rotation + wrist + elbow (docs/model.md).
+    """
+    angle = free_q[:, FREE_NAMES.index("hand_rotation")] + driven_q[:, 0] + driven_q[:, 2]
+    length = driven_q[:, DRIVEN_NAMES.index("upper_arm_length")]
+    elbow = points[:, POINT_NAMES.index("elbow")]
+    return elbow + length[:, None] * np.stack([np.cos(angle), np.sin(angle)], axis=-1)

@@ -61,7 +61,8 @@ class Trial:
         driven_q, driven_qd, driven_qdd: (N, 9) rad or m, per s, per s² (``driven_names``).
         free_q0, free_qd0: (5,) initial free state (``free_names``: bar_x m, bar_y m,
             hand_rotation rad, shoulder_ap m, shoulder_pd m) and its rates.
-        free_seen: (N, 5) the free coordinates as the markers show them (shoulder ones 0).
+        free_seen: (N, 5) the free coordinates as the markers show them (shoulder ones:
+            ``neck − shoulder`` in the upper arm's frame, see coordinates.py).
         source: the file read; rate_hz_original: its rate (Hz); notes: what was filled/trimmed.
         plane_origin, plane_axes: lab position (3,) m of the model origin and (3, 3) rows e_x,
             e_y, e_z of the model frame in lab coordinates.
@@ -220,6 +221,18 @@ def initial_free_rates(
     return rates
 
 
+def _initial_positions(seen: np.ndarray) -> np.ndarray:
+    """(5,) initial free positions: the seen bar and hand rotation, the shoulder springs at rest.
+
+    The seen shoulder translations (``neck − shoulder``) are exact on synthetic data but carry
+    the C7/STERNUM neck's offset from the shoulder joint on real data (docs/trials.md), and the
+    default origin starts the bar springs at rest too: both springs start unloaded.
+    """
+    initial = seen.copy()
+    initial[3:] = 0.0
+    return initial
+
+
 def prepare_markers(
     markers: Markers, markerset: MarkerSet | None = None, settings: TrialSettings | None = None
 ) -> Trial:
@@ -253,7 +266,7 @@ def prepare_markers(
         driven_q=driven_q,
         driven_qd=driven_qd,
         driven_qdd=driven_qdd,
-        free_q0=free_seen[0].copy(),
+        free_q0=_initial_positions(free_seen[0]),
         free_qd0=free_qd0,
         free_seen=free_seen,
         source=markers.source,

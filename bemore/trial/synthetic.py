@@ -21,7 +21,7 @@ import numpy as np
 from bemore import __version__
 from bemore.errors import DataError
 from bemore.trial.c3d import write_c3d
-from bemore.trial.coordinates import DRIVEN_NAMES, FREE_NAMES, driven_from_points
+from bemore.trial.coordinates import DRIVEN_NAMES, FREE_NAMES, arm_end, driven_from_points
 from bemore.trial.gaps import find_runs
 from bemore.trial.markerplacement import model_marker_positions, model_to_lab
 from bemore.trial.markers import Markers
@@ -61,9 +61,11 @@ class SyntheticSpec:
 class Truth:
     """What the synthetic trial really is (ground truth), JSON-ready except the arrays.
 
-    Arrays at the C3D frames: t (F,) s, points (F, 10, 2) m, driven_q (F, 9) the profile's
-    driven coordinates, driven_seen (F, 9) the docs/model.md definitions evaluated on the
-    noise-free points (what a perfect pipeline returns), free_q (F, 5).
+    Arrays at the C3D frames: t (F,) s, points (F, 10, 2) m as the markers show them (the
+    ``shoulder`` is the arm side of the shoulder spring; the engine's shoulder is ``neck``),
+    driven_q (F, 9) the profile's driven coordinates, driven_seen (F, 9) the docs/model.md
+    definitions evaluated on those noise-free points (what a perfect pipeline returns),
+    free_q (F, 5).
     """
 
     spec: SyntheticSpec
@@ -170,7 +172,11 @@ def synthesize(spec: SyntheticSpec) -> tuple[Markers, Truth]:
     if abs(step * spec.rate_hz - SIM_RATE_HZ) > 1e-9:
         raise DataError(f"synthetic trial: rate {spec.rate_hz:g} Hz must divide 1000 Hz")
     rows = np.arange(0, len(motion.t), step)
-    points = sim.points[0, rows]
+    # The acromion markers ride on the arm side of the shoulder spring (docs/model.md §2): the
+    # measured shoulder is the upper arm's end; the engine's shoulder (trunk side) is the neck.
+    points = sim.points[0, rows].copy()
+    points[:, POINT_NAMES.index("shoulder")] = arm_end(points, sim.free_q[0, rows],
+                                                       motion.q[rows])
     labels, model_positions = model_marker_positions(points)
     lab = model_to_lab(model_positions, spec.bar_height_m)
     rng = np.random.default_rng(spec.seed)
