@@ -143,13 +143,3 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
         table.add_row(*cells)
     Console().print(table)
 
-
-def _attach() -> None:
-    """Add ``bemore batch`` to the root command (done once, when bemore.cli imports this)."""
-    from bemore.cli import cli
-
-    if "batch" not in cli.commands:
-        cli.add_command(batch_command)
-
-
-_attach()
