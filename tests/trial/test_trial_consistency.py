@@ -94,3 +94,46 @@ def test_truth_parameters_reproduce_the_prepared_sample(trial, truth):
     assert 1.0 < rates[best] < 1.5  # a minimum inside the scanned range
     at_prepared = rms[np.argmin(np.abs(rates - trial.free_qd0[2]))]
     assert at_prepared > 10 * rms[best]
+
+
+def test_the_sample_file_identifies_the_truth_when_the_initial_rate_is_fitted(trial, truth):
+    """The consistency that identification from the FILE needs: a least-squares fit of the
+    twelve parameters AND the initial rotation rate about the bar, from the seed study's values
+    (true origin, seen shoulder translations), lands on the truth: 0.7 mm RMS, bar stiffnesses
+    within 1 %, trunk mass 5.6 % low (bar mass 9 %, the least sensitive). Not what ``bemore
+    identify`` does yet: it keeps the prepared rate and the bar's start as origin
+    (docs/consistency.md)."""
+    from scipy.optimize import least_squares
+
+    from bemore.identify.space import ParameterSpace
+    from bemore.model import load_model, simulate
+    from bemore.settings import load_gymnast, load_identification
+
+    model = load_model("real_gymnast")
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    columns = [model.parameter_names.index(name) for name in space.names]
+    index = [model.point_names.index(name) for name in trial.joint_centre_names]
+    q0 = trial.free_q0.copy()
+    q0[3:] = trial.free_seen[0, 3:]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        P = model.parameter_matrix([{}])
+        P[0, columns] = space.to_physical(x[:-1])
+        qd0 = trial.free_qd0.copy()
+        qd0[2] = x[-1]
+        points = simulate(model, P, trial.driven, q0, qd0, outputs=("points",)).points[0]
+        r = (points[:, index] - trial.joint_centres).ravel()
+        return np.where(np.isfinite(r), r, 10.0)
+
+    start = np.r_[space.to_normalised(space.seed_values), trial.free_qd0[2]]
+    bounds = (np.r_[np.zeros(space.dim), 0.9], np.r_[np.ones(space.dim), 1.6])
+    fit = least_squares(residuals, start, bounds=bounds, diff_step=1e-4, max_nfev=300)
+    found = space.as_dict(space.to_physical(fit.x[:-1]))
+    rms = np.sqrt(np.mean(np.sum(fit.fun.reshape(-1, 2) ** 2, axis=1)))
+    assert rms < 1.5e-3
+    true = truth["parameters"]
+    for name in ("bar.stiffness_x", "bar.stiffness_y", "shoulder.stiffness_ap",
+                 "shoulder.stiffness_pd"):
+        assert found[name] == pytest.approx(true[name], rel=0.02), name
+    assert found["trunk.mass"] == pytest.approx(true["trunk.mass"], rel=0.10)
+    assert found["trunk.com"] == pytest.approx(true["trunk.com"], rel=0.10)
