@@ -49,13 +49,16 @@ def run_pyswarms(pack: int, iterations: int) -> None:
     """pyswarms' GlobalBestPSO, whole swarm per cost call."""
     from pyswarms.single.global_best import GlobalBestPSO
 
+    from bemore.optimize.adapters import quiet_pyswarms_reporter
+
     logging.getLogger("pyswarms").setLevel(logging.ERROR)
-    optimizer = GlobalBestPSO(
-        n_particles=pack,
-        dimensions=DIM,
-        options={"w": 0.7298, "c1": 1.49618, "c2": 1.49618},
-        bounds=(np.zeros(DIM), np.ones(DIM)),
-    )
+    with quiet_pyswarms_reporter():
+        optimizer = GlobalBestPSO(
+            n_particles=pack,
+            dimensions=DIM,
+            options={"w": 0.7298, "c1": 1.49618, "c2": 1.49618},
+            bounds=(np.zeros(DIM), np.ones(DIM)),
+        )
     optimizer.optimize(cost, iters=iterations, verbose=False)
 
 

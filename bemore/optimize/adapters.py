@@ -55,6 +55,24 @@ class _Budget:
         return {"pack": self.pack, "iterations": self.iterations, **self.settings}
 
 
+@contextlib.contextmanager
+def quiet_pyswarms_reporter() -> Iterator[None]:
+    """Construct pyswarms optimisers without their Reporter's side effects.
+
+    pyswarms' Reporter, made by every optimiser, calls ``logging.config.dictConfig`` with a root
+    handler writing ``report.log`` in the current folder: a user's ``bemore identify
+    --algorithm pso`` would leave that file behind and reroute every library's logging into it.
+    """
+    from pyswarms.utils.reporter.reporter import Reporter
+
+    original = Reporter._load_defaults
+    Reporter._load_defaults = lambda self: None
+    try:
+        yield
+    finally:
+        Reporter._load_defaults = original
+
+
 class PyswarmsPSO(_Budget):
     """Global-best PSO of pyswarms (``GlobalBestPSO``), one swarm step per tell.
 
@@ -82,7 +100,7 @@ class PyswarmsPSO(_Budget):
         self.settings = {"w": w, "c1": c1, "c2": c2, "library": "pyswarms GlobalBestPSO"}
         width = self.upper - self.lower
         start = self.lower + self.rng.random((self.pack, self.lower.size)) * width
-        with _seeded_global_numpy(self.rng):
+        with _seeded_global_numpy(self.rng), quiet_pyswarms_reporter():
             self.optimizer = GlobalBestPSO(
                 n_particles=self.pack,
                 dimensions=self.lower.size,

@@ -127,3 +127,17 @@ def test_result_serialises_to_json_and_csv() -> None:
     lines = result.history_csv().splitlines()
     assert lines[0].startswith("iteration,nfev,best")
     assert len(lines) == 4 and lines[1].startswith("1,10,")
+
+
+def test_pso_leaves_no_report_log_and_keeps_the_logging_setup(tmp_path, monkeypatch) -> None:
+    # pyswarms' Reporter would write report.log in the current folder and replace the root
+    # logger's handlers; the adapter must prevent both.
+    import logging
+
+    from bemore.optimize.adapters import PyswarmsPSO
+
+    monkeypatch.chdir(tmp_path)
+    handlers = list(logging.getLogger().handlers)
+    PyswarmsPSO(np.zeros(3), np.ones(3), pack=5, iterations=2, seed=1)
+    assert not (tmp_path / "report.log").exists()
+    assert logging.getLogger().handlers == handlers
