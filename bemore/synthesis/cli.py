@@ -123,6 +123,14 @@ def difference_sentence(
 )
 @click.option("--no-animation", is_flag=True, help="Skip the animated GIF (saves ~5 s).")
 @click.option(
+    "--dask",
+    "dask_address",
+    default=None,
+    metavar="ADDRESS",
+    help="Evaluate the designs on the Dask scheduler at ADDRESS (tcp://host:8786); "
+    "default: in this process.",
+)
+@click.option(
     "--out",
     "out_dir",
     required=True,
@@ -138,6 +146,7 @@ def synthesize_command(
     seed: int | None,
     free_midpoints: bool,
     no_animation: bool,
+    dask_address: str | None,
     out_dir: Path,
 ) -> None:
     """Synthesize the optimal shoulder gesture of a clear hip circle and its bench setpoints.
@@ -186,7 +195,18 @@ def synthesize_command(
         f"synthesizing ({options.method}, {options.objective}, {options.starts} start(s), "
         f"athlete: {athlete.source}) ..."
     )
-    result, problem = synthesize(athlete, synthesis, options, config_path)
+    evaluator = None
+    if dask_address:
+        from bemore.evaluate import make_evaluator
+
+        evaluator = make_evaluator(dask_address)
+    try:
+        result, problem = synthesize(athlete, synthesis, options, config_path, evaluator)
+        if evaluator is not None:
+            result.inputs["evaluator"] = evaluator.describe()
+    finally:
+        if evaluator is not None:
+            evaluator.close()
     seed_result = synthesis.seed_result.model_dump()
     seed_rotation = _seed_rotation(problem, seed_result)
     result.inputs["seed_gesture_rotation_deg"] = seed_rotation

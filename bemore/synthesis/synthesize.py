@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -147,34 +148,44 @@ def synthesize(
     synthesis: Synthesis,
     options: SynthesisOptions,
     config_path: str | Path | None = None,
+    evaluator: Any = None,
 ) -> tuple[SynthesisResult, GestureProblem]:
     """Run the whole synthesis; returns the verified result and the fine problem (for outputs).
+
+    ``evaluator`` (:mod:`bemore.evaluate`, e.g. on a Dask cluster) evaluates the batches of
+    designs; None evaluates them here.
 
     Never raises because no feasible gesture exists: ``result.feasible`` is then False and the
     failing constraints are marked in ``result.constraints`` (closest design found).
     """
     clock = time.perf_counter()
     model, P, values = exemplary_matrix(athlete)
-    coarse = GestureProblem(
-        model,
-        P,
-        synthesis,
-        options.objective,
-        options.free_midpoints,
-        steps=options.coarse_steps,
-        rotation_margin_deg=ROTATION_MARGIN_DEG,
+    coarse = _evaluated(
+        GestureProblem(
+            model,
+            P,
+            synthesis,
+            options.objective,
+            options.free_midpoints,
+            steps=options.coarse_steps,
+            rotation_margin_deg=ROTATION_MARGIN_DEG,
+        ),
+        evaluator,
     )
     outcome = _search(coarse, options)
     fine_steps = max(options.coarse_steps, round(outcome.x[0] / options.fine_step_s))
-    fine = GestureProblem(
-        model,
-        P,
-        synthesis,
-        options.objective,
-        options.free_midpoints,
-        steps=fine_steps,
-        rotation_margin_deg=ROTATION_MARGIN_DEG,
-        substeps=FINE_SUBSTEPS,
+    fine = _evaluated(
+        GestureProblem(
+            model,
+            P,
+            synthesis,
+            options.objective,
+            options.free_midpoints,
+            steps=fine_steps,
+            rotation_margin_deg=ROTATION_MARGIN_DEG,
+            substeps=FINE_SUBSTEPS,
+        ),
+        evaluator,
     )
     runs = [vars(record) for record in outcome.runs]
     iterations, evaluations = outcome.iterations, outcome.evaluations
@@ -239,3 +250,12 @@ def synthesize(
         runs=runs,
     )
     return result, fine
+
+
+def _evaluated(problem: GestureProblem, evaluator: Any) -> GestureProblem:
+    """``problem`` with its batch evaluation handed to ``evaluator`` (None: unchanged)."""
+    if evaluator is None:
+        return problem
+    from bemore.evaluate import EvaluatedGestureProblem
+
+    return EvaluatedGestureProblem(problem, evaluator)
