@@ -107,6 +107,7 @@ class Optimiser(Section):
     seed: int = Field(0, ge=0)
     polish: bool = False
     workers: int = Field(0, ge=0, description="0 = all local cores")
+    dask: str | None = Field(None, description="Dask scheduler address; absent = in-process")
 
 
 class MassBudget(Section):

@@ -109,6 +109,7 @@ def identify_command(
         "identification_settings": identification.model_dump(),
     }
     # DESIGN §6: a lab hands population evaluation to a Dask cluster, nothing else changes.
+    dask_address = dask_address or defaults.dask
     evaluator = make_evaluator(dask_address)
     try:
         if dask_address:

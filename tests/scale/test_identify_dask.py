@@ -38,3 +38,19 @@ def test_identify_with_unreachable_scheduler_is_one_line(tmp_path: Path) -> None
     result = _identify(tmp_path / "x", configs_dir() / "trial.toml", "--dask", "tcp://127.0.0.1:9")
     assert result.exit_code == 2
     assert result.output.startswith("bemore: error: --dask tcp://127.0.0.1:9: cannot connect")
+
+
+def test_identification_config_key_selects_the_cluster(dask_client, tmp_path: Path) -> None:
+    address = dask_client.scheduler.address
+    text = (configs_dir() / "identification.toml").read_text()
+    assert "\nworkers = 0" in text
+    config = tmp_path / "identification.toml"
+    config.write_text(text.replace("\nworkers = 0", f'\nworkers = 0\ndask = "{address}"', 1))
+    trial = (configs_dir() / "trial.toml").read_text()
+    short = tmp_path / "trial.toml"
+    short.write_text(trial.replace("\nend_s = 0.0\n", "\nend_s = 0.6\n"))
+    result = _identify(tmp_path / "out", short, "--config", str(config))
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "out" / "athlete.json").read_text())
+    assert record["config"]["evaluator"]["kind"] == "dask"
+    assert record["config"]["evaluator"]["address"] == address
