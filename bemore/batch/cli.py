@@ -34,7 +34,7 @@ SHOWN = (
     "--dask",
     "dask_address",
     default=None,
-    help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: the manifest's "
+    help="Dask scheduler address, e.g. tcp://scheduler:8786 (default: the manifest's "
     "[cluster] dask, else in this process).",
 )
 @click.option(
