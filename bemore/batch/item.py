@@ -9,6 +9,7 @@ half-written in the output folder.
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import tempfile
@@ -40,6 +41,9 @@ def run_item(spec: ItemSpec) -> ItemResult:
     Raises the library's :class:`~bemore.errors.BemoreError` for bad input, and
     KeyboardInterrupt if Ctrl-C interrupted the identification (never a partial result).
     """
+    # Load scipy's own BLAS now (scipy imports lazily), so that the pin below covers it too.
+    for module in ("scipy.linalg", "scipy.optimize"):
+        importlib.import_module(module)
     from threadpoolctl import threadpool_limits
 
     # One BLAS thread, wherever the item runs: LAPACK's rounding depends on its thread count,
