@@ -76,7 +76,8 @@ def run(smoke: bool) -> list[Measurement]:
     problem = _problem(200 if smoke else None)
     local_s, local_steps, local_fun = _timed_run(problem, InProcessEvaluator(), settings)
     cluster_options = (
-        {"processes": False, "n_workers": 2, "threads_per_worker": 1}
+        {"processes": False, "n_workers": 2, "threads_per_worker": 1,
+         "scheduler_kwargs": {"http_prefix": None, "dashboard_address": "127.0.0.1:0"}}
         if smoke
         else {"processes": True, "n_workers": 2, "threads_per_worker": 1, "host": "127.0.0.1"}
     )
