@@ -47,9 +47,10 @@ def run_mealpy(pack: int, iterations: int) -> None:
 
 def run_pyswarms(pack: int, iterations: int) -> None:
     """pyswarms' GlobalBestPSO, whole swarm per cost call."""
-    from pyswarms.single.global_best import GlobalBestPSO
-
     from bemore.optimize.adapters import quiet_pyswarms_reporter
+
+    with quiet_pyswarms_reporter():
+        from pyswarms.single.global_best import GlobalBestPSO
 
     logging.getLogger("pyswarms").setLevel(logging.ERROR)
     with quiet_pyswarms_reporter():

@@ -12,6 +12,8 @@ the adapter's own Generator and restores the previous global state afterwards.
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,20 +59,26 @@ class _Budget:
 
 @contextlib.contextmanager
 def quiet_pyswarms_reporter() -> Iterator[None]:
-    """Construct pyswarms optimisers without their Reporter's side effects.
+    """Import and construct pyswarms without its Reporter's side effects.
 
-    pyswarms' Reporter, made by every optimiser, calls ``logging.config.dictConfig`` with a root
-    handler writing ``report.log`` in the current folder: a user's ``bemore identify
+    Each pyswarms Reporter (one is made when pyswarms is imported, one per optimiser) calls
+    ``logging.config.dictConfig`` with a root handler writing ``report.log`` in the current
+    folder, unless the ``LOG_CFG`` variable names a configuration: a user's ``bemore identify
     --algorithm pso`` would leave that file behind and reroute every library's logging into it.
+    Here ``LOG_CFG`` names an incremental (no-op) configuration while pyswarms is used.
     """
-    from pyswarms.utils.reporter.reporter import Reporter
-
-    original = Reporter._load_defaults
-    Reporter._load_defaults = lambda self: None
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as config:
+        config.write("version: 1\nincremental: true\n")
+    previous = os.environ.get("LOG_CFG")
+    os.environ["LOG_CFG"] = config.name
     try:
         yield
     finally:
-        Reporter._load_defaults = original
+        if previous is None:
+            del os.environ["LOG_CFG"]
+        else:
+            os.environ["LOG_CFG"] = previous
+        os.unlink(config.name)
 
 
 class PyswarmsPSO(_Budget):
@@ -94,7 +102,8 @@ class PyswarmsPSO(_Budget):
         c2: float = 1.49618,
     ) -> None:
         super().__init__(lower, upper, pack, iterations)
-        from pyswarms.single.global_best import GlobalBestPSO
+        with quiet_pyswarms_reporter():
+            from pyswarms.single.global_best import GlobalBestPSO
 
         self.rng = np.random.default_rng(seed)
         self.settings = {"w": w, "c1": c1, "c2": c2, "library": "pyswarms GlobalBestPSO"}

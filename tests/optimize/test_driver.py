@@ -129,15 +129,20 @@ def test_result_serialises_to_json_and_csv() -> None:
     assert len(lines) == 4 and lines[1].startswith("1,10,")
 
 
-def test_pso_leaves_no_report_log_and_keeps_the_logging_setup(tmp_path, monkeypatch) -> None:
-    # pyswarms' Reporter would write report.log in the current folder and replace the root
-    # logger's handlers; the adapter must prevent both.
-    import logging
+def test_pso_leaves_no_report_log_and_keeps_the_logging_setup(tmp_path) -> None:
+    # pyswarms' Reporter (made at import and per optimiser) would write report.log in the current
+    # folder and replace the root logger's handlers; the adapter must prevent both. A fresh
+    # process, so that pyswarms is imported here for the first time.
+    import subprocess
+    import sys
 
-    from bemore.optimize.adapters import PyswarmsPSO
-
-    monkeypatch.chdir(tmp_path)
-    handlers = list(logging.getLogger().handlers)
-    PyswarmsPSO(np.zeros(3), np.ones(3), pack=5, iterations=2, seed=1)
+    code = (
+        "import logging, numpy as np\n"
+        "logging.getLogger().addHandler(logging.NullHandler())\n"
+        "handlers = list(logging.getLogger().handlers)\n"
+        "from bemore.optimize.adapters import PyswarmsPSO\n"
+        "PyswarmsPSO(np.zeros(3), np.ones(3), pack=5, iterations=2, seed=1)\n"
+        "assert logging.getLogger().handlers == handlers, logging.getLogger().handlers\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True)
     assert not (tmp_path / "report.log").exists()
-    assert logging.getLogger().handlers == handlers
