@@ -118,6 +118,9 @@ def test_killing_bemore_drive_mid_gesture_trips_the_firmware_watchdog(
         host.kill()  # SIGKILL: no controlled stop, no DISARM
         host.wait()
     # A new host finds the axis stopped by the firmware's own watchdog, torque ramped to zero.
+    # The emulation can run at a third of real time on a loaded machine: give the 50 ms
+    # watchdog (emulated time) a real second before asking, or HELLO meets a still-armed axis.
+    time.sleep(1.0)
     client = Client(board.port)
     try:
         client.handshake(telemetry_period_ms=5)

@@ -43,10 +43,12 @@ def test_too_far_and_too_strong_is_refused_with_a_table(bench):
         assert all(abs(athlete[i]) > 70.0 for i in range(first, last + 1))
         assert first == 0 or abs(athlete[first - 1]) <= 70.0
         assert last == len(athlete) - 1 or abs(athlete[last + 1]) <= 70.0
-    # at 100 % the feed-forward itself (85 N·m) exceeds the bench's 80 N·m
+    # at 100 % the feed-forward itself (85 N·m) exceeds a bench limited to 80 N·m
+    weak_bench = bench.model_copy(
+        update={"limits": bench.limits.model_copy(update={"max_torque_nm": 80.0})})
     full = build_plan(gesture, ModeSettings(mode="resistive", load_pct=100.0))
     assert ("stream", "torque", "bench.toml [limits]") in {
-        (v.where, v.quantity, v.source) for v in preflight(gesture, full, bench, None, -1.0)}
+        (v.where, v.quantity, v.source) for v in preflight(gesture, full, weak_bench, None, -1.0)}
     text = str(error)
     count = len(error.violations)
     assert "\n" not in text
