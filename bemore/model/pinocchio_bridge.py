@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bemore.errors import ModelError
 from bemore.model.core import Model
 
 
@@ -20,7 +21,9 @@ def build(model: Model, V: np.ndarray):
     order = []
     for k in range(len(tree.frame_parent)):
         if tree.frame_kind[k] == 0:
-            raise NotImplementedError("fixed joint elements are not bridged to Pinocchio")
+            raise ModelError(
+                f"model {model.name}: fixed joint elements are not bridged to Pinocchio"
+            )
         parent = 0 if tree.frame_parent[k] < 0 else joint_of_frame[tree.frame_parent[k]]
         a = tree.frame_angle[k]
         rotation = np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])

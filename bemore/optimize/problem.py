@@ -8,6 +8,7 @@ costs into the finite :attr:`Problem.penalty` so that no algorithm ever sees NaN
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -15,7 +16,7 @@ import numpy as np
 from bemore.errors import OptimisationError
 
 
-class Problem:
+class Problem(ABC):
     """Minimise ``f(x)`` over the box ``lower ≤ x ≤ upper`` (vectors of length ``dim``).
 
     ``names`` label the coordinates in messages; ``penalty`` is the finite cost given to points
@@ -71,9 +72,9 @@ class Problem:
         self.n_evaluations += X.shape[0]
         return np.where(np.isfinite(costs), costs, self.penalty)
 
+    @abstractmethod
     def _evaluate(self, X: np.ndarray) -> np.ndarray:
-        """Costs of ``X`` (N, dim) → (N,); to be implemented by subclasses."""
-        raise NotImplementedError
+        """Costs of ``X`` (N, dim) → (N,); what each kind of problem defines."""
 
 
 class FunctionProblem(Problem):

@@ -14,7 +14,10 @@ from bemore.identify.problem import IdentificationProblem
 from bemore.paths import data_dir, default_config
 
 SAMPLE = data_dir() / "sample_trial.c3d"
-REAL_NON_BAR_TRIAL = Path("/work/shared/realdata/pyomeca_markers.trc")
+REALDATA = Path("/work/shared/realdata")
+if not REALDATA.is_dir():  # the repository's sibling folder, wherever it is checked out
+    REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
+REAL_NON_BAR_TRIAL = REALDATA / "pyomeca_markers.trc"
 
 
 def run(*args: str):
@@ -75,8 +78,8 @@ def test_malformed_trial_is_one_line(tmp_path) -> None:
     assert "bad.c3d" in one_error_line(result)
 
 
-@pytest.mark.skipif(not REAL_NON_BAR_TRIAL.exists(), reason="shared real data not mounted")
 def test_a_real_trial_without_the_bar_markers_is_refused_naming_them(tmp_path) -> None:
+    assert REAL_NON_BAR_TRIAL.is_file(), f"real laboratory file missing: {REAL_NON_BAR_TRIAL}"
     result = run(str(REAL_NON_BAR_TRIAL), "--out", str(tmp_path / "out"))
     assert result.exit_code == 2
     assert "BAR_01" in one_error_line(result)
