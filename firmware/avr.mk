@@ -12,8 +12,9 @@ AVR_WARN := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissin
 AVR_B := $(B)/avr
 AVR_SRC := $(CORE_SRC) board/avr/main.c board/avr/hal_avr.c
 AVR_HDRS := $(wildcard src/*.h board/avr/*.h)
-AVRSIM_SRC := sim/avr/avrsim.c sim/avr/harness.c sim/avr/loadgen.c board/host/plant.c src/link.c
-AVRSIM_HDRS := $(wildcard sim/avr/*.h) board/host/plant.h board/avr/board.h src/link.h src/protocol_gen.h
+AVRSIM_SRC := sim/avr/avrsim.c sim/avr/harness.c sim/avr/loadgen.c board/host/plant.c \
+	board/host/pty.c src/link.c
+AVRSIM_HDRS := $(wildcard sim/avr/*.h) board/host/plant.h board/host/pty.h board/avr/board.h src/link.h src/protocol_gen.h
 SIMAVR_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags simavr 2>/dev/null || echo -I/usr/include/simavr))
 SIMAVR_LIBS = $(shell pkg-config --libs simavr 2>/dev/null || echo -lsimavr) -lelf
 

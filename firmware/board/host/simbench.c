@@ -29,6 +29,7 @@
 
 #include "core.h"
 #include "hal_host.h"
+#include "pty.h"
 
 #define DELAY_CAPACITY 65536u
 #define DIR_RX 1
@@ -94,33 +95,6 @@ static void usage(FILE *out)
           "  --ignore-stdin   keep serving when stdin closes (then only a signal stops it)\n"
           "  --no-realtime    do not ask for SCHED_FIFO (by default tried, silently optional)\n",
           out);
-}
-
-static int open_pty(char *path, size_t path_size)
-{
-    int master = posix_openpt(O_RDWR | O_NOCTTY);
-    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
-        perror("simbench: posix_openpt");
-        exit(2);
-    }
-    const char *name = ptsname(master);
-    if (name == NULL) {
-        perror("simbench: ptsname");
-        exit(2);
-    }
-    snprintf(path, path_size, "%s", name);
-    /* Raw mode on the slave side, so no byte is translated before the host opens it. */
-    int slave = open(path, O_RDWR | O_NOCTTY);
-    if (slave >= 0) {
-        struct termios tio;
-        if (tcgetattr(slave, &tio) == 0) {
-            cfmakeraw(&tio);
-            tcsetattr(slave, TCSANOW, &tio);
-        }
-        close(slave);
-    }
-    fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
-    return master;
 }
 
 static void firmware_reset(void)
@@ -310,7 +284,7 @@ int main(int argc, char **argv)
     plant_init(&board.plant, params);
     firmware_reset();
     char path[256];
-    int master = open_pty(path, sizeof path);
+    int master = pty_open_raw("simbench", path, sizeof path);
     printf("%s\n", path);
     fflush(stdout);
 

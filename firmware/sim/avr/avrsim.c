@@ -30,6 +30,7 @@
 
 #include "board.h"
 #include "harness.h"
+#include "pty.h"
 #include "loadgen.h"
 #include "sim_elf.h"
 
@@ -100,28 +101,6 @@ static void print_stats(FILE *out)
             "dropped by the transmit ring, %u tick overruns\n", read_u16(addr_rx_dropped),
             read_u16(addr_tx_dropped), read_u16(addr_overruns));
     fflush(out);
-}
-
-static int open_pty(char *path, size_t path_size)
-{
-    int master = posix_openpt(O_RDWR | O_NOCTTY);
-    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0 || ptsname(master) == NULL) {
-        perror("avrsim: posix_openpt");
-        exit(2);
-    }
-    snprintf(path, path_size, "%s", ptsname(master));
-    /* Raw mode on the slave side, so no byte is translated before the host opens it. */
-    int slave = open(path, O_RDWR | O_NOCTTY);
-    if (slave >= 0) {
-        struct termios tio;
-        if (tcgetattr(slave, &tio) == 0) {
-            cfmakeraw(&tio);
-            tcsetattr(slave, TCSANOW, &tio);
-        }
-        close(slave);
-    }
-    fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
-    return master;
 }
 
 static void handle_command(char *line)
@@ -341,7 +320,7 @@ int main(int argc, char **argv)
         }
     }
     char path[256];
-    pty_master = open_pty(path, sizeof path);
+    pty_master = pty_open_raw("avrsim", path, sizeof path);
     harness_init(&harness, avr, params, service);
     printf("%s\n", path);
     fflush(stdout);
