@@ -112,3 +112,19 @@ def _allowed_keys(schema: type[BaseModel], location: list[Any]) -> list[str]:
             model = next((arg for arg in args if hasattr(arg, "model_fields")), args[-1])
     fields = getattr(model, "model_fields", None)
     return sorted(fields) if fields else []
+
+
+def parse_assignments(items: tuple[str, ...] | list[str], option: str) -> dict[str, float]:
+    """Command-line ``NAME=NUMBER`` items (e.g. ``--set trunk.mass=13.5``) → ``{name: value}``.
+
+    Values are taken as given, in SI units; a malformed item raises one ConfigError line naming
+    the option and the item.
+    """
+    result = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        try:
+            result[name.strip()] = float(value)
+        except ValueError:
+            raise ConfigError(f"{option} {item!r}: expected NAME=NUMBER (SI units)") from None
+    return result

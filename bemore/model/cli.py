@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from bemore.config import parse_assignments
 from bemore.errors import DataError
 from bemore.model import dynamics as dyn
 from bemore.model.core import Model
@@ -35,12 +36,7 @@ def read_parameters(path: Path | None, settings: tuple[str, ...]) -> dict[str, f
         for name, value in data.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 values[name] = float(value)
-    for item in settings:
-        name, _, text = item.partition("=")
-        try:
-            values[name.strip()] = float(text)
-        except ValueError:
-            raise DataError(f"--set {item!r}: expected NAME=VALUE with a number (SI)") from None
+    values.update(parse_assignments(settings, "--set"))
     return values
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from bemore.config import parse_assignments
 from bemore.errors import ConfigError
 
 
@@ -67,18 +68,6 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
         click.echo(f"wrote {', '.join(str(out / name) for name in written)}")
 
 
-def _pairs(values: tuple[str, ...], option: str) -> dict[str, float]:
-    """``("trunk.mass=13.5", ...)`` → ``{"trunk.mass": 13.5}``; bad items raise ConfigError."""
-    result = {}
-    for item in values:
-        name, _, value = item.partition("=")
-        try:
-            result[name.strip()] = float(value)
-        except ValueError:
-            raise ConfigError(f"{option} {item!r}: expected NAME=NUMBER (SI units)") from None
-    return result
-
-
 @trial_group.command("synth")
 @click.argument("output", type=click.Path(path_type=Path))
 @click.option("--duration", "duration_s", type=float, default=1.8, show_default=True,
@@ -110,8 +99,8 @@ def synth_command(output: Path, duration_s: float, parameters: tuple[str, ...],
 
     if noise_mm < 0 or gaps < 0:
         raise ConfigError("--noise-mm and --gaps must not be negative")
-    spec = SyntheticSpec(duration_s=duration_s, parameters=_pairs(parameters, "--set"),
-                         amplitudes=_pairs(amplitudes, "--amplitude"), noise_mm=noise_mm,
+    spec = SyntheticSpec(duration_s=duration_s, parameters=parse_assignments(parameters, "--set"),
+                         amplitudes=parse_assignments(amplitudes, "--amplitude"), noise_mm=noise_mm,
                          gaps=gaps, seed=seed, prefix=prefix)
     c3d_path, truth_path, truth = write_synthetic_trial(spec, output)
     click.echo(f"wrote {c3d_path} ({len(truth.t)} frames at {spec.rate_hz:g} Hz, "
