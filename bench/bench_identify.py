@@ -77,21 +77,12 @@ def build_problem(duration_s: float, folder: Path):
     """The identification problem of the sample trial trimmed to ``duration_s``."""
     from bemore.identify.problem import IdentificationProblem
     from bemore.identify.space import ParameterSpace
-    from bemore.model import load_model
     from bemore.settings import load_gymnast, load_identification
     from bemore.trial import prepare_trial
 
     trial = prepare_trial(SAMPLE, None, trimmed_trial_config(folder, duration_s))
     space = ParameterSpace.from_config(load_identification(), load_gymnast())
-    return IdentificationProblem(
-        load_model("real_gymnast"),
-        space,
-        trial.driven,
-        trial.free_q0,
-        trial.free_qd0,
-        trial.joint_centres,
-        tuple(trial.joint_centre_names),
-    )
+    return IdentificationProblem.from_trial(trial, space)
 
 
 def drive(name: str, problem, pack: int, iterations: int) -> tuple[float, float]:

@@ -133,23 +133,11 @@ def _write_identification(out: Path, plots: bool, *args: Any) -> dict[str, Any]:
 
 def _problem(spec: ItemSpec, space: Any) -> tuple[Any, dict[str, Any]]:
     """The identification problem of the item's prepared trial on the real-gymnast model."""
-    from bemore.errors import DataError
     from bemore.identify.problem import IdentificationProblem
-    from bemore.model import load_model
     from bemore.trial import prepare_trial
 
     trial = prepare_trial(spec.trial, spec.markerset, spec.trial_config)
-    if trial.driven is None:
-        raise DataError(f"{spec.trial}: the trial has no driven motion for the engine")
-    problem = IdentificationProblem(
-        load_model("real_gymnast"),
-        space,
-        trial.driven,
-        trial.free_q0,
-        trial.free_qd0,
-        trial.joint_centres,
-        tuple(trial.joint_centre_names),
-    )
+    problem = IdentificationProblem.from_trial(trial, space)
     return problem, trial.summary()
 
 

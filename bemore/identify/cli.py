@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from bemore.errors import ConfigError, DataError
+from bemore.errors import ConfigError
 from bemore.optimize.driver import ALGORITHMS
 
 
@@ -143,22 +143,10 @@ def _problem(
 ) -> tuple[Any, dict[str, Any]]:
     """Prepare the trial and build the identification problem on the real-gymnast model."""
     from bemore.identify.problem import IdentificationProblem
-    from bemore.model import load_model
     from bemore.trial import prepare_trial
 
     trial = prepare_trial(trial_path, markerset, trial_config)
-    if trial.driven is None:
-        raise DataError(f"{trial_path}: the trial has no driven motion for the engine")
-    model = load_model("real_gymnast")
-    problem = IdentificationProblem(
-        model,
-        space,
-        trial.driven,
-        trial.free_q0,
-        trial.free_qd0,
-        trial.joint_centres,
-        tuple(trial.joint_centre_names),
-    )
+    problem = IdentificationProblem.from_trial(trial, space)
     return problem, trial.summary()
 
 

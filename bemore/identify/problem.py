@@ -28,6 +28,20 @@ class IdentificationProblem(Problem):
     engine's DrivenMotion, ``free_q0``/``free_qd0`` the recorded initial free state.
     """
 
+    @classmethod
+    def from_trial(cls, trial: Any, space: ParameterSpace, model: Any = None
+                   ) -> IdentificationProblem:
+        """The problem of a prepared ``bemore.trial.Trial`` on ``model`` (default: the
+        real gymnast)."""
+        if trial.driven is None:
+            raise DataError(f"{trial.source}: the trial has no driven motion for the engine")
+        if model is None:
+            from bemore.model import load_model
+
+            model = load_model("real_gymnast")
+        return cls(model, space, trial.driven, trial.free_q0, trial.free_qd0,
+                   trial.joint_centres, tuple(trial.joint_centre_names))
+
     def __init__(
         self,
         model: Any,
