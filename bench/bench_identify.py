@@ -109,15 +109,19 @@ def drive(name: str, problem, pack: int, iterations: int) -> tuple[float, float]
     else:
         import logging
 
-        from pyswarms.single.global_best import GlobalBestPSO
+        from bemore.optimize.adapters import quiet_pyswarms_reporter
 
-        logging.getLogger("pyswarms").setLevel(logging.ERROR)
-        GlobalBestPSO(
-            n_particles=pack,
-            dimensions=problem.dim,
-            options={"w": 0.7298, "c1": 1.49618, "c2": 1.49618},
-            bounds=(np.zeros(problem.dim), np.ones(problem.dim)),
-        ).optimize(cost, iters=iterations, verbose=False)
+        with quiet_pyswarms_reporter():
+            from pyswarms.single.global_best import GlobalBestPSO
+
+            logging.getLogger("pyswarms").setLevel(logging.ERROR)
+            optimizer = GlobalBestPSO(
+                n_particles=pack,
+                dimensions=problem.dim,
+                options={"w": 0.7298, "c1": 1.49618, "c2": 1.49618},
+                bounds=(np.zeros(problem.dim), np.ones(problem.dim)),
+            )
+        optimizer.optimize(cost, iters=iterations, verbose=False)
     total = time.perf_counter() - start
     return total, (total - cost.seconds) / iterations
 
@@ -158,7 +162,11 @@ def run(smoke: bool) -> list[Measurement]:
         problem.evaluate(np.full((2, problem.dim), 0.5))  # compile outside the timings
         # Imports (seconds for mealpy) are not overhead per iteration.
         import mealpy  # noqa: F401
-        import pyswarms  # noqa: F401
+
+        from bemore.optimize.adapters import quiet_pyswarms_reporter
+
+        with quiet_pyswarms_reporter():
+            import pyswarms  # noqa: F401
 
         import bemore.optimize  # noqa: F401
         figures = {
