@@ -29,14 +29,16 @@ from controller.setpoints import Gesture
 
 
 class SleepLoop(Scheduler):
-    """The naive baseline: after each send, ``time.sleep(period)`` (relative timing)."""
+    """The naive baseline: after each send, ``time.sleep(period)`` (relative timing, no skip)."""
 
-    def wait(self) -> int:
-        k = self.next_k
+    def upcoming(self) -> int:
+        return self.next_k
+
+    def wait_for(self, k: int) -> bool:
         if k > 0:
             time.sleep(self.period_ns * 1e-9)
         self.next_k = k + 1
-        return k
+        return True
 
 
 def slow_gesture(duration_s: float) -> Gesture:

@@ -14,6 +14,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import serial
 
@@ -23,6 +24,16 @@ from controller.protocol import FrameDecoder, Message, decode_message, encode_me
 from controller.scheduler import REALTIME_PRIORITY, realtime_priority
 
 WRITE_TIMEOUT_S = 0.1  # a write blocked this long means the other side stopped reading
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A message encoded ahead of its send (see :meth:`Link.prepare`)."""
+
+    name: str
+    fields: dict[str, int]
+    seq: int
+    wire: bytes
 
 
 class Link:
@@ -60,12 +71,29 @@ class Link:
 
     def send(self, name: str, **fields: int) -> tuple[int, float]:
         """Send one message (wire-integer fields); returns (seq, perf_counter time of the write)."""
+        seq, send_ns = self.send_prepared(self.prepare(name, **fields))
+        return seq, send_ns * 1e-9
+
+    def prepare(self, name: str, **fields: int) -> Prepared:
+        """Encode a message ahead of its send, with the sequence number it will most likely get.
+
+        The streaming thread prepares the next setpoint before waiting for its deadline, so that
+        only the write is left after it (encoding costs ~20 µs of Python).
+        """
+        return Prepared(name, fields, self._seq, encode_message(name, self._seq, **fields))
+
+    def send_prepared(self, prepared: Prepared) -> tuple[int, int]:
+        """Write a prepared message; returns (seq, perf_counter_ns time of the write).
+
+        Re-encoded if another message took its sequence number in the meantime.
+        """
         if self.lost:
             raise BenchError(f"{self.port}: link lost ({self.lost_reason})")
         with self._write_lock:
             seq = self._seq
-            self._seq = (self._seq + 1) & 0xFF
-            wire = encode_message(name, seq, **fields)
+            wire = prepared.wire if prepared.seq == seq else encode_message(
+                prepared.name, seq, **prepared.fields)
+            self._seq = (seq + 1) & 0xFF
             before_ns = time.perf_counter_ns()
             try:
                 self._serial.write(wire)
@@ -73,10 +101,10 @@ class Link:
             except (serial.SerialException, OSError, TypeError, ValueError) as error:
                 self._mark_lost(f"write failed: {error}")
                 raise BenchError(f"{self.port}: link lost ({self.lost_reason})") from None
-            now = time.perf_counter()
+            now_ns = time.perf_counter_ns()
             if self.dump is not None:
                 self.dump.record(0, before_ns, wire)  # stamped before: a reply never precedes it
-            return seq, now
+            return seq, now_ns
 
     def request(self, name: str, reply: str, timeout_s: float = 0.5, **fields: int) -> Message:
         """Send ``name`` and wait for its ``reply`` (ACK matched by sequence number)."""

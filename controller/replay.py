@@ -18,10 +18,8 @@ from bemore.errors import DataError
 from controller.log import SessionLog, read_log
 from controller.modes import ModeSettings, Plan, stop_setpoints
 from controller.protocol import load_spec
-from controller.scheduler import timing_stats
+from controller.scheduler import late_tolerance_ns, timing_stats
 from controller.setpoints import Gesture
-
-MISS_THRESHOLD_PERIODS = 1.0  # same rule as the scheduler: later than one period is a miss
 
 
 @dataclass
@@ -42,6 +40,7 @@ class Summary:
     peak_commanded_torque_nm: float
     peak_measured_torque_nm: float
     deadline_misses: int
+    late_sends: int
     period_error_p50_ms: float
     period_error_p99_ms: float
     period_error_max_ms: float
@@ -65,7 +64,8 @@ class Summary:
             f"tracking    RMS {self.tracking_rms_deg:.3f} deg, max {self.tracking_max_deg:.3f} deg",
             f"torque      peak commanded {self.peak_commanded_torque_nm:.1f} N·m, peak measured "
             f"{self.peak_measured_torque_nm:.1f} N·m",
-            f"timing      {self.deadline_misses} deadline misses; period error p50 "
+            f"timing      {self.deadline_misses} deadline misses, {self.late_sends} sends more "
+            f"than a period late; period error p50 "
             f"{self.period_error_p50_ms:.3f} ms, p99 {self.period_error_p99_ms:.3f} ms, max "
             f"{self.period_error_max_ms:.3f} ms",
             f"faults      {', '.join(self.faults) or 'none'}",
@@ -108,11 +108,12 @@ def summarise(log: SessionLog) -> Summary:
     if streaming is not None and sp["k"].size:
         send_ns = np.round(sp["host_time"] * 1e9).astype(np.int64)
         t0_ns = round(streaming["t0_host_time"] * 1e9)
-        deadline_ns = t0_ns + sp["k"].astype(np.int64) * period_ns
-        skipped = int(np.count_nonzero(np.diff(sp["k"]) > 1) and
-                      np.sum(np.diff(sp["k"])[np.diff(sp["k"]) > 1] - 1))
-        timing = timing_stats(send_ns, deadline_ns, period_ns,
-                              round(MISS_THRESHOLD_PERIODS * period_ns), skipped)
+        # the same rule as the scheduler of the session (logs before it was recorded: the
+        # firmware's late tolerance)
+        threshold_ms = streaming.get("miss_threshold_ms")
+        threshold_ns = (round(threshold_ms * 1e6) if threshold_ms is not None
+                        else late_tolerance_ns())
+        timing = timing_stats(send_ns, sp["k"].astype(np.int64), t0_ns, period_ns, threshold_ns)
     _, errors = tracking_errors(log)
     faults = sorted({spec.name_of("faults", int(code)) for code in tm["fault"] if code})
     flags = 0
@@ -144,6 +145,7 @@ def summarise(log: SessionLog) -> Summary:
         peak_commanded_torque_nm=_peak(sp["torque_mNm"]) * 1e-3,
         peak_measured_torque_nm=_peak(tm["torque_mNm"]) * 1e-3,
         deadline_misses=timing.deadline_misses if timing else 0,
+        late_sends=timing.late_sends if timing else 0,
         period_error_p50_ms=timing.period_error_p50_ms if timing else 0.0,
         period_error_p99_ms=timing.period_error_p99_ms if timing else 0.0,
         period_error_max_ms=timing.period_error_max_ms if timing else 0.0,

@@ -2,14 +2,28 @@
 
 Deadlines are ``t0 + k · period`` on the monotonic nanosecond clock, never "previous + period",
 so the stream cannot drift. The scheduler sleeps until shortly before a deadline (the OS wakes a
-sleeper a few tens of µs late) and spins the rest of the way. A send later than
-``miss_threshold_ns`` after its deadline is a *deadline miss*; when the host falls more than one
-period behind, the stale slots are skipped (counted as misses) rather than sent in a burst.
+sleeper some tens of µs late) and spins the rest of the way; the caller prepares (encodes) the
+next frame *before* waiting, so that only the write is left after the deadline. When the host
+falls more than one period behind, the stale slots are skipped rather than sent in a burst (the
+firmware applies whichever setpoint arrived last, so a burst would only cost time).
+
+Two counts, because they answer two questions:
+
+* a **late send** is a setpoint written more than one period after its deadline: timing jitter
+  the firmware absorbs (it holds the last setpoint, and counts nothing);
+* a **deadline miss** is a slot whose setpoint was not in force at the bench within the
+  firmware's late tolerance (``protocol.toml [limits] late_tolerance_ms``, 5 ms) of its
+  deadline: sent later than that, or skipped and the next setpoint sent later than that after
+  the skipped slot's deadline. It is the firmware's own notion of lateness (its
+  ``late_setpoints`` counter uses the same tolerance, against the stream's best delay), applied
+  by the host to every slot, including the skipped ones the firmware cannot see.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import math
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -19,15 +33,23 @@ import numpy as np
 
 SPIN_NS = 300_000  # wake this long before a deadline and spin the rest (ns)
 REALTIME_PRIORITY = 10  # SCHED_FIFO priority of the streaming thread, when the OS allows it
+# Upper edges (ms) of the period-error histogram printed by the benchmark and the replay.
+HISTOGRAM_EDGES_MS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+def late_tolerance_ns() -> int:
+    """The firmware's late tolerance (``protocol.toml [limits] late_tolerance_ms``), in ns."""
+    from controller.protocol import load_spec
+
+    return int(load_spec().limits["late_tolerance_ms"]) * 1_000_000
 
 
 @contextlib.contextmanager
 def realtime_priority(pid: int = 0, priority: int = REALTIME_PRIORITY) -> Iterator[bool]:
     """Run the calling thread (or process ``pid``) under SCHED_FIFO while in the block.
 
-    Yields True when the OS granted it (root or CAP_SYS_NICE on Linux), False otherwise: on a
-    shared, loaded machine this is the difference between a p99 period error of a few µs and
-    of several ms (see bench/bench_streaming.py).
+    Yields True when the OS granted it (root or CAP_SYS_NICE on Linux), False otherwise (the
+    stream then runs at normal priority, more exposed to other jobs on the machine).
     """
     try:
         previous = os.sched_getscheduler(pid), os.sched_getparam(pid)
@@ -44,39 +66,74 @@ def realtime_priority(pid: int = 0, priority: int = REALTIME_PRIORITY) -> Iterat
 
 @dataclass(frozen=True)
 class TimingStats:
-    """Timing of a stream: period error |Δsend − period| and lateness send − deadline (ms)."""
+    """Timing of a stream (ms): period error |Δsend − period| between consecutive slots,
+    lateness send − deadline; late sends (> 1 period late), skipped slots and deadline misses
+    (not in force within ``miss_threshold_ms``, see the module docstring)."""
 
     sends: int
     period_ms: float
+    miss_threshold_ms: float
     period_error_p50_ms: float
+    period_error_p90_ms: float
     period_error_p99_ms: float
+    period_error_p999_ms: float
     period_error_max_ms: float
     lateness_p50_ms: float
     lateness_p99_ms: float
     lateness_max_ms: float
-    deadline_misses: int
+    late_sends: int
     skipped: int
+    deadline_misses: int
+    histogram: dict[str, int]
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
         return asdict(self)
 
 
-def timing_stats(
-    send_ns: np.ndarray, deadline_ns: np.ndarray, period_ns: int, miss_threshold_ns: int,
-    skipped: int = 0,
-) -> TimingStats:
-    """Statistics of actual send times against their deadlines (both in ns, same clock).
+def period_error_histogram(period_error_ms: np.ndarray) -> dict[str, int]:
+    """Counts of period errors (ms) per bin of :data:`HISTOGRAM_EDGES_MS` (labels in ms)."""
+    edges = (0.0, *HISTOGRAM_EDGES_MS, math.inf)
+    counts = np.histogram(np.asarray(period_error_ms, dtype=float), bins=edges)[0]
+    labels = [f"<{HISTOGRAM_EDGES_MS[0]:g}"]
+    labels += [f"{low:g}-{high:g}" for low, high in itertools.pairwise(HISTOGRAM_EDGES_MS)]
+    labels.append(f">{HISTOGRAM_EDGES_MS[-1]:g}")
+    return dict(zip(labels, counts.tolist(), strict=True))
+
+
+def stale_slot_misses(slot: np.ndarray, send_ns: np.ndarray, t0_ns: int, period_ns: int,
+                      threshold_ns: int) -> int:
+    """Slots not in force within ``threshold_ns`` of their deadline ``t0 + k·period`` (ns).
+
+    ``slot`` are the sent slots in order (the stream's slots start at 0) and ``send_ns`` their
+    send times. A sent slot misses when sent more than the threshold late; a skipped slot ``j``
+    when the next sent slot left more than the threshold after ``j``'s deadline.
+    """
+    slot = np.asarray(slot, dtype=np.int64)
+    send_ns = np.asarray(send_ns, dtype=np.int64)
+    if not slot.size:
+        return 0
+    late = int(np.count_nonzero(send_ns - (t0_ns + slot * period_ns) > threshold_ns))
+    previous = np.concatenate(([-1], slot[:-1]))
+    # skipped slots previous+1 .. slot-1: those with a deadline before send − threshold missed
+    first_ok = -((t0_ns - send_ns + threshold_ns) // period_ns)  # ceil((send − thr − t0)/P)
+    missed = np.clip(first_ok - (previous + 1), 0, slot - previous - 1)
+    return late + int(missed.sum())
+
+
+def timing_stats(send_ns: np.ndarray, slot: np.ndarray, t0_ns: int, period_ns: int,
+                 miss_threshold_ns: int) -> TimingStats:
+    """Statistics of the send times (ns) of stream slots ``slot`` (deadlines ``t0 + k·period``).
 
     The period error is taken between consecutive sends of consecutive slots only (a skipped
-    slot is not a period).
+    slot is not a period); skipped slots are the slots before the last one that were not sent.
     """
     send_ns = np.asarray(send_ns, dtype=np.int64)
-    deadline_ns = np.asarray(deadline_ns, dtype=np.int64)
+    slot = np.asarray(slot, dtype=np.int64)
+    deadline_ns = t0_ns + slot * period_ns
     lateness = (send_ns - deadline_ns) * 1e-6
-    consecutive = np.diff(deadline_ns) == period_ns
+    consecutive = np.diff(slot) == 1
     period_error = np.abs(np.diff(send_ns)[consecutive] - period_ns) * 1e-6
-    misses = int(np.count_nonzero(send_ns - deadline_ns > miss_threshold_ns)) + skipped
 
     def pct(values: np.ndarray, q: float) -> float:
         return float(np.percentile(values, q)) if values.size else 0.0
@@ -84,20 +141,28 @@ def timing_stats(
     return TimingStats(
         sends=int(send_ns.size),
         period_ms=period_ns * 1e-6,
+        miss_threshold_ms=miss_threshold_ns * 1e-6,
         period_error_p50_ms=pct(period_error, 50),
+        period_error_p90_ms=pct(period_error, 90),
         period_error_p99_ms=pct(period_error, 99),
+        period_error_p999_ms=pct(period_error, 99.9),
         period_error_max_ms=float(period_error.max()) if period_error.size else 0.0,
         lateness_p50_ms=pct(lateness, 50),
         lateness_p99_ms=pct(lateness, 99),
         lateness_max_ms=float(lateness.max()) if lateness.size else 0.0,
-        deadline_misses=misses,
-        skipped=skipped,
+        late_sends=int(np.count_nonzero(send_ns - deadline_ns > period_ns)),
+        skipped=int(slot[-1] + 1 - slot.size) if slot.size else 0,
+        deadline_misses=stale_slot_misses(slot, send_ns, t0_ns, period_ns, miss_threshold_ns),
+        histogram=period_error_histogram(period_error),
     )
 
 
 class Scheduler:
     """Hands out slots ``k`` at absolute deadlines ``t0 + k · period_ns``.
 
+    Use :meth:`upcoming` (the slot to prepare), then :meth:`wait_for` (its deadline), then
+    :meth:`record` the send; :meth:`wait` does the first two at once. ``capacity`` slots of
+    send times are preallocated (no allocation while streaming; grown if exceeded).
     ``clock`` (ns) and ``sleep`` (s) are injectable so that the arithmetic can be tested without
     real time; by default they are ``time.perf_counter_ns`` and ``time.sleep``.
     """
@@ -109,60 +174,86 @@ class Scheduler:
         spin_ns: int = SPIN_NS,
         clock: Callable[[], int] = time.perf_counter_ns,
         sleep: Callable[[float], None] = time.sleep,
+        capacity: int = 16_384,
     ):
         self.period_ns = int(period_ns)
         self.miss_threshold_ns = int(miss_threshold_ns if miss_threshold_ns is not None
-                                     else period_ns)
+                                     else late_tolerance_ns())
         self.spin_ns = spin_ns
         self._clock = clock
         self._sleep = sleep
         self.t0_ns = clock()
         self.next_k = 0
         self.skipped = 0
-        self.late = 0
-        self.send_ns: list[int] = []
-        self.deadline_ns: list[int] = []
+        self.late = 0  # late sends (more than one period after the deadline)
+        self.misses = 0  # deadline misses so far (see the module docstring)
+        self._slot = np.zeros(capacity, dtype=np.int64)
+        self._send = np.zeros(capacity, dtype=np.int64)
+        self._count = 0
+        self._last_k = -1
 
     def deadline(self, k: int) -> int:
         """Absolute deadline of slot ``k`` (ns on the scheduler's clock)."""
         return self.t0_ns + k * self.period_ns
 
-    def wait(self) -> int:
-        """Block until the next slot's deadline and return its index ``k``.
-
-        If the host is already past the following deadline, the stale slots are skipped.
-        """
-        k = self.next_k
-        now = self._clock()
-        behind = (now - self.deadline(k)) // self.period_ns
+    def upcoming(self) -> int:
+        """The next slot to send: ``next_k``, or later if its deadline is a period gone."""
+        behind = (self._clock() - self.deadline(self.next_k)) // self.period_ns
         if behind >= 1:
             self.skipped += int(behind)
-            k += int(behind)
+            self.next_k += int(behind)
+        return self.next_k
+
+    def wait_for(self, k: int) -> bool:
+        """Block until slot ``k``'s deadline; False (nothing waited) if it is already stale."""
         target = self.deadline(k)
-        remaining = target - now
+        remaining = target - self._clock()
+        if remaining <= -self.period_ns:
+            return False
         if remaining > self.spin_ns:
             self._sleep((remaining - self.spin_ns) * 1e-9)
         while self._clock() < target:
             pass
         self.next_k = k + 1
-        return k
+        return True
+
+    def wait(self) -> int:
+        """Block until the next (non-stale) slot's deadline and return its index ``k``."""
+        while True:
+            k = self.upcoming()
+            if self.wait_for(k):
+                return k
 
     def record(self, k: int, send_ns: int | None = None) -> None:
         """Record that slot ``k`` was sent at ``send_ns`` (default: now)."""
         send_ns = self._clock() if send_ns is None else send_ns
-        self.send_ns.append(send_ns)
-        self.deadline_ns.append(self.deadline(k))
-        if send_ns - self.deadline(k) > self.miss_threshold_ns:
+        if self._count == self._slot.size:
+            self._slot = np.concatenate((self._slot, np.zeros_like(self._slot)))
+            self._send = np.concatenate((self._send, np.zeros_like(self._send)))
+        self._slot[self._count] = k
+        self._send[self._count] = send_ns
+        self._count += 1
+        lateness = send_ns - self.deadline(k)
+        if lateness > self.period_ns:
             self.late += 1
+        if lateness > self.miss_threshold_ns:
+            self.misses += 1
+        # skipped slots since the previous send that were stale for longer than the threshold
+        first_ok = -((self.t0_ns - send_ns + self.miss_threshold_ns) // self.period_ns)
+        self.misses += max(0, min(first_ok, k) - (self._last_k + 1))
+        self._last_k = k
 
     @property
-    def misses(self) -> int:
-        """Deadline misses so far (late sends and skipped slots)."""
-        return self.late + self.skipped
+    def send_ns(self) -> np.ndarray:
+        """Send times recorded so far (ns)."""
+        return self._send[:self._count]
 
-    def stats(self, last: int | None = None) -> TimingStats:
-        """Timing statistics of the slots recorded so far (or of the ``last`` ones only)."""
-        start = 0 if last is None else max(0, len(self.send_ns) - last)
-        skipped = self.skipped if last is None else 0
-        return timing_stats(np.array(self.send_ns[start:]), np.array(self.deadline_ns[start:]),
-                            self.period_ns, self.miss_threshold_ns, skipped)
+    @property
+    def slots(self) -> np.ndarray:
+        """Slots recorded so far, in send order."""
+        return self._slot[:self._count]
+
+    def stats(self) -> TimingStats:
+        """Timing statistics of the slots recorded so far."""
+        return timing_stats(self.send_ns, self.slots, self.t0_ns, self.period_ns,
+                            self.miss_threshold_ns)

@@ -46,6 +46,9 @@ TELEMETRY_TIMEOUT_S = 0.1  # no telemetry for this long while streaming stops th
 BAD_FRAME_BUDGET = 20  # frames lost on the link (either way) tolerated in one session
 START_DELAY_NS = 5_000_000  # the first setpoint leaves this long after the stream starts
 SWITCH_INTERVAL_S = 1e-4  # GIL hand-over while streaming, so the reader never waits 5 ms
+COMMANDED_RING = 2048  # ms of commanded positions kept for the tracking monitor (> watchdog)
+YOUNG_GC_EVERY = 250  # sends between two young-generation collections while streaming
+YOUNG_GC_SLACK_NS = 500_000  # ... run only if the next deadline is at least this far
 
 
 @dataclass
@@ -118,7 +121,8 @@ class Session:
         self._telemetry_count = 0
         self._ticks_seen = -1
         self._fault_baseline: tuple[int, int] | None = None
-        self._commanded: dict[int, int] = {}
+        self._commanded_time = [-1] * COMMANDED_RING
+        self._commanded_position = [0] * COMMANDED_RING
         self._armed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -217,20 +221,28 @@ class Session:
         if period_ms > self.watchdog_ms / 2:
             raise BenchError(f"rate {plan.rate_hz:g} Hz: one setpoint every {period_ms:g} ms "
                              f"would starve the {self.watchdog_ms} ms watchdog")
-        scheduler = scheduler or Scheduler(round(1e9 / plan.rate_hz))
+        ramp_slots = math.ceil(self.settings.ramp_down_s * plan.rate_hz) + 1
+        scheduler = scheduler or Scheduler(round(1e9 / plan.rate_hz),
+                                           capacity=len(plan) + ramp_slots)
         self.scheduler = scheduler
         scheduler.stats()  # the first call of numpy's percentile costs ~15 ms: not mid-stream
         previous_handler = self._install_signal_handlers()
         previous_switch = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         collecting = gc.isenabled()
-        gc.disable()  # a full collection mid-stream costs milliseconds; refcounting suffices
+        # Everything alive now moves to the permanent generation (O(1); a collection here could
+        # take longer than the armed watchdog), and the automatic collector (a full collection
+        # costs milliseconds) is off; young collections run in the slack after a send instead
+        # (see _collect_young), so memory stays bounded however long the session.
+        gc.freeze()
+        gc.disable()
         self._latest_perf = time.perf_counter()
         last = setpoint_fields(plan, 0)
         sent = 0
         with contextlib.ExitStack() as restore:
             restore.callback(self._restore_signal_handlers, previous_handler)
             restore.callback(sys.setswitchinterval, previous_switch)
+            restore.callback(gc.unfreeze)
             if collecting:
                 restore.callback(gc.enable)
             granted = restore.enter_context(realtime_priority())
@@ -239,14 +251,24 @@ class Session:
                 scheduler.t0_ns = time.perf_counter_ns() + START_DELAY_NS
                 self.log.event("streaming", f"{len(plan)} setpoints at {plan.rate_hz:g} Hz",
                                sync=False, rate_hz=plan.rate_hz, realtime=granted,
+                               miss_threshold_ms=scheduler.miss_threshold_ns * 1e-6,
                                t0_host_time=round(self.log.host_time(scheduler.t0_ns * 1e-9), 9))
                 while True:
-                    k = scheduler.wait()
+                    k = scheduler.upcoming()
                     if k >= len(plan):
                         break
                     self._check_health()
-                    last = self._send_setpoint(plan, k, scheduler)
+                    # everything but the write happens before the deadline
+                    prepared = self.link.prepare("SETPOINT", **setpoint_fields(plan, k))
+                    if not scheduler.wait_for(k):
+                        continue  # woke up a period late: prepare the current slot instead
+                    seq, send_ns = self.link.send_prepared(prepared)
+                    scheduler.record(k, send_ns)
+                    last = prepared.fields
+                    self._after_send(k, seq, send_ns, last, int(plan.rep[k]))
                     sent += 1
+                    if sent % YOUNG_GC_EVERY == 0:
+                        self._collect_young(scheduler)
                 reason, message = "completed", "gesture completed"
             except StopRequestedError:
                 reason, message = self._stop_reason
@@ -264,20 +286,35 @@ class Session:
                      telemetry=self._telemetry_count)
         return result
 
-    def _send_setpoint(self, plan: Plan, k: int, scheduler: Scheduler) -> dict[str, int]:
-        fields = setpoint_fields(plan, k)
-        self._commanded[fields["time_ms"]] = fields["position_urad"]
-        seq, perf = self.link.send("SETPOINT", **fields)
-        scheduler.record(k, int(perf * 1e9))
-        self.log.setpoint(perf, k=k, seq=seq, rep=int(plan.rep[k]), **fields)
+    def _after_send(self, k: int, seq: int, send_ns: int, fields: dict[str, int],
+                    rep: int) -> None:
+        """Bookkeeping of a setpoint just sent: log, tracking reference, live status."""
+        self.log.setpoint(send_ns * 1e-9, k=k, seq=seq, rep=rep, **fields)
+        self._remember(fields)
         status = self.status
         status.t_s = fields["time_ms"] * 1e-3
         status.commanded_rad = fields["position_urad"] * 1e-6
         status.commanded_torque_nm = fields["torque_mNm"] * 1e-3
-        status.rep = int(plan.rep[k])
+        status.rep = rep
         status.sent += 1
-        status.misses = scheduler.misses
-        return fields
+        status.misses = self.scheduler.misses
+
+    def _remember(self, fields: dict[str, int]) -> None:
+        """Keep the commanded position of a setpoint for the tracking monitor (bounded ring)."""
+        slot = fields["time_ms"] % COMMANDED_RING
+        self._commanded_time[slot] = fields["time_ms"]
+        self._commanded_position[slot] = fields["position_urad"]
+
+    def _commanded(self, time_ms: int) -> int | None:
+        """Commanded position (µrad) of the setpoint of stream time ``time_ms``, if recent."""
+        slot = time_ms % COMMANDED_RING
+        return self._commanded_position[slot] if self._commanded_time[slot] == time_ms else None
+
+    @staticmethod
+    def _collect_young(scheduler: Scheduler) -> None:
+        """A young-generation collection, only when the next deadline leaves time for it."""
+        if scheduler.deadline(scheduler.next_k) - time.perf_counter_ns() > YOUNG_GC_SLACK_NS:
+            gc.collect(0)
 
     def _check_health(self) -> None:
         """Raise StopRequestedError when a monitor, the operator or the link asked to stop."""
@@ -369,9 +406,10 @@ class Session:
                        f"{self.settings.ramp_down_s:g} s")
         for fields in ramp:
             k = scheduler.wait()
-            self._commanded[fields["time_ms"]] = fields["position_urad"]
-            seq, perf = self.link.send("SETPOINT", **fields)
-            self.log.setpoint(perf, k=k, seq=seq, rep=-1, **fields)
+            seq, send_ns = self.link.send_prepared(self.link.prepare("SETPOINT", **fields))
+            scheduler.record(k, send_ns)
+            self.log.setpoint(send_ns * 1e-9, k=k, seq=seq, rep=-1, **fields)
+            self._remember(fields)
 
     # ------------------------------------------------------------------ telemetry and monitors
     def _on_telemetry(self, message: Message, perf_s: float) -> None:
@@ -398,7 +436,7 @@ class Session:
             self.request_stop("fault", f"the bench reports {what} at t "
                               f"{fields['setpoint_time_ms'] / 1000:.3f} s")
             return
-        commanded = self._commanded.get(fields["setpoint_time_ms"])
+        commanded = self._commanded(fields["setpoint_time_ms"])
         if commanded is not None:
             error = (fields["position_urad"] - commanded) * 1e-6
             status.tracking_error_rad = error

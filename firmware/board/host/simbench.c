@@ -32,6 +32,7 @@
 #include "pty.h"
 
 #define DELAY_CAPACITY 65536u
+#define RESTART_BEHIND_TICKS 100u /* further behind than this, the schedule restarts from now */
 #define DIR_RX 1
 #define DIR_TX 2
 
@@ -158,6 +159,13 @@ static int poll_stdin(void)
     return 1;
 }
 
+/* Read what the host sent; `now_ms` is the tick of the wall-clock time of this read. When this
+ * process runs late (the OS or the hypervisor took the CPU away) and catches up tick after tick,
+ * the bytes written meanwhile are delivered at the tick of the moment they are read, never at an
+ * earlier tick: a byte the firmware sees before it could have arrived lowers its best setpoint
+ * delay and makes the next few hundred on-time setpoints count as late. (A freeze of this
+ * process longer than the firmware's watchdog is therefore seen by the firmware as a silent
+ * host: a loud, safe artefact.) */
 static void receive(int master, uint32_t now_ms)
 {
     uint8_t buf[512];
@@ -259,6 +267,16 @@ static void parse_args(int argc, char **argv, struct plant_params *p, int *ignor
     }
 }
 
+/* Whole ticks between the scheduled start of the current tick and now (0 when on time). */
+static uint32_t ticks_behind(const struct timespec *scheduled)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long lag_ns = (long long)(now.tv_sec - scheduled->tv_sec) * 1000000000LL +
+                       (now.tv_nsec - scheduled->tv_nsec);
+    return lag_ns > 0 ? (uint32_t)(lag_ns / 1000000LL) : 0u;
+}
+
 static void add_ms(struct timespec *t, long ms)
 {
     t->tv_nsec += ms * 1000000L;
@@ -300,7 +318,12 @@ int main(int argc, char **argv)
         if ((long)ms == faults.stall_at_ms) {
             faults.stall_remaining_ms = faults.stall_ms;
         }
-        receive(master, ms);
+        uint32_t behind = ticks_behind(&next);
+        if (behind > RESTART_BEHIND_TICKS) { /* far behind (suspended?): restart the schedule */
+            clock_gettime(CLOCK_MONOTONIC, &next);
+            behind = 0;
+        }
+        receive(master, ms + behind);
         /* A stalled firmware neither ticks nor reads; the last torque stays on the motor. */
         if (faults.stall_remaining_ms > 0) {
             faults.stall_remaining_ms--;
@@ -314,12 +337,9 @@ int main(int argc, char **argv)
         add_ms(&next, 1);
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        double behind = (double)(now.tv_sec - next.tv_sec) + (now.tv_nsec - next.tv_nsec) * 1e-9;
-        if (behind > 0.0) {
+        double late = (double)(now.tv_sec - next.tv_sec) + (now.tv_nsec - next.tv_nsec) * 1e-9;
+        if (late > 0.0) {
             stats.overruns++;
-            if (behind > 0.1) {
-                next = now; /* far behind (machine suspended?): restart the schedule */
-            }
         } else {
             clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
         }
