@@ -16,23 +16,21 @@ import numpy as np
 from bemore.errors import DataError, ModelError
 from bemore.model import kernels
 from bemore.model.core import Model
-
-# Powers 0..5 of the quintic Hermite basis: q0, h·v0, h²·a0, h²·a1, h·v1, q1.
-_HERMITE = np.array([
-    [1, 0, 0, -10, 15, -6],
-    [0, 1, 0, -6, 8, -3],
-    [0, 0, 0.5, -1.5, 1.5, -0.5],
-    [0, 0, 0, 0.5, -1, 0.5],
-    [0, 0, 0, -4, 7, -3],
-    [0, 0, 0, 10, -15, 6],
-], dtype=np.float64)
+from bemore.model.generated import kernel_for, run_threads
+from bemore.model.stages import driven_table, stage_arrays
 
 COST_POINTS = ("bar", "wrist", "elbow", "neck", "hip", "knee", "ankle")
 
 
 @dataclass
 class DrivenMotion:
-    """Driven coordinates sampled on a uniform grid: t (F,) s; q, qd, qdd (F, n_driven) SI."""
+    """Driven coordinates sampled on a uniform time grid t (F,) s.
+
+    q, qd, qdd (SI: m or rad, per s, per s²) are (F, n_driven) for one motion that every
+    member of a batch follows, or (B, F, n_driven) for one motion per member (member b follows
+    ``q[b]``; the grid t is shared, so members of different durations must be padded by the
+    caller, e.g. by holding the last posture). A 1-D array is one driven coordinate.
+    """
 
     t: np.ndarray
     q: np.ndarray
@@ -41,17 +39,24 @@ class DrivenMotion:
 
     def __post_init__(self) -> None:
         self.t = np.asarray(self.t, dtype=np.float64)
-        self.q, self.qd, self.qdd = (np.atleast_2d(np.asarray(a, dtype=np.float64).T).T
-                                     for a in (self.q, self.qd, self.qdd))
-        F = self.t.shape[0]
-        if F < 2 or self.t.ndim != 1:
+        arrays = [np.asarray(a, dtype=np.float64) for a in (self.q, self.qd, self.qdd)]
+        self.q, self.qd, self.qdd = (a[:, None] if a.ndim == 1 else a for a in arrays)
+        F = self.t.shape[0] if self.t.ndim == 1 else 0
+        if F < 2:
             raise DataError("driven motion: t must be a 1-D array of at least 2 samples")
+        shape = self.q.shape
         for name, a in (("q", self.q), ("qd", self.qd), ("qdd", self.qdd)):
-            if a.shape[0] != F:
-                raise DataError(f"driven motion: {name} has {a.shape[0]} rows, t has {F}")
-            if not np.all(np.isfinite(a)):
-                bad = int(np.argmax(~np.all(np.isfinite(a), axis=1)))
-                raise DataError(f"driven motion: {name} is not finite at t = {self.t[bad]:.4f} s")
+            if a.ndim not in (2, 3) or a.shape[-2] != F:
+                raise DataError(f"driven motion: {name} has shape {a.shape}, expected "
+                                f"({F}, n_driven) or (members, {F}, n_driven) for t of {F}")
+            if a.shape != shape:
+                raise DataError(f"driven motion: {name} has shape {a.shape}, q has {shape}")
+            finite = np.all(np.isfinite(a), axis=-1)
+            if not np.all(finite):
+                where = np.argwhere(~finite)[0]
+                member = f" of member {where[0]}" if a.ndim == 3 else ""
+                raise DataError(f"driven motion: {name}{member} is not finite at "
+                                f"t = {self.t[where[-1]]:.4f} s")
         dt = np.diff(self.t)
         if np.any(dt <= 0) or np.ptp(dt) > 1e-6 * dt.mean():
             raise DataError("driven motion: t must be uniformly spaced and increasing")
@@ -60,6 +65,22 @@ class DrivenMotion:
     def dt(self) -> float:
         """Sampling interval (s)."""
         return float((self.t[-1] - self.t[0]) / (len(self.t) - 1))
+
+    @property
+    def members(self) -> int | None:
+        """Number of per-member motions, or None for one shared motion."""
+        return self.q.shape[0] if self.q.ndim == 3 else None
+
+    @property
+    def n_driven(self) -> int:
+        """Number of driven coordinates (columns)."""
+        return self.q.shape[-1]
+
+    def member(self, b: int) -> DrivenMotion:
+        """Member b's motion as a shared (F, n_driven) motion (itself if already shared)."""
+        if self.members is None:
+            return self
+        return DrivenMotion(self.t, self.q[b], self.qd[b], self.qdd[b])
 
 
 @dataclass
@@ -88,101 +109,73 @@ class Simulation:
         return out
 
 
-_stage_cache: dict[tuple, tuple] = {}
+_OUTPUTS = ("free_q", "free_qd", "efforts", "points")
+_table_cache: dict[tuple, tuple] = {}
 
 
-def _cached_stage_arrays(model: Model, motion: DrivenMotion, substeps: int) -> tuple:
-    """:func:`stage_arrays`, memoised for the same motion object (an optimiser evaluates many
-    populations on one trial; a DrivenMotion is treated as immutable)."""
-    key = (id(model.tree), id(motion), id(motion.q), id(motion.qd), id(motion.qdd), substeps)
-    hit = _stage_cache.get(key)
+def _cached(kind: str, model: Model, motion: DrivenMotion, substeps: int, build):
+    """``build()`` memoised for the same shared motion object (an optimiser evaluates many
+    populations on one trial; a DrivenMotion is treated as immutable). Per-member motions are
+    not cached: each call brings new ones and their tables are large."""
+    if motion.members is not None:
+        return build()
+    key = (kind, id(model.tree), id(motion), id(motion.q), id(motion.qd), id(motion.qdd),
+           substeps)
+    hit = _table_cache.get(key)
     if hit is not None and hit[0] is motion and hit[1] is model.tree:
         return hit[2]
-    result = stage_arrays(model, motion, substeps)
-    if len(_stage_cache) >= 8:
-        _stage_cache.pop(next(iter(_stage_cache)))
-    _stage_cache[key] = (motion, model.tree, result)
+    result = build()
+    if len(_table_cache) >= 8:
+        _table_cache.pop(next(iter(_table_cache)))
+    _table_cache[key] = (motion, model.tree, result)
     return result
 
 
-def stage_arrays(model: Model, motion: DrivenMotion, substeps: int) -> tuple:
-    """Driven state at every stage time of every step, shared by the whole batch.
-
-    Quintic Hermite interpolation of (q, q̇, q̈) between samples; returns qd, vd, ad
-    (n_steps + 1, 4, n_driven) and the cos/sin of each frame's driven angle sum
-    (n_steps + 1, 4, n_frames).
-    """
-    if motion.q.shape[1] != model.n_driven:
+def _check_motion(model: Model, motion: DrivenMotion, B: int) -> None:
+    if motion.n_driven != model.n_driven:
         raise DataError(
-            f"driven motion has {motion.q.shape[1]} columns, model {model.name} drives "
+            f"driven motion has {motion.n_driven} columns, model {model.name} drives "
             f"{model.n_driven} ({', '.join(model.driven_coordinates)})"
         )
-    F = len(motion.t)
-    dt = motion.dt
-    h = dt / substeps
-    n_steps = (F - 1) * substeps
-    step = np.arange(n_steps + 1)
-    interval = np.minimum(step // substeps, F - 2)
-    offset = (step - interval * substeps)[:, None]
-    tau = (offset + kernels.STAGE_TIMES[None, :]) / substeps  # fraction of the sample interval
-    i0 = interval[:, None].repeat(4, axis=1)
-    powers = tau[..., None] ** np.arange(6)
-    d1 = np.zeros_like(powers)
-    d1[..., 1:] = powers[..., :-1] * np.arange(1, 6)
-    d2 = np.zeros_like(powers)
-    d2[..., 2:] = powers[..., :-2] * (np.arange(2, 6) * np.arange(1, 5))
-    basis = powers @ _HERMITE.T, d1 @ _HERMITE.T / dt, d2 @ _HERMITE.T / dt**2
-    q0, q1 = motion.q[i0], motion.q[i0 + 1]
-    v0, v1 = motion.qd[i0], motion.qd[i0 + 1]
-    a0, a1 = motion.qdd[i0], motion.qdd[i0 + 1]
-    out = []
-    for H in basis:
-        H = H[..., None]
-        out.append(H[..., 0, :] * q0 + H[..., 1, :] * dt * v0 + H[..., 2, :] * dt**2 * a0
-                   + H[..., 3, :] * dt**2 * a1 + H[..., 4, :] * dt * v1 + H[..., 5, :] * q1)
-    qd, vd, ad = (np.ascontiguousarray(a) for a in out)
-    tree = model.tree
-    nF = len(tree.frame_parent)
-    total = np.zeros((n_steps + 1, 4, nF))
-    for k in range(nF):
-        base = np.zeros((n_steps + 1, 4)) if tree.frame_parent[k] < 0 else total[
-            ..., tree.frame_parent[k]].copy()
-        base += tree.frame_angle[k]
-        if tree.frame_kind[k] == 1 and tree.frame_driven[k] >= 0:
-            base += tree.frame_axis[k] * qd[..., tree.frame_driven[k]]
-        total[..., k] = base
-    return qd, vd, ad, np.cos(total), np.sin(total), h
+    if motion.members is not None and motion.members != B:
+        raise DataError(
+            f"driven motion has {motion.members} per-member motions but the parameter matrix "
+            f"has {B} rows (one motion per row, or a shared (F, n_driven) motion)"
+        )
 
 
 def simulate(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
-             outputs: Sequence[str] = ("free_q", "free_qd", "efforts", "points"),
+             outputs: Sequence[str] = _OUTPUTS,
              measured: np.ndarray | None = None, points: Sequence[str] = COST_POINTS,
              substeps: int = 1, max_abs: float = 1.0e3, engine: str = "auto",
              threads: int | None = None) -> Simulation:
     """Integrate the trial for every row of P (B, n_parameters); free state (n_free,) or (B, ·).
 
-    ``outputs`` picks what is stored among free_q, free_qd, efforts, points. With ``measured``
-    ((F, len(points), 2) m, NaN = missing), ``sim.cost[b]`` is the sum over frames and points of
-    the squared distance (m²) between simulated and measured positions. A member with invalid
-    parameters (non-positive mass/inertia), or whose state leaves ±max_abs, gets NaN (and
-    ``valid[b] = False``). ``substeps`` integrator steps per sample (1 = h of one sample).
+    ``motion`` is shared by every member ((F, n_driven) arrays) or has one motion per member
+    ((B, F, n_driven)). ``outputs`` picks what is stored among free_q, free_qd, efforts (driven
+    generalised forces, N or N·m), points. With ``measured`` ((F, len(points), 2) m, NaN =
+    missing), ``sim.cost[b]`` is the sum over frames and points of the squared distance (m²)
+    between simulated and measured positions. A member with invalid parameters (non-positive
+    mass/inertia), or whose state leaves ±max_abs, gets NaN (and ``valid[b] = False``).
+    ``substeps`` integrator steps per sample (1 = h of one sample). ``engine``: "auto" or
+    "generated" (the specialised kernel) or "reference" (``kernels.py``, the test oracle).
+    ``threads``: lane groups run in parallel (default: one per core).
     """
-    unknown = set(outputs) - {"free_q", "free_qd", "efforts", "points"}
+    unknown = set(outputs) - set(_OUTPUTS)
     if unknown:
         raise ModelError(f"simulate: unknown output {sorted(unknown)[0]!r}")
     if substeps < 1:
         raise ModelError("simulate: substeps must be at least 1")
+    if engine not in ("auto", "generated", "reference"):
+        raise ModelError(f"simulate: unknown engine {engine!r}")
     V, valid = model.fields(P)
     B = V.shape[0]
-    nf, nd = model.n_free, model.n_driven
+    _check_motion(model, motion, B)
+    nf = model.n_free
     q0 = np.ascontiguousarray(np.broadcast_to(np.asarray(free_q0, np.float64), (B, nf)))
     v0 = np.ascontiguousarray(np.broadcast_to(np.asarray(free_qd0, np.float64), (B, nf)))
     valid = valid & np.all(np.isfinite(q0), axis=1) & np.all(np.isfinite(v0), axis=1)
-    qd, vd, ad, cd, sd, h = _cached_stage_arrays(model, motion, substeps)
     F = len(motion.t)
-    store_state = "free_q" in outputs or "free_qd" in outputs
-    flags = np.array([store_state, "efforts" in outputs, "points" in outputs,
-                      measured is not None], dtype=np.bool_)
     selection = np.zeros(0, dtype=np.int64)
     meas = np.zeros((1, 0, 2))
     if measured is not None:
@@ -194,31 +187,16 @@ def simulate(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
         if meas.shape != (F, len(points), 2):
             raise DataError(
                 f"measured points: shape {meas.shape}, expected ({F}, {len(points)}, 2)")
-    if engine not in ("auto", "generated", "reference"):
-        raise ModelError(f"simulate: unknown engine {engine!r}")
-    if engine == "generated" or (engine == "auto" and not flags[1]):
-        if flags[1]:
-            raise ModelError("simulate: the generated engine does not compute efforts")
-        return _simulate_generated(model, V, valid, q0, v0, (qd, vd, ad, cd, sd), h, substeps,
-                                   motion, outputs, meas, selection, flags, max_abs, threads)
-    out_q = np.zeros((B, F if store_state else 1, nf))
-    out_qd = np.zeros_like(out_q)
-    out_eff = np.zeros((B, F if flags[1] else 1, nd))
-    out_pts = np.zeros((B, F if flags[2] else 1, len(model.point_names), 2))
-    cost = np.zeros(B)
-    kernels.integrate_batch(model._T, np.ascontiguousarray(V), valid, q0, v0, qd, vd, ad, cd, sd,
-                            h, substeps, kernels.A_T, kernels.C_T, kernels.M_T, kernels.GAMMA,
-                            meas, selection, flags, max_abs, out_q, out_qd, out_eff, out_pts,
-                            cost)
-    valid = valid & np.isfinite(cost)
-    return Simulation(
-        t=motion.t.copy(), free_names=model.free_coordinates,
-        driven_names=model.driven_coordinates, point_names=model.point_names,
-        free_q=out_q if "free_q" in outputs else None,
-        free_qd=out_qd if "free_qd" in outputs else None,
-        efforts=out_eff if flags[1] else None, points=out_pts if flags[2] else None,
-        cost=cost if measured is not None else None, valid=valid,
-    )
+    flags = np.array(["free_q" in outputs or "free_qd" in outputs, "efforts" in outputs,
+                      "points" in outputs, measured is not None], dtype=np.bool_)
+    run = _simulate_reference if engine == "reference" else _simulate_generated
+    result = run(model, V, valid, q0, v0, motion, substeps, meas, selection, flags, max_abs,
+                 threads)
+    if "free_q" not in outputs:
+        result.free_q = None
+    if "free_qd" not in outputs:
+        result.free_qd = None
+    return result
 
 
 def joint_centre_cost(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
@@ -227,64 +205,99 @@ def joint_centre_cost(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
     """Identification cost (B,) in m²: Σ frames Σ points |simulated − measured|².
 
     Stores nothing per frame. NaN for members that cannot be simulated (caller penalises them).
+    ``motion`` may be shared or per member, as in :func:`simulate`.
     """
     sim = simulate(model, P, motion, free_q0, free_qd0, outputs=(), measured=measured,
                    points=names, substeps=substeps)
     return sim.cost
 
 
-def _simulate_generated(model: Model, V, valid, q0, v0, stages, h, substeps, motion, outputs,
-                        meas, selection, flags, max_abs, threads) -> Simulation:
-    """The same integration with the specialised kernel (states/points/cost only)."""
-    from bemore.model.codegen import kernel_for, run_threads
-
+def _simulate_reference(model: Model, V, valid, q0, v0, motion, substeps, meas, selection,
+                        flags, max_abs, threads) -> Simulation:
+    """The readable reference kernel (one member per thread); per-member motions one by one."""
     B, nf = q0.shape
     F = len(motion.t)
+    out_q = np.zeros((B, F if flags[0] else 1, nf))
+    out_qd = np.zeros_like(out_q)
+    out_eff = np.zeros((B, F if flags[1] else 1, model.n_driven))
+    out_pts = np.zeros((B, F if flags[2] else 1, len(model.point_names), 2))
+    cost = np.zeros(B)
+    groups = [np.arange(B)] if motion.members is None else [np.array([b]) for b in range(B)]
+    for rows in groups:
+        shared = motion.member(int(rows[0]))
+        stages = _cached("reference", model, shared, substeps, lambda m=shared: stage_arrays(
+            model.tree, m.q, m.qd, m.qdd, m.dt, substeps))
+        parts = [out_q[rows], out_qd[rows], out_eff[rows], out_pts[rows], cost[rows]]
+        kernels.integrate_batch(model._T, np.ascontiguousarray(V[rows]), valid[rows], q0[rows],
+                                v0[rows], *stages[:5], stages[5], substeps, kernels.A_T,
+                                kernels.C_T, kernels.M_T, kernels.GAMMA, meas, selection,
+                                flags, max_abs, *parts)
+        out_q[rows], out_qd[rows], out_eff[rows], out_pts[rows], cost[rows] = parts
+    return Simulation(
+        t=motion.t.copy(), free_names=model.free_coordinates,
+        driven_names=model.driven_coordinates, point_names=model.point_names,
+        free_q=out_q if flags[0] else None, free_qd=out_qd if flags[0] else None,
+        efforts=out_eff if flags[1] else None, points=out_pts if flags[2] else None,
+        cost=cost if flags[3] else None, valid=valid & np.isfinite(cost),
+    )
+
+
+def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, selection,
+                        flags, max_abs, threads) -> Simulation:
+    """The same integration with the specialised kernel (shared or per-member motion)."""
+    per_member = motion.members is not None
+    B, nf = q0.shape
+    F, nd = len(motion.t), model.n_driven
     n_points = len(model.point_names)
-    kernel = kernel_for(model.tree, n_points)
-    safe = V.copy()
+    kernel, program = kernel_for(model.tree, n_points, per_member)
+    slots = program.member_slots if per_member else program.slots
+    D = _cached("generated", model, motion, substeps, lambda: driven_table(
+        model.tree, slots, motion.q, motion.qd, motion.qdd, motion.dt, substeps))
     if not valid.all():
         # Invalid members run on a valid member's fields, then are reported as NaN.
-        fallback = V[np.argmax(valid)] if valid.any() else model.tree.fields(
+        V = V.copy()
+        V[~valid] = V[np.argmax(valid)] if valid.any() else model.tree.fields(
             model.parameter_matrix([{}]))[0]
-        safe[~valid] = fallback
-    Vt = np.ascontiguousarray(safe.T)
-    S = np.ascontiguousarray(np.concatenate([q0, v0], axis=1).T)
-    store_state = bool(flags[0])
-    out_state = np.zeros((F, 2 * nf, B) if store_state else (1, 1, 1))
-    out_pts = np.zeros((F, n_points, 2, B) if flags[2] else (1, 1, 1, 1))
-    meas_full = np.zeros((F if flags[3] else 1, n_points, 2))
-    wts = np.zeros((F if flags[3] else 1, n_points))
-    if flags[3]:
+    Vt = np.ascontiguousarray(V.T)
+    S = np.empty((2 * nf, B))
+    S[:nf], S[nf:] = q0.T, v0.T
+    store_state, store_efforts, store_points, do_cost = (bool(x) for x in flags)
+    out_q = np.empty((B, F, nf) if store_state else (1, 1, 1))
+    out_v = np.empty_like(out_q)
+    out_pts = np.empty((F, n_points, 2, B) if store_points else (1, 1, 1, 1))
+    out_eff = np.empty((B, F, nd) if store_efforts else (1, 1, 1))
+    meas_full = np.zeros((F if do_cost else 1, n_points, 2))
+    wts = np.zeros((F if do_cost else 1, n_points))
+    if do_cost:
         finite = np.all(np.isfinite(meas), axis=-1)
         meas_full[:, selection] = np.where(finite[..., None], meas, 0.0)
         wts[:, selection] = finite
     cost = np.zeros(B)
     alive = valid.astype(np.float64)
-    qd, vd, ad, cd, sd = stages
     tri = nf * (nf + 1) // 2
-    MX = np.zeros((2 * tri + nf, B))  # M0 and the Cholesky factor of W, per lane
-    U0, U1, U2 = (np.zeros((2 * nf, B)) for _ in range(3))  # stage increments
-    run_threads(kernel, B, threads or os.cpu_count() or 1,
-                (Vt, S, MX, U0, U1, U2, qd, vd, ad, cd, sd, h, substeps),
-                (meas_full, wts, store_state, bool(flags[2]), bool(flags[3]), max_abs, out_state,
-                 out_pts, cost, alive))
+    MX = np.empty((2 * tri + nf, B))  # M0 and the Cholesky factor of W, per lane
+    U0, U1, U2 = (np.empty((2 * nf, B)) for _ in range(3))  # stage increments
+    h = motion.dt / substeps
+    run_threads(kernel, B, threads or os.cpu_count() or 1, (Vt, S, MX, U0, U1, U2, D, h,
+                                                              substeps),
+                (meas_full, wts, store_state, store_points, do_cost, store_efforts, max_abs,
+                 out_q, out_v, out_pts, out_eff, cost, alive))
     ok = alive > 0.0
     result = Simulation(t=motion.t.copy(), free_names=model.free_coordinates,
                         driven_names=model.driven_coordinates, point_names=model.point_names,
                         valid=ok)
     if store_state:
-        state = out_state.transpose(2, 0, 1)
-        state[~ok] = np.nan
-        if "free_q" in outputs:
-            result.free_q = np.ascontiguousarray(state[:, :, :nf])
-        if "free_qd" in outputs:
-            result.free_qd = np.ascontiguousarray(state[:, :, nf:])
-    if flags[2]:
+        out_q[~ok] = np.nan
+        out_v[~ok] = np.nan
+        result.free_q, result.free_qd = out_q, out_v
+    if store_efforts:
+        out_eff[~ok] = np.nan
+        result.efforts = out_eff
+    if store_points:
         points = np.ascontiguousarray(out_pts.transpose(3, 0, 1, 2))
         points[~ok] = np.nan
         result.points = points
-    if flags[3]:
+    if do_cost:
         cost[~ok] = np.nan
         result.cost = cost
     return result
