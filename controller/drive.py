@@ -18,7 +18,7 @@ from controller.dump import DumpWriter
 from controller.log import LogWriter
 from controller.modes import ModeSettings, Plan, build_plan
 from controller.preflight import require_clear
-from controller.scheduler import REALTIME_PRIORITY, realtime_priority
+from controller.scheduler import REALTIME_PRIORITY, other_cpus, pinned, realtime_priority
 from controller.session import Session, SessionResult
 from controller.setpoints import Gesture, read_setpoints
 
@@ -32,8 +32,9 @@ def bench_port(port: str | None) -> Iterator[tuple[str, object | None]]:
     from controller.simbench import start_simulated_bench
 
     # the simulated bench stands in for a microcontroller: give it real-time priority too
-    with start_simulated_bench() as simulated, realtime_priority(simulated.process.pid,
-                                                                REALTIME_PRIORITY + 1):
+    with start_simulated_bench() as simulated, realtime_priority(
+            simulated.process.pid, REALTIME_PRIORITY + 1), pinned(other_cpus(),
+                                                                  simulated.process.pid):
         yield simulated.port, simulated
 
 

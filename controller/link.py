@@ -10,7 +10,9 @@ kept in :attr:`Link.lost_reason`.
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +23,7 @@ import serial
 from bemore.errors import BenchError
 from controller.dump import DumpWriter
 from controller.protocol import FrameDecoder, Message, decode_message, encode_message
-from controller.scheduler import REALTIME_PRIORITY, realtime_priority
+from controller.scheduler import REALTIME_PRIORITY, other_cpus, pinned, realtime_priority
 
 WRITE_TIMEOUT_S = 0.1  # a write blocked this long means the other side stopped reading
 
@@ -39,8 +41,9 @@ class Prepared:
 class Link:
     """An open serial link with a background reader thread.
 
-    ``on_telemetry(message, perf_s)`` is called from the reader thread for every TELEMETRY
-    frame, ``perf_s`` being its receive time on ``time.perf_counter``.
+    ``on_telemetry(message, perf_s)`` is called for every TELEMETRY frame, ``perf_s`` being its
+    receive time on ``time.perf_counter``: from the reader thread, or from the thread that calls
+    :meth:`poll` while the link is in poll mode (:meth:`poll_mode`).
     """
 
     def __init__(self, port: str, on_telemetry: Callable[[Message, float], None],
@@ -61,6 +64,11 @@ class Link:
         self._replies: queue.Queue[Message] = queue.Queue()
         self._seq = 0
         self._write_lock = threading.Lock()
+        self._fd = self._serial.fileno()
+        self._read_lock = threading.Lock()  # one thread reads and decodes at a time
+        self._polled = False
+        self._parked = threading.Event()
+        self._unpark = threading.Event()
         self._reader = threading.Thread(target=self._read_loop, name="bench-link", daemon=True)
         self._reader.start()
 
@@ -96,7 +104,15 @@ class Link:
             self._seq = (seq + 1) & 0xFF
             before_ns = time.perf_counter_ns()
             try:
-                self._serial.write(wire)
+                # one system call (pyserial adds a select() after every write: a second hand-over
+                # of the interpreter lock); pyserial, with its write timeout, finishes a partial
+                # write to a full buffer
+                try:
+                    written = os.write(self._fd, wire)
+                except BlockingIOError:
+                    written = 0
+                if written < len(wire):
+                    self._serial.write(wire[written:])
             # a port closed under our feet can also surface as TypeError (its fd became None)
             except (serial.SerialException, OSError, TypeError, ValueError) as error:
                 self._mark_lost(f"write failed: {error}")
@@ -142,29 +158,75 @@ class Link:
     def _read_loop(self) -> None:
         # Real-time priority when allowed: a reader preempted while it holds the interpreter
         # lock would stall the (real-time) streaming thread for a whole OS time slice.
-        with realtime_priority(priority=REALTIME_PRIORITY - 1):
+        with realtime_priority(priority=REALTIME_PRIORITY - 1), pinned(other_cpus()):
             self._read_until_closed()
 
     def _read_until_closed(self) -> None:
         while not self._closing.is_set():
+            if self._polled:
+                self._parked.set()  # the owner polls the port itself (see poll_mode)
+                self._unpark.wait(0.05)
+                continue
             try:
                 data = self._serial.read(max(1, self._serial.in_waiting))
             except (serial.SerialException, OSError, TypeError) as error:
                 if not self._closing.is_set():
                     self._mark_lost(f"read failed: {error}")
                 return
-            if not data:
-                continue
-            now = time.perf_counter()
-            if self.dump is not None:
-                self.dump.record(1, int(now * 1e9), data)
-            for frame in self.decoder.feed(data):
+            if data:
+                with self._read_lock:
+                    self._handle(time.perf_counter(), data)
+
+    def poll_mode(self, polled: bool) -> None:
+        """While ``polled``, the reader thread is parked and the owner reads with :meth:`poll`.
+
+        The streaming thread polls in its own slack after each send: no other thread then wakes
+        up to take the interpreter lock (to read, decode, log and monitor telemetry) just when
+        a deadline is due. Entering waits until the reader thread is parked (≤ its 5 ms read
+        timeout); leaving drains the port first, then lets the reader thread read again.
+        """
+        if polled and not self._polled:
+            self._parked.clear()
+            self._unpark.clear()
+            self._polled = True
+            if not self._parked.wait(timeout=1.0) and not self.lost:
+                self._polled = False
+                raise BenchError(f"{self.port}: the link's reader thread did not hand over")
+        elif not polled and self._polled:
+            self.poll()
+            self._polled = False
+            self._unpark.set()
+
+    def poll(self) -> None:
+        """Read whatever arrived (without blocking) and handle it: dump, decode, dispatch."""
+        if self.lost:
+            return
+        with self._read_lock:
+            while True:
                 try:
-                    message = decode_message(frame)
-                except BenchError:
-                    self.undecodable += 1
-                    continue
-                if message.name == "TELEMETRY":
-                    self._on_telemetry(message, now)
-                else:
-                    self._replies.put(message)
+                    if not select.select([self._fd], [], [], 0)[0]:
+                        return
+                    data = os.read(self._fd, 4096)
+                except BlockingIOError:
+                    return
+                except (OSError, TypeError, ValueError) as error:
+                    self._mark_lost(f"read failed: {error}")
+                    return
+                if not data:  # readable yet empty: the device went away (as pyserial judges)
+                    self._mark_lost("read failed: the device reports data but returned none")
+                    return
+                self._handle(time.perf_counter(), data)
+
+    def _handle(self, now: float, data: bytes) -> None:
+        if self.dump is not None:
+            self.dump.record(1, int(now * 1e9), data)
+        for frame in self.decoder.feed(data):
+            try:
+                message = decode_message(frame)
+            except BenchError:
+                self.undecodable += 1
+                continue
+            if message.name == "TELEMETRY":
+                self._on_telemetry(message, now)
+            else:
+                self._replies.put(message)

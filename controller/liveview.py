@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from controller.scheduler import realtime_priority
+from controller.scheduler import other_cpus, pinned, realtime_priority
 from controller.session import Session
 
 ESTOP_KEYS = ("e", " ")
@@ -97,7 +97,7 @@ def live_view(session: Session, console: Console | None = None) -> Iterator[None
 def _refresh(live: Live, done: threading.Event) -> None:
     """Redraw at REFRESH_HZ under the lowest real-time priority (see controller.scheduler):
     preempted mid-redraw while holding the interpreter lock, it would stall the stream."""
-    with realtime_priority(priority=1):
+    with realtime_priority(priority=1), pinned(other_cpus()):
         while not done.wait(1.0 / REFRESH_HZ):
             live.refresh()
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from bemore.errors import DataError
-from controller.scheduler import realtime_priority
+from controller.scheduler import other_cpus, pinned, realtime_priority
 
 FORMAT_TAG = "bemore-session 1"
 FLUSH_INTERVAL_S = 0.005
@@ -99,6 +99,11 @@ class LogWriter:
         self._append(record)
         self._drain(fsync=True)
 
+    def kick(self) -> None:
+        """Wake the writer thread now (the streaming thread calls it right after a send, so that
+        the writer's turn with the interpreter lock falls in the slack before the next one)."""
+        self._wake.set()
+
     def flush(self) -> None:
         """Hand every pending record to the OS now."""
         self._drain(fsync=False)
@@ -135,7 +140,7 @@ class LogWriter:
     def _write_loop(self) -> None:
         # lowest real-time priority when allowed: preempted while holding the interpreter lock,
         # this thread would stall the streaming thread for a whole OS time slice
-        with realtime_priority(priority=1):
+        with realtime_priority(priority=1), pinned(other_cpus()):
             self._write_until_closed()
 
     def _write_until_closed(self) -> None:

@@ -64,6 +64,45 @@ def realtime_priority(pid: int = 0, priority: int = REALTIME_PRIORITY) -> Iterat
             os.sched_setscheduler(pid, previous[0], previous[1])
 
 
+def streaming_cpu() -> int | None:
+    """The CPU reserved for the streaming thread: the last one this process may use, or None
+    on a single-CPU machine (or where affinity is not supported)."""
+    try:
+        allowed = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return None
+    return max(allowed) if len(allowed) >= 2 else None
+
+
+def other_cpus() -> set[int] | None:
+    """The CPUs left to every other thread and process of a session (None: no pinning)."""
+    cpu = streaming_cpu()
+    return None if cpu is None else os.sched_getaffinity(0) - {cpu}
+
+
+@contextlib.contextmanager
+def pinned(cpus: set[int] | None, pid: int = 0) -> Iterator[bool]:
+    """Run the calling thread (or process ``pid``) on ``cpus`` only while in the block.
+
+    On two cores the streaming thread gets one to itself and the link reader, the log writer
+    and the simulated bench share the other: none of them then preempts the stream at a
+    deadline. Yields False (and changes nothing) when ``cpus`` is None or the OS refuses.
+    """
+    try:
+        previous = os.sched_getaffinity(pid)
+        if cpus is None:
+            raise OSError
+        os.sched_setaffinity(pid, cpus)
+    except (AttributeError, OSError):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(pid, previous)
+
+
 @dataclass(frozen=True)
 class TimingStats:
     """Timing of a stream (ms): period error |Δsend − period| between consecutive slots,

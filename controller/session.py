@@ -39,7 +39,7 @@ from controller.log import LogWriter
 from controller.modes import ModeSettings, Plan, setpoint_fields, stop_setpoints
 from controller.preflight import FirmwareLimits, safe_angle_range
 from controller.protocol import Message, load_spec
-from controller.scheduler import Scheduler, TimingStats, realtime_priority
+from controller.scheduler import Scheduler, TimingStats, pinned, realtime_priority, streaming_cpu
 
 TELEMETRY_PERIOD_MS = 5
 TELEMETRY_TIMEOUT_S = 0.1  # no telemetry for this long while streaming stops the session
@@ -47,6 +47,7 @@ BAD_FRAME_BUDGET = 20  # frames lost on the link (either way) tolerated in one s
 START_DELAY_NS = 5_000_000  # the first setpoint leaves this long after the stream starts
 SWITCH_INTERVAL_S = 1e-4  # GIL hand-over while streaming, so the reader never waits 5 ms
 COMMANDED_RING = 2048  # ms of commanded positions kept for the tracking monitor (> watchdog)
+LOG_KICK_EVERY = 5  # sends between two wake-ups of the log writer (right after a send)
 YOUNG_GC_EVERY = 250  # sends between two young-generation collections while streaming
 YOUNG_GC_SLACK_NS = 500_000  # ... run only if the next deadline is at least this far
 
@@ -246,11 +247,16 @@ class Session:
             if collecting:
                 restore.callback(gc.enable)
             granted = restore.enter_context(realtime_priority())
+            cpu = streaming_cpu()
+            own_cpu = restore.enter_context(pinned(None if cpu is None else {cpu}))
+            restore.callback(self.link.poll_mode, False)
+            self.link.poll_mode(True)
             try:
                 # start a little in the future, so that logging the start is not a late send
                 scheduler.t0_ns = time.perf_counter_ns() + START_DELAY_NS
                 self.log.event("streaming", f"{len(plan)} setpoints at {plan.rate_hz:g} Hz",
                                sync=False, rate_hz=plan.rate_hz, realtime=granted,
+                               own_cpu=own_cpu,
                                miss_threshold_ms=scheduler.miss_threshold_ns * 1e-6,
                                t0_host_time=round(self.log.host_time(scheduler.t0_ns * 1e-9), 9))
                 while True:
@@ -266,7 +272,10 @@ class Session:
                     scheduler.record(k, send_ns)
                     last = prepared.fields
                     self._after_send(k, seq, send_ns, last, int(plan.rep[k]))
+                    self.link.poll()  # telemetry received meanwhile: log, monitors
                     sent += 1
+                    if sent % LOG_KICK_EVERY == 0:
+                        self.log.kick()
                     if sent % YOUNG_GC_EVERY == 0:
                         self._collect_young(scheduler)
                 reason, message = "completed", "gesture completed"
@@ -277,6 +286,7 @@ class Session:
                     "host error", str(error))
             except Exception as error:  # any host bug still ends in a controlled stop
                 reason, message = "host error", f"{type(error).__name__}: {error}"
+            self.link.poll_mode(False)  # the reader thread handles telemetry and replies again
             self.log.event("stop", message, reason=reason)
             reason, message = self._finish(reason, message, scheduler, last)
         timing = scheduler.stats()
@@ -413,7 +423,8 @@ class Session:
 
     # ------------------------------------------------------------------ telemetry and monitors
     def _on_telemetry(self, message: Message, perf_s: float) -> None:
-        """Reader thread: log, update the live status, run the monitors."""
+        """Per telemetry frame (reader thread, or the streaming thread's poll): log, update the
+        live status, run the monitors."""
         fields = message.fields
         self.log.telemetry(perf_s, fields)
         self._telemetry_count += 1

@@ -14,6 +14,7 @@ injection, and gives back a :class:`SimulatedBench` whose ``.port`` a serial cli
 from __future__ import annotations
 
 import math
+import re
 import selectors
 import subprocess
 import threading
@@ -150,6 +151,20 @@ class SimulatedBench:
                 _, err = self.process.communicate()
             self.stats = err.decode(errors="replace").strip()
         return self.stats
+
+    def tick_timing(self) -> dict[str, float]:
+        """After :meth:`stop`: how late the simulated bench's own 1 kHz ticks started.
+
+        ``overruns`` (ticks that ended after the next one was due), ``late_ticks_1ms`` (ticks
+        started more than 1 ms late) and ``max_tick_lag_ms``: the machine's floor, measured by a
+        C real-time process in the same run as the stream. Empty if the line is missing.
+        """
+        found = re.search(r"(\d+) overruns.*?(\d+) ticks > 1 ms late, max tick lag ([\d.]+) ms",
+                          self.stats)
+        if found is None:
+            return {}
+        return {"overruns": int(found[1]), "late_ticks_1ms": int(found[2]),
+                "max_tick_lag_ms": float(found[3])}
 
     def __enter__(self) -> SimulatedBench:
         return self
