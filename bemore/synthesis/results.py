@@ -83,6 +83,10 @@ class SynthesisResult:
     inputs: dict[str, Any]
     design_position: dict[str, float] = field(default_factory=dict)
     runs: list[dict[str, Any]] = field(default_factory=list)
+    peak_torque_per_shoulder_nm: float = float("nan")  # at the returned gesture, re-simulated
+    batches: int = 0  # batched evaluation requests of the optimisers
+    engine_calls: int = 0  # simulate() calls of the in-process problems (0 on a Dask cluster)
+    timings_s: dict[str, float] = field(default_factory=dict)  # wall time of each stage
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form (design variables in SI and φ_max also in degrees)."""

@@ -202,6 +202,7 @@ class RunRecord:
     evaluations: int
     success: bool
     message: str
+    constraints: list[float] = field(default_factory=list)  # values at x (their own units)
 
 
 @dataclass
@@ -267,6 +268,145 @@ def starting_points(
     return normaliser.physical(np.array(points[:count]))
 
 
+def screened_starts(
+    problem: BatchProblem,
+    count: int,
+    rng: np.random.Generator,
+    linear: Callable[[np.ndarray], np.ndarray] | None = None,
+    pool: int = 64,
+    spacing: float = 0.15,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """``count`` starting points (count, n) picked from ``pool`` candidates evaluated as ONE batch.
+
+    The candidates are :func:`starting_points` (box centre, then seeded draws that satisfy the
+    linear constraints). They are ranked feasible first (by objective), then by violation; the
+    starts are taken down that ranking, skipping any candidate closer than ``spacing`` (in
+    normalised units, max-norm) to one already taken, so that the starts stay spread over the
+    box. Returns (starts, their objective values (count,), number of candidates evaluated).
+    """
+    candidates = starting_points(problem, max(pool, count), rng, linear)
+    f, c = problem.evaluate(candidates)
+    worst = violation(c, problem.constraint_lower, problem.constraint_upper)
+    order = np.lexsort((f, worst))
+    normaliser = Normaliser(problem.lower, problem.upper)
+    u = normaliser.normalised(candidates)
+    chosen: list[int] = []
+    for index in order:
+        if all(np.abs(u[index] - u[j]).max() >= spacing for j in chosen):
+            chosen.append(int(index))
+        if len(chosen) == count:
+            break
+    for index in order:  # too few spread candidates: fill up with the next best
+        if len(chosen) == count:
+            break
+        if int(index) not in chosen:
+            chosen.append(int(index))
+    return candidates[chosen], f[chosen], len(candidates)
+
+
+class ShiftedProblem:
+    """``inner`` with constant offsets added to its objective and constraint values.
+
+    The defect correction of :func:`solve_corrected`: a cheap (coarse) problem shifted by what
+    an accurate (fine) one differs from it at the current design.
+    """
+
+    def __init__(self, inner: BatchProblem, objective_offset: float, constraint_offset: np.ndarray):
+        self.inner = inner
+        self.objective_offset = float(objective_offset)
+        self.constraint_offset = np.asarray(constraint_offset, float)
+        for name in ("names", "lower", "upper", "constraint_names", "constraint_lower",
+                     "constraint_upper"):
+            setattr(self, name, getattr(inner, name))
+        ones = np.ones(len(self.constraint_lower))
+        self.constraint_scale = getattr(inner, "constraint_scale", ones)
+
+    def evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The inner objective (B,) and constraints (B, m), shifted by the offsets."""
+        f, c = self.inner.evaluate(X)
+        return f + self.objective_offset, c + self.constraint_offset
+
+
+def solve_corrected(
+    coarse: BatchProblem,
+    fine: BatchProblem,
+    x0: np.ndarray,
+    tolerance: float = 1e-8,
+    defect_tolerance: np.ndarray | None = None,
+    max_corrections: int = 4,
+    feasibility_tolerance: float = 1e-6,
+) -> tuple[SolveOutcome, int]:
+    """Solve ``fine`` through ``coarse`` by defect correction, from x0 (n,).
+
+    Each round evaluates the fine problem at the current design (one batch of one design),
+    shifts the coarse problem by the difference (:class:`ShiftedProblem`) and re-solves it with
+    SLSQP from there (cheap coarse batches). Stops when the coarse problem, shifted by the
+    previous defect, predicts the fine constraint values within ``defect_tolerance`` (m,) (in
+    the constraints' units; default 1e-3 of each constraint scale) at the new design, i.e. the
+    defect no longer changes where it matters. The discretisation error varies slowly over the
+    design space, so one or two rounds do. Returns the last SLSQP outcome, re-evaluated on the
+    fine problem, and the number of fine evaluations.
+    """
+    clock = time.perf_counter()
+    x = x_start = np.asarray(x0, float)
+    scale = np.asarray(getattr(fine, "constraint_scale", np.ones(len(fine.constraint_lower))))
+    limit = 1e-3 * scale if defect_tolerance is None else np.asarray(defect_tolerance, float)
+    f_fine, c_fine = fine.evaluate(x[None])
+    start_values = (f_fine, c_fine)
+    f_coarse, c_coarse = coarse.evaluate(x[None])
+    fine_evaluations = 1
+    runs: list[RunRecord] = []
+    outcome: SolveOutcome | None = None
+    evaluations = iterations = batches = 0
+    for _ in range(max_corrections):
+        shift_f, shift_c = f_fine[0] - f_coarse[0], c_fine[0] - c_coarse[0]
+        shifted = ShiftedProblem(coarse, shift_f, shift_c)
+        outcome = solve_multistart(
+            shifted,
+            x[None],
+            objective_scale=max(abs(float(f_fine[0])), 1e-12),
+            tolerance=tolerance,
+            feasibility_tolerance=feasibility_tolerance,
+            reevaluate=False,
+            restore=False,  # a warm start a defect away from feasibility: SLSQP copes
+        )
+        evaluations += outcome.evaluations
+        iterations += outcome.iterations
+        batches += outcome.batches
+        runs += outcome.runs
+        x = outcome.x
+        f_fine, c_fine = fine.evaluate(x[None])
+        fine_evaluations += 1
+        predicted = outcome.constraints  # the shifted coarse values at x
+        if np.all(np.abs(c_fine[0] - predicted) <= limit):
+            break
+        f_coarse, c_coarse = [outcome.objective - shift_f], [outcome.constraints - shift_c]
+    assert outcome is not None  # max_corrections ≥ 1
+    worst = float(violation(c_fine[0], fine.constraint_lower, fine.constraint_upper))
+    start_worst = float(violation(start_values[1][0], fine.constraint_lower, fine.constraint_upper))
+    fallback = worst > max(start_worst, feasibility_tolerance)
+    if fallback:  # the corrections lost feasibility the start had on the fine problem: keep it
+        x, (f_fine, c_fine), worst = x_start, start_values, start_worst
+    ok = worst <= feasibility_tolerance
+    result = SolveOutcome(
+        x=x,
+        objective=float(f_fine[0]),
+        constraints=c_fine[0],
+        violation=worst,
+        feasible=ok,
+        iterations=iterations,
+        evaluations=evaluations + fine_evaluations,
+        batches=batches + fine_evaluations,
+        elapsed_s=time.perf_counter() - clock,
+        method="slsqp (defect-corrected)",
+        message=f"defect correction: {fine_evaluations} fine evaluation(s)"
+        + ("; kept the start (the corrections lost feasibility)" if fallback else "")
+        + ("" if ok else "; the fine problem is violated at the end"),
+        runs=runs,
+    )
+    return result, fine_evaluations
+
+
 def solve_multistart(
     problem: BatchProblem,
     starts: np.ndarray,
@@ -279,6 +419,7 @@ def solve_multistart(
     lockstep: bool = True,
     eager: bool = True,
     restore: bool = True,
+    reevaluate: bool = True,
 ) -> SolveOutcome:
     """Run a local method from every starting point (S, n) and return the best feasible end.
 
@@ -337,6 +478,7 @@ def solve_multistart(
                         evaluations=cache.evaluations,
                         success=False,
                         message="no feasible point reached: least squared violation found",
+                        constraints=np.asarray(c0).tolist(),
                     )
                     return
             if method == "slsqp":
@@ -380,6 +522,7 @@ def solve_multistart(
                 evaluations=cache.evaluations,
                 success=bool(result.success),
                 message=str(result.message),
+                constraints=np.asarray(c_end).tolist(),
             )
         finally:
             batcher.finished()
@@ -406,6 +549,7 @@ def solve_multistart(
         feasibility_tolerance,
         batcher.batches,
         time.perf_counter() - clock,
+        reevaluate,
     )
 
 
@@ -454,8 +598,13 @@ def best_outcome(
     feasibility_tolerance: float,
     batches: int,
     elapsed_s: float,
+    reevaluate: bool = True,
 ) -> SolveOutcome:
-    """Lowest objective among feasible ends, else the least-violating end; re-evaluated."""
+    """Lowest objective among feasible ends, else the least-violating end.
+
+    With ``reevaluate`` the chosen design is evaluated once more; without, its recorded values
+    are used (they are evaluations at exactly that point, cached by the point).
+    """
     feasible = [r for r in records if r.violation <= feasibility_tolerance]
     best = (
         min(feasible, key=lambda r: r.objective)
@@ -463,9 +612,13 @@ def best_outcome(
         else min(records, key=lambda r: r.violation)
     )
     x = np.array(best.x)
-    # Re-evaluate the reported best instead of trusting the run's bookkeeping (pyswarms #505).
-    f, c = problem.evaluate(x[None])
-    worst = float(violation(c[0], problem.constraint_lower, problem.constraint_upper))
+    if reevaluate:
+        # Re-evaluate the reported best instead of trusting the bookkeeping (pyswarms #505).
+        f, c = problem.evaluate(x[None])
+        f0, c0 = float(f[0]), c[0]
+    else:
+        f0, c0 = best.objective, np.asarray(best.constraints, float)
+    worst = float(violation(c0, problem.constraint_lower, problem.constraint_upper))
     ok = worst <= feasibility_tolerance
     message = (
         f"best of {len(records)} start(s); {len(feasible)} ended feasible"
@@ -474,12 +627,12 @@ def best_outcome(
     )
     return SolveOutcome(
         x=x,
-        objective=float(f[0]),
-        constraints=c[0],
+        objective=f0,
+        constraints=c0,
         violation=worst,
         feasible=ok,
         iterations=sum(r.iterations for r in records),
-        evaluations=sum(r.evaluations for r in records) + 1,
+        evaluations=sum(r.evaluations for r in records) + int(reevaluate),
         batches=batches,
         elapsed_s=elapsed_s,
         method=method,

@@ -2,10 +2,12 @@
 
 1. The exemplary gymnast's parameters come from an ``athlete.json`` (identified values) or the
    seed's identified values, through :func:`bemore.model.exemplary_parameters`.
-2. A *coarse* search (``coarse_steps`` integration intervals per gesture) runs the chosen method:
-   multi-start SLSQP (default), multi-start trust-constr, or pymoo's constrained global search.
+2. A *coarse* search (samples every ``coarse_step_s``, one integration step each) runs the chosen
+   method: multi-start SLSQP (default), multi-start trust-constr, or pymoo's constrained global
+   search. Every batch of designs (the starts' points and finite-difference stencils, merged)
+   is ONE engine call (:meth:`GestureProblem.evaluate_batch`).
 3. A *fine* SLSQP polish from the best coarse design re-solves the problem with samples every
-   ``fine_step_s`` (≈ 1 ms, the bench's setpoint rate), 2 integration steps per sample.
+   ``fine_step_s`` (1 ms, the bench's setpoint rate), 2 integration steps per sample.
 4. The returned gesture is re-simulated with steps four times finer still and every constraint
    is checked there against the configured band (without the optimiser's margin).
 """
@@ -23,13 +25,14 @@ from bemore.errors import OptimisationError
 from bemore.model import exemplary_parameters, load_model
 from bemore.settings import Synthesis
 from bemore.synthesis.athlete import AthleteParameters
-from bemore.synthesis.problem import HAND_ROTATION, GestureProblem, objective_value
+from bemore.synthesis.problem import HAND_ROTATION, GestureProblem, StartState, objective_value
 from bemore.synthesis.pymoo_search import solve_pymoo
 from bemore.synthesis.results import OBJECTIVES, ConstraintStatus, SynthesisResult
 from bemore.synthesis.solve import (
     SolveOutcome,
+    screened_starts,
+    solve_corrected,
     solve_multistart,
-    starting_points,
     violation,
 )
 
@@ -39,7 +42,15 @@ from bemore.synthesis.solve import (
 ROTATION_MARGIN_DEG = 0.02
 FINE_SUBSTEPS = 2
 COARSE_MAX_ITERATIONS = 40
+# Largest constraint violation (s, deg, N·m) of a coarse end still polished: SLSQP stops a few
+# 1e-6 outside a constraint; the polish and the verification decide feasibility.
+COARSE_FEASIBILITY = 1e-4
+# SLSQP's ftol in the defect-corrected polish (objective divided by its value at the start).
+POLISH_TOLERANCE = 1e-7
 VERIFY_SUBSTEPS = 8
+# Relative slack of the peak-torque check at verification: the fine stage samples the torque
+# every 1 ms, the verification every 0.125 ms, and a peak between samples may be a hair higher.
+TORQUE_TOLERANCE = 1e-3
 
 
 @dataclass(frozen=True)
@@ -51,11 +62,16 @@ class SynthesisOptions:
     starts: int = 8
     seed: int = 0
     free_midpoints: bool = False
-    coarse_steps: int = 300
+    coarse_step_s: float = 0.01
     fine_step_s: float = 1e-3
     polish: bool = True
+    fine_polish: bool = False
+    screen_pool: int = 64
+    coarse_tolerance: float = 1e-6
     pymoo_population: int = 24
     pymoo_generations: int = 15
+    start_rate_deg_s: float = 0.0
+    torque_limit_nm: float | None = None
 
 
 def exemplary_matrix(athlete: AthleteParameters) -> tuple[object, np.ndarray, dict[str, float]]:
@@ -80,21 +96,34 @@ def _search(problem: GestureProblem, options: SynthesisOptions) -> SolveOutcome:
             f"unknown method {options.method!r} (allowed: slsqp, trust-constr, pymoo)"
         )
     rng = np.random.default_rng(options.seed)
-    starts = starting_points(problem, options.starts, rng, problem.linear_margin)
-    # The coarse stage only has to land near the optimum (the fine polish finishes the job), so
-    # a slow start is cut at 40 iterations rather than 100.
-    return solve_multistart(
+    starts, f_starts, screened = screened_starts(
+        problem, options.starts, rng, problem.linear_margin, pool=options.screen_pool
+    )
+    # The coarse stage only has to land near the optimum (the polish finishes the job), so a
+    # slow start is cut at 40 iterations rather than 100. The starts' values are known from the
+    # screening batch, and the verification re-simulates the result: no extra evaluations.
+    outcome = solve_multistart(
         problem,
         starts,
         method=options.method,
-        eager=False,
-        tolerance=1e-6,
+        tolerance=options.coarse_tolerance,
         max_iterations=COARSE_MAX_ITERATIONS,
+        reevaluate=False,
+        objective_scale=max(abs(float(f_starts[0])), 1e-12),
+        feasibility_tolerance=COARSE_FEASIBILITY,
     )
+    outcome.evaluations += screened
+    outcome.batches += 1
+    outcome.message += f" (screened from {screened} candidates in one batch)"
+    return outcome
 
 
 def constraint_statuses(
-    problem: GestureProblem, x: np.ndarray, rotation_deg: float, tolerance: float = 1e-9
+    problem: GestureProblem,
+    x: np.ndarray,
+    rotation_deg: float,
+    peak_per_shoulder_nm: float,
+    tolerance: float = 1e-9,
 ) -> list[ConstraintStatus]:
     """Every constraint at design x, with the configured (un-narrowed) limits."""
     synthesis = problem.synthesis
@@ -127,20 +156,62 @@ def constraint_statuses(
             bool(low <= rotation_deg <= high),
         )
     )
+    if problem.torque_limit_nm is not None:
+        limit = float(problem.torque_limit_nm)
+        statuses.append(
+            ConstraintStatus(
+                "peak torque per shoulder",
+                peak_per_shoulder_nm,
+                None,
+                limit,
+                "N·m",
+                bool(peak_per_shoulder_nm <= limit * (1.0 + TORQUE_TOLERANCE)),
+            )
+        )
     return statuses
 
 
-def verify(problem: GestureProblem, x: np.ndarray) -> tuple[float, float, list[ConstraintStatus]]:
-    """Re-simulate design x with ``VERIFY_SUBSTEPS`` steps per sample (4× finer than the fine
-    stage); returns (objective, rotation deg, constraint statuses against the configured band)."""
-    steps = max(problem.steps, 1)
+def verify(
+    problem: GestureProblem, x: np.ndarray
+) -> tuple[float, float, float, list[ConstraintStatus]]:
+    """Re-simulate design x on its own grid (t_f the last sample, about ``problem.step_s``
+    apart) with ``VERIFY_SUBSTEPS`` steps per sample (4× finer than the fine stage); returns
+    (objective, rotation deg, peak torque per shoulder N·m, constraint statuses against the
+    configured limits)."""
+    steps = max(round(float(x[0]) / problem.step_s), 1)
     t = np.linspace(0.0, x[0], steps + 1)
     torque, q, _, _, ok = problem.simulate_design(x, t, substeps=VERIFY_SUBSTEPS)
     if not ok:
         raise OptimisationError("the engine could not re-simulate the returned gesture")
     rotation = float(np.rad2deg(q[-1, HAND_ROTATION] - problem.start.free_q0[HAND_ROTATION]))
     value = float(objective_value(problem.objective, torque, t))
-    return value, rotation, constraint_statuses(problem, x, rotation)
+    peak = 0.5 * float(np.abs(torque).max())
+    return value, rotation, peak, constraint_statuses(problem, x, rotation, peak)
+
+
+def _problem(
+    model: Any,
+    P: np.ndarray,
+    synthesis: Synthesis,
+    options: SynthesisOptions,
+    step_s: float,
+    substeps: int,
+    start: StartState | None = None,
+) -> GestureProblem:
+    """The gesture problem of this run on a grid of ``step_s`` with ``substeps`` per sample."""
+    return GestureProblem(
+        model,
+        P,
+        synthesis,
+        options.objective,
+        options.free_midpoints,
+        rotation_margin_deg=ROTATION_MARGIN_DEG,
+        substeps=substeps,
+        step_s=step_s,
+        start_rate_rad_s=float(np.deg2rad(options.start_rate_deg_s)),
+        torque_limit_nm=options.torque_limit_nm,
+        start=start,
+    )
 
 
 def synthesize(
@@ -160,47 +231,40 @@ def synthesize(
     """
     clock = time.perf_counter()
     model, P, values = exemplary_matrix(athlete)
-    coarse = _evaluated(
-        GestureProblem(
-            model,
-            P,
-            synthesis,
-            options.objective,
-            options.free_midpoints,
-            steps=options.coarse_steps,
-            rotation_margin_deg=ROTATION_MARGIN_DEG,
-        ),
-        evaluator,
+    coarse_problem = _problem(model, P, synthesis, options, options.coarse_step_s, 1)
+    fine_problem = _problem(
+        model, P, synthesis, options, options.fine_step_s, FINE_SUBSTEPS, coarse_problem.start
     )
+    coarse = _evaluated(coarse_problem, evaluator)
+    fine = _evaluated(fine_problem, evaluator)
+    timings = {"setup": time.perf_counter() - clock}
     outcome = _search(coarse, options)
-    fine_steps = max(options.coarse_steps, round(outcome.x[0] / options.fine_step_s))
-    fine = _evaluated(
-        GestureProblem(
-            model,
-            P,
-            synthesis,
-            options.objective,
-            options.free_midpoints,
-            steps=fine_steps,
-            rotation_margin_deg=ROTATION_MARGIN_DEG,
-            substeps=FINE_SUBSTEPS,
-        ),
-        evaluator,
-    )
+    timings["coarse"] = time.perf_counter() - clock - sum(timings.values())
     runs = [vars(record) for record in outcome.runs]
     iterations, evaluations = outcome.iterations, outcome.evaluations
+    batches = outcome.batches
     x = outcome.x
     if options.polish and outcome.feasible:
-        polished = solve_multistart(fine, x[None], method="slsqp", eager=False, tolerance=1e-8)
+        if options.fine_polish:
+            polished = solve_multistart(fine, x[None], method="slsqp", tolerance=1e-8)
+            # Keep the polish unless it lost feasibility the coarse design had on the fine grid.
+            _, c_start = fine.evaluate(x[None])
+            start_violation = float(
+                violation(c_start[0], fine.constraint_lower, fine.constraint_upper)
+            )
+            keep = polished.feasible or polished.violation <= start_violation
+        else:
+            polished, _ = solve_corrected(coarse, fine, x, tolerance=POLISH_TOLERANCE)
+            keep = True  # solve_corrected already falls back to x when it would lose feasibility
         iterations += polished.iterations
         evaluations += polished.evaluations
-        runs += [{**vars(record), "stage": "fine polish"} for record in polished.runs]
-        # Keep the polish unless it lost feasibility the coarse design had on the fine grid.
-        _, c_start = fine.evaluate(x[None])
-        start_violation = float(violation(c_start[0], fine.constraint_lower, fine.constraint_upper))
-        if polished.feasible or polished.violation <= start_violation:
+        batches += polished.batches
+        runs += [{**vars(record), "stage": "polish"} for record in polished.runs]
+        if keep:
             x = polished.x
-    value, rotation, statuses = verify(fine, x)
+    timings["polish"] = time.perf_counter() - clock - sum(timings.values())
+    value, rotation, peak, statuses = verify(fine_problem, x)
+    timings["verify"] = time.perf_counter() - clock - sum(timings.values())
     feasible = all(status.satisfied for status in statuses)
     failing = [status.name for status in statuses if not status.satisfied]
     message = (
@@ -235,12 +299,14 @@ def synthesize(
             "exemplary_parameters": values,
             "synthesis_config": str(config_path) if config_path else "default",
             "seed": options.seed,
-            "coarse_steps": options.coarse_steps,
-            "fine_steps": fine_steps,
+            "coarse_step_s": options.coarse_step_s,
+            "fine_step_s": options.fine_step_s,
             "fine_substeps": FINE_SUBSTEPS,
             "verify_substeps": VERIFY_SUBSTEPS,
             "rotation_margin_deg": ROTATION_MARGIN_DEG,
             "free_midpoints": options.free_midpoints,
+            "start_rate_deg_s": options.start_rate_deg_s,
+            "torque_limit_per_shoulder_nm": options.torque_limit_nm,
             "start_state": {
                 "free_q0": fine.start.free_q0.tolist(),
                 "free_qd0": fine.start.free_qd0.tolist(),
@@ -248,6 +314,10 @@ def synthesize(
         },
         design_position=position,
         runs=runs,
+        peak_torque_per_shoulder_nm=peak,
+        batches=batches,
+        engine_calls=coarse_problem.engine_calls + fine_problem.engine_calls,
+        timings_s=timings,
     )
     return result, fine
 
