@@ -118,10 +118,25 @@ class MassBudget(Section):
     )
 
 
+class InitialState(Section):
+    """The trial's initial-state unknowns, fitted with the parameters (docs/identify.md)."""
+
+    rate_margin_rad_per_s: PositiveFloat = Field(
+        0.3, description="initial rotation rate searched within prepared rate ± this"
+    )
+    bar_rest_margin_m: float = Field(
+        0.005, ge=0.0, description="bar rest searched within its equilibrium estimate ± this"
+    )
+    shoulder_start: Literal["equilibrium", "seen"] = Field(
+        "equilibrium", description="initial shoulder translations: spring equilibrium or seen"
+    )
+
+
 class Identification(Section):
     """The twelve identified parameters, their bounds, and the optimiser settings."""
 
     optimiser: Optimiser = Optimiser()
+    initial_state: InitialState = InitialState()
     mass_budget: MassBudget
     parameters: list[Bounded] = Field(min_length=1)
 

@@ -106,6 +106,7 @@ def identify_command(
         if "trunk.mass" in space.names
         else None,
         "box": space.describe(),
+        "initial_state_box": problem.start.describe() if problem.start is not None else None,
         "identification_settings": identification.model_dump(),
     }
     # DESIGN §6: a lab hands population evaluation to a Dask cluster, nothing else changes.

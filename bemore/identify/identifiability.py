@@ -13,7 +13,10 @@ to the normalised parameters (0 → lower bound, 1 → upper bound). Three quant
 A parameter is flagged as not determined by the trial when its sensitivity is below
 ``SENSITIVITY_FLOOR`` of the largest one, when it is correlated beyond ``MAX_CORRELATION`` with
 another one (the trial sees only their combination), or when its relative standard error exceeds
-``MAX_RELATIVE_ERROR``.
+``MAX_RELATIVE_ERROR``. The trial's nuisance unknowns (initial rotation rate, bar rest offsets)
+are part of J — they are estimated with the parameters, so they widen the parameters' errors —
+but they are not flagged, do not set the sensitivity floor (the near-critical initial rate is
+by far the most sensitive unknown), and their relative error is relative to their search range.
 """
 
 from __future__ import annotations
@@ -49,11 +52,16 @@ class Identifiability:
     names: list[str]
     correlation_matrix: list[list[float]]
     residual_rms_mm: float
+    nuisance: list[str]
 
     @property
     def flagged(self) -> list[str]:
-        """Names of the parameters the trial does not determine."""
-        return [item.name for item in self.parameters if not item.identifiable]
+        """Names of the model parameters the trial does not determine."""
+        return [
+            item.name
+            for item in self.parameters
+            if not item.identifiable and item.name not in self.nuisance
+        ]
 
 
 def analyse(
@@ -62,11 +70,13 @@ def analyse(
     names: list[str] | tuple[str, ...],
     values: np.ndarray,
     widths: np.ndarray,
+    nuisance: int = 0,
 ) -> Identifiability:
     """Identifiability at the optimum.
 
     ``jacobian``: (m, d) in metres per normalised unit; ``residuals``: (m,) m; ``values``: (d,)
-    SI values at the optimum; ``widths``: (d,) upper − lower (SI).
+    SI values at the optimum; ``widths``: (d,) upper − lower (SI); the last ``nuisance``
+    columns are the trial's nuisance unknowns (see the module docstring).
     """
     J = np.asarray(jacobian, dtype=float)
     r = np.asarray(residuals, dtype=float)
@@ -83,7 +93,9 @@ def analyse(
     np.fill_diagonal(correlation, 1.0)
     standard_error = standard_error_n * np.asarray(widths, dtype=float)
     relative = standard_error / np.maximum(np.abs(values), 1e-300)
-    floor = SENSITIVITY_FLOOR * float(sensitivity_mm.max()) if d else 0.0
+    parameters = d - nuisance
+    relative[parameters:] = standard_error_n[parameters:]  # fraction of the search range
+    floor = SENSITIVITY_FLOOR * float(sensitivity_mm[:parameters].max()) if parameters else 0.0
     rows = []
     for k, name in enumerate(names):
         others = np.abs(correlation[k]).copy()
@@ -119,4 +131,5 @@ def analyse(
         names=list(names),
         correlation_matrix=[[float(value) for value in row] for row in correlation],
         residual_rms_mm=float(np.sqrt(r @ r / max(m, 1))) * 1e3,
+        nuisance=list(names[parameters:]),
     )

@@ -39,6 +39,7 @@ def athlete_record(
     record: dict[str, Any] = {
         "format": report.ATHLETE_FORMAT,
         "parameters": report.parameter_rows(problem.space, outcome.values, outcome.identifiability),
+        "initial_state": outcome.initial_state,
         **outcome.metrics,
         "algorithm": settings.algorithm,
         "pack": settings.pack,

@@ -1,8 +1,11 @@
 """The identification problem: twelve normalised parameters → joint-centre cost f1 of a trial.
 
 A point x in [0, 1]^d maps to SI values ``lower + x·(upper − lower)`` (:class:`ParameterSpace`);
-the parameters not identified keep the model's defaults. One call of :meth:`evaluate` simulates
-the whole population over the trial from the recorded initial state (one engine call) and returns
+the parameters not identified keep the model's defaults. With a :class:`StartState`, x carries
+after the parameters the trial's initial-state nuisance unknowns (initial rotation rate, bar
+rest offsets; :mod:`bemore.identify.initial`), and each member starts from its own initial
+state; without one, every member starts from the given ``free_q0``/``free_qd0``. One call of
+:meth:`evaluate` simulates the whole population over the trial (one engine call) and returns
 f1 = Σ over frames and over the seven joint centres of the squared distance between measured and
 simulated positions (m², DESIGN §2). Parameter vectors the engine cannot simulate get the finite
 penalty ``frames × 7 × (10 m)²``: as if every joint centre were 10 m away at every frame.
@@ -15,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from bemore.errors import DataError
+from bemore.identify.initial import StartState
 from bemore.identify.space import ParameterSpace
 from bemore.optimize.problem import Problem
 
@@ -25,22 +29,26 @@ class IdentificationProblem(Problem):
     """f1 of a trial as a function of the normalised identified parameters.
 
     ``measured`` is (F, 7, 2) m (joint centres ``cost_points``, NaN = not seen), ``motion`` the
-    engine's DrivenMotion, ``free_q0``/``free_qd0`` the recorded initial free state.
+    engine's DrivenMotion, ``free_q0``/``free_qd0`` the recorded initial free state; ``start``
+    (optional) the initial-state unknowns fitted with the parameters.
     """
 
     @classmethod
     def from_trial(cls, trial: Any, space: ParameterSpace, model: Any = None
                    ) -> IdentificationProblem:
         """The problem of a prepared ``bemore.trial.Trial`` on ``model`` (default: the
-        real gymnast)."""
+        real gymnast), with the initial-state unknowns of ``space.initial_state``."""
         if trial.driven is None:
             raise DataError(f"{trial.source}: the trial has no driven motion for the engine")
         if model is None:
             from bemore.model import load_model
 
             model = load_model("real_gymnast")
+        start = None
+        if space.initial_state is not None:
+            start = StartState.from_trial(trial, space.initial_state)
         return cls(model, space, trial.driven, trial.free_q0, trial.free_qd0,
-                   trial.joint_centres, tuple(trial.joint_centre_names))
+                   trial.joint_centres, tuple(trial.joint_centre_names), start)
 
     def __init__(
         self,
@@ -51,12 +59,15 @@ class IdentificationProblem(Problem):
         free_qd0: np.ndarray,
         measured: np.ndarray,
         cost_points: tuple[str, ...],
+        start: StartState | None = None,
     ) -> None:
         frames = measured.shape[0]
+        nuisance = start.names if start is not None else ()
+        dim = space.dim + len(nuisance)
         super().__init__(
-            np.zeros(space.dim),
-            np.ones(space.dim),
-            names=space.names,
+            np.zeros(dim),
+            np.ones(dim),
+            names=(*space.names, *nuisance),
             penalty=frames * len(cost_points) * PENALTY_DISTANCE_M**2,
         )
         unknown = [name for name in space.names if name not in model.parameter_names]
@@ -70,7 +81,7 @@ class IdentificationProblem(Problem):
                 f"measured joint centres have shape {measured.shape}, expected "
                 f"({motion.t.size}, {len(cost_points)}, 2)"
             )
-        self.model, self.space, self.motion = model, space, motion
+        self.model, self.space, self.motion, self.start = model, space, motion, start
         self.free_q0 = np.asarray(free_q0, dtype=float)
         self.free_qd0 = np.asarray(free_qd0, dtype=float)
         self.measured = np.ascontiguousarray(measured, dtype=float)
@@ -79,39 +90,50 @@ class IdentificationProblem(Problem):
         self._columns = [model.parameter_names.index(name) for name in space.names]
         self._point_index = [model.point_names.index(name) for name in cost_points]
 
-    def parameter_matrix(self, X: np.ndarray) -> np.ndarray:
-        """Engine parameter matrix (N, n_model_parameters) for normalised points X (N, d)."""
+    def split(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Normalised points (N, dim) → (model parameters (N, d), nuisance unknowns (N, k))."""
         X = np.atleast_2d(X)
-        P = np.repeat(self._defaults[None, :], X.shape[0], axis=0)
-        P[:, self._columns] = self.space.to_physical(X)
+        return X[:, : self.space.dim], X[:, self.space.dim :]
+
+    def parameter_matrix(self, X: np.ndarray) -> np.ndarray:
+        """Engine parameter matrix (N, n_model_parameters) for normalised points X (N, dim)
+        (without the per-member bar rest: see :meth:`members`)."""
+        parameters, _ = self.split(X)
+        P = np.repeat(self._defaults[None, :], parameters.shape[0], axis=0)
+        P[:, self._columns] = self.space.to_physical(parameters)
         return P
+
+    def members(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What the engine simulates for X (N, dim): parameters (N, n_model_parameters), free
+        q0 (N, 5) and q̇0 (N, 5) — the trial's own start unless the problem has a ``start``."""
+        P = self.parameter_matrix(X)
+        if self.start is None:
+            return P, self.free_q0, self.free_qd0
+        P, q0, qd0, _ = self.start.start(self.model, P, self.split(X)[1])
+        return P, q0, qd0
 
     def _evaluate(self, X: np.ndarray) -> np.ndarray:
         from bemore.model import joint_centre_cost
 
+        P, q0, qd0 = self.members(X)
         return joint_centre_cost(
-            self.model,
-            self.parameter_matrix(X),
-            self.motion,
-            self.free_q0,
-            self.free_qd0,
-            self.measured,
-            names=self.cost_points,
+            self.model, P, self.motion, q0, qd0, self.measured, names=self.cost_points
         )
 
     def simulated_points(self, X: np.ndarray) -> np.ndarray:
-        """All named points (N, F, n_points, 2) m of the normalised points X (N, d)."""
+        """All named points (N, F, n_points, 2) m of the normalised points X (N, dim)."""
         from bemore.model import simulate
 
-        simulation = simulate(
-            self.model,
-            self.parameter_matrix(X),
-            self.motion,
-            self.free_q0,
-            self.free_qd0,
-            outputs=("points",),
-        )
+        P, q0, qd0 = self.members(X)
+        simulation = simulate(self.model, P, self.motion, q0, qd0, outputs=("points",))
         return simulation.points
+
+    def start_record(self, x: np.ndarray) -> dict[str, Any] | None:
+        """JSON-ready initial state of the point x (dim,) (None without nuisance unknowns)."""
+        if self.start is None:
+            return None
+        _, nuisance = self.split(x)
+        return self.start.record(self.model, self.parameter_matrix(x)[0], nuisance[0])
 
     def residuals(self, X: np.ndarray) -> np.ndarray:
         """Stacked (simulated − measured) joint-centre coordinates (N, F·7·2) m.

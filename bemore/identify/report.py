@@ -112,6 +112,25 @@ def summary_text(athlete: dict[str, Any]) -> str:
         f"{athlete['evaluations']} evaluations, {athlete['elapsed_s']:.3g} s"
     )
     lines += ["", fit]
+    start = athlete.get("initial_state")
+    if start:
+        unknowns = start["unknowns"]
+        rate = unknowns.get("initial.rotation_rate")
+        text = "initial state (trial nuisance, not athlete parameters):"
+        if rate:
+            text += (
+                f" rotation rate {rate['value']:.4g} rad/s"
+                f" (prepared {start['prepared_rotation_rate_rad_s']:.4g}, box {rate['lower']:.3g}"
+                f"–{rate['upper']:.3g}),"
+            )
+        rest = start["bar_rest_m"]
+        text += f" bar rest ({rest[0] * 1e3:.3g}, {rest[1] * 1e3:.3g}) mm"
+        offsets = [unknowns[n]["value"] for n in ("bar.rest_offset_x", "bar.rest_offset_y")
+                   if n in unknowns]
+        if offsets:
+            text += " (offset from equilibrium " + ", ".join(f"{v * 1e3:+.3g}" for v in offsets)
+            text += " mm)"
+        lines.append(text)
     lines.append(
         "RMS distance per joint centre (mm): "
         + ", ".join(f"{name} {value:.3g}" for name, value in athlete["rms_mm"].items())

@@ -50,6 +50,7 @@ class Outcome:
     simulated_points: np.ndarray  # (F, n_points, 2) m, all named points
     elapsed_s: float
     analysis_evaluations: int = 0  # simulations of the final Jacobian (identifiability)
+    initial_state: dict[str, Any] | None = None  # nuisance unknowns found (JSON-ready)
 
     @property
     def interrupted(self) -> bool:
@@ -120,15 +121,16 @@ def identify(
             jacobian, residuals, analysis_evaluations = finite_difference_jacobian(
                 problem.residuals, x, problem.lower, problem.upper
             )
-        values = problem.space.to_physical(x)
         identifiability = analyse(
-            jacobian, residuals, problem.space.names, values, problem.space.width
+            jacobian, residuals, problem.names, *_values_and_widths(problem, x),
+            nuisance=problem.dim - problem.space.dim,
         )
     points = problem.simulated_points(x[None, :])[0]
     cost_index = [problem.model.point_names.index(name) for name in problem.cost_points]
     metrics = fit_metrics(problem.measured, points[:, cost_index], list(problem.cost_points))
     return Outcome(
-        values=problem.space.to_physical(x),
+        values=problem.space.to_physical(x[: problem.space.dim]),
+        initial_state=problem.start_record(x),
         x=x,
         global_result=result,
         polish_result=polished,
@@ -138,6 +140,17 @@ def identify(
         elapsed_s=time.perf_counter() - start,
         analysis_evaluations=analysis_evaluations,
     )
+
+
+def _values_and_widths(problem: IdentificationProblem, x: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """SI values and search widths (dim,) of the parameters then the nuisance unknowns."""
+    parameters, nuisance = problem.split(x)
+    values, widths = problem.space.to_physical(parameters[0]), problem.space.width
+    if problem.start is not None:
+        values = np.r_[values, problem.start.to_physical(nuisance[0])]
+        widths = np.r_[widths, problem.start.width]
+    return values, widths
 
 
 def space_for(identification: Any, gymnast: Any, source: str) -> ParameterSpace:

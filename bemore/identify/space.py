@@ -2,7 +2,9 @@
 
 The box is the one of ``configs/identification.toml``, except the trunk-mass upper bound, which
 is the one actually searched: ``bemore.settings.trunk_mass_upper_bound_kg`` (the thighs keep at
-least ``[mass_budget] min_thigh_pair_mass_kg``).
+least ``[mass_budget] min_thigh_pair_mass_kg``). The space also carries the configured
+``[initial_state]`` margins: the trial's nuisance unknowns (:mod:`bemore.identify.initial`)
+are searched with the parameters.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from bemore.errors import ConfigError
-from bemore.settings import Gymnast, Identification, trunk_mass_upper_bound_kg
+from bemore.settings import Gymnast, Identification, InitialState, trunk_mass_upper_bound_kg
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class ParameterSpace:
     upper: np.ndarray
     seed_values: np.ndarray
     configured_upper: np.ndarray
+    initial_state: InitialState | None = None  # None: simulate from the trial's own start
 
     @classmethod
     def from_config(
@@ -55,6 +58,7 @@ class ParameterSpace:
             upper=upper,
             seed_values=np.array([item.seed_value for item in parameters]),
             configured_upper=configured,
+            initial_state=identification.initial_state,
         )
 
     @property

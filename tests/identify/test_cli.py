@@ -42,6 +42,13 @@ def test_short_run_on_the_sample_trial_writes_athlete_json(tmp_path) -> None:
     assert athlete["evaluations"] == 13  # 2 × 6 and the re-evaluated best
     assert athlete["trial"]["source"].endswith("sample_trial.c3d")
     assert athlete["config"]["trunk_mass_upper_bound_kg"] == pytest.approx(25.433)
+    # The initial-state unknowns are reported apart from the athlete's parameters.
+    unknowns = athlete["initial_state"]["unknowns"]
+    assert list(unknowns) == [item["name"] for item in athlete["config"]["initial_state_box"]]
+    assert list(unknowns) == ["initial.rotation_rate", "bar.rest_offset_x", "bar.rest_offset_y"]
+    rate = unknowns["initial.rotation_rate"]
+    assert rate["upper"] - rate["lower"] == pytest.approx(0.6)  # prepared ± 0.3 rad/s
+    assert "initial state (trial nuisance" in result.output
     assert athlete["elapsed_s"] > 0 and athlete["interrupted"] is False
     # The summary table is printed: every parameter with its position in the box.
     assert re.search(r"bar\.stiffness_x\s+[\d.]+\s+N/m", result.output)

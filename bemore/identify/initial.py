@@ -1,0 +1,237 @@
+"""The trial's initial state: what the simulation starts from, and its nuisance unknowns.
+
+The clear hip circle is near-critical (+0.01 rad/s of initial rotation rate turns the final
+handstand by 0.04 rad, docs/consistency.md), so the initial state cannot simply be read off the
+markers. Per simulated member (parameter vector ``p``):
+
+* **bar**: the bar starts where the markers see it (``free_q0[:2]``, the origin of the default
+  study plane). Its springs' rest position ``bar.rest_x/y`` is what the markers cannot see: the
+  start minus the spring deflection of ``model.equilibrium`` (gravity + the driven motion's
+  start acceleration, free velocities 0; the synthetic generator's definition) for THAT member's
+  parameters, plus a nuisance offset ``bar.rest_offset_x/y`` within ± ``bar_rest_margin_m``: the
+  equilibrium needs the driven accelerations at the first frame, which the filtered markers
+  estimate poorly (on the bundled sample the vertical rest is 1.8 mm off);
+* **shoulder springs**: their equilibrium translation (``shoulder_start = "equilibrium"``) or
+  the translation the markers see (``"seen"``; on real data it carries the C7/STERNUM neck's
+  offset of a few cm, which would start the springs loaded by hundreds of newtons);
+* **rotation about the bar**: angle as seen; rate a nuisance unknown ``initial.rotation_rate``
+  within the prepared rate ± ``rate_margin_rad_per_s``; the other rates as prepared.
+
+The nuisance unknowns are normalised to [0, 1] like the parameters and appended after them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bemore.errors import ModelError
+from bemore.settings import InitialState as InitialStateSettings
+
+RATE = "initial.rotation_rate"
+REST_X, REST_Y = "bar.rest_offset_x", "bar.rest_offset_y"
+HAND_ROTATION = 2  # index of the rotation about the bar among the free coordinates
+BAR = slice(0, 2)  # bar_x, bar_y among the free coordinates
+SHOULDER = slice(3, 5)  # shoulder_ap, shoulder_pd among the free coordinates
+
+
+@dataclass(frozen=True)
+class StartState:
+    """Initial-state unknowns of one trial and how each member's start is built from them.
+
+    ``names``/``units``/``lower``/``upper``: the nuisance unknowns (SI: rad/s, m);
+    ``free_q0``/``free_qd0``/``shoulder_seen``: the prepared start (SI); ``driven_start``: driven
+    (q, q̇, q̈) at the first frame; ``shoulder_start``: "equilibrium" or "seen".
+    """
+
+    names: tuple[str, ...]
+    units: tuple[str, ...]
+    lower: np.ndarray
+    upper: np.ndarray
+    free_q0: np.ndarray
+    free_qd0: np.ndarray
+    shoulder_seen: np.ndarray
+    driven_start: tuple[np.ndarray, np.ndarray, np.ndarray]
+    shoulder_start: str
+
+    @classmethod
+    def from_trial(cls, trial: Any, settings: InitialStateSettings) -> StartState:
+        """The start of a prepared ``bemore.trial.Trial`` with the configured margins."""
+        return cls.from_arrays(
+            trial.free_q0, trial.free_qd0, trial.free_seen[0, SHOULDER], trial.driven, settings
+        )
+
+    @classmethod
+    def from_arrays(
+        cls,
+        free_q0: np.ndarray,
+        free_qd0: np.ndarray,
+        shoulder_seen: np.ndarray,
+        motion: Any,
+        settings: InitialStateSettings,
+    ) -> StartState:
+        """From the prepared free state (5,), the seen shoulder translations (2,) m and the
+        driven motion (its first frame is used)."""
+        rate = float(free_qd0[HAND_ROTATION])
+        margin = settings.rate_margin_rad_per_s
+        names, units = [RATE], ["rad/s"]
+        lower, upper = [rate - margin], [rate + margin]
+        if settings.bar_rest_margin_m > 0:
+            for name in (REST_X, REST_Y):
+                names.append(name)
+                units.append("m")
+                lower.append(-settings.bar_rest_margin_m)
+                upper.append(settings.bar_rest_margin_m)
+        return cls(
+            names=tuple(names),
+            units=tuple(units),
+            lower=np.array(lower),
+            upper=np.array(upper),
+            free_q0=np.asarray(free_q0, dtype=float).copy(),
+            free_qd0=np.asarray(free_qd0, dtype=float).copy(),
+            shoulder_seen=np.asarray(shoulder_seen, dtype=float).copy(),
+            driven_start=(motion.q[0].copy(), motion.qd[0].copy(), motion.qdd[0].copy()),
+            shoulder_start=settings.shoulder_start,
+        )
+
+    @property
+    def dim(self) -> int:
+        """Number of nuisance unknowns."""
+        return len(self.names)
+
+    @property
+    def width(self) -> np.ndarray:
+        """upper − lower per nuisance unknown (SI)."""
+        return self.upper - self.lower
+
+    def to_physical(self, X: np.ndarray) -> np.ndarray:
+        """Normalised nuisance (..., dim) in [0, 1] → SI values (..., dim)."""
+        return self.lower + np.asarray(X, dtype=float) * self.width
+
+    def centre(self) -> np.ndarray:
+        """Normalised position of the prepared rate and zero rest offsets (dim,)."""
+        return np.full(self.dim, 0.5)
+
+    def start(
+        self, model: Any, P: np.ndarray, X: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per member: parameters with the bar rest set (B, n_params), q0 (B, 5), q̇0 (B, 5) and
+        the equilibrium free state (B, 5) (NaN rows for members the engine cannot simulate).
+
+        ``P`` are the members' model parameters (rest columns are overwritten), ``X`` (B, dim)
+        their normalised nuisance unknowns.
+        """
+        values = self.to_physical(np.atleast_2d(X))
+        B = P.shape[0]
+        try:
+            columns = [model.parameter_names.index(name) for name in ("bar.rest_x", "bar.rest_y")]
+        except ValueError:
+            raise ModelError(
+                f"model {model.name} has no parameters bar.rest_x, bar.rest_y (the bar springs' "
+                "rest position): the identification needs them"
+            ) from None
+        P = P.copy()
+        P[:, columns] = 0.0
+        equilibrium = spring_equilibrium(model, P, self.free_q0, *self.driven_start)
+        offset = np.zeros((B, 2))
+        for k, name in enumerate((REST_X, REST_Y)):
+            if name in self.names:
+                offset[:, k] = values[:, self.names.index(name)]
+        P[:, columns] = self.free_q0[BAR] - equilibrium[:, BAR] + offset
+        q0 = np.repeat(self.free_q0[None, :], B, axis=0)
+        if self.shoulder_start == "equilibrium":
+            q0[:, SHOULDER] = equilibrium[:, SHOULDER]
+        else:
+            q0[:, SHOULDER] = self.shoulder_seen
+        qd0 = np.repeat(self.free_qd0[None, :], B, axis=0)
+        qd0[:, HAND_ROTATION] = values[:, self.names.index(RATE)]
+        return P, q0, qd0, equilibrium
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The nuisance box as JSON-ready rows (name, unit, lower, upper)."""
+        return [
+            {"name": name, "unit": unit, "lower": float(low), "upper": float(high)}
+            for name, unit, low, high in zip(
+                self.names, self.units, self.lower, self.upper, strict=True
+            )
+        ]
+
+    def record(self, model: Any, P: np.ndarray, x: np.ndarray) -> dict[str, Any]:
+        """JSON-ready description of one member's start (athlete.json ``initial_state``)."""
+        P1, q0, qd0, _ = self.start(model, P[None, :], x[None, :])
+        values = self.to_physical(x)
+        rest = [float(P1[0, model.parameter_names.index(n)]) for n in ("bar.rest_x", "bar.rest_y")]
+        unknowns = {
+            name: {
+                "value": float(value),
+                "unit": unit,
+                "lower": float(low),
+                "upper": float(high),
+                "position": float((value - low) / (high - low)),
+            }
+            for name, unit, value, low, high in zip(
+                self.names, self.units, values, self.lower, self.upper, strict=True
+            )
+        }
+        return {
+            "unknowns": unknowns,
+            "prepared_rotation_rate_rad_s": float(self.free_qd0[HAND_ROTATION]),
+            "bar_rest_m": rest,
+            "free_q0": q0[0].tolist(),
+            "free_qd0": qd0[0].tolist(),
+            "shoulder_start": self.shoulder_start,
+            "notes": (
+                "nuisance unknowns of this trial, not athlete parameters: the rotation rate "
+                "about the bar at the first frame, and the bar springs' rest position (bar start "
+                "− equilibrium deflection + offset); see docs/identify.md 'Initial state'"
+            ),
+        }
+
+
+def spring_equilibrium(
+    model: Any,
+    P: np.ndarray,
+    free_q: np.ndarray,
+    driven_q: np.ndarray,
+    driven_qd: np.ndarray,
+    driven_qdd: np.ndarray,
+    step_m: float = 1e-7,
+) -> np.ndarray:
+    """Free states (B, n_free) where the spring coordinates do not accelerate: the definition of
+    ``model.equilibrium`` (free velocities 0, driven state given, springs from their rest), in
+    two chord-Newton steps sharing ONE batched Jacobian: two engine calls instead of
+    ``model.equilibrium``'s 5 per iteration, for every population of the identification.
+
+    The spring deflections are millimetres, so the accelerations are linear in them to
+    O(deflection²): the first step lands within ~1 µm, the second within ~1 nm
+    (tests/identify/test_initial.py checks it against ``model.equilibrium``). Members the engine
+    cannot simulate get NaN rows.
+    """
+    P = model.as_matrix(P)
+    B, nf = P.shape[0], model.n_free
+    V, valid = model.fields(P)
+    springs = [model.free_coordinates.index(c) for c in model.spring_coordinates]
+    n = len(springs)
+    q = np.array(np.broadcast_to(np.asarray(free_q, dtype=float), (B, nf)))
+    rest = model.tree.spring_fields[springs, 2]
+    q[:, springs] = V[:, rest]
+    # One batch: the state, then the state with each spring coordinate moved by step_m.
+    states = np.repeat(q[None], n + 1, axis=0)
+    for c, i in enumerate(springs):
+        states[c + 1, :, i] += step_m
+    zeros = np.zeros(((n + 1) * B, nf))
+    acc, _ = model.hybrid(
+        np.tile(P, (n + 1, 1)), states.reshape(-1, nf), zeros, driven_q, driven_qd, driven_qdd
+    )
+    acc = acc[:, springs].reshape(n + 1, B, n)
+    J = np.moveaxis((acc[1:] - acc[0][None]) / step_m, 0, -1)  # (B, n, n): d acc_i / d q_c
+    J[~valid] = np.eye(n)
+    residual = np.where(valid[:, None], acc[0], 0.0)
+    q[:, springs] -= np.linalg.solve(J, residual[..., None])[..., 0]
+    acc, _ = model.hybrid(P, q, np.zeros((B, nf)), driven_q, driven_qd, driven_qdd)
+    residual = np.where(valid[:, None], acc[:, springs], 0.0)
+    q[:, springs] -= np.linalg.solve(J, np.nan_to_num(residual)[..., None])[..., 0]
+    q[~valid] = np.nan
+    return q
