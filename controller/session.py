@@ -392,6 +392,13 @@ class Session:
                             f"state {state}{fault})")
         if reason == "completed":
             return reason, f"{message}: ramped down and disarmed"
+        if reason == "telemetry timeout":
+            # the bench answers again: had it restarted while silent (its hardware watchdog resets
+            # a firmware that stopped ticking)? Then the ramp went to a disarmed bench.
+            restarted = self._probe_reset(timeout_s=0.2)
+            if restarted:
+                return "firmware reset", f"{message}: the firmware reset ({restarted}) and " \
+                       "restarted disarmed (zero torque)"
         return reason, f"{message}; ramped down over {self.settings.ramp_down_s:g} s and disarmed"
 
     def _probe_reset(self, timeout_s: float) -> str:

@@ -30,6 +30,7 @@ from bemore.paths import REPOSITORY_DIR, default_config
 
 FIRMWARE_DIR = REPOSITORY_DIR / "firmware"
 SIMBENCH_BINARY = FIRMWARE_DIR / "build" / "simbench"
+HW_WATCHDOG_MS = 120  # the board's hardware watchdog (board/host/hal_host.h HOST_HW_WATCHDOG_MS)
 _build_lock = threading.Lock()
 
 
@@ -66,8 +67,9 @@ class SimFaults:
     ``drop``/``corrupt``: probability per byte of losing it / flipping one of its bits, on the
     ``direction`` "rx" (host → firmware), "tx" or "both"; ``delay_ms``: received bytes reach the
     firmware this late; ``stall_at_ms``/``stall_ms``: the firmware freezes (no tick, no input, the
-    last torque stays on) for ``stall_ms`` from ``stall_at_ms`` after start; ``reset_at_ms``: the
-    firmware restarts then; ``seed``: of the injection's random draws.
+    last torque stays on) for ``stall_ms`` from ``stall_at_ms`` after start — from
+    :data:`HW_WATCHDOG_MS` on, the board's hardware watchdog resets it, as on the AVR board;
+    ``reset_at_ms``: the firmware restarts then; ``seed``: of the injection's random draws.
     """
 
     drop: float = 0.0
@@ -157,14 +159,15 @@ class SimulatedBench:
 
         ``overruns`` (ticks that ended after the next one was due), ``late_ticks_1ms`` (ticks
         started more than 1 ms late) and ``max_tick_lag_ms``: the machine's floor, measured by a
-        C real-time process in the same run as the stream. Empty if the line is missing.
+        C real-time process in the same run as the stream; ``hw_watchdog_resets``. Empty if the
+        line is missing.
         """
-        found = re.search(r"(\d+) overruns.*?(\d+) ticks > 1 ms late, max tick lag ([\d.]+) ms",
-                          self.stats)
+        found = re.search(r"(\d+) overruns.*?(\d+) hardware watchdog resets.*?(\d+) ticks > 1 "
+                          r"ms late, max tick lag ([\d.]+) ms", self.stats)
         if found is None:
             return {}
-        return {"overruns": int(found[1]), "late_ticks_1ms": int(found[2]),
-                "max_tick_lag_ms": float(found[3])}
+        return {"overruns": int(found[1]), "hw_watchdog_resets": int(found[2]),
+                "late_ticks_1ms": int(found[3]), "max_tick_lag_ms": float(found[4])}
 
     def __enter__(self) -> SimulatedBench:
         return self

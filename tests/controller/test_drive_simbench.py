@@ -108,21 +108,24 @@ def test_corrupted_bytes_stop_the_session(setpoint_file, tmp_path):
 
 
 def test_silent_telemetry_stops_the_session(setpoint_file, tmp_path):
-    """Delayed telemetry (the firmware stalls 130 ms): the host stops, ramps down, disarms.
+    """Delayed telemetry (the firmware stalls 110 ms: longer than the host's 100 ms telemetry
+    timeout, shorter than the board's 120 ms hardware watchdog): the host stops, ramps down,
+    disarms.
 
     The stalled firmware kept the last torque on the motor; when it wakes up, its velocity
-    estimate over the stall trips its own OVERSPEED fault (zero torque): either way the bench
-    ends with zero torque and the message says what happened.
+    estimate spans the whole stall in one tick and may trip its own OVERSPEED fault (torque
+    ramped to zero): either way the bench ends with zero torque and the message says what
+    happened.
     """
     log_path = tmp_path / "session.jsonl"
 
     def view(session):
-        return InjectAfter(session, 0.5, lambda: simulated.command("stall 130"))
+        return InjectAfter(session, 0.5, lambda: simulated.command("stall 110"))
 
     with start_simulated_bench() as simulated:
         result = drive(setpoint_file, log_path, port=simulated.port, view=view)
         state = bench_state(simulated.port)
-    assert result.reason == "telemetry timeout"
+    assert result.reason == "telemetry timeout", result.message
     assert result.message.startswith("no telemetry for ")
     if state[0] == "DISARMED":
         assert result.message.endswith("ramped down over 0.3 s and disarmed")
@@ -133,6 +136,26 @@ def test_silent_telemetry_stops_the_session(setpoint_file, tmp_path):
     log = read_log(log_path)
     assert any(event["kind"] == "ramp down" for event in log.events)
     assert (log.setpoints["rep"] == -1).sum() == 300  # the stop ramp was logged
+
+
+def test_a_firmware_stall_beyond_the_hardware_watchdog_is_a_reset(setpoint_file, tmp_path):
+    """The firmware stalls 200 ms: at 120 ms the board's hardware watchdog resets it (zero torque
+    at once, disarmed), as on the AVR board; the host, silent for 100 ms, stops and reports the
+    reset rather than a stall or a fault."""
+    log_path = tmp_path / "session.jsonl"
+
+    def view(session):
+        return InjectAfter(session, 0.5, lambda: simulated.command("stall 200"))
+
+    with start_simulated_bench() as simulated:
+        result = drive(setpoint_file, log_path, port=simulated.port, view=view)
+        state = bench_state(simulated.port)
+    assert result.reason == "firmware reset", result.message
+    assert result.message.startswith("no telemetry for ")
+    assert "restarted disarmed (zero torque)" in result.message
+    assert state == ("DISARMED", "NONE", 0.0)
+    assert "1 hardware watchdog resets" in simulated.stats
+    assert any(event["kind"] == "firmware reset" for event in read_log(log_path).events)
 
 
 def test_firmware_reset_mid_stream(setpoint_file, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -9,7 +10,13 @@ import serial
 
 from bemore.errors import BenchError, ConfigError
 from controller.protocol import FrameDecoder, Message, decode_message, encode_message, load_spec
-from controller.simbench import SimFaults, load_sim_config, start_simulated_bench
+from controller.simbench import (
+    FIRMWARE_DIR,
+    HW_WATCHDOG_MS,
+    SimFaults,
+    load_sim_config,
+    start_simulated_bench,
+)
 
 SPEC = load_spec()
 ARMED, FAULT, DISARMED = SPEC.states["ARMED"], SPEC.states["FAULT"], SPEC.states["DISARMED"]
@@ -240,8 +247,9 @@ def test_bad_configuration_and_fault_flags_are_reported(tmp_path):
 
 
 def test_stall_drop_and_delay_injection():
-    # Stall the firmware for 300 ms from 200 ms after start: its clock falls behind the host's.
-    with start_simulated_bench(faults=SimFaults(stall_at_ms=200, stall_ms=300)) as running:
+    # Stall the firmware for 100 ms from 200 ms after start (less than the board's 120 ms
+    # hardware watchdog): its clock falls behind the host's.
+    with start_simulated_bench(faults=SimFaults(stall_at_ms=200, stall_ms=100)) as running:
         client = Client(running.port)
         try:
             started = time.monotonic()
@@ -250,7 +258,7 @@ def test_stall_drop_and_delay_injection():
             client.drain()
             host_ms = (time.monotonic() - started) * 1000
             firmware_ms = client.telemetry()[-1].fields["mcu_ticks"]
-            assert host_ms - firmware_ms > 200  # ≈ 300 ms frozen (loose: the machine is shared)
+            assert host_ms - firmware_ms > 60  # ≈ 100 ms frozen (loose: the machine is shared)
 
             # Dropped bytes: frames lost (sequence gaps) or broken (bad frames), none invented.
             running.command("drop 0.05")
@@ -278,3 +286,17 @@ def test_stall_drop_and_delay_injection():
             assert ack.fields["result"] == OK
         finally:
             client.close()
+
+
+def test_the_simulated_board_has_the_avr_board_hardware_watchdog():
+    """The simulated bench resets a firmware stalled as long as the AVR board's watchdog would."""
+    host = (FIRMWARE_DIR / "board" / "host" / "hal_host.h").read_text()
+    avr = (FIRMWARE_DIR / "board" / "avr" / "board.h").read_text()
+    assert re.search(r"#define HOST_HW_WATCHDOG_MS (\d+)u", host)[1] == str(HW_WATCHDOG_MS)
+    assert re.search(r"#define BOARD_HW_WATCHDOG_MS (\d+)u", avr)[1] == str(HW_WATCHDOG_MS)
+    timings = []
+    for stall_ms in (HW_WATCHDOG_MS - 20, HW_WATCHDOG_MS + 20):
+        with start_simulated_bench(faults=SimFaults(stall_at_ms=100, stall_ms=stall_ms)) as bench:
+            time.sleep(0.4)
+        timings.append(bench.tick_timing())
+    assert [timing["hw_watchdog_resets"] for timing in timings] == [0, 1]

@@ -7,6 +7,9 @@
 #include "plant.h"
 
 #define HOST_TX_CAPACITY 8192
+/* The board's hardware watchdog, as on the AVR board (board/avr/board.h BOARD_HW_WATCHDOG_MS):
+ * a firmware that runs no tick for this long is reset (zero torque, disarmed). */
+#define HOST_HW_WATCHDOG_MS 120u
 
 struct host_board {
     struct plant plant;

@@ -5,7 +5,8 @@
  * closes. Fault injection (command-line flags, or lines on stdin while running):
  *   drop P | corrupt P     drop / flip one bit of each byte with probability P (see --direction)
  *   delay MS               deliver received bytes to the firmware MS ms late
- *   stall MS               the firmware stops (no tick, no byte handled) for MS ms
+ *   stall MS               the firmware stops (no tick, no byte handled) for MS ms; from
+ *                          HOST_HW_WATCHDOG_MS (120 ms) on, the board's watchdog resets it
  *   reset                  the firmware restarts (state lost, torque zero)
  *   estop on|off           the emergency-stop input
  *   driver on|off          the motor driver's fault signal
@@ -48,6 +49,7 @@ struct faults {
 struct stats {
     unsigned long rx_bytes, tx_bytes, dropped, corrupted, overruns, tx_lost;
     unsigned long late_ticks_1ms; /* ticks started more than 1 ms after their schedule */
+    unsigned long hw_watchdog_resets;
     long long max_lag_ns;         /* the latest start of a tick, against its schedule */
 };
 
@@ -317,6 +319,7 @@ int main(int argc, char **argv)
 
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
+    uint32_t stalled_ms = 0; /* ticks the firmware has missed in a row (stall fault) */
     for (uint32_t ms = 0;; ms++) {
         if (!ignore_stdin && (ms % 10u) == 0u && !poll_stdin()) {
             break;
@@ -333,10 +336,17 @@ int main(int argc, char **argv)
             behind = 0;
         }
         receive(master, ms + behind);
-        /* A stalled firmware neither ticks nor reads; the last torque stays on the motor. */
+        /* A stalled firmware neither ticks nor reads; the last torque stays on the motor until
+         * the board's hardware watchdog resets it. */
         if (faults.stall_remaining_ms > 0) {
             faults.stall_remaining_ms--;
+            if (++stalled_ms >= HOST_HW_WATCHDOG_MS) {
+                firmware_reset();
+                stats.hw_watchdog_resets++;
+                faults.stall_remaining_ms = 0;
+            }
         } else {
+            stalled_ms = 0;
             deliver(ms);
             bm_core_tick(&core);
         }
@@ -355,10 +365,11 @@ int main(int argc, char **argv)
     }
     fprintf(stderr,
             "simbench: %lu ticks, %lu overruns, rx %lu bytes, tx %lu bytes, %lu dropped, "
-            "%lu corrupted, %lu tx lost, %u bad frames, %s scheduling, %lu ticks > 1 ms late, "
-            "max tick lag %.3f ms\n",
+            "%lu corrupted, %lu tx lost, %u bad frames, %lu hardware watchdog resets, %s "
+            "scheduling, %lu ticks > 1 ms late, max tick lag %.3f ms\n",
             (unsigned long)core.ticks, stats.overruns, stats.rx_bytes, stats.tx_bytes,
             stats.dropped, stats.corrupted, stats.tx_lost, (unsigned)core.rx.bad_frames,
-            realtime ? "real-time" : "normal", stats.late_ticks_1ms, stats.max_lag_ns * 1e-6);
+            stats.hw_watchdog_resets, realtime ? "real-time" : "normal", stats.late_ticks_1ms,
+            stats.max_lag_ns * 1e-6);
     return 0;
 }
