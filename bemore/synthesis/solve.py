@@ -133,7 +133,8 @@ class _StencilCache:
     A stencil step that would leave the box is taken backwards instead. ``eager``: evaluate a
     new point together with its stencil (one batch of n + 1, best when the engine batches);
     otherwise the stencil waits until the Jacobian is asked for (fewer simulations when each
-    one costs the same, since line-search trial points never need a gradient).
+    one costs the same, since line-search trial points never need a gradient). ``budget``: the
+    most batched requests this run may make; one more raises :class:`_OutOfBudgetError`.
     """
 
     def __init__(
@@ -142,14 +143,33 @@ class _StencilCache:
         to_physical: Callable[[np.ndarray], np.ndarray],
         step: float,
         eager: bool = True,
+        budget: int | None = None,
     ):
-        self._request = request
+        self._raw_request = request
         self._to_physical = to_physical
         self._step = step
         self._eager = eager
+        self._budget = budget
         self._values: dict[bytes, tuple[float, np.ndarray]] = {}
+        self._points: dict[bytes, np.ndarray] = {}
         self._gradients: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         self.evaluations = 0
+        self.requests = 0
+
+    def _request(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self._budget is not None and self.requests >= self._budget:
+            raise _OutOfBudgetError
+        self.requests += 1
+        return self._raw_request(X)
+
+    def best(self, lower: np.ndarray, upper: np.ndarray, tolerance: float) -> np.ndarray:
+        """The best point visited (u): feasible within ``tolerance`` with the lowest objective,
+        else the least violating."""
+        keys = list(self._values)
+        worst = np.array([violation(self._values[k][1], lower, upper) for k in keys])
+        f = np.array([self._values[k][0] for k in keys])
+        order = np.lexsort((f, np.where(worst <= tolerance, 0.0, worst)))
+        return self._points[keys[order[0]]]
 
     def values(self, u: np.ndarray) -> tuple[float, np.ndarray]:
         """(f, c (m,)) at u; when ``eager`` the stencil is evaluated in the same batch."""
@@ -162,6 +182,7 @@ class _StencilCache:
                 f, c = self._request(self._to_physical(u[None, :]))
                 self.evaluations += 1
                 self._values[key] = (float(f[0]), c[0].copy())
+                self._points[key] = u.copy()
         return self._values[key]
 
     def get(self, u: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
@@ -187,7 +208,12 @@ class _StencilCache:
             f0, c0 = float(f[0]), c[0].copy()
             f, c = f[1:], c[1:]
             self._values[key] = (f0, c0)
+            self._points[key] = u.copy()
         self._gradients[key] = ((f - f0) / steps, ((c - c0) / steps[:, None]).T)
+
+
+class _OutOfBudgetError(Exception):
+    """A run asked for more batched evaluations than its budget (caught in the run)."""
 
 
 @dataclass
@@ -420,6 +446,7 @@ def solve_multistart(
     eager: bool = True,
     restore: bool = True,
     reevaluate: bool = True,
+    budget: int | None = None,
 ) -> SolveOutcome:
     """Run a local method from every starting point (S, n) and return the best feasible end.
 
@@ -430,8 +457,12 @@ def solve_multistart(
     With ``restore``, a run whose start violates a constraint first minimises the sum of the
     squared (scaled) violations (phase 1); if that ends infeasible, the run stops there and its
     end is the "closest" design, otherwise the objective is minimised from that feasible point.
+    ``reevaluate``: evaluate the returned design once more (see :func:`best_outcome`).
+    ``budget``: the most batched evaluation requests of one run (each is one lockstep batch);
+    a run that needs more stops there with the best point it visited, so that one straggler
+    does not hold the whole pack (restoration stuck in a local minimum of the violation).
     """
-    from scipy.optimize import Bounds, NonlinearConstraint, minimize
+    from scipy.optimize import Bounds
 
     clock = time.perf_counter()
     normaliser = Normaliser(problem.lower, problem.upper)
@@ -447,82 +478,55 @@ def solve_multistart(
     # degrees of rotation and seconds have comparable sizes).
     scale = np.asarray(getattr(problem, "constraint_scale", np.ones(len(lower_c))), float)
     low, up = lower_c / scale, upper_c / scale
+    box = Bounds(np.zeros(problem.lower.size), np.ones(problem.lower.size))
     caches = [
         _StencilCache(
-            lambda X, ticket=index: batcher.request(ticket, X), normaliser.physical, fd_step, eager
+            lambda X, ticket=index: batcher.request(ticket, X),
+            normaliser.physical,
+            fd_step,
+            eager,
+            budget,
         )
         for index in range(n_runs)
     ]
 
     def run(index: int) -> None:
         cache = caches[index]
-        fun = lambda u: cache.values(u)[0] / objective_scale  # noqa: E731
-        grad = lambda u: cache.get(u)[2] / objective_scale  # noqa: E731
-        cons = lambda u: constraint_form(cache.values(u)[1] / scale, low, up, "scipy")  # noqa: E731
-        cjac = lambda u: _jacobian_form(cache.get(u)[3] / scale[:, None], low, up)  # noqa: E731
-        box = Bounds(np.zeros(problem.lower.size), np.ones(problem.lower.size))
-        try:
-            u0, restoration_iterations = u_starts[index], 0
-            if restore and violation(cache.values(u0)[1], lower_c, upper_c) > 0.0:
-                u0, restoration_iterations = _restore(
-                    cache, u0, box, scale, low, up, max_iterations
-                )
-                f0, c0 = cache.values(u0)
-                if violation(c0, lower_c, upper_c) > feasibility_tolerance:
-                    records[index] = RunRecord(
-                        x0=normaliser.physical(u_starts[index]).tolist(),
-                        x=normaliser.physical(u0).tolist(),
-                        objective=f0,
-                        violation=float(violation(c0, lower_c, upper_c)),
-                        iterations=restoration_iterations,
-                        evaluations=cache.evaluations,
-                        success=False,
-                        message="no feasible point reached: least squared violation found",
-                        constraints=np.asarray(c0).tolist(),
-                    )
-                    return
-            if method == "slsqp":
-                result = minimize(
-                    fun,
-                    u0,
-                    jac=grad,
-                    method="SLSQP",
-                    bounds=box,
-                    constraints=[{"type": "ineq", "fun": cons, "jac": cjac}],
-                    options={"ftol": tolerance, "maxiter": max_iterations},
-                )
-            else:
-                from scipy.optimize import BFGS
+        iterations = [0]  # SLSQP / trust-constr iterations, restoration included
 
-                nonlinear = NonlinearConstraint(
-                    lambda u: cache.values(u)[1] / scale,
-                    low,
-                    up,
-                    jac=lambda u: cache.get(u)[3] / scale[:, None],
-                    hess=BFGS(),
-                )
-                result = minimize(
-                    fun,
-                    u0,
-                    jac=grad,
-                    hess=BFGS(),
-                    method="trust-constr",
-                    bounds=box,
-                    constraints=[nonlinear],
-                    options={"gtol": tolerance, "xtol": tolerance, "maxiter": 10 * max_iterations},
-                )
-            u_end = np.clip(result.x, 0.0, 1.0)
-            f_end, c_end = cache.values(u_end)
+        def count(*_: Any) -> None:
+            iterations[0] += 1
+
+        def record(u: np.ndarray, success: bool, message: str) -> None:
+            u = np.clip(u, 0.0, 1.0)
+            f_end, c_end = cache.values(u)  # known: every point recorded has been visited
             records[index] = RunRecord(
                 x0=normaliser.physical(u_starts[index]).tolist(),
-                x=normaliser.physical(u_end).tolist(),
+                x=normaliser.physical(u).tolist(),
                 objective=f_end,
                 violation=float(violation(c_end, lower_c, upper_c)),
-                iterations=restoration_iterations + int(getattr(result, "nit", 0)),
+                iterations=iterations[0],
                 evaluations=cache.evaluations,
-                success=bool(result.success),
-                message=str(result.message),
+                success=success,
+                message=message,
                 constraints=np.asarray(c_end).tolist(),
+            )
+
+        try:
+            u0 = u_starts[index]
+            if restore and violation(cache.values(u0)[1], lower_c, upper_c) > 0.0:
+                u0 = _restore(cache, u0, box, scale, low, up, max_iterations, count)
+                if violation(cache.values(u0)[1], lower_c, upper_c) > feasibility_tolerance:
+                    record(u0, False, "no feasible point reached: least squared violation found")
+                    return
+            result = _local(method, cache, u0, box, scale, low, up, objective_scale, tolerance,
+                            max_iterations, count)
+            record(result.x, bool(result.success), str(result.message))
+        except _OutOfBudgetError:
+            record(
+                cache.best(lower_c, upper_c, feasibility_tolerance),
+                False,
+                f"stopped after {budget} batched evaluations: best point visited kept",
             )
         finally:
             batcher.finished()
@@ -553,6 +557,65 @@ def solve_multistart(
     )
 
 
+def _local(
+    method: str,
+    cache: _StencilCache,
+    u0: np.ndarray,
+    box: Any,
+    scale: np.ndarray,
+    low: np.ndarray,
+    up: np.ndarray,
+    objective_scale: float,
+    tolerance: float,
+    max_iterations: int,
+    callback: Callable[..., None],
+) -> Any:
+    """One local run of SLSQP or trust-constr from u0 on the cached, scaled problem."""
+    from scipy.optimize import BFGS, NonlinearConstraint, minimize
+
+    def fun(u: np.ndarray) -> float:
+        return cache.values(u)[0] / objective_scale
+
+    def grad(u: np.ndarray) -> np.ndarray:
+        return cache.get(u)[2] / objective_scale
+
+    if method == "slsqp":
+        return minimize(
+            fun,
+            u0,
+            jac=grad,
+            method="SLSQP",
+            bounds=box,
+            constraints=[
+                {
+                    "type": "ineq",
+                    "fun": lambda u: constraint_form(cache.values(u)[1] / scale, low, up, "scipy"),
+                    "jac": lambda u: _jacobian_form(cache.get(u)[3] / scale[:, None], low, up),
+                }
+            ],
+            options={"ftol": tolerance, "maxiter": max_iterations},
+            callback=callback,
+        )
+    nonlinear = NonlinearConstraint(
+        lambda u: cache.values(u)[1] / scale,
+        low,
+        up,
+        jac=lambda u: cache.get(u)[3] / scale[:, None],
+        hess=BFGS(),
+    )
+    return minimize(
+        fun,
+        u0,
+        jac=grad,
+        hess=BFGS(),
+        method="trust-constr",
+        bounds=box,
+        constraints=[nonlinear],
+        options={"gtol": tolerance, "xtol": tolerance, "maxiter": 10 * max_iterations},
+        callback=callback,
+    )
+
+
 def _restore(
     cache: _StencilCache,
     u0: np.ndarray,
@@ -561,8 +624,9 @@ def _restore(
     low: np.ndarray,
     up: np.ndarray,
     max_iterations: int,
-) -> tuple[np.ndarray, int]:
-    """Phase 1: minimise Σ min(0, margin)² over the box from u0; returns (end, iterations)."""
+    callback: Callable[..., None],
+) -> np.ndarray:
+    """Phase 1: minimise Σ min(0, margin)² over the box from u0; returns its end."""
     from scipy.optimize import minimize
 
     def squared(u: np.ndarray) -> float:
@@ -581,8 +645,9 @@ def _restore(
         method="SLSQP",
         bounds=box,
         options={"ftol": 1e-14, "maxiter": max_iterations},
+        callback=callback,
     )
-    return np.clip(result.x, 0.0, 1.0), int(result.nit)
+    return np.clip(result.x, 0.0, 1.0)
 
 
 def _jacobian_form(jac: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:

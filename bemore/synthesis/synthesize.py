@@ -42,12 +42,16 @@ from bemore.synthesis.solve import (
 ROTATION_MARGIN_DEG = 0.02
 FINE_SUBSTEPS = 2
 COARSE_MAX_ITERATIONS = 40
+# Batched requests one coarse run may make (≈ 1.5× what a start near the optimum needs): a run
+# stuck restoring feasibility, or in long line searches, stops with its best point instead of
+# holding the whole lockstep pack.
+COARSE_BUDGET = 30
 # Largest constraint violation (s, deg, N·m) of a coarse end still polished: SLSQP stops a few
 # 1e-6 outside a constraint; the polish and the verification decide feasibility.
 COARSE_FEASIBILITY = 1e-4
 # SLSQP's ftol in the defect-corrected polish (objective divided by its value at the start).
 POLISH_TOLERANCE = 1e-7
-VERIFY_SUBSTEPS = 8
+VERIFY_SUBSTEPS = 4
 # Relative slack of the peak-torque check at verification: the fine stage samples the torque
 # every 1 ms, the verification every 0.125 ms, and a peak between samples may be a hair higher.
 TORQUE_TOLERANCE = 1e-3
@@ -111,6 +115,7 @@ def _search(problem: GestureProblem, options: SynthesisOptions) -> SolveOutcome:
         reevaluate=False,
         objective_scale=max(abs(float(f_starts[0])), 1e-12),
         feasibility_tolerance=COARSE_FEASIBILITY,
+        budget=COARSE_BUDGET,
     )
     outcome.evaluations += screened
     outcome.batches += 1
