@@ -163,28 +163,42 @@ static int poll_stdin(void)
     return 1;
 }
 
-/* Read what the host sent; `now_ms` is the tick of the wall-clock time of this read. When this
- * process runs late (the OS or the hypervisor took the CPU away) and catches up tick after tick,
- * the bytes written meanwhile are delivered at the tick of the moment they are read, never at an
- * earlier tick: a byte the firmware sees before it could have arrived lowers its best setpoint
+/* Nanoseconds from `scheduled` to now (negative when early). */
+static long long lag_since(const struct timespec *scheduled)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)(now.tv_sec - scheduled->tv_sec) * 1000000000LL +
+           (now.tv_nsec - scheduled->tv_nsec);
+}
+
+/* Read what the host sent and stamp it with the tick of the wall-clock time *after* the read
+ * (`scheduled`: when tick `ms` was due). When this process runs late (the OS or the hypervisor
+ * took the CPU away, possibly between two lines of this loop) and catches up tick after tick,
+ * the bytes written meanwhile then reach the firmware at the tick of the moment they were read,
+ * never earlier: a byte the firmware sees before it could have arrived lowers its best setpoint
  * delay and makes the next few hundred on-time setpoints count as late. (A freeze of this
  * process longer than the firmware's watchdog is therefore seen by the firmware as a silent
  * host: a loud, safe artefact.) */
-static void receive(int master, uint32_t now_ms)
+static void receive(int master, uint32_t ms, const struct timespec *scheduled)
 {
-    uint8_t buf[512];
+    static uint8_t buf[DELAY_CAPACITY];
+    size_t total = 0;
     ssize_t n;
-    while ((n = read(master, buf, sizeof buf)) > 0) {
-        for (ssize_t i = 0; i < n; i++) {
-            uint8_t byte = buf[i];
-            stats.rx_bytes++;
-            if (!inject(&byte, DIR_RX) || delay_head - delay_tail >= DELAY_CAPACITY) {
-                continue;
-            }
-            delay_bytes[delay_head % DELAY_CAPACITY] = byte;
-            delay_due[delay_head % DELAY_CAPACITY] = now_ms + faults.delay_ms;
-            delay_head++;
+    while (total < sizeof buf && (n = read(master, &buf[total], sizeof buf - total)) > 0) {
+        total += (size_t)n;
+    }
+    long long lag_ns = lag_since(scheduled);
+    uint32_t now_ms = ms + (lag_ns > 0 ? (uint32_t)(lag_ns / 1000000LL) : 0u);
+    for (size_t i = 0; i < total; i++) {
+        uint8_t byte = buf[i];
+        stats.rx_bytes++;
+        if (!inject(&byte, DIR_RX) || delay_head - delay_tail >= DELAY_CAPACITY) {
+            continue;
         }
+        delay_bytes[delay_head % DELAY_CAPACITY] = byte;
+        delay_due[delay_head % DELAY_CAPACITY] = now_ms + faults.delay_ms;
+        delay_head++;
     }
 }
 
@@ -275,10 +289,7 @@ static void parse_args(int argc, char **argv, struct plant_params *p, int *ignor
  * the statistics of this lag: what the OS and the hypervisor let a real-time process achieve. */
 static uint32_t ticks_behind(const struct timespec *scheduled)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    long long lag_ns = (long long)(now.tv_sec - scheduled->tv_sec) * 1000000000LL +
-                       (now.tv_nsec - scheduled->tv_nsec);
+    long long lag_ns = lag_since(scheduled);
     if (lag_ns > stats.max_lag_ns) {
         stats.max_lag_ns = lag_ns;
     }
@@ -330,12 +341,10 @@ int main(int argc, char **argv)
         if ((long)ms == faults.stall_at_ms) {
             faults.stall_remaining_ms = faults.stall_ms;
         }
-        uint32_t behind = ticks_behind(&next);
-        if (behind > RESTART_BEHIND_TICKS) { /* far behind (suspended?): restart the schedule */
+        if (ticks_behind(&next) > RESTART_BEHIND_TICKS) { /* far behind (suspended?): restart */
             clock_gettime(CLOCK_MONOTONIC, &next);
-            behind = 0;
         }
-        receive(master, ms + behind);
+        receive(master, ms, &next);
         /* A stalled firmware neither ticks nor reads; the last torque stays on the motor until
          * the board's hardware watchdog resets it. */
         if (faults.stall_remaining_ms > 0) {
