@@ -18,17 +18,22 @@ Sym = float | str
 
 
 class Emitter:
-    """SSA emitter with constant folding of 0, 1 and numeric constants."""
+    """SSA emitter with constant folding of 0, 1 and numeric constants, and common
+    subexpression elimination (the same expression text gives the same name)."""
 
     def __init__(self, prefix: str) -> None:
         self.lines: list[str] = []
         self.prefix = prefix
         self.count = 0
+        self.known: dict[str, str] = {}
 
     def new(self, text: str) -> str:
+        if text in self.known:
+            return self.known[text]
         name = f"{self.prefix}{self.count}"
         self.count += 1
         self.lines.append(f"{name} = {text}")
+        self.known[text] = name
         return name
 
     @staticmethod
@@ -277,10 +282,27 @@ def _emit_springs(lane: _Lane, qf: list[Sym], vf: list[Sym]) -> list[Sym]:
 
 
 def _emit_mass(lane: _Lane, g: dict, bodies: list) -> dict:
-    """Free-free mass matrix (lower triangle) from Jacobian columns:
-    M_ij = Σ_b m J_i·J_j + I Jα_i Jα_j."""
+    """Free-free mass matrix (lower triangle) by composite rigid bodies (CRBA).
+
+    For each free coordinate j, the composite of the bodies below its frame (mass m, first
+    moment h and rotational inertia J about the frame origin O_j) gives the force F_j and moment
+    N_j (about O_j) that a unit q̈_j needs; M_ij = S_i · (F_j, N_j) for i on the path above j
+    (0 otherwise): e_i · F_j for a prismatic i, a_i (N_j + (O_j − O_i) × F_j) for a revolute.
+    """
     tree, em = lane.tree, lane.em
     n, nf = len(tree.frame_parent), tree.n_free
+    # Σ m, Σ m·c, Σ (I + m|c|²) of the bodies hanging from each frame, then of its subtree.
+    comp: list[list[Sym]] = [[0.0, 0.0, 0.0, 0.0] for _ in range(n)]
+    for k, m, inertia, (cx, cy) in bodies:
+        mcx, mcy = em.mul(m, cx), em.mul(m, cy)
+        c = comp[k]
+        c[0], c[1], c[2] = em.add(c[0], m), em.add(c[1], mcx), em.add(c[2], mcy)
+        c[3] = em.add(c[3], em.add(inertia, em.add(em.mul(mcx, cx), em.mul(mcy, cy))))
+    for k in range(n - 1, 0, -1):
+        p = tree.frame_parent[k]
+        if p >= 0:
+            comp[p] = [em.add(a, b) for a, b in zip(comp[p], comp[k], strict=True)]
+    free_frames = [int(np.where(tree.frame_free == i)[0][0]) for i in range(nf)]
     ancestors = []
     for k in range(n):
         chain, p = {k}, tree.frame_parent[k]
@@ -288,28 +310,33 @@ def _emit_mass(lane: _Lane, g: dict, bodies: list) -> dict:
             chain.add(p)
             p = tree.frame_parent[p]
         ancestors.append(chain)
-    free_frames = [int(np.where(tree.frame_free == i)[0][0]) for i in range(nf)]
-    M: dict[tuple[int, int], list[Sym]] = {(i, j): [] for i in range(nf) for j in range(i + 1)}
-    for k, m, inertia, (cbx, cby) in bodies:
-        columns = {}
-        for i, kf in enumerate(free_frames):
-            if kf not in ancestors[k]:
+    M: dict[tuple[int, int], Sym] = {}
+    for j, kj in enumerate(free_frames):
+        m, sx, sy, j0 = comp[kj]
+        ox, oy = g["O"][kj]
+        hx, hy = em.sub(sx, em.mul(m, ox)), em.sub(sy, em.mul(m, oy))
+        if tree.frame_kind[kj] == REVOLUTE:
+            a = float(tree.frame_axis[kj])
+            fx, fy = em.mul(-a, hy), em.mul(a, hx)
+            # J about O_j = Σ(I + m|c|²) − 2 O·S + m|O|²
+            jo = em.add(em.sub(j0, em.mul(2.0, em.dot([(ox, sx), (oy, sy)]))),
+                        em.mul(m, em.dot([(ox, ox), (oy, oy)])))
+            nz = em.mul(a, jo)
+        else:
+            ex, ey = g["e"][kj]
+            fx, fy = em.mul(m, ex), em.mul(m, ey)
+            nz = em.sub(em.mul(hx, ey), em.mul(hy, ex))
+        for i, ki in enumerate(free_frames):
+            if ki not in ancestors[kj]:
                 continue
-            if tree.frame_kind[kf] == REVOLUTE:
-                axis = float(tree.frame_axis[kf])
-                rx, ry = em.sub(cbx, g["O"][kf][0]), em.sub(cby, g["O"][kf][1])
-                columns[i] = (em.mul(-axis, ry), em.mul(axis, rx), axis)
+            if tree.frame_kind[ki] == REVOLUTE:
+                ux, uy = em.sub(ox, g["O"][ki][0]), em.sub(oy, g["O"][ki][1])
+                value = em.mul(float(tree.frame_axis[ki]),
+                               em.add(nz, em.sub(em.mul(ux, fy), em.mul(uy, fx))))
             else:
-                columns[i] = (g["e"][kf][0], g["e"][kf][1], 0.0)
-        for i in columns:
-            for j in columns:
-                if j > i:
-                    continue
-                ji, jj = columns[i], columns[j]
-                term = em.mul(m, em.dot([(ji[0], jj[0]), (ji[1], jj[1])]))
-                term = em.add(term, em.mul(inertia, ji[2] * jj[2]))
-                M[(i, j)].append(term)
-    return {key: em.sum(terms) for key, terms in M.items()}
+                value = em.dot([(g["e"][ki][0], fx), (g["e"][ki][1], fy)])
+            M[(max(i, j), min(i, j))] = value
+    return {(i, j): M.get((i, j), 0.0) for i in range(nf) for j in range(i + 1)}
 
 
 def _emit_dynamics(lane: _Lane, qf: list[Sym], vf: list[Sym], drv: dict):

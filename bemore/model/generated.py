@@ -41,7 +41,7 @@ from bemore.model.tree import REVOLUTE, Tree
 # Bump when the generated code or the LLVM options change, so cached machine code is rebuilt.
 KERNEL_FORMAT = 3
 _DRIVEN_NAME = re.compile(r"^(cd|sd|qd|vd|ad)([f0-3])_(\d+)$")
-_ARGS = ("Vt, S, MX, U0, U1, U2, D, h, n_sub, lane_lo, lane_hi, meas, wts, store_state, "
+_ARGS = ("Vt, S, S0, MX, U0, U1, U2, D, h, n_sub, spp, lane_lo, lane_hi, meas, wts, store_state, "
          "store_points, do_cost, store_efforts, max_abs, out_q, out_v, out_pts, out_eff, cost, "
          "alive")
 
@@ -220,7 +220,7 @@ class _Assembler:
             if match is None:
                 continue
             tag, kind, k = match[2], match[1], int(match[3])
-            stage = "0" if tag == "f" else tag
+            stage = "rf" if tag == "f" else tag  # rf: the table row of the frame time
             if lane and kind in ("cd", "sd"):
                 # Per member: the table holds the angle; its sine and cosine are computed in
                 # the lane loop (vectorised polynomial) rather than by numpy per table entry.
@@ -236,11 +236,21 @@ class _Assembler:
             lines.append(f"{name} = D[{index}, b]" if lane else f"{name} = D[{index}]")
         return lines
 
-    def lane_loop(self, lines: list[str], fields: set[int]) -> list[str]:
+    def lane_loop(self, lines: list[str], fields: set[int], between: bool = False) -> list[str]:
+        """A loop over lanes running ``lines``; ``between``: the free state is the cubic Hermite
+        interpolant between the step start S0 and end S (weights c00… set by the caller)."""
         names = _names(lines)
+        nf = self.nf
         body = [f"V{i} = Vt[{i}, b]" for i in sorted(fields)]
-        body += [f"q{i} = S[{i}, b]" for i in range(self.nf) if f"q{i}" in names]
-        body += [f"v{i} = S[{self.nf + i}, b]" for i in range(self.nf) if f"v{i}" in names]
+        for i in range(nf):
+            for sym, w in ((f"q{i}", "c"), (f"v{i}", "d")):
+                if sym not in names:
+                    continue
+                if between:
+                    body.append(f"{sym} = {w}00 * S0[{i}, b] + {w}10 * S0[{nf + i}, b] + "
+                                f"{w}01 * S[{i}, b] + {w}11 * S[{nf + i}, b]")
+                else:
+                    body.append(f"{sym} = S[{i if w == 'c' else nf + i}, b]")
         for name in sorted(names):
             array, _, row = name.partition("_")
             if array in ("MX", "U0", "U1", "U2") and row.isdigit():
@@ -270,21 +280,45 @@ def _function(name: str, asm: _Assembler, stages, record, efforts) -> list[str]:
     out += ["    lo = np.uint64(lane_lo)", "    hi = np.uint64(lane_hi)",
             "    for n in range(n_steps + 1):",
             "        if n % n_sub == 0:",
-            "            f = n // n_sub"]
-    out += _indent(asm.hoist(record[0] + efforts[0]), 3)
-    out += ["            if store_state:", "                for b in range(lo, hi):"]
-    # Stored member-major (B, F, n) as the caller returns them: no transposed copy afterwards.
-    out += [f"                    out_q[b, f, {i}] = S[{i}, b]" for i in range(nf)]
-    out += [f"                    out_v[b, f, {i}] = S[{nf + i}, b]" for i in range(nf)]
-    out += ["            if store_points or do_cost:"]
-    out += _indent(asm.lane_loop(*record), 4)
-    out += ["            if store_efforts:"]
-    out += _indent(asm.lane_loop(*efforts), 4)
-    out += ["        if n == n_steps:", "            break"]
+            "            f = (n // n_sub) * spp",
+            "            rf = 0"]
+    out += _indent(_record(asm, record, efforts, False), 3)
+    out += ["        if n == n_steps:", "            break",
+            "        if spp > 1:",
+            "            for b in range(lo, hi):"]
+    out += [f"                S0[{i}, b] = S[{i}, b]" for i in range(2 * nf)]
     for lines, _ in stages:
         out += _indent(asm.hoist(lines), 2)
     for lines, fields in stages:
         out += _indent(asm.lane_loop(lines, fields), 2)
+    # Frames inside a multi-sample step: cubic Hermite of (q, q̇) between the step's ends
+    # (q̇ from its derivative), driven values exact (table rows 4…).
+    out += ["        for j in range(1, spp):",
+            "            f = n * spp + j",
+            "            rf = 3 + j",
+            "            x = j / spp",
+            "            c00 = 2.0 * x**3 - 3.0 * x**2 + 1.0",
+            "            c10 = (x**3 - 2.0 * x**2 + x) * h",
+            "            c01 = 3.0 * x**2 - 2.0 * x**3",
+            "            c11 = (x**3 - x**2) * h",
+            "            d00 = (6.0 * x**2 - 6.0 * x) / h",
+            "            d10 = 3.0 * x**2 - 4.0 * x + 1.0",
+            "            d01 = (6.0 * x - 6.0 * x**2) / h",
+            "            d11 = 3.0 * x**2 - 2.0 * x"]
+    out += _indent(_record(asm, record, efforts, True), 3)
+    return out
+
+
+def _record(asm: _Assembler, record, efforts, between: bool) -> list[str]:
+    """Store the state, points, cost, efforts of frame f (driven values from table row rf)."""
+    nf = asm.nf
+    out = asm.hoist(record[0] + efforts[0])
+    store = [f"out_q[b, f, {i}] = q{i}" for i in range(nf)]
+    store += [f"out_v[b, f, {i}] = v{i}" for i in range(nf)]
+    # Stored member-major (B, F, n) as the caller returns them: no transposed copy afterwards.
+    out += ["if store_state:", *_indent(asm.lane_loop(store, set(), between), 1)]
+    out += ["if store_points or do_cost:", *_indent(asm.lane_loop(*record, between), 1)]
+    out += ["if store_efforts:", *_indent(asm.lane_loop(*efforts, between), 1)]
     return out
 
 

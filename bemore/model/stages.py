@@ -34,15 +34,15 @@ def _step_layout(F: int, substeps: int) -> tuple[np.ndarray, np.ndarray]:
     return interval, step - interval * substeps
 
 
-def _bases(offset: int, substeps: int, dt: float) -> tuple[np.ndarray, ...]:
-    """(4, 6) Hermite weights of value, rate, acceleration at the 4 stage times of a step that
-    starts ``offset`` sub-steps into a sample interval of ``dt`` s."""
-    tau = (offset + kernels.STAGE_TIMES) / substeps  # fraction of the sample interval
-    powers = tau[:, None] ** np.arange(6)
+def _bases(tau: np.ndarray, dt: float) -> tuple[np.ndarray, ...]:
+    """Hermite weights (..., 6) of value, rate, acceleration at fractions ``tau`` (...) of a
+    sample interval of ``dt`` s."""
+    tau = np.asarray(tau, dtype=np.float64)
+    powers = tau[..., None] ** np.arange(6)
     d1 = np.zeros_like(powers)
-    d1[:, 1:] = powers[:, :-1] * np.arange(1, 6)
+    d1[..., 1:] = powers[..., :-1] * np.arange(1, 6)
     d2 = np.zeros_like(powers)
-    d2[:, 2:] = powers[:, :-2] * (np.arange(2, 6) * np.arange(1, 5))
+    d2[..., 2:] = powers[..., :-2] * (np.arange(2, 6) * np.arange(1, 5))
     return powers @ _HERMITE.T, d1 @ _HERMITE.T / dt, d2 @ _HERMITE.T / dt**2
 
 
@@ -60,7 +60,7 @@ def interpolate(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, dt: float, subst
     out = [np.empty((len(interval), 4, q.shape[1])) for _ in derivatives]
     for o in np.unique(offset):
         rows = np.flatnonzero(offset == o)
-        bases = _bases(int(o), substeps, dt)
+        bases = _bases((o + kernels.STAGE_TIMES) / substeps, dt)
         block = knots[rows]
         for target, d in zip(out, derivatives, strict=True):
             # Elementwise sums (no BLAS): a column's values do not depend on how many other
@@ -86,23 +86,23 @@ def stage_arrays(tree: Tree, q, qd, qdd, dt: float, substeps: int) -> tuple:
 
 
 @njit(cache=True)
-def _fill_table(q, qd, qdd, dt, interval, offset, weights, kind, index, const, coef, D):
-    """D[n, s, slot, b] from samples q, qd, qdd (F, nd, B) (members innermost).
+def _fill_table(q, qd, qdd, dt, interval, weights, kind, index, const, coef, D):
+    """D[n, r, slot, b] from samples q, qd, qdd (F, nd, B) (members innermost).
 
-    weights (n_offsets, 3, 4, 6): Hermite weights of value/rate/acceleration at the 4 stage
-    times (knots q0, dt·q̇0, dt²·q̈0, dt²·q̈1, dt·q̇1, q1; dt the sample interval, s).
-    kind per slot: 0 cos, 1 sin, 5 value of angle ``index`` (const + coef @ q); 2 q, 3 q̇,
-    4 q̈ of driven coordinate ``index``. A member's values do
-    not depend on the batch size (same operations in the same order).
+    Row r of step n is a time in sample interval ``interval[n, r]`` with Hermite weights
+    ``weights[n, r]`` (3, 6) of value/rate/acceleration on the knots q0, dt·q̇0, dt²·q̈0,
+    dt²·q̈1, dt·q̇1, q1 (dt the sample interval, s). kind per slot: 0 cos, 1 sin, 5 value of
+    angle ``index`` (const + coef @ q); 2 q, 3 q̇, 4 q̈ of driven coordinate ``index``. A
+    member's values do not depend on the batch size (same operations in the same order).
     """
     nd, B = q.shape[1], q.shape[2]
     dt2 = dt * dt
     value = np.empty((3, nd, B))
     for n in range(interval.shape[0]):
-        i, o = interval[n], offset[n]
-        for s in range(4):
+        for r in range(interval.shape[1]):
+            i = interval[n, r]
             for d in range(3):
-                w = weights[o, d, s]
+                w = weights[n, r, d]
                 for j in range(nd):
                     for b in range(B):
                         value[d, j, b] = (w[0] * q[i, j, b] + w[1] * (dt * qd[i, j, b])
@@ -113,7 +113,7 @@ def _fill_table(q, qd, qdd, dt, interval, offset, weights, kind, index, const, c
                 c, k = kind[slot], index[slot]
                 if 2 <= c <= 4:
                     for b in range(B):
-                        D[n, s, slot, b] = value[c - 2, k, b]
+                        D[n, r, slot, b] = value[c - 2, k, b]
                     continue
                 for b in range(B):
                     angle = const[k]
@@ -123,27 +123,51 @@ def _fill_table(q, qd, qdd, dt, interval, offset, weights, kind, index, const, c
                         angle = np.cos(angle)
                     elif c == 1:
                         angle = np.sin(angle)
-                    D[n, s, slot, b] = angle
+                    D[n, r, slot, b] = angle
+
+
+def table_rows(F: int, substeps: int, samples_per_step: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sample interval (n_steps + 1, R) and fraction in it of every row of the driven table.
+
+    Rows 0-3: the stage times of step n (a step is 1/substeps or samples_per_step sample
+    intervals); rows 4…: the sample times inside a multi-sample step (frames n·s + j).
+    A stage time on an interval's end stays in that interval (fraction 1), as in
+    :func:`interpolate`.
+    """
+    n_steps = (F - 1) * substeps // samples_per_step
+    n = np.arange(n_steps + 1)
+    start = n * samples_per_step
+    i0 = start // substeps
+    frac0 = (start - i0 * substeps) / substeps
+    length = samples_per_step / substeps  # sample intervals per step
+    position = np.concatenate([frac0[:, None] + kernels.STAGE_TIMES[None, :] * length,
+                               np.arange(1, samples_per_step)[None, :] + 0 * frac0[:, None]],
+                              axis=1)
+    shift = np.maximum(np.ceil(position) - 1, 0).astype(np.int64)
+    interval = i0[:, None] + shift
+    fraction = position - shift
+    over = np.maximum(interval - (F - 2), 0)
+    return interval - over, fraction + over
 
 
 _KIND = {"cd": 0, "sd": 1, "qd": 2, "vd": 3, "ad": 4, "an": 5}
 
 
 def driven_table(tree: Tree, slots: tuple[tuple[str, int], ...], q, qd, qdd, dt: float,
-                 substeps: int) -> np.ndarray:
-    """The generated kernels' driven table D.
+                 substeps: int, samples_per_step: int = 1) -> np.ndarray:
+    """The generated kernels' driven table D (rows: see :func:`table_rows`).
 
-    q, qd, qdd: (F, n_driven) for one shared motion → D (n_steps + 1, 4, n_slots); or
-    (B, F, n_driven), one motion per member → D (n_steps + 1, 4, n_slots, B).
+    q, qd, qdd: (F, n_driven) for one shared motion → D (n_steps + 1, R, n_slots); or
+    (B, F, n_driven), one motion per member → D (n_steps + 1, R, n_slots, B).
     """
     per_member = q.ndim == 3
     arrays = [np.ascontiguousarray(a.transpose(1, 2, 0) if per_member else a[..., None],
                                    dtype=np.float64) for a in (q, qd, qdd)]
-    interval, offset = _step_layout(arrays[0].shape[0], substeps)
-    weights = np.array([np.stack(_bases(o, substeps, dt)) for o in range(substeps + 1)])
+    interval, fraction = table_rows(arrays[0].shape[0], substeps, samples_per_step)
+    weights = np.ascontiguousarray(np.stack(_bases(fraction, dt), axis=2))  # (N, R, 3, 6)
     const, coef = angle_terms(tree)
     kind = np.array([_KIND[k] for k, _ in slots], dtype=np.int64)
     index = np.array([i for _, i in slots], dtype=np.int64)
-    D = np.empty((len(interval), 4, len(slots), arrays[0].shape[2]))
-    _fill_table(*arrays, dt, interval, offset, weights, kind, index, const, coef, D)
+    D = np.empty((*interval.shape, len(slots), arrays[0].shape[2]))
+    _fill_table(*arrays, dt, interval, weights, kind, index, const, coef, D)
     return D if per_member else np.ascontiguousarray(D[..., 0])

@@ -43,6 +43,12 @@ def test_points_within_a_tenth_of_a_millimetre_of_radau(real, motion, start):
     assert error.max() < 1e-4, error.max()
     # Free coordinates too (m and rad).
     assert np.max(np.abs(sim.free_q[0] - reference.y[:nf].T)) < 1e-4
+    # Steps of two samples (h = 2 ms, frames between step ends interpolated): ≈ 0.054 mm.
+    coarse = simulate(real, P, motion, q0, v0, outputs=("points",), samples_per_step=2)
+    error2 = np.linalg.norm(coarse.points[0] - points_ref, axis=-1)
+    assert error2.max() < 1e-4, error2.max()
+    assert error2[1::2].max() < 1.1 * error2[::2].max()  # interpolated frames as good
+    assert error2.max() > error.max()  # a real trade: the coarser step is less accurate
 
 
 def test_generated_kernel_agrees_with_the_reference_kernel(real, motion, start):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tomllib
 
-from bemore.errors import DataError
+from bemore.errors import DataError, ModelError
 from bemore.model import DrivenMotion, Model, joint_centre_cost, simulate, straight_posture
 from bemore.model.description import parse_description
 from bemore.model.gymnasts import model_path
@@ -144,3 +144,23 @@ def test_bar_rest_position_parameters_move_the_equilibrium():
     shift = sim.points[1] - sim.points[0]
     assert np.max(np.abs(shift[..., 0] - 0.01)) < 1e-9
     assert np.max(np.abs(shift[..., 1] + 0.02)) < 1e-9
+
+
+def test_two_sample_steps_need_the_generated_engine_and_no_efforts(exemplary, gestures,
+                                                                   ex_start):
+    motions, _ = gestures
+    q0, v0 = ex_start
+    P = exemplary.parameter_matrix([{}])
+    with pytest.raises(ModelError, match="samples_per_step = 2 needs substeps = 1"):
+        simulate(exemplary, P, motions[0], q0, v0, outputs=("efforts",), samples_per_step=2)
+    odd = DrivenMotion(motions[0].t[:-1], motions[0].q[:-1], motions[0].qd[:-1],
+                       motions[0].qdd[:-1])
+    with pytest.raises(ModelError, match="the motion has 2399"):
+        simulate(exemplary, P, odd, q0, v0, outputs=("free_q",), samples_per_step=2)
+    fine = simulate(exemplary, P, motions[0], q0, v0, outputs=("free_q", "free_qd"))
+    coarse = simulate(exemplary, P, motions[0], q0, v0, outputs=("free_q", "free_qd"),
+                      samples_per_step=2)
+    # Swing angle within 1e-4 rad (0.06 mm at the shoulder) at every frame, step ends and
+    # interpolated frames alike (measured 3.3e-5 rad).
+    assert np.max(np.abs(coarse.free_q[0, :, 2] - fine.free_q[0, :, 2])) < 1e-4
+    assert np.max(np.abs(coarse.free_qd[0, :, 2] - fine.free_qd[0, :, 2])) < 1e-3
