@@ -192,3 +192,30 @@ def test_free_midpoints_add_two_design_variables_that_change_the_gesture(setup) 
     assert abs(f[1] - f[0]) > 1.0 and abs(f[2] - f[0]) > 1.0
     assert abs(c[1, 1] - c[0, 1]) > 0.1
     assert problem.design(X[1]).mid_fraction_flexion == 0.6
+
+
+def test_the_fall_from_the_handstand_is_near_critical(setup) -> None:
+    # The physics check of docs/synthesis.md: at the seed's optimum (t_f 2.405 s, t_flexmax
+    # 1.468 s, φ_max 160°), changing any lumped-segment parameter by ±20 % moves the rotation at
+    # t_f by a few degrees, but a start rate of 4°/s about the bar moves it by more than 100°.
+    model, values, _ = setup
+    seed = np.array([[2.405, 1.468, np.deg2rad(160.0)]])
+    synthesis = load_synthesis()
+
+    def rotation(parameters: dict, rate_deg_s: float = 0.0) -> float:
+        problem = GestureProblem(
+            model, model.parameter_matrix([parameters]), synthesis, step_s=1e-3, substeps=2,
+            start_rate_rad_s=np.deg2rad(rate_deg_s),
+        )
+        assert problem.start.free_qd0[2] == pytest.approx(np.deg2rad(rate_deg_s))
+        return float(problem.evaluate_batch(seed).rotation_deg[0])
+
+    at_rest = rotation(values)
+    assert at_rest < 300.0  # the seed's gesture cannot complete the circle from rest here
+    for name in ("body.mass", "body.com", "body.inertia", "arm.mass", "arm.inertia"):
+        for factor in (0.8, 1.2):
+            changed = rotation({**values, name: values[name] * factor})
+            assert abs(changed - at_rest) < 10.0, name
+    with_rate = rotation(values, 4.0)
+    assert with_rate > at_rest + 100.0
+    assert 350.0 < with_rate < 372.0

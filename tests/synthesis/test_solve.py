@@ -8,6 +8,8 @@ import pytest
 from bemore.synthesis.pymoo_search import solve_pymoo
 from bemore.synthesis.solve import (
     constraint_form,
+    screened_starts,
+    solve_corrected,
     solve_multistart,
     starting_points,
     violation,
@@ -97,3 +99,81 @@ def test_pymoo_global_search_then_polish() -> None:
     np.testing.assert_allclose(outcome.x, [1.25, 0.75, 1.0], atol=2e-4)
     assert max(problem.batch_sizes) >= 20  # the population is evaluated as one batch
     assert outcome.method == "pymoo"
+
+
+class Recording(Sphere):
+    """The sphere problem, remembering every design it evaluated."""
+
+    def __init__(self, band: tuple[float, float] = (3.0, 3.1)) -> None:
+        super().__init__(band)
+        self.seen: list[np.ndarray] = []
+
+    def evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self.seen.extend(np.array(X))
+        return super().evaluate(X)
+
+
+def test_budget_stops_a_run_with_the_best_point_it_visited() -> None:
+    problem = Recording()
+    outcome = solve_multistart(
+        problem, np.array([[2.0, 0.1, 2.0]]), objective_scale=1.0, budget=3, reevaluate=False
+    )
+    run = outcome.runs[0]
+    assert "stopped after 3 batched evaluations" in run.message and not run.success
+    assert len(problem.batch_sizes) == 3  # no fourth request was made
+    # The returned design is the best of the visited ones: feasible ones first, then by
+    # objective (the test's own ranking of what the problem saw).
+    seen = np.array(problem.seen)
+    f, c = Sphere().evaluate(seen)
+    worst = violation(c, problem.constraint_lower, problem.constraint_upper)
+    ranked = seen[np.lexsort((f, np.where(worst <= 1e-6, 0.0, worst)))]
+    np.testing.assert_array_equal(outcome.x, ranked[0])
+
+
+def test_screened_starts_take_the_best_spread_candidates_from_one_batch() -> None:
+    problem = Sphere(band=(0.5, 6.0))  # most of the box is feasible here
+
+    def linear(X: np.ndarray) -> np.ndarray:
+        return X[:, 0] - X[:, 1] - 0.5
+
+    starts, f_starts, evaluated = screened_starts(
+        problem, 4, np.random.default_rng(5), linear, pool=40, spacing=0.15
+    )
+    assert evaluated == 40 and problem.batch_sizes == [40]
+    pool = starting_points(Sphere(), 40, np.random.default_rng(5), linear)
+    f_pool, c_pool = Sphere(band=(0.5, 6.0)).evaluate(pool)
+    feasible = violation(c_pool, problem.constraint_lower, problem.constraint_upper) == 0.0
+    best = pool[feasible][np.argmin(f_pool[feasible])]
+    np.testing.assert_array_equal(starts[0], best)
+    np.testing.assert_allclose(f_starts, (starts**2).sum(axis=1))
+    u = starts / 2.0  # normalised: the box is [0, 2]³
+    gaps = [np.abs(u[i] - u[j]).max() for i in range(4) for j in range(i)]
+    assert min(gaps) >= 0.15
+
+
+class ShiftedSum(Sphere):
+    """The sphere problem whose first constraint is a·(x + y + z) + b (a "fine" version)."""
+
+    def __init__(self, a: float, b: float) -> None:
+        super().__init__()
+        self.a, self.b = a, b
+
+    def evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        f, c = super().evaluate(X)
+        c[:, 0] = self.a * c[:, 0] + self.b
+        return f, c
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "total"),
+    [(1.0, 0.2, 2.8), (1.02, 0.0, 3.0 / 1.02)],  # a constant defect, then one that varies
+)
+def test_defect_correction_solves_the_fine_problem_through_the_coarse_one(a, b, total) -> None:
+    # The fine optimum: the projection of the origin on {x + y + z = total, x − y = 0.5}.
+    expected = np.array([total / 3 + 0.25, total / 3 - 0.25, total / 3])
+    fine = ShiftedSum(a, b)
+    outcome, fine_evaluations = solve_corrected(Sphere(), fine, np.array([1.2, 0.7, 1.1]))
+    assert outcome.feasible
+    np.testing.assert_allclose(outcome.x, expected, atol=2e-4)
+    assert fine_evaluations <= 4
+    assert sum(fine.batch_sizes) == fine_evaluations  # one design per fine evaluation

@@ -132,3 +132,32 @@ def test_bad_inputs_are_one_line_errors(tmp_path) -> None:
     assert result.exit_code == 2
     assert "bad.toml: [solver] starts = 0" in result.output
     assert "Traceback" not in result.output
+
+
+def test_torque_limit_moves_the_gesture_and_the_athlete_limit_is_out_of_reach(tmp_path) -> None:
+    config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
+    runner = CliRunner()
+    out = tmp_path / "limited"
+    arguments = ["synthesize", "--config", str(config), "--no-animation", "--out"]
+    result = runner.invoke(cli, [*arguments, str(out), "--torque-limit", "190"])
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "gesture.json").read_text())
+    (status,) = [c for c in data["constraints"] if c["name"] == "peak torque per shoulder"]
+    assert status["satisfied"] and status["upper"] == 190.0
+    # The 1 kHz profiles (re-simulated, 2 steps per sample) stay within the limit (+0.1 %).
+    profiles = np.genfromtxt(out / "profiles.csv", delimiter=",", names=True)
+    assert np.abs(profiles["torque_per_shoulder_nm"]).max() <= 190.0 * 1.001
+    # Unconstrained, this box's optimum needs 191.7 N·m per shoulder for ∫|C|dt = 279.44 N·m·s:
+    # the limit costs effort and moves t_f later.
+    assert data["objective_value"] > 279.45
+    assert data["design"]["final_time_s"] > 2.97
+    assert 360.0 <= data["final_rotation_deg"] <= 362.0
+    # The athlete's limit of configs/bench.toml (70 N·m) is out of reach: said, not clipped.
+    out = tmp_path / "athlete"
+    result = runner.invoke(cli, [*arguments, str(out), "--torque-limit", "athlete"])
+    assert result.exit_code == 1
+    assert "constraint failed: peak torque per shoulder" in result.output
+    assert not (out / "setpoints.csv").exists()
+    result = runner.invoke(cli, [*arguments, str(out), "--torque-limit", "-3"])
+    assert result.exit_code == 2
+    assert "--torque-limit '-3': expected a positive number" in result.output
