@@ -140,6 +140,14 @@ def difference_sentence(
     help="Constrain the peak torque of each shoulder (N·m), or 'athlete' for "
     "configs/bench.toml [athlete] max_torque_nm.",
 )
+@click.option(
+    "--segments",
+    type=click.Choice(["identified", "table"]),
+    default="identified",
+    show_default=True,
+    help="Lump the body with the athlete's identified trunk mass and CoMs, or with the "
+    "segment table's (only the bar and shoulder springs identified, DESIGN §1.3).",
+)
 @click.option("--no-animation", is_flag=True, help="Skip the animated GIF (saves ~5 s).")
 @click.option(
     "--dask",
@@ -166,6 +174,7 @@ def synthesize_command(
     free_midpoints: bool,
     start_rate_deg_s: float,
     torque_limit: str | None,
+    segments: str,
     no_animation: bool,
     dask_address: str | None,
     out_dir: Path,
@@ -209,6 +218,7 @@ def synthesize_command(
         free_midpoints=free_midpoints,
         start_rate_deg_s=start_rate_deg_s,
         torque_limit_nm=_torque_limit(torque_limit),
+        segments=segments,
     )
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():

@@ -23,7 +23,7 @@ import numpy as np
 
 from bemore.errors import OptimisationError
 from bemore.model import exemplary_parameters, load_model
-from bemore.settings import Synthesis
+from bemore.settings import Synthesis, load_gymnast
 from bemore.synthesis.athlete import AthleteParameters
 from bemore.synthesis.problem import HAND_ROTATION, GestureProblem, StartState, objective_value
 from bemore.synthesis.pymoo_search import solve_pymoo
@@ -36,6 +36,8 @@ from bemore.synthesis.solve import (
     violation,
 )
 
+# Where the lumped arms and body take the trunk mass and the trunk/thigh CoMs from.
+SEGMENT_SOURCES = ("identified", "table")
 # Rotation band narrowed by this much for the optimiser (deg): with 0.5 ms steps (1 ms samples,
 # 2 substeps) the final rotation is within ≈ 0.003° of its converged value (3rd-order method:
 # 0.022° at 1 ms, 0.003° at 0.5 ms, 0.0004° at 0.25 ms), so the verified gesture stays inside.
@@ -76,12 +78,33 @@ class SynthesisOptions:
     pymoo_generations: int = 15
     start_rate_deg_s: float = 0.0
     torque_limit_nm: float | None = None
+    segments: str = "identified"
 
 
-def exemplary_matrix(athlete: AthleteParameters) -> tuple[object, np.ndarray, dict[str, float]]:
-    """The exemplary model, its parameter matrix (1, n) and the parameters by name (SI)."""
+def exemplary_matrix(
+    athlete: AthleteParameters, segments: str = "identified"
+) -> tuple[object, np.ndarray, dict[str, float]]:
+    """The exemplary model, its parameter matrix (1, n) and the parameters by name (SI).
+
+    ``segments="identified"`` lumps the arms and body with the athlete's identified trunk mass
+    and trunk/thigh CoMs (bemore.model.exemplary_parameters as it is); ``"table"`` keeps only
+    the identified bar and shoulder springs (DESIGN §1.3) and lumps the segment table's trunk
+    and thighs (configs/gymnast.toml). See docs/synthesis.md, physics check.
+    """
+    if segments not in SEGMENT_SOURCES:
+        raise OptimisationError(
+            f"unknown segments {segments!r} (allowed: {', '.join(SEGMENT_SOURCES)})"
+        )
+    real = dict(athlete.values)
+    if segments == "table":
+        table = load_gymnast().segments
+        real.update({
+            "trunk.mass": table["trunk"].total_mass_kg,
+            "trunk.com": table["trunk"].com_from_proximal_m,
+            "thigh.com": table["thigh"].com_from_proximal_m,
+        })
     model = load_model("exemplary_gymnast")
-    values = exemplary_parameters(athlete.values)
+    values = exemplary_parameters(real)
     return model, model.parameter_matrix([values]), values
 
 
@@ -235,7 +258,7 @@ def synthesize(
     failing constraints are marked in ``result.constraints`` (closest design found).
     """
     clock = time.perf_counter()
-    model, P, values = exemplary_matrix(athlete)
+    model, P, values = exemplary_matrix(athlete, options.segments)
     coarse_problem = _problem(model, P, synthesis, options, options.coarse_step_s, 1)
     fine_problem = _problem(
         model, P, synthesis, options, options.fine_step_s, FINE_SUBSTEPS, coarse_problem.start
@@ -312,6 +335,7 @@ def synthesize(
             "free_midpoints": options.free_midpoints,
             "start_rate_deg_s": options.start_rate_deg_s,
             "torque_limit_per_shoulder_nm": options.torque_limit_nm,
+            "segments": options.segments,
             "start_state": {
                 "free_q0": fine.start.free_q0.tolist(),
                 "free_qd0": fine.start.free_qd0.tolist(),

@@ -71,3 +71,30 @@ def test_missing_or_malformed_file(tmp_path) -> None:
     bad.write_text("[1, 2]")
     with pytest.raises(DataError, match="missing 'parameters'"):
         load_athlete(bad, IDENTIFICATION)
+
+
+def _body_com_from_shoulder(trunk_mass: float, trunk_com: float, thigh_com: float) -> float:
+    """Lumped body CoM (m from the shoulder, along the straight body, feet pointed), by hand
+    from the segment table: head above the shoulder, trunk 0.428 m, thighs 0.419 m, shanks
+    0.362 m, feet in line; the thighs take 27.433 kg − trunk mass."""
+    parts = [
+        (3.565, -0.081),
+        (trunk_mass, trunk_com),
+        (27.433 - trunk_mass, 0.428 + thigh_com),
+        (2 * 1.089, 0.428 + 0.419 + 0.160),
+        (2 * 0.990, 0.428 + 0.419 + 0.362 + 0.035),
+    ]
+    return sum(m * x for m, x in parts) / sum(m for m, _ in parts)
+
+
+def test_segments_identified_or_from_the_table() -> None:
+    from bemore.synthesis.synthesize import exemplary_matrix
+
+    athlete = default_parameters(load_identification())
+    _, _, identified = exemplary_matrix(athlete, "identified")
+    _, _, table = exemplary_matrix(athlete, "table")
+    assert identified["body.com"] == pytest.approx(_body_com_from_shoulder(12.277, 0.194, 0.124))
+    assert table["body.com"] == pytest.approx(_body_com_from_shoulder(17.529, 0.178, 0.151))
+    assert table["body.mass"] == pytest.approx(identified["body.mass"]) == pytest.approx(35.156)
+    for name in ("bar.mass", "bar.stiffness_y", "shoulder.damping_ap", "shoulder.stiffness_pd"):
+        assert table[name] == identified[name] == athlete.values[name]
