@@ -41,6 +41,7 @@ class Summary:
     peak_measured_torque_nm: float
     deadline_misses: int
     late_sends: int
+    skipped: int
     period_error_p50_ms: float
     period_error_p99_ms: float
     period_error_max_ms: float
@@ -65,7 +66,7 @@ class Summary:
             f"torque      peak commanded {self.peak_commanded_torque_nm:.1f} N·m, peak measured "
             f"{self.peak_measured_torque_nm:.1f} N·m",
             f"timing      {self.deadline_misses} deadline misses, {self.late_sends} sends more "
-            f"than a period late; period error p50 "
+            f"than a period late, {self.skipped} slots skipped; period error p50 "
             f"{self.period_error_p50_ms:.3f} ms, p99 {self.period_error_p99_ms:.3f} ms, max "
             f"{self.period_error_max_ms:.3f} ms",
             f"faults      {', '.join(self.faults) or 'none'}",
@@ -146,6 +147,7 @@ def summarise(log: SessionLog) -> Summary:
         peak_measured_torque_nm=_peak(tm["torque_mNm"]) * 1e-3,
         deadline_misses=timing.deadline_misses if timing else 0,
         late_sends=timing.late_sends if timing else 0,
+        skipped=timing.skipped if timing else 0,
         period_error_p50_ms=timing.period_error_p50_ms if timing else 0.0,
         period_error_p99_ms=timing.period_error_p99_ms if timing else 0.0,
         period_error_max_ms=timing.period_error_max_ms if timing else 0.0,

@@ -410,7 +410,9 @@ class Session:
         except BenchError:
             return ""
         ticks = reply.fields["mcu_ticks"]
-        if ticks < self._ticks_seen:
+        # The firmware answers HELLO before it ticks, so a reply can carry one tick less than a
+        # telemetry frame of the same tick that the reader thread handled first: not a reset.
+        if ticks + 1 < self._ticks_seen:
             self.log.event("firmware reset", f"mcu_ticks {ticks} after {self._ticks_seen}")
             return f"mcu_ticks {ticks} after {self._ticks_seen}"
         return ""

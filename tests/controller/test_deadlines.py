@@ -15,7 +15,7 @@ import numpy as np
 from bemore.settings import load_bench
 from controller.log import LogWriter, read_log
 from controller.modes import ModeSettings, build_plan
-from controller.protocol import load_spec
+from controller.protocol import Message, load_spec
 from controller.replay import summarise
 from controller.scheduler import Scheduler
 from controller.session import Session
@@ -66,3 +66,25 @@ def test_a_host_stall_is_a_miss_for_the_host_and_a_late_setpoint_for_the_firmwar
     assert summary.firmware_counters["late_setpoints"] == sent_late
     # and the replay of the log finds the same misses as the live session
     assert summary.deadline_misses == result.timing["deadline_misses"]
+
+
+class _HelloOnly:
+    """A link that answers HELLO with a given mcu_ticks (the rest of Session is not used)."""
+
+    def __init__(self, mcu_ticks: int):
+        self.mcu_ticks = mcu_ticks
+
+    def request(self, name, reply, timeout_s, **fields):
+        return Message("HELLO_REPLY", 0, {"mcu_ticks": self.mcu_ticks})
+
+
+def test_a_hello_reply_one_tick_behind_the_telemetry_is_not_a_reset(tmp_path):
+    """The firmware answers HELLO before it ticks: its reply may carry one tick less than the
+    telemetry frame sent in the same tick (handled first). A restart starts again from 0."""
+    with LogWriter(tmp_path / "log.jsonl", {"test": "probe"}) as log:
+        session = Session("/dev/null", load_bench(), log, ModeSettings())
+        session._ticks_seen = 571
+        session.link = _HelloOnly(570)
+        assert session._probe_reset(timeout_s=0.1) == ""
+        session.link = _HelloOnly(3)
+        assert session._probe_reset(timeout_s=0.1) == "mcu_ticks 3 after 571"
