@@ -8,6 +8,8 @@ setpoints the host sent (same tolerance, protocol.toml [limits] late_tolerance_m
 
 from __future__ import annotations
 
+import gc
+import os
 import time
 
 import numpy as np
@@ -18,7 +20,7 @@ from controller.modes import ModeSettings, build_plan
 from controller.protocol import Message, load_spec
 from controller.replay import summarise
 from controller.scheduler import Scheduler
-from controller.session import Session
+from controller.session import COMMANDED_RING, Session
 from controller.simbench import start_simulated_bench
 from tests.controller.gestures import make_gesture
 
@@ -41,6 +43,7 @@ def test_a_host_stall_is_a_miss_for_the_host_and_a_late_setpoint_for_the_firmwar
     settings = ModeSettings(rate_hz=1000.0, ramp_down_s=0.3)
     plan = build_plan(make_gesture(duration_s=1.0, peak_deg=30.0), settings)
     log_path = tmp_path / "session.jsonl"
+    affinity, policy = os.sched_getaffinity(0), os.sched_getscheduler(0)
     with start_simulated_bench() as simulated, LogWriter(log_path, {"test": "stall"}) as log:
         session = Session(simulated.port, load_bench(), log, settings)
         try:
@@ -51,6 +54,9 @@ def test_a_host_stall_is_a_miss_for_the_host_and_a_late_setpoint_for_the_firmwar
         finally:
             session.close()
     assert result.ok, result.message
+    # the stream gave back what it took: collector, CPU affinity, scheduling policy
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert os.sched_getaffinity(0) == affinity and os.sched_getscheduler(0) == policy
     lateness_ms = (scheduler.send_ns - (scheduler.t0_ns + scheduler.slots * 1_000_000)) * 1e-6
     stalled = int(np.flatnonzero(scheduler.slots == STALL_SLOT)[0])
     assert lateness_ms[stalled] > STALL_S * 1000  # written after the stall
@@ -88,3 +94,17 @@ def test_a_hello_reply_one_tick_behind_the_telemetry_is_not_a_reset(tmp_path):
         assert session._probe_reset(timeout_s=0.1) == ""
         session.link = _HelloOnly(3)
         assert session._probe_reset(timeout_s=0.1) == "mcu_ticks 3 after 571"
+
+
+def test_the_tracking_reference_is_a_bounded_ring(tmp_path):
+    """Only the last COMMANDED_RING ms of commanded positions are kept, however long the session
+    (a session of 1000 repetitions must not grow without bound)."""
+    with LogWriter(tmp_path / "log.jsonl", {"test": "ring"}) as log:
+        session = Session("/dev/null", load_bench(), log, ModeSettings())
+        for time_ms in range(3 * COMMANDED_RING):
+            session._remember({"time_ms": time_ms, "position_urad": 10 * time_ms})
+        last = 3 * COMMANDED_RING - 1
+        assert session._commanded(last) == 10 * last
+        assert session._commanded(last - COMMANDED_RING + 1) == 10 * (last - COMMANDED_RING + 1)
+        assert session._commanded(last - COMMANDED_RING) is None  # overwritten
+        assert len(session._commanded_time) == COMMANDED_RING
