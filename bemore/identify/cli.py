@@ -76,7 +76,7 @@ def identify_command(
         bemore identify data/sample_trial.c3d --polish --out out/identify
     """
     from bemore.evaluate import EvaluatedProblem, make_evaluator
-    from bemore.identify.outputs import write_outputs
+    from bemore.identify.outputs import write_plots, write_results
     from bemore.identify.run import RunSettings, identify
     from bemore.identify.space import ParameterSpace
     from bemore.paths import default_config
@@ -120,11 +120,14 @@ def identify_command(
         config_record["evaluator"] = evaluator.describe()
     finally:
         evaluator.close()
-    record = write_outputs(out, outcome, problem, settings, trial_summary, config_record)
+    record = write_results(out, outcome, problem, settings, trial_summary, config_record)
     from bemore.identify.report import summary_text
 
+    # The result first; the plots (matplotlib, 1–2 s) after it.
     click.echo(summary_text(record))
-    click.echo(f"wrote {out}/athlete.json, convergence.csv, summary.txt and 3 plots")
+    click.echo(f"wrote {out}/athlete.json, convergence.csv, summary.txt; plotting…")
+    write_plots(out, outcome, problem, settings)
+    click.echo(f"wrote {out}/trajectories.png, stick_figures.png, convergence.png")
     if outcome.interrupted:
         sys.exit(1)
 

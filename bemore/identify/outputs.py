@@ -94,6 +94,20 @@ def write_outputs(
     config: dict[str, Any],
 ) -> dict[str, Any]:
     """Write athlete.json, convergence.csv, summary.txt and the three plots; return the record."""
+    record = write_results(out_dir, outcome, problem, settings, trial, config)
+    write_plots(out_dir, outcome, problem, settings)
+    return record
+
+
+def write_results(
+    out_dir: Path,
+    outcome: Outcome,
+    problem: IdentificationProblem,
+    settings: RunSettings,
+    trial: dict[str, Any],
+    config: dict[str, Any],
+) -> dict[str, Any]:
+    """Write athlete.json, convergence.csv and summary.txt (no plots); return the record."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -103,6 +117,13 @@ def write_outputs(
     (out_dir / "convergence.csv").write_text(convergence_csv(outcome), encoding="utf-8")
     summary = report.summary_text(record)
     (out_dir / "summary.txt").write_text(summary + "\n", encoding="utf-8")
+    return record
+
+
+def write_plots(
+    out_dir: Path, outcome: Outcome, problem: IdentificationProblem, settings: RunSettings
+) -> None:
+    """trajectories.png, stick_figures.png and convergence.png (matplotlib: ~1–2 s)."""
     t = problem.motion.t
     index = [problem.model.point_names.index(name) for name in problem.cost_points]
     simulated = outcome.simulated_points[:, index]
@@ -120,4 +141,3 @@ def write_outputs(
         " + least-squares polish" if settings.polish else ""
     )
     report.plot_convergence(out_dir / "convergence.png", nfev, best, label)
-    return record

@@ -69,10 +69,14 @@ def versions() -> dict[str, str]:
         "scipy": scipy.__version__,
         "numba": numba.__version__,
     }
+    from importlib.metadata import PackageNotFoundError, version
+
+    # From the installed metadata: importing pyswarms and pymoo for their version strings
+    # costs ~1 s of a run that does not use them.
     for module in ("pyswarms", "pymoo"):
         try:
-            found[module] = __import__(module).__version__
-        except (ImportError, AttributeError):
+            found[module] = version(module)
+        except PackageNotFoundError:
             found[module] = "not installed"
     return found
 

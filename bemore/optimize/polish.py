@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from bemore.errors import OptimisationError
 from bemore.optimize.result import IterationRecord, OptimisationResult
@@ -80,6 +79,9 @@ def polish(
     ``max_iterations`` bounds the residual evaluations of scipy (each Jacobian is one more batch
     of 2·d or d + 1 points). Ctrl-C stops cleanly with the best point evaluated so far (status 1).
     """
+    # Imported here: scipy.optimize costs ~1 s of start-up that a run without --polish skips.
+    from scipy.optimize import least_squares
+
     start = time.perf_counter()
     lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
     x0 = np.clip(np.asarray(x0, dtype=float), lower, upper)
