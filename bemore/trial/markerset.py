@@ -86,11 +86,47 @@ class Gaps(Section):
     max_gap_s: float = Field(0.1, ge=0.0, le=1.0, description="longest gap filled (s)")
 
 
+class DrivenCutoffs(Section):
+    """Cutoff (Hz) of each driven coordinate's low-pass.
+
+    Slow relative angles on short segments can take lower cutoffs: the 75 mm hand turns the
+    0.5 mm noise of the wrist joint centre into 0.57° per frame (docs/trials.md, "Accuracy").
+    """
+
+    wrist: PositiveFloat = 3.0
+    forearm_length: PositiveFloat = 4.0
+    elbow: PositiveFloat = 4.0
+    upper_arm_length: PositiveFloat = 4.0
+    shoulder_flexion: PositiveFloat = 4.0
+    neck: PositiveFloat = 4.0
+    hip: PositiveFloat = 4.0
+    knee: PositiveFloat = 4.0
+    ankle: PositiveFloat = 4.0
+
+
+EdgePadding = Literal["extrapolate", "mirror"]
+
+
 class LowPass(Section):
-    """Zero-lag Butterworth low-pass filter of the marker trajectories."""
+    """Zero-lag Butterworth low-pass of the marker trajectories (the joint centres)."""
 
     cutoff_hz: PositiveFloat = 6.0
     order: int = Field(4, ge=1, le=8, description="design order, applied forward and backward")
+    edge: EdgePadding = "extrapolate"
+    edge_cycles: float = Field(0.9, ge=0.3, le=3.0,
+                               description="quadratic end fits over edge_cycles / cutoff_hz s")
+
+
+class DrivenFilter(Section):
+    """Optional: the driven coordinates computed from the UNFILTERED joint centres and
+    low-passed each at its own cutoff (order of ``[filter]``). Off: they are computed from the
+    filtered markers (one filter for the whole chain)."""
+
+    enabled: bool = False
+    edge: EdgePadding = "mirror"
+    edge_cycles: float = Field(1.2, ge=0.3, le=3.0,
+                               description="quadratic end fits over edge_cycles / cutoff_hz s")
+    cutoff_hz: DrivenCutoffs = DrivenCutoffs()
 
 
 class Resample(Section):
@@ -110,6 +146,10 @@ class InitialState(Section):
 
     fit_window_s: float = Field(0.25, ge=0.02, le=1.0,
                                 description="least-squares quadratic over the first this-many s")
+    rotation_from: Literal["hand", "forearm"] = Field(
+        "forearm", description="rate about the bar: of the hand, or forearm minus wrist rates")
+    wrist_window_s: float = Field(1.0, ge=0.1, le=3.0,
+                                  description="least-squares cubic of the wrist angle (s)")
 
 
 class TrialSettings(Section):
@@ -118,6 +158,7 @@ class TrialSettings(Section):
     trim: Trim = Trim()
     gaps: Gaps = Gaps()
     filter: LowPass = LowPass()
+    driven_filter: DrivenFilter = DrivenFilter()
     resample: Resample = Resample()
     plane: PlaneSettings = PlaneSettings()
     initial_state: InitialState = InitialState()
