@@ -60,13 +60,26 @@ def summary_lines(
         f"{'iterations':22}{result.iterations:12d}",
         f"{'evaluations':22}{result.evaluations:12d}  {'':<22}{seed['evaluations']:15.0f}",
         f"{'engine calls':22}{result.engine_calls:12d}  {'(batched)':<22}",
-        f"{'time (s)':22}{result.elapsed_s:12.2f}  {'':<22}{seed['elapsed_s']:15.2f}",
+        f"{'time (s)':22}{result.elapsed_s:12.2f}  {_time_split(result):<22}"
+        f"{seed['elapsed_s']:15.2f}",
     ]
     return lines
 
 
+def _time_split(result: SynthesisResult) -> str:
+    """'start-up a + search b' (s) from the stage timings, or '' without them."""
+    timings = result.timings_s
+    if "startup" not in timings:
+        return ""
+    search = sum(value for name, value in timings.items() if name != "startup")
+    return f"start-up {timings['startup']:.2f} + {search:.2f}"
+
+
 def difference_sentence(
-    result: SynthesisResult, seed: dict[str, float], seed_rotation_deg: float
+    result: SynthesisResult,
+    seed: dict[str, float],
+    seed_rotation_deg: float,
+    seed_objective: float | None = None,
 ) -> str:
     """Why bemore's optimum may differ from the seed's, with the facts measured in this run."""
     same = (
@@ -75,12 +88,20 @@ def difference_sentence(
     )
     if same:
         return "bemore's optimum matches the seed's to within 10 ms."
+    (band,) = [c for c in result.constraints if c.name == "rotation about the bar at t_f"]
+    if band.lower <= seed_rotation_deg <= band.upper and seed_objective is not None:
+        return (
+            f"The seed's gesture is feasible here ({seed_rotation_deg:.1f} deg) but costs "
+            f"{seed_objective:.1f} {result.objective_unit} against bemore's "
+            f"{result.objective_value:.1f}: bemore's is the better optimum of this model."
+        )
     return (
         f"The optimum differs from the seed's: the seed's gesture, simulated in this exemplary "
-        f"model, turns {seed_rotation_deg:.1f} deg about the bar (band 360-362 deg). The fall "
-        "from a handstand at rest is near-critical: no model parameter moves that by more than "
-        "a few degrees, but a start rotation rate of 4 deg/s (--start-rate 4) makes the seed's "
-        "gesture turn 360 deg (docs/synthesis.md, physics check)."
+        f"model, turns {seed_rotation_deg:.1f} deg about the bar (band {band.lower:g}-"
+        f"{band.upper:g} deg). The fall from a handstand at rest is near-critical: no model "
+        "parameter moves that by more than a few degrees, but a start rotation rate of 4 deg/s "
+        "(--start-rate 4) makes the seed's gesture turn 360 deg (docs/synthesis.md, physics "
+        "check)."
     )
 
 
@@ -241,8 +262,9 @@ def synthesize_command(
         if evaluator is not None:
             evaluator.close()
     seed_result = synthesis.seed_result.model_dump()
-    seed_rotation = _seed_rotation(problem, seed_result)
+    seed_rotation, seed_objective = _seed_evaluation(problem, seed_result)
     result.inputs["seed_gesture_rotation_deg"] = seed_rotation
+    result.inputs["seed_gesture_objective"] = seed_objective
     x = problem.vector(result.design)
     profiles = problem.profiles(x, SETPOINT_RATE_HZ)
     write_gesture_json(out_dir / "gesture.json", result)
@@ -253,13 +275,18 @@ def synthesize_command(
     bounds = _bounds(problem)
     for line in summary_lines(result, seed_result, seed_rotation, bounds):
         click.echo(line)
-    click.echo(difference_sentence(result, seed_result, seed_rotation))
+    click.echo(difference_sentence(result, seed_result, seed_rotation, seed_objective))
     if not result.feasible:
         failing = [s for s in result.constraints if not s.satisfied]
         for status in failing:
+            allowed = (
+                f"≤ {status.upper:g}" if status.lower is None
+                else f"≥ {status.lower:g}" if status.upper is None
+                else f"[{status.lower:g}, {status.upper:g}]"
+            )
             click.echo(
                 f"constraint failed: {status.name} = {status.value:.4f} {status.unit} "
-                f"(allowed [{status.lower}, {status.upper}])"
+                f"(allowed {allowed})"
             )
         click.echo(
             f"bemore: no feasible gesture within the bounds; closest design written to "
@@ -312,11 +339,12 @@ def _torque_limit(text: str | None) -> float | None:
     return value
 
 
-def _seed_rotation(problem: GestureProblem, seed: dict[str, float]) -> float:
-    """Rotation about the bar (deg) of the seed's optimal gesture simulated in this model."""
+def _seed_evaluation(problem: GestureProblem, seed: dict[str, float]) -> tuple[float, float]:
+    """Rotation about the bar (deg) and objective of the seed's optimal gesture in this model."""
     x = [seed["final_time_s"], seed["flexion_end_time_s"], np.deg2rad(seed["max_flexion_deg"])]
     x += [0.5] * (len(problem.names) - 3)
-    return float(problem.evaluate_batch(np.array(x)[None]).rotation_deg[0])
+    evaluation = problem.evaluate_batch(np.array(x)[None])
+    return float(evaluation.rotation_deg[0]), float(evaluation.objective[0])
 
 
 def _bounds(problem: GestureProblem) -> dict[str, tuple[float, float]]:
