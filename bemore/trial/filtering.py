@@ -16,16 +16,15 @@ def low_pass(
     order: int,
     source: str = "trial",
     edge_cycles: float = 0.9,
-    edge: str = "extrapolate",
 ) -> np.ndarray:
     """Zero-lag Butterworth low-pass along axis 0 (forward-backward, so the gain is squared).
 
     ``samples`` (F, ...) at ``rate_hz``; ``cutoff_hz`` is the −3 dB frequency of one pass.
-    The ends are padded from least-squares quadratics fitted over the first and last
+    The ends are padded by extrapolating least-squares quadratics fitted to the first and last
     ``edge_cycles / cutoff_hz`` seconds (0.15 s at 6 Hz), so that a trial starting or ending
-    mid-swing shows no edge transient: ``edge="extrapolate"`` continues the quadratic (session
-    1's padding); ``edge="mirror"`` continues it plus the mirrored residuals
-    (:func:`odd_extension`), so the end value is the fit's, not that of a noisy extrapolation.
+    mid-swing shows no edge transient. The end values are then those fits' (white noise σ:
+    0.67σ at the ends with 15 samples, 0.33σ inside at 6 Hz, 100 Hz; docs/trials.md): a longer
+    fit is quieter at the ends but only if the signal stays quadratic over it.
     Raises DataError if the cutoff is not below Nyquist or the trial is too short.
     """
     nyquist = rate_hz / 2.0
@@ -35,24 +34,18 @@ def low_pass(
             f"{nyquist:g} Hz ([filter] cutoff_hz)"
         )
     n_fit = max(5, round(edge_cycles * rate_hz / cutoff_hz))
-    frames = samples.shape[0]
-    if frames < n_fit:
+    if samples.shape[0] < n_fit:
         raise DataError(
-            f"{source}: {frames} frames are too few to filter at {cutoff_hz:g} Hz (need at "
-            f"least {n_fit}: edge_cycles = {edge_cycles:g})"
+            f"{source}: {samples.shape[0]} frames are too few to filter at {cutoff_hz:g} Hz "
+            f"(need at least {n_fit}: edge_cycles = {edge_cycles:g})"
         )
-    # Three time constants of the filter, as scipy's default padding.
-    n_pad = max(10, round(3.0 * rate_hz / cutoff_hz))
+    n_pad = max(10, round(3.0 * rate_hz / cutoff_hz))  # three time constants of the filter
     sos = butter(order, cutoff_hz / nyquist, btype="low", output="sos")
-    if edge == "mirror":
-        n_pad = min(n_pad, frames - 1)  # never more than the trial can mirror
-        padded = odd_extension(samples, n_pad, n_fit)
-    else:
-        padded = np.concatenate(
-            [_extrapolate(samples[:n_fit][::-1], n_pad)[::-1], samples,
-             _extrapolate(samples[-n_fit:], n_pad)],
-            axis=0,
-        )
+    padded = np.concatenate(
+        [_extrapolate(samples[:n_fit][::-1], n_pad)[::-1], samples,
+         _extrapolate(samples[-n_fit:], n_pad)],
+        axis=0,
+    )
     return sosfiltfilt(sos, padded, axis=0, padlen=0)[n_pad:-n_pad]
 
 
@@ -65,32 +58,6 @@ def _extrapolate(window: np.ndarray, count: int) -> np.ndarray:
     ahead = np.arange(window.shape[0], window.shape[0] + count, dtype=float)
     future = np.stack([np.ones_like(ahead), ahead, ahead * ahead], axis=1) @ coefficients
     return future.reshape((count, *window.shape[1:]))
-
-
-def odd_extension(samples: np.ndarray, n_pad: int, n_fit: int) -> np.ndarray:
-    """``samples`` (F, ...) with ``n_pad`` samples added at each end: the least-squares
-    quadratic p fitted to the ``n_fit`` samples nearest that end, continued, minus the mirrored
-    residuals: ``x(−τ) = p(−τ) − (x(τ) − p(τ))`` (same units as ``samples``).
-
-    Value, slope and curvature continue (a plain odd reflection flips the curvature), and a
-    zero-lag Butterworth's output at the end is p's end value: every mirrored pair sums to
-    p's even part 2(c0 + c2·τ²), whose τ² term the maximally flat filter does not see. The
-    end carries the noise of a fit over ``n_fit`` samples, not that of the end sample.
-    """
-    return np.concatenate([_extension(samples, n_pad, n_fit)[::-1], samples,
-                           _extension(samples[::-1], n_pad, n_fit)], axis=0)
-
-
-def _extension(samples: np.ndarray, n_pad: int, n_fit: int) -> np.ndarray:
-    """The ``n_pad`` samples before sample 0 of ``samples`` (F, ...), nearest first."""
-    k = np.arange(n_fit, dtype=float)
-    basis = np.stack([np.ones_like(k), k, k * k], axis=1)
-    flat = samples[:n_fit].reshape(n_fit, -1)
-    c, *_ = np.linalg.lstsq(basis, flat, rcond=None)
-    tau = np.arange(1, n_pad + 1, dtype=float)[:, None]
-    mirrored = samples[1 : n_pad + 1].reshape(n_pad, -1)
-    even_part = 2.0 * (c[0] + c[2] * tau * tau)  # p(−τ) + p(τ)
-    return (even_part - mirrored).reshape((n_pad, *samples.shape[1:]))
 
 
 def start_value_and_rate(

@@ -104,15 +104,11 @@ class DrivenCutoffs(Section):
     ankle: PositiveFloat = 4.0
 
 
-EdgePadding = Literal["extrapolate", "mirror"]
-
-
 class LowPass(Section):
     """Zero-lag Butterworth low-pass of the marker trajectories (the joint centres)."""
 
     cutoff_hz: PositiveFloat = 6.0
     order: int = Field(4, ge=1, le=8, description="design order, applied forward and backward")
-    edge: EdgePadding = "extrapolate"
     edge_cycles: float = Field(0.9, ge=0.3, le=3.0,
                                description="quadratic end fits over edge_cycles / cutoff_hz s")
 
@@ -123,7 +119,6 @@ class DrivenFilter(Section):
     filtered markers (one filter for the whole chain)."""
 
     enabled: bool = False
-    edge: EdgePadding = "mirror"
     edge_cycles: float = Field(1.2, ge=0.3, le=3.0,
                                description="quadratic end fits over edge_cycles / cutoff_hz s")
     cutoff_hz: DrivenCutoffs = DrivenCutoffs()

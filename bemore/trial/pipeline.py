@@ -179,8 +179,7 @@ def low_pass_markers(markers: Markers, indices: list[int], settings: TrialSettin
     positions = markers.positions.copy()
     positions[:, indices] = low_pass(positions[:, indices], markers.rate_hz,
                                      settings.filter.cutoff_hz, settings.filter.order,
-                                     markers.source, settings.filter.edge_cycles,
-                                     settings.filter.edge)
+                                     markers.source, settings.filter.edge_cycles)
     note = (f"low-pass Butterworth {settings.filter.cutoff_hz:g} Hz, order "
             f"{settings.filter.order} forward-backward")
     return markers.with_positions(positions, note)
@@ -196,8 +195,7 @@ def low_pass_driven(q: np.ndarray, rate_hz: float, settings: TrialSettings,
         columns = [DRIVEN_NAMES.index(name) for name, value in cutoffs.items() if value == cutoff]
         out[:, columns] = low_pass(q[:, columns], rate_hz, cutoff, settings.filter.order,
                                    f"{source} [driven_filter.cutoff_hz]",
-                                   settings.driven_filter.edge_cycles,
-                                   settings.driven_filter.edge)
+                                   settings.driven_filter.edge_cycles)
     return out
 
 
