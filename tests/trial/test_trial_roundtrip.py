@@ -1,0 +1,125 @@
+"""Issue 4's round trip: synthetic trial → C3D → reader → pipeline, against the simulated truth.
+
+Criterion: joint centres within the added noise of the simulated ones, driven coordinates within
+0.5° (lengths within 2 mm) after filtering. Checked on engine-simulated circles (`bemore trial
+synth`, seeds 0-2) and on the docs-kinematics circle (seeds 7-9), 1 mm marker noise. The
+numbers, and why the first/last 0.1 s cannot be held to 0.5° with 1 mm noise, are in
+docs/trials.md ("Accuracy").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import kinematic_trial
+
+from bemore.trial.c3d import write_c3d
+from bemore.trial.coordinates import DRIVEN_NAMES, driven_from_points
+from bemore.trial.filtering import low_pass
+from bemore.trial.markerset import joint_centres_3d, load_markerset, load_trial_settings
+from bemore.trial.pipeline import fill_markers, find_plane, low_pass_markers, prepare_trial
+from bemore.trial.synthetic import SyntheticSpec, synthesize
+
+DEG = np.pi / 180
+NOISE_M = 1e-3
+ANGLES = [i for i, name in enumerate(DRIVEN_NAMES) if not name.endswith("_length")]
+LENGTHS = [i for i, name in enumerate(DRIVEN_NAMES) if name.endswith("_length")]
+WRIST = DRIVEN_NAMES.index("wrist")
+END_S = 0.1  # the first and last 0.1 s: one-sided data (see test_ends_are_noise_limited)
+
+
+def _settings(initial_bar, driven_filter: bool):
+    settings = load_trial_settings()
+    plane = settings.plane.model_copy(update={"initial_bar_displacement_m": tuple(initial_bar)})
+    driven = settings.driven_filter.model_copy(update={"enabled": driven_filter})
+    return settings.model_copy(update={"plane": plane, "driven_filter": driven})
+
+
+def _round_trip(tmp_path, kind: str, seed: int, driven_filter: bool):
+    """(t, errors of the points (F, 10, 2) m, errors of the driven coordinates (F, 9))."""
+    if kind == "engine":
+        markers, truth = synthesize(SyntheticSpec(duration_s=1.6, seed=seed, noise_mm=1.0))
+        t, points, driven, bar0 = truth.t, truth.points, truth.driven_seen, truth.free_q0[:2]
+    else:
+        markers, t, free, driven, points = kinematic_trial(noise_m=NOISE_M, seed=seed)
+        bar0 = free[0, :2]
+    path = tmp_path / f"{kind}{seed}.c3d"
+    write_c3d(path, markers, "synthetic round-trip trial")
+    trial = prepare_trial(path, settings=_settings(bar0, driven_filter))
+    frames = np.round(t * 1000).astype(int)
+    return t, trial.points[frames] - points, trial.driven_q[frames] - driven
+
+
+TRIALS = [("engine", 0), ("engine", 1), ("engine", 2), ("kinematic", 7), ("kinematic", 8),
+          ("kinematic", 9)]
+
+
+@pytest.mark.parametrize(("kind", "seed"), TRIALS)
+def test_round_trip_meets_the_criterion_inside_the_trial(tmp_path, kind, seed):
+    """With ``[driven_filter] enabled``: joint centres within the 1 mm noise (RMS per
+    coordinate; worst frame within 3.5 mm, the 6 Hz filter's lag of the feet at their fastest
+    is 2.8 mm even without noise), every driven angle within 0.5° at EVERY frame from 0.1 s
+    to the end − 0.1 s (measured: 0.37° at worst), every length within 2 mm at every frame
+    (measured 0.93 mm), the ends within 0.75° (measured 0.62°, the wrist)."""
+    t, point_error, q_error = _round_trip(tmp_path, kind, seed, driven_filter=True)
+    assert np.sqrt(np.mean(point_error**2)) < NOISE_M
+    assert np.abs(point_error).max() < 3.5e-3
+    inside = (t >= END_S - 1e-9) & (t <= t[-1] - END_S + 1e-9)
+    angles = np.abs(q_error[:, ANGLES])
+    assert angles[inside].max() < 0.5 * DEG
+    assert angles[~inside].max() < 0.75 * DEG
+    assert np.abs(q_error[:, LENGTHS]).max() < 2e-3
+
+
+@pytest.mark.parametrize(("kind", "seed"), TRIALS)
+def test_round_trip_default_settings(tmp_path, kind, seed):
+    """Default settings (driven coordinates from the 6 Hz markers, as the identification is
+    calibrated): joint centres within the noise (0.56 mm RMS at most), every angle but the
+    wrist within 0.5° at every frame inside the trial (0.46°), the wrist 0.24° RMS at most but
+    0.58° at its worst frame, lengths within 2 mm (1.44 mm)."""
+    t, point_error, q_error = _round_trip(tmp_path, kind, seed, driven_filter=False)
+    assert np.sqrt(np.mean(point_error**2)) < NOISE_M
+    inside = (t >= END_S - 1e-9) & (t <= t[-1] - END_S + 1e-9)
+    others = [i for i in ANGLES if i != WRIST]
+    assert np.abs(q_error[inside][:, others]).max() < 0.5 * DEG
+    assert np.sqrt(np.mean(q_error[:, WRIST] ** 2)) < 0.3 * DEG
+    assert np.abs(q_error[:, WRIST]).max() < 1.0 * DEG
+    assert np.abs(q_error[:, LENGTHS]).max() < 2e-3
+
+
+def test_the_wrist_angle_carries_more_than_half_a_degree_of_noise_per_frame():
+    """Why the wrist needs more filtering than the others: 1 mm per marker coordinate gives the
+    4-marker wrist centre 0.5 mm and the 12-marker bar 0.29 mm; on the 75 mm hand (and the
+    240 mm forearm) that is 0.57° per frame before filtering, above the 0.5° criterion."""
+    markers, _t, _free, driven, _points = kinematic_trial(noise_m=NOISE_M, seed=3)
+    markerset, settings = load_markerset(), load_trial_settings()
+    filled, indices = fill_markers(markers, markerset, settings)
+    plane = find_plane(low_pass_markers(filled, indices, settings), markerset, settings)
+    raw = driven_from_points(plane.project(joint_centres_3d(filled, markerset)))
+    noise = raw[:, WRIST] - driven[:, WRIST]
+    assert 0.5 * DEG < noise.std() < 0.65 * DEG
+
+
+def test_ends_are_noise_limited():
+    """A zero-lag filter's end value is a one-sided fit: on white noise (σ = 1, 100 Hz, 6 Hz,
+    4000 draws) the first and last samples keep 0.67σ with the 0.15 s end fits, twice the
+    0.33σ inside; a 0.2 s fit gives 0.61σ. So with the wrist's 0.57° per frame at 6 Hz the
+    ends keep ≈ 0.38° (1σ) while the inside keeps 0.19°: 0.5° at an end is a 1.3σ event, on
+    about one trial end in five, whatever the padding (a longer end fit needs the motion to
+    stay quadratic over it)."""
+    noise = np.random.default_rng(0).normal(0.0, 1.0, (151, 4000))
+    filtered = low_pass(noise, 100.0, 6.0, 4, edge_cycles=0.9)
+    inside = filtered[75].std()
+    assert inside == pytest.approx(0.33, abs=0.02)
+    for end in (filtered[0], filtered[-1]):
+        assert end.std() == pytest.approx(0.67, abs=0.03)
+    longer = low_pass(noise, 100.0, 6.0, 4, edge_cycles=1.2)
+    assert longer[0].std() < 0.63
+
+
+def test_filter_keeps_a_quadratic_including_its_ends():
+    """The end padding continues a quadratic exactly (60 µm over a 1.5 s parabola of amplitude
+    1: the IIR filter's start-up inside the padding)."""
+    t = np.arange(151) / 100.0
+    x = 0.3 + 0.8 * t - 1.1 * t**2
+    assert np.abs(low_pass(x, 100.0, 6.0, 4) - x).max() < 1e-4
