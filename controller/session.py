@@ -89,6 +89,7 @@ class Status:
     rep: int = 0
     sent: int = 0
     misses: int = 0
+    late_sends: int = 0
 
 
 class StopRequestedError(Exception):
@@ -308,6 +309,7 @@ class Session:
         status.rep = rep
         status.sent += 1
         status.misses = self.scheduler.misses
+        status.late_sends = self.scheduler.late
 
     def _remember(self, fields: dict[str, int]) -> None:
         """Keep the commanded position of a setpoint for the tracking monitor (bounded ring)."""
