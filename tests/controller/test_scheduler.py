@@ -6,11 +6,22 @@ measured in bench/bench_streaming.py, never asserted).
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 from controller.protocol import load_spec
-from controller.scheduler import Scheduler, late_tolerance_ns, stale_slot_misses, timing_stats
+from controller.scheduler import (
+    Scheduler,
+    late_tolerance_ns,
+    other_cpus,
+    pinned,
+    realtime_priority,
+    stale_slot_misses,
+    streaming_cpu,
+    timing_stats,
+)
 
 
 class FakeClock:
@@ -119,3 +130,22 @@ def test_timing_statistics_from_known_send_times():
 def test_the_default_miss_threshold_is_the_firmware_late_tolerance():
     assert late_tolerance_ns() == load_spec().limits["late_tolerance_ms"] * 1_000_000 == 5_000_000
     assert Scheduler(1_000_000).miss_threshold_ns == 5_000_000
+
+
+def test_priority_and_affinity_fall_back_cleanly_when_refused():
+    """Where the OS refuses (no privilege, no such CPU), the stream runs as it is."""
+    affinity, policy = os.sched_getaffinity(0), os.sched_getscheduler(0)
+    with pinned({4096}) as granted:  # no such CPU
+        assert granted is False and os.sched_getaffinity(0) == affinity
+    with pinned(None) as granted:
+        assert granted is False and os.sched_getaffinity(0) == affinity
+    with realtime_priority(priority=1000) as granted:  # outside SCHED_FIFO's range
+        assert granted is False and os.sched_getscheduler(0) == policy
+    cpu = streaming_cpu()
+    if len(affinity) >= 2:
+        assert cpu == max(affinity) and other_cpus() == affinity - {cpu}
+        with pinned({cpu}) as granted:
+            assert granted is True and os.sched_getaffinity(0) == {cpu}
+        assert os.sched_getaffinity(0) == affinity
+    else:
+        assert cpu is None and other_cpus() is None
