@@ -16,6 +16,7 @@ def low_pass(
     order: int,
     source: str = "trial",
     edge_cycles: float = 0.9,
+    setting: str = "[filter] cutoff_hz",
 ) -> np.ndarray:
     """Zero-lag Butterworth low-pass along axis 0 (forward-backward, so the gain is squared).
 
@@ -25,13 +26,14 @@ def low_pass(
     mid-swing shows no edge transient. The end values are then those fits' (white noise σ:
     0.67σ at the ends with 15 samples, 0.33σ inside at 6 Hz, 100 Hz; docs/trials.md): a longer
     fit is quieter at the ends but only if the signal stays quadratic over it.
-    Raises DataError if the cutoff is not below Nyquist or the trial is too short.
+    Raises DataError naming ``setting`` if the cutoff is not below Nyquist, or if the trial is
+    too short.
     """
     nyquist = rate_hz / 2.0
     if not 0 < cutoff_hz < nyquist:
         raise DataError(
             f"{source}: filter cutoff {cutoff_hz:g} Hz must be below the Nyquist frequency "
-            f"{nyquist:g} Hz ([filter] cutoff_hz)"
+            f"{nyquist:g} Hz ({setting})"
         )
     n_fit = max(5, round(edge_cycles * rate_hz / cutoff_hz))
     if samples.shape[0] < n_fit:

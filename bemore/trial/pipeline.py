@@ -193,9 +193,10 @@ def low_pass_driven(q: np.ndarray, rate_hz: float, settings: TrialSettings,
     out = np.empty_like(q)
     for cutoff in sorted(set(cutoffs.values())):
         columns = [DRIVEN_NAMES.index(name) for name, value in cutoffs.items() if value == cutoff]
+        names = ", ".join(DRIVEN_NAMES[c] for c in columns)
         out[:, columns] = low_pass(q[:, columns], rate_hz, cutoff, settings.filter.order,
-                                   f"{source} [driven_filter.cutoff_hz]",
-                                   settings.driven_filter.edge_cycles)
+                                   source, settings.driven_filter.edge_cycles,
+                                   f"[driven_filter.cutoff_hz] {names}")
     return out
 
 

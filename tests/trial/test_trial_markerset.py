@@ -62,3 +62,30 @@ def test_bad_trial_setting_names_file_key_and_range(tmp_path):
     with pytest.raises(ConfigError) as error:
         load_trial_settings(bad)
     assert str(error.value) == f"{bad}: [filter] order = 12: must be less than or equal to 8"
+
+
+def test_driven_filter_settings_name_the_key(tmp_path):
+    """[driven_filter.cutoff_hz] only takes the nine driven coordinates, each a positive Hz."""
+    text = default_config("trial.toml").read_text()
+    bad = tmp_path / "trial.toml"
+    bad.write_text(text.replace("wrist = 3.0", "wrsit = 3.0"))
+    with pytest.raises(ConfigError) as error:
+        load_trial_settings(bad)
+    assert str(error.value).startswith(f"{bad}: [driven_filter.cutoff_hz] wrsit: unknown key")
+    bad.write_text(text.replace("wrist = 3.0", "wrist = -3.0"))
+    with pytest.raises(ConfigError) as error:
+        load_trial_settings(bad)
+    assert str(error.value) == (f"{bad}: [driven_filter.cutoff_hz] wrist = -3.0: "
+                                "must be greater than 0")
+
+
+def test_driven_cutoff_above_nyquist_names_the_coordinate(write_trial, tmp_path):
+    path, *_ = write_trial()
+    text = default_config("trial.toml").read_text()
+    bad = tmp_path / "trial.toml"
+    bad.write_text(text.replace("enabled = false", "enabled = true")
+                   .replace("knee = 4.0", "knee = 60.0"))
+    with pytest.raises(DataError) as error:
+        prepare_trial(path, settings=bad)
+    assert str(error.value) == (f"{path}: filter cutoff 60 Hz must be below the Nyquist frequency "
+                                "50 Hz ([driven_filter.cutoff_hz] knee)")
