@@ -3,8 +3,10 @@
 Steps (settings in ``configs/trial.toml``, marker set in ``configs/markerset.toml``):
 read → trim → required markers present → short gaps filled (cubic spline), long ones refused →
 zero-lag Butterworth low-pass → joint centres in 3D → study plane from the bar markers →
-projection → driven coordinates and seen free coordinates at the file's rate → quintic spline
-resampling to 1 kHz with velocities and accelerations → initial free state.
+projection → driven coordinates (from the filtered joint centres, or with ``[driven_filter]
+enabled`` from the unfiltered ones, each filtered at its own cutoff) and seen free coordinates
+at the file's rate → quintic spline resampling to 1 kHz with velocities and accelerations →
+initial free state.
 """
 
 from __future__ import annotations
@@ -239,9 +241,9 @@ def initial_free_rates(
     Rotation rate about the bar (the hand's): with ``rotation_from = "forearm"`` (default) the
     rate of the absolute forearm angle (240 mm wrist–elbow segment, half the hand's noise) by
     the same quadratic, minus the wrist angle's rate from a cubic over ``wrist_window_s`` (a
-    slow angle: a long fit averages its noise). On 72 synthetic circles (1.5, 1.6, 2.0 s; 1 mm
-    noise) this cuts the error from 0.072/0.101 rad/s RMS (hand angle, two sets of 36) to
-    0.056/0.064 (docs/trials.md). The shoulder translations' rates are 0 (not seen).
+    slow angle: a long fit averages its noise); ``"hand"``: the hand angle's quadratic. On 120
+    synthetic circles (1.5, 1.6, 2.0 s; 1 mm noise): 0.056 rad/s RMS instead of 0.079
+    (docs/trials.md). The shoulder translations' rates are 0 (not seen).
     """
     points = plane.project(joint_centres_3d(filled, markerset))
     seen = free_from_points(points)
