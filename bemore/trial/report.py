@@ -47,6 +47,9 @@ def trial_summary(trial: Trial) -> list[str]:
         "initial free state: " + ", ".join(
             f"{name} {value:.4f} {'rad' if name == 'hand_rotation' else 'm'}"
             for name, value in zip(trial.free_names, trial.free_q0, strict=True)),
+        "initial rates: " + ", ".join(
+            f"{name} {value:.4f} {'rad/s' if name == 'hand_rotation' else 'm/s'}"
+            for name, value in zip(trial.free_names[:3], trial.free_qd0[:3], strict=True)),
         "rotation about the bar: "
         f"{np.degrees(trial.free_seen[-1, 2] - trial.free_seen[0, 2]):.1f}°",
         "driven coordinates (min … max):",

@@ -24,6 +24,9 @@ def test_inspect_sample_prints_and_writes(tmp_path):
     assert "gaps: 3 (0.10 % of marker samples missing)" in out
     assert "  Gymnast:BAR_08 0.400–0.430 s (4 frames)" in out
     assert "prepared: 1601 frames at 1000 Hz, 1.600 s" in out
+    # The initial rotation rate about the bar, printed, is the truth's 1.364 rad/s to 0.01.
+    rates = next(line for line in out.splitlines() if line.startswith("initial rates: "))
+    assert abs(float(rates.split("hand_rotation ")[1].split(" rad/s")[0]) - 1.364) < 0.01
     centres = np.loadtxt(tmp_path / "joint_centres.csv", delimiter=",", skiprows=1)
     assert centres.shape == (1601, 21)
     header = (tmp_path / "driven.csv").read_text().splitlines()[0].split(",")
