@@ -74,8 +74,8 @@ def test_truth_parameters_reproduce_the_prepared_sample(trial, truth):
     positions (true origin, seen shoulder translations) with the rotation rate about the bar
     that fits best: 2.0 mm RMS over the seven joint centres at 1.16 rad/s (before: 50 mm at
     best). The handstand-to-handstand circle is near-critical (+0.01 rad/s turns the last
-    handstand by 0.04 rad), so the rate must be fitted: at the prepared 1.30 rad/s (truth 1.36;
-    the best rate absorbs the driven coordinates' noise) the miss is 186 mm RMS."""
+    handstand by 0.04 rad), so the rate must be fitted: at the prepared 1.362 rad/s (truth
+    1.364; the best rate absorbs the driven coordinates' noise) the miss is 260 mm RMS."""
     from bemore.model import load_model, simulate
 
     model = load_model("real_gymnast")
