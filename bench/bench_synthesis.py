@@ -11,7 +11,7 @@ Target (issue 6): the whole synthesis (multi-start SLSQP) in ≤ 0.5 s; the seed
   call per SLSQP point) vs ``scipy.optimize.minimize(method="SLSQP")`` with its own 2-point
   finite differences on the solve_ivp evaluation (the baseline a newcomer would write), from
   the same start;
-* the whole synthesis of ``bemore synthesize`` (default config: screening, 8 starts, polish,
+* the whole synthesis of ``bemore synthesize`` (default config: screening, 4 starts, polish,
   verification), warm, median wall and CPU time, engine calls; its baseline is not run (hours):
   the per-evaluation baseline times bemore's evaluation count is printed as an estimate;
 * the start-up of a fresh process (imports, model, compiled kernels loaded from the cache),
@@ -202,7 +202,7 @@ def run(smoke: bool) -> list[Measurement]:
     )
     measurements.append(
         Measurement(
-            "whole synthesis (screening, 8 starts, polish, verification), warm, median wall",
+            "whole synthesis (screening, 4 starts, polish, verification), warm, median wall",
             "s",
             statistics.median(walls),
             baseline_eval * last.evaluations,

@@ -65,7 +65,7 @@ class SynthesisOptions:
 
     method: str = "slsqp"
     objective: str = "abs_torque_integral"
-    starts: int = 8
+    starts: int = 4
     seed: int = 0
     free_midpoints: bool = False
     coarse_step_s: float = 0.01
