@@ -252,6 +252,9 @@ class Streaming(Section):
     watchdog_ms: float = Field(ge=10, le=500)
     max_tracking_error_deg: PositiveFloat
     ramp_down_s: float = Field(gt=0, le=5)
+    # setpoints leave the host this long before they are due at the firmware (its queue absorbs
+    # host stalls shorter than this); bounded by the firmware's queue depth and watchdog
+    lead_ms: int = Field(default=20, ge=1, le=100)
 
 
 class Bench(Section):

@@ -18,7 +18,7 @@ from bemore.errors import DataError
 from controller.log import SessionLog, read_log
 from controller.modes import ModeSettings, Plan, stop_setpoints
 from controller.protocol import load_spec
-from controller.scheduler import late_tolerance_ns, timing_stats
+from controller.scheduler import timing_stats
 from controller.setpoints import Gesture
 
 
@@ -109,11 +109,8 @@ def summarise(log: SessionLog) -> Summary:
     if streaming is not None and sp["k"].size:
         send_ns = np.round(sp["host_time"] * 1e9).astype(np.int64)
         t0_ns = round(streaming["t0_host_time"] * 1e9)
-        # the same rule as the scheduler of the session (logs before it was recorded: the
-        # firmware's late tolerance)
-        threshold_ms = streaming.get("miss_threshold_ms")
-        threshold_ns = (round(threshold_ms * 1e6) if threshold_ms is not None
-                        else late_tolerance_ns())
+        # the same rule as the scheduler of the session: lead − margin, recorded at the start
+        threshold_ns = round(float(streaming.get("miss_threshold_ms", 0.0)) * 1e6)
         timing = timing_stats(send_ns, sp["k"].astype(np.int64), t0_ns, period_ns, threshold_ns)
     _, errors = tracking_errors(log)
     faults = sorted({spec.name_of("faults", int(code)) for code in tm["fault"] if code})

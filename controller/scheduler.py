@@ -1,22 +1,24 @@
 """Absolute-time scheduling of the setpoint stream, and the statistics of its timing.
 
-Deadlines are ``t0 + k · period`` on the monotonic nanosecond clock, never "previous + period",
-so the stream cannot drift. The scheduler sleeps until shortly before a deadline (the OS wakes a
-sleeper some tens of µs late) and spins the rest of the way; the caller prepares (encodes) the
-next frame *before* waiting, so that only the write is left after the deadline. When the host
-falls more than one period behind, the stale slots are skipped rather than sent in a burst (the
-firmware applies whichever setpoint arrived last, so a burst would only cost time).
+Send deadlines are ``t0 + k · period`` on the monotonic nanosecond clock, never "previous +
+period", so the stream cannot drift. The scheduler sleeps until shortly before a deadline (the
+OS wakes a sleeper some tens of µs late) and spins the rest of the way; the caller prepares
+(encodes) the next frame *before* waiting, so that only the write is left after the deadline.
 
-Two counts, because they answer two questions:
+Klipper's timing model: each setpoint is sent ``lead`` (``configs/bench.toml [streaming]
+lead_ms``) before it is **due**, and the firmware queues it and applies it at its due tick
+(``firmware/PROTOCOL.md`` §8). A host stall shorter than the lead therefore costs nothing: after
+it the host sends the slots it owes in a burst (it never skips a slot), and they are still in
+time. Two counts:
 
-* a **late send** is a setpoint written more than one period after its deadline: timing jitter
-  the firmware absorbs (it holds the last setpoint, and counts nothing);
-* a **deadline miss** is a slot whose setpoint was not in force at the bench within the
-  firmware's late tolerance (``protocol.toml [limits] late_tolerance_ms``, 5 ms) of its
-  deadline: sent later than that, or skipped and the next setpoint sent later than that after
-  the skipped slot's deadline. It is the firmware's own notion of lateness (its
-  ``late_setpoints`` counter uses the same tolerance, against the stream's best delay), applied
-  by the host to every slot, including the skipped ones the firmware cannot see.
+* a **late send** is a setpoint written more than one period after its send deadline: timing
+  jitter the firmware's queue absorbs;
+* a **deadline miss** is a setpoint that reached the firmware after its due tick. The firmware
+  counts them (telemetry ``late_setpoints``); the host counts the sends later than
+  ``due − margin`` = ``deadline + lead − margin`` (:data:`MISS_MARGIN_NS`, for the 1 ms tick
+  quantisation and the transmission), so that it never counts fewer than the firmware. As the
+  firmware's time origin is the arrival of the stream's first setpoint, the host measures the
+  lateness of each send beyond that of the first one.
 """
 
 from __future__ import annotations
@@ -32,16 +34,16 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 SPIN_NS = 300_000  # wake this long before a deadline and spin the rest (ns)
+MISS_MARGIN_NS = 1_000_000  # the host counts a miss this long before the setpoint's due time
 REALTIME_PRIORITY = 10  # SCHED_FIFO priority of the streaming thread, when the OS allows it
 # Upper edges (ms) of the period-error histogram printed by the benchmark and the replay.
 HISTOGRAM_EDGES_MS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 
 
-def late_tolerance_ns() -> int:
-    """The firmware's late tolerance (``protocol.toml [limits] late_tolerance_ms``), in ns."""
-    from controller.protocol import load_spec
-
-    return int(load_spec().limits["late_tolerance_ms"]) * 1_000_000
+def miss_threshold_ns(lead_ns: int, margin_ns: int = MISS_MARGIN_NS) -> int:
+    """Lateness of a send (ns after its send deadline) beyond which the host counts a deadline
+    miss: the lead minus the margin (never below one period's worth of nothing: ≥ 0)."""
+    return max(0, int(lead_ns) - int(margin_ns))
 
 
 @contextlib.contextmanager
@@ -106,8 +108,9 @@ def pinned(cpus: set[int] | None, pid: int = 0) -> Iterator[bool]:
 @dataclass(frozen=True)
 class TimingStats:
     """Timing of a stream (ms): period error |Δsend − period| between consecutive slots,
-    lateness send − deadline; late sends (> 1 period late), skipped slots and deadline misses
-    (not in force within ``miss_threshold_ms``, see the module docstring)."""
+    lateness send − send deadline; late sends (> 1 period late), skipped slots (only where a
+    stop flushed the queue) and deadline misses (sends later than ``miss_threshold_ms`` =
+    lead − margin, see the module docstring)."""
 
     sends: int
     period_ms: float
@@ -140,32 +143,14 @@ def period_error_histogram(period_error_ms: np.ndarray) -> dict[str, int]:
     return dict(zip(labels, counts.tolist(), strict=True))
 
 
-def stale_slot_misses(slot: np.ndarray, send_ns: np.ndarray, t0_ns: int, period_ns: int,
-                      threshold_ns: int) -> int:
-    """Slots not in force within ``threshold_ns`` of their deadline ``t0 + k·period`` (ns).
-
-    ``slot`` are the sent slots in order (the stream's slots start at 0) and ``send_ns`` their
-    send times. A sent slot misses when sent more than the threshold late; a skipped slot ``j``
-    when the next sent slot left more than the threshold after ``j``'s deadline.
-    """
-    slot = np.asarray(slot, dtype=np.int64)
-    send_ns = np.asarray(send_ns, dtype=np.int64)
-    if not slot.size:
-        return 0
-    late = int(np.count_nonzero(send_ns - (t0_ns + slot * period_ns) > threshold_ns))
-    previous = np.concatenate(([-1], slot[:-1]))
-    # skipped slots previous+1 .. slot-1: those with a deadline before send − threshold missed
-    first_ok = -((t0_ns - send_ns + threshold_ns) // period_ns)  # ceil((send − thr − t0)/P)
-    missed = np.clip(first_ok - (previous + 1), 0, slot - previous - 1)
-    return late + int(missed.sum())
-
-
 def timing_stats(send_ns: np.ndarray, slot: np.ndarray, t0_ns: int, period_ns: int,
                  miss_threshold_ns: int) -> TimingStats:
     """Statistics of the send times (ns) of stream slots ``slot`` (deadlines ``t0 + k·period``).
 
     The period error is taken between consecutive sends of consecutive slots only (a skipped
     slot is not a period); skipped slots are the slots before the last one that were not sent.
+    A deadline miss is a send more than ``miss_threshold_ns`` later (after its deadline) than
+    the first send was (the firmware's time origin).
     """
     send_ns = np.asarray(send_ns, dtype=np.int64)
     slot = np.asarray(slot, dtype=np.int64)
@@ -191,33 +176,36 @@ def timing_stats(send_ns: np.ndarray, slot: np.ndarray, t0_ns: int, period_ns: i
         lateness_max_ms=float(lateness.max()) if lateness.size else 0.0,
         late_sends=int(np.count_nonzero(send_ns - deadline_ns > period_ns)),
         skipped=int(slot[-1] + 1 - slot.size) if slot.size else 0,
-        deadline_misses=stale_slot_misses(slot, send_ns, t0_ns, period_ns, miss_threshold_ns),
+        deadline_misses=int(np.count_nonzero(
+            send_ns - deadline_ns - (send_ns[0] - deadline_ns[0] if send_ns.size else 0)
+            > miss_threshold_ns)),
         histogram=period_error_histogram(period_error),
     )
 
 
 class Scheduler:
-    """Hands out slots ``k`` at absolute deadlines ``t0 + k · period_ns``.
+    """Hands out slots ``k`` at absolute send deadlines ``t0 + k · period_ns``.
 
     Use :meth:`upcoming` (the slot to prepare), then :meth:`wait_for` (its deadline), then
-    :meth:`record` the send; :meth:`wait` does the first two at once. ``capacity`` slots of
-    send times are preallocated (no allocation while streaming; grown if exceeded).
-    ``clock`` (ns) and ``sleep`` (s) are injectable so that the arithmetic can be tested without
-    real time; by default they are ``time.perf_counter_ns`` and ``time.sleep``.
+    :meth:`record` the send; :meth:`wait` does the first two at once. Slots are never skipped
+    (a late slot is sent at once: the firmware's queue still takes it in time, or counts it
+    late); :meth:`skip_to_now` drops the slots already gone, for a stream restarted after a
+    flush. ``capacity`` slots of send times are preallocated (no allocation while streaming;
+    grown if exceeded). ``clock`` (ns) and ``sleep`` (s) are injectable so that the arithmetic
+    can be tested without real time; by default ``time.perf_counter_ns`` and ``time.sleep``.
     """
 
     def __init__(
         self,
         period_ns: int,
-        miss_threshold_ns: int | None = None,
+        miss_threshold_ns: int,
         spin_ns: int = SPIN_NS,
         clock: Callable[[], int] = time.perf_counter_ns,
         sleep: Callable[[float], None] = time.sleep,
         capacity: int = 16_384,
     ):
         self.period_ns = int(period_ns)
-        self.miss_threshold_ns = int(miss_threshold_ns if miss_threshold_ns is not None
-                                     else late_tolerance_ns())
+        self.miss_threshold_ns = int(miss_threshold_ns)
         self.spin_ns = spin_ns
         self._clock = clock
         self._sleep = sleep
@@ -229,26 +217,28 @@ class Scheduler:
         self._slot = np.zeros(capacity, dtype=np.int64)
         self._send = np.zeros(capacity, dtype=np.int64)
         self._count = 0
-        self._last_k = -1
+        self._first_lateness = 0  # lateness of the first send: the firmware's time origin
 
     def deadline(self, k: int) -> int:
-        """Absolute deadline of slot ``k`` (ns on the scheduler's clock)."""
+        """Absolute send deadline of slot ``k`` (ns on the scheduler's clock)."""
         return self.t0_ns + k * self.period_ns
 
     def upcoming(self) -> int:
-        """The next slot to send: ``next_k``, or later if its deadline is a period gone."""
-        behind = (self._clock() - self.deadline(self.next_k)) // self.period_ns
+        """The next slot to send (slots are not skipped, see the class docstring)."""
+        return self.next_k
+
+    def skip_to_now(self) -> int:
+        """Drop the slots whose deadline is past (counted in ``skipped``); the next slot."""
+        behind = (self._clock() - self.deadline(self.next_k)) // self.period_ns + 1
         if behind >= 1:
             self.skipped += int(behind)
             self.next_k += int(behind)
         return self.next_k
 
     def wait_for(self, k: int) -> bool:
-        """Block until slot ``k``'s deadline; False (nothing waited) if it is already stale."""
+        """Block until slot ``k``'s deadline (at once if it is past); True."""
         target = self.deadline(k)
         remaining = target - self._clock()
-        if remaining <= -self.period_ns:
-            return False
         if remaining > self.spin_ns:
             self._sleep((remaining - self.spin_ns) * 1e-9)
         while self._clock() < target:
@@ -257,11 +247,10 @@ class Scheduler:
         return True
 
     def wait(self) -> int:
-        """Block until the next (non-stale) slot's deadline and return its index ``k``."""
-        while True:
-            k = self.upcoming()
-            if self.wait_for(k):
-                return k
+        """Block until the next slot's deadline and return its index ``k``."""
+        k = self.upcoming()
+        self.wait_for(k)
+        return k
 
     def record(self, k: int, send_ns: int | None = None) -> None:
         """Record that slot ``k`` was sent at ``send_ns`` (default: now)."""
@@ -273,14 +262,12 @@ class Scheduler:
         self._send[self._count] = send_ns
         self._count += 1
         lateness = send_ns - self.deadline(k)
+        if self._count == 1:
+            self._first_lateness = lateness
         if lateness > self.period_ns:
             self.late += 1
-        if lateness > self.miss_threshold_ns:
+        if lateness - self._first_lateness > self.miss_threshold_ns:
             self.misses += 1
-        # skipped slots since the previous send that were stale for longer than the threshold
-        first_ok = -((self.t0_ns - send_ns + self.miss_threshold_ns) // self.period_ns)
-        self.misses += max(0, min(first_ok, k) - (self._last_k + 1))
-        self._last_k = k
 
     @property
     def send_ns(self) -> np.ndarray:

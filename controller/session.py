@@ -39,7 +39,14 @@ from controller.log import LogWriter
 from controller.modes import ModeSettings, Plan, setpoint_fields, stop_setpoints
 from controller.preflight import FirmwareLimits, safe_angle_range
 from controller.protocol import Message, load_spec
-from controller.scheduler import Scheduler, TimingStats, pinned, realtime_priority, streaming_cpu
+from controller.scheduler import (
+    Scheduler,
+    TimingStats,
+    miss_threshold_ns,
+    pinned,
+    realtime_priority,
+    streaming_cpu,
+)
 
 TELEMETRY_PERIOD_MS = 5
 TELEMETRY_TIMEOUT_S = 0.1  # no telemetry for this long while streaming stops the session
@@ -110,6 +117,7 @@ class Session:
         self.telemetry_period_ms = telemetry_period_ms
         self.telemetry_timeout_s = telemetry_timeout_s
         self.watchdog_ms = int(bench.streaming.watchdog_ms)
+        self.lead_ms = int(bench.streaming.lead_ms)
         self.spec = load_spec()
         self.status = Status()
         self.firmware: FirmwareLimits | None = None
@@ -125,6 +133,7 @@ class Session:
         self._fault_baseline: tuple[int, int] | None = None
         self._commanded_time = [-1] * COMMANDED_RING
         self._commanded_position = [0] * COMMANDED_RING
+        self._sent_fields: list[dict[str, int]] = []  # setpoints sent, by slot, until the stop
         self._armed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -153,6 +162,11 @@ class Session:
             raise BenchError(f"bench.toml [streaming] watchdog_ms = {self.watchdog_ms}: the "
                              f"firmware accepts {fields['watchdog_min_ms']}.."
                              f"{fields['watchdog_max_ms']} ms")
+        lead_max = min(int(self.spec.limits["lead_max_ms"]), self.watchdog_ms - 1)
+        if not 1 <= self.lead_ms <= lead_max:
+            raise BenchError(f"bench.toml [streaming] lead_ms = {self.lead_ms}: the firmware "
+                             f"accepts 1..{lead_max} ms (below watchdog_ms = "
+                             f"{self.watchdog_ms})")
         self.firmware_info = {"version": version, "tick_hz": fields["tick_hz"],
                               "limits": asdict(self.firmware)}
         self.log.event("connected", f"firmware {version} on {self.port}",
@@ -181,10 +195,10 @@ class Session:
                              f"{math.degrees(tolerance):.1f} deg apart): move it to the start")
 
     def arm(self) -> None:
-        """Arm the axis with the configured watchdog and wait until telemetry shows ARMED."""
-        self._expect_ack("ARM", watchdog_ms=self.watchdog_ms)
+        """Arm the axis with the configured watchdog and lead; wait for telemetry showing ARMED."""
+        self._expect_ack("ARM", watchdog_ms=self.watchdog_ms, lead_ms=self.lead_ms)
         self._armed = True
-        self.log.event("armed", f"watchdog {self.watchdog_ms} ms")
+        self.log.event("armed", f"watchdog {self.watchdog_ms} ms, lead {self.lead_ms} ms")
         armed = self.spec.states["ARMED"]
         self._wait_telemetry(lambda m: m.fields["state"] == armed, 0.5, "telemetry showing ARMED",
                              heartbeat=True)
@@ -223,8 +237,15 @@ class Session:
         if period_ms > self.watchdog_ms / 2:
             raise BenchError(f"rate {plan.rate_hz:g} Hz: one setpoint every {period_ms:g} ms "
                              f"would starve the {self.watchdog_ms} ms watchdog")
+        queued = math.ceil(self.lead_ms / period_ms) + 2  # in the firmware's queue at most
+        depth = int(self.spec.limits["setpoint_queue"])
+        if queued > depth:
+            raise BenchError(f"bench.toml [streaming] lead_ms = {self.lead_ms}: at "
+                             f"{plan.rate_hz:g} Hz up to {queued} setpoints would wait in the "
+                             f"firmware's queue of {depth}; lower lead_ms or the rate")
         ramp_slots = math.ceil(self.settings.ramp_down_s * plan.rate_hz) + 1
         scheduler = scheduler or Scheduler(round(1e9 / plan.rate_hz),
+                                           miss_threshold_ns(self.lead_ms * 1_000_000),
                                            capacity=len(plan) + ramp_slots)
         self.scheduler = scheduler
         scheduler.stats()  # the first call of numpy's percentile costs ~15 ms: not mid-stream
@@ -240,6 +261,7 @@ class Session:
         gc.disable()
         self._latest_perf = time.perf_counter()
         last = setpoint_fields(plan, 0)
+        self._sent_fields = []
         sent = 0
         with contextlib.ExitStack() as restore:
             restore.callback(self._restore_signal_handlers, previous_handler)
@@ -257,6 +279,7 @@ class Session:
                 scheduler.t0_ns = time.perf_counter_ns() + START_DELAY_NS
                 self.log.event("streaming", f"{len(plan)} setpoints at {plan.rate_hz:g} Hz",
                                sync=False, rate_hz=plan.rate_hz, realtime=granted,
+                               lead_ms=self.lead_ms,
                                own_cpu=own_cpu,
                                miss_threshold_ms=scheduler.miss_threshold_ns * 1e-6,
                                t0_host_time=round(self.log.host_time(scheduler.t0_ns * 1e-9), 9))
@@ -267,11 +290,11 @@ class Session:
                     self._check_health()
                     # everything but the write happens before the deadline
                     prepared = self.link.prepare("SETPOINT", **setpoint_fields(plan, k))
-                    if not scheduler.wait_for(k):
-                        continue  # woke up a period late: prepare the current slot instead
+                    scheduler.wait_for(k)  # at once when late: the firmware's queue catches up
                     seq, send_ns = self.link.send_prepared(prepared)
                     scheduler.record(k, send_ns)
                     last = prepared.fields
+                    self._sent_fields.append(last)
                     self._after_send(k, seq, send_ns, last, int(plan.rep[k]))
                     self.link.poll()  # telemetry received meanwhile: log, monitors
                     sent += 1
@@ -384,8 +407,10 @@ class Session:
                 return "firmware reset", f"{message}: the firmware reset ({restarted}) and " \
                        "restarted disarmed (zero torque)"
         try:
-            if reason != "completed":
+            if reason != "completed" and self._sent_fields:
                 self._ramp_down(scheduler, last)
+            if self._sent_fields:
+                self._wait_drained()
             self.disarm()
         except BenchError as error:
             state = self.status.state
@@ -419,18 +444,49 @@ class Session:
             return f"mcu_ticks {ticks} after {self._ticks_seen}"
         return ""
 
+    def _in_force(self, scheduler: Scheduler) -> dict[str, int]:
+        """The setpoint in force at the firmware now (host estimate: the last slot whose due
+        time, send deadline + lead, is past), or the first one sent if none is due yet."""
+        due_k = (time.perf_counter_ns() - scheduler.t0_ns - self.lead_ms * 1_000_000) \
+            // scheduler.period_ns
+        return self._sent_fields[int(min(max(due_k, 0), len(self._sent_fields) - 1))]
+
     def _ramp_down(self, scheduler: Scheduler, last: dict[str, int]) -> None:
-        """Stream the stop ramp from the last setpoint sent, at the stream's own deadlines."""
+        """FLUSH the firmware's queue (it acts at once: the setpoints sent ahead never come in
+        force, the one in force is held), then stream the stop ramp from the setpoint in force.
+
+        FLUSH is not waited for (the link keeps frames in order); the ramp's ``time_ms`` go on
+        after the last one sent, so the flushed times never reappear in the telemetry, and its
+        first setpoint starts the firmware's new time origin (due ``lead`` after it arrives).
+        """
+        self.link.send("FLUSH")
+        in_force = self._in_force(scheduler)
+        self.log.event("flush", f"queue flushed; in force t {in_force['time_ms'] / 1000:.3f} s",
+                       in_force_ms=in_force["time_ms"], last_sent_ms=last["time_ms"])
         low, high = safe_angle_range(self.bench, self.firmware)
-        ramp = stop_setpoints(last, self.settings, low, high)
+        ramp = stop_setpoints(in_force | {"time_ms": last["time_ms"]}, self.settings, low, high)
         self.log.event("ramp down", f"{len(ramp)} setpoints over "
                        f"{self.settings.ramp_down_s:g} s")
+        scheduler.skip_to_now()  # a new stream: no burst of slots gone during the stop
         for fields in ramp:
             k = scheduler.wait()
             seq, send_ns = self.link.send_prepared(self.link.prepare("SETPOINT", **fields))
             scheduler.record(k, send_ns)
             self.log.setpoint(send_ns * 1e-9, k=k, seq=seq, rep=-1, **fields)
             self._remember(fields)
+            self._sent_fields.append(fields)
+
+    def _wait_drained(self) -> None:
+        """Wait until the last setpoint sent is in force (the queue drained), so that DISARM,
+        which acts at once, does not cut the end of a ramp short. A bench that does not show
+        it in time (silent, restarted) is disarmed anyway: DISARM is the safe side."""
+        final = self._sent_fields[-1]["time_ms"]
+        try:
+            self._wait_telemetry(lambda m: m.fields["setpoint_time_ms"] == final,
+                                 self.lead_ms / 1000 + 0.2,
+                                 f"setpoint t {final / 1000:.3f} s in force")
+        except BenchError as error:
+            self.log.event("not drained", str(error))
 
     # ------------------------------------------------------------------ telemetry and monitors
     def _on_telemetry(self, message: Message, perf_s: float) -> None:

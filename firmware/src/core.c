@@ -6,7 +6,10 @@
 #include "hal.h"
 
 #define TELEMETRY_DEFAULT_MS 10u
-#define LATE_LEAK_TICKS 100u
+
+_Static_assert(BM_LIMIT_SETPOINT_QUEUE >= 2 && BM_LIMIT_SETPOINT_QUEUE <= 255,
+               "the queue index is a uint8_t");
+_Static_assert(BM_LIMIT_LEAD_MAX_MS < BM_LIMIT_WATCHDOG_MAX_MS, "lead must fit the watchdog");
 
 static int32_t clamp_i32(int32_t value, int32_t low, int32_t high, uint8_t *clamped)
 {
@@ -127,12 +130,21 @@ static void send_telemetry(struct bm_core *core)
     core->limit_flags = 0;
 }
 
+/* Forget the schedule: empty the queue; the next SETPOINT sets a new origin. */
+static void flush_queue(struct bm_core *core)
+{
+    core->queue_count = 0;
+    core->queue_head = 0;
+    core->has_origin = 0;
+}
+
 /* Latch a fault. `immediate` zeroes the torque at once (e-stop) instead of ramping it down. */
 static void latch_fault(struct bm_core *core, uint8_t fault, int immediate)
 {
     core->state = BM_STATE_FAULT;
     core->fault = fault;
     core->has_setpoint = 0;
+    flush_queue(core);
     if (immediate) {
         core->torque_mNm = 0;
         hal_motor_torque_mNm(0);
@@ -171,6 +183,7 @@ static uint8_t handle_arm(struct bm_core *core, const struct bm_frame *frame)
     }
     uint16_t watchdog = m.watchdog_ms == 0u ? (uint16_t)BM_LIMIT_WATCHDOG_DEFAULT_MS
                                             : m.watchdog_ms;
+    uint16_t lead = m.lead_ms == 0u ? (uint16_t)BM_LIMIT_LEAD_DEFAULT_MS : m.lead_ms;
     if (!core->handshake) {
         return BM_RESULT_NO_HANDSHAKE;
     }
@@ -183,14 +196,16 @@ static uint8_t handle_arm(struct bm_core *core, const struct bm_frame *frame)
     if (hal_estop_input()) {
         return BM_RESULT_ESTOP_ACTIVE;
     }
-    if (watchdog < BM_LIMIT_WATCHDOG_MIN_MS || watchdog > BM_LIMIT_WATCHDOG_MAX_MS) {
-        return BM_RESULT_BAD_ARGUMENT;
+    if (watchdog < BM_LIMIT_WATCHDOG_MIN_MS || watchdog > BM_LIMIT_WATCHDOG_MAX_MS ||
+        lead > BM_LIMIT_LEAD_MAX_MS || lead >= watchdog) {
+        return BM_RESULT_BAD_ARGUMENT; /* a lead ≥ watchdog would starve it before the first due */
     }
     core->watchdog_ticks = watchdog;
+    core->lead_ticks = lead;
+    flush_queue(core);
     core->state = BM_STATE_ARMED;
     core->last_feed_tick = core->ticks;
     core->has_setpoint = 0;
-    core->has_late_offset = 0;
     core->torque_mNm = 0;
     return BM_RESULT_OK;
 }
@@ -211,7 +226,16 @@ static uint8_t handle_clear(struct bm_core *core)
     return BM_RESULT_OK;
 }
 
-/* Returns 1 when the setpoint was valid (and, if armed, applied). */
+/* Signed distance a − b of two wrapping 32-bit times (ms or ticks). */
+static int32_t wrap_diff(uint32_t a, uint32_t b)
+{
+    return (int32_t)(a - b);
+}
+
+/* Returns 1 when the setpoint was valid: queued (if armed), late or not; 0 when it was
+ * malformed (bad length, unknown mode); 2 when it was a valid frame refused because its
+ * time_ms is not after the newest accepted one (out of order or duplicate).
+ * A full queue latches QUEUE_OVERFLOW: the host is sending further ahead than agreed. */
 static int handle_setpoint(struct bm_core *core, const struct bm_frame *frame)
 {
     struct bm_msg_setpoint m;
@@ -221,23 +245,66 @@ static int handle_setpoint(struct bm_core *core, const struct bm_frame *frame)
     if (core->state != BM_STATE_ARMED) {
         return 1;
     }
+    if (!core->has_origin) {
+        /* the first setpoint of a stream is due `lead` after it arrived */
+        core->origin_tick = core->ticks + core->lead_ticks - m.time_ms;
+        core->has_origin = 1;
+        core->last_apply_tick = core->ticks;
+    } else if (wrap_diff(m.time_ms, core->last_queued_ms) <= 0) {
+        return 2;
+    }
     core->limit_flags |= bm_clamp_setpoint(&m.position_urad, &m.velocity_urad_s, &m.torque_mNm);
-    /* Lateness against the best (smallest) recent delay since ARM: no clock sync needed. */
-    int32_t delay = (int32_t)(core->ticks - m.time_ms);
-    if (!core->has_late_offset || delay < core->late_offset_ms) {
-        core->late_offset_ms = delay;
-        core->has_late_offset = 1;
-    } else if ((int64_t)delay - core->late_offset_ms > BM_LIMIT_LATE_TOLERANCE_MS) {
+    struct bm_queued entry = {.time_ms = m.time_ms, .position_urad = m.position_urad,
+                              .velocity_urad_s = m.velocity_urad_s,
+                              .torque_mNm = m.torque_mNm, .mode = m.mode};
+    /* Applied at the first tick ≥ due; arriving while core->ticks ≥ due means after it. */
+    int late = wrap_diff(core->origin_tick + m.time_ms, core->ticks) <= 0;
+    core->last_queued_ms = m.time_ms;
+    core->last_feed_tick = core->ticks;
+    if (late) {
         core->late_setpoints++;
     }
-    core->has_setpoint = 1;
-    core->sp_mode = m.mode;
-    core->sp_time_ms = m.time_ms;
-    core->sp_position_urad = m.position_urad;
-    core->sp_velocity_urad_s = m.velocity_urad_s;
-    core->sp_torque_mNm = m.torque_mNm;
-    core->last_feed_tick = core->ticks;
+    if (core->queue_count > 0u) {
+        uint8_t tail = (uint8_t)((core->queue_head + core->queue_count - 1u) %
+                                 BM_LIMIT_SETPOINT_QUEUE);
+        const struct bm_queued *newest = &core->queue[tail];
+        if (late && wrap_diff(core->origin_tick + newest->time_ms, core->ticks) <= 0) {
+            /* the newest queued one is overdue too: a late burst replaces it (latest due wins),
+             * so catching up after a host stall never fills the queue */
+            core->queue[tail] = entry;
+            return 1;
+        }
+    }
+    if (core->queue_count >= BM_LIMIT_SETPOINT_QUEUE) {
+        latch_fault(core, BM_FAULT_QUEUE_OVERFLOW, 0);
+        return 1;
+    }
+    core->queue[(core->queue_head + core->queue_count) % BM_LIMIT_SETPOINT_QUEUE] = entry;
+    core->queue_count++;
     return 1;
+}
+
+/* Put in force the latest queued setpoint that is due at this tick (older due ones are
+ * superseded: they were late, and only the freshest matters to the control law). */
+static void apply_due(struct bm_core *core)
+{
+    const struct bm_queued *due = NULL;
+    while (core->queue_count > 0u &&
+           wrap_diff(core->origin_tick + core->queue[core->queue_head].time_ms, core->ticks) <= 0) {
+        due = &core->queue[core->queue_head];
+        core->queue_head = (uint8_t)((core->queue_head + 1u) % BM_LIMIT_SETPOINT_QUEUE);
+        core->queue_count--;
+    }
+    if (due == NULL) {
+        return;
+    }
+    core->has_setpoint = 1;
+    core->sp_mode = due->mode;
+    core->sp_time_ms = due->time_ms;
+    core->sp_position_urad = due->position_urad;
+    core->sp_velocity_urad_s = due->velocity_urad_s;
+    core->sp_torque_mNm = due->torque_mNm;
+    core->last_apply_tick = core->ticks;
 }
 
 static void track_sequence(struct bm_core *core, uint8_t seq)
@@ -270,6 +337,7 @@ static void handle_frame(struct bm_core *core, const struct bm_frame *frame)
                 core->state = BM_STATE_DISARMED;
                 core->torque_mNm = 0;
                 core->has_setpoint = 0;
+                flush_queue(core);
                 hal_motor_torque_mNm(0);
             }
         }
@@ -280,18 +348,28 @@ static void handle_frame(struct bm_core *core, const struct bm_frame *frame)
             result = BM_RESULT_OK;
         }
         break;
+    case BM_MSG_FLUSH:
+        if (frame->len == BM_LEN_FLUSH) {
+            flush_queue(core); /* the setpoint in force stays: the axis holds it */
+            result = BM_RESULT_OK;
+        }
+        break;
     case BM_MSG_CLEAR_FAULT:
         if (frame->len == BM_LEN_CLEAR_FAULT) {
             result = handle_clear(core);
         }
         break;
-    case BM_MSG_SETPOINT:
-        if (!handle_setpoint(core, frame)) {
-            core->rx.bad_frames++;
+    case BM_MSG_SETPOINT: {
+        int accepted = handle_setpoint(core, frame);
+        if (accepted != 1) {
+            core->rx.bad_frames++; /* malformed, or refused (out of order, duplicate time) */
+        }
+        if (accepted == 0) {
             return;
         }
         track_sequence(core, frame->seq);
         return; /* no ACK: telemetry echoes the sequence number */
+    }
     case BM_MSG_HEARTBEAT:
         if (frame->len != BM_LEN_HEARTBEAT) {
             core->rx.bad_frames++;
@@ -355,7 +433,10 @@ static void supervise(struct bm_core *core)
     }
     if (hal_driver_fault()) {
         latch_fault(core, BM_FAULT_DRIVER, 1);
-    } else if (core->ticks - core->last_feed_tick > core->watchdog_ticks) {
+    } else if (core->ticks - core->last_feed_tick > core->watchdog_ticks ||
+               (core->has_setpoint && core->ticks - core->last_apply_tick > core->watchdog_ticks)) {
+        /* nothing received, or nothing new came in force (queue dry, or only far-future
+         * setpoints queued), for longer than the timeout */
         latch_fault(core, BM_FAULT_WATCHDOG, 0);
     } else if (abs_i32(core->velocity_urad_s) > BM_LIMIT_OVERSPEED_URAD_S) {
         latch_fault(core, BM_FAULT_OVERSPEED, 0);
@@ -413,13 +494,10 @@ static int32_t limit_output(struct bm_core *core, int32_t torque)
 void bm_core_tick(struct bm_core *core)
 {
     core->ticks++;
-    /* The stream's best delay is a leaky minimum (+1 ms per 100 ticks): one early outlier, or a
-     * clock hiccup, stops poisoning the late-setpoint count after a while. */
-    if (core->has_late_offset && core->ticks % LATE_LEAK_TICKS == 0u &&
-        core->late_offset_ms < INT32_MAX) {
-        core->late_offset_ms++;
-    }
     measure(core);
+    if (core->state == BM_STATE_ARMED) {
+        apply_due(core);
+    }
     supervise(core);
     int32_t torque = 0;
     if (core->state == BM_STATE_ARMED) {

@@ -19,6 +19,15 @@ struct bm_gains {
     int32_t kd_q16; /* velocity gain, mN·m per µrad/s (position and velocity modes) */
 };
 
+/* One queued setpoint, already clamped to the limits; due at origin + time_ms (mcu_ticks). */
+struct bm_queued {
+    uint32_t time_ms;
+    int32_t position_urad;
+    int32_t velocity_urad_s;
+    int32_t torque_mNm;
+    uint8_t mode;
+};
+
 struct bm_core {
     struct bm_gains gains;
     struct bm_rx rx;
@@ -43,8 +52,15 @@ struct bm_core {
     int32_t sp_position_urad;
     int32_t sp_velocity_urad_s;
     int32_t sp_torque_mNm;
-    uint8_t has_late_offset;
-    int32_t late_offset_ms; /* smallest recent (arrival tick − time_ms), leaky (see core.c) */
+    /* the stream's schedule: setpoints wait in a ring buffer for their due tick */
+    uint16_t lead_ticks;      /* ARM's lead: the first setpoint is due this long after arrival */
+    uint8_t has_origin;       /* set by the first SETPOINT after ARM or FLUSH */
+    uint32_t origin_tick;     /* due tick of a setpoint = origin_tick + time_ms (mod 2^32) */
+    uint32_t last_queued_ms;  /* time_ms of the newest setpoint accepted (queued or in force) */
+    uint32_t last_apply_tick; /* tick a setpoint last came in force (or the origin was set) */
+    uint8_t queue_head;       /* index of the oldest queued setpoint */
+    uint8_t queue_count;
+    struct bm_queued queue[BM_LIMIT_SETPOINT_QUEUE];
     /* measurements and output */
     int32_t position_urad;
     int32_t prev_position_urad;

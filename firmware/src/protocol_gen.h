@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define BM_PROTOCOL_VERSION 1u
-#define BM_FW_MAJOR 1u
+#define BM_PROTOCOL_VERSION 2u
+#define BM_FW_MAJOR 2u
 #define BM_FW_MINOR 0u
 #define BM_FW_PATCH 0u
 #define BM_TICK_HZ 1000u
@@ -24,7 +24,9 @@
 #define BM_LIMIT_WATCHDOG_DEFAULT_MS INT32_C(50)
 #define BM_LIMIT_WATCHDOG_MIN_MS INT32_C(10)
 #define BM_LIMIT_WATCHDOG_MAX_MS INT32_C(500)
-#define BM_LIMIT_LATE_TOLERANCE_MS INT32_C(5)
+#define BM_LIMIT_SETPOINT_QUEUE INT32_C(32)
+#define BM_LIMIT_LEAD_DEFAULT_MS INT32_C(20)
+#define BM_LIMIT_LEAD_MAX_MS INT32_C(100)
 #define BM_LIMIT_TELEMETRY_PERIOD_MIN_MS INT32_C(1)
 #define BM_LIMIT_TELEMETRY_PERIOD_MAX_MS INT32_C(1000)
 
@@ -43,6 +45,7 @@
 #define BM_FAULT_OVERSPEED 4u
 #define BM_FAULT_OVERTRAVEL 5u
 #define BM_FAULT_DRIVER 6u
+#define BM_FAULT_QUEUE_OVERFLOW 7u
 
 #define BM_RESULT_OK 0u
 #define BM_RESULT_BAD_STATE 1u
@@ -63,7 +66,7 @@
 #define BM_MSG_HELLO 0x01u
 #define BM_LEN_HELLO 3u
 #define BM_MSG_ARM 0x02u
-#define BM_LEN_ARM 2u
+#define BM_LEN_ARM 4u
 #define BM_MSG_DISARM 0x03u
 #define BM_LEN_DISARM 0u
 #define BM_MSG_SETPOINT 0x04u
@@ -74,6 +77,8 @@
 #define BM_LEN_ESTOP 0u
 #define BM_MSG_CLEAR_FAULT 0x07u
 #define BM_LEN_CLEAR_FAULT 0u
+#define BM_MSG_FLUSH 0x08u
+#define BM_LEN_FLUSH 0u
 #define BM_MSG_HELLO_REPLY 0x81u
 #define BM_LEN_HELLO_REPLY 37u
 #define BM_MSG_ACK 0x82u
@@ -108,25 +113,29 @@ static inline int bm_unpack_hello(const uint8_t *in, uint8_t len, struct bm_msg_
 /* Arm the axis (DISARMED → ARMED). Answered by ACK. */
 struct bm_msg_arm {
     uint16_t watchdog_ms; /* ms */
+    uint16_t lead_ms; /* ms */
 };
 
 static inline uint8_t bm_pack_arm(const struct bm_msg_arm *m, uint8_t *out)
 {
     out[0] = (uint8_t)(((uint32_t)m->watchdog_ms >> 0) & 0xFFu);
     out[1] = (uint8_t)(((uint32_t)m->watchdog_ms >> 8) & 0xFFu);
-    return 2u;
+    out[2] = (uint8_t)(((uint32_t)m->lead_ms >> 0) & 0xFFu);
+    out[3] = (uint8_t)(((uint32_t)m->lead_ms >> 8) & 0xFFu);
+    return 4u;
 }
 
 static inline int bm_unpack_arm(const uint8_t *in, uint8_t len, struct bm_msg_arm *m)
 {
-    if (len != 2u) {
+    if (len != 4u) {
         return 0;
     }
     m->watchdog_ms = (uint16_t)(((uint32_t)in[0] << 0) | ((uint32_t)in[1] << 8));
+    m->lead_ms = (uint16_t)(((uint32_t)in[2] << 0) | ((uint32_t)in[3] << 8));
     return 1;
 }
 
-/* Zero torque at once (ARMED → DISARMED). Answered by ACK. */
+/* Zero torque at once, setpoint queue flushed (ARMED → DISARMED). Answered by ACK. */
 struct bm_msg_disarm {
     uint8_t unused_;
 };
@@ -148,7 +157,7 @@ static inline int bm_unpack_disarm(const uint8_t *in, uint8_t len, struct bm_msg
     return 1;
 }
 
-/* One setpoint; applied at the next tick while ARMED; feeds the watchdog. */
+/* One setpoint, queued while ARMED and applied at its due tick (origin + time_ms); feeds the watchdog. */
 struct bm_msg_setpoint {
     uint32_t time_ms; /* ms */
     uint8_t mode;
@@ -217,7 +226,7 @@ static inline int bm_unpack_heartbeat(const uint8_t *in, uint8_t len, struct bm_
     return 1;
 }
 
-/* Emergency stop: zero torque at once, latch fault ESTOP_MESSAGE. Answered by ACK. */
+/* Emergency stop: zero torque at once, queue flushed, latch fault ESTOP_MESSAGE. Answered by ACK. */
 struct bm_msg_estop {
     uint8_t unused_;
 };
@@ -252,6 +261,28 @@ static inline uint8_t bm_pack_clear_fault(const struct bm_msg_clear_fault *m, ui
 }
 
 static inline int bm_unpack_clear_fault(const uint8_t *in, uint8_t len, struct bm_msg_clear_fault *m)
+{
+    if (len != 0u) {
+        return 0;
+    }
+    (void)in;
+    (void)m;
+    return 1;
+}
+
+/* Empty the setpoint queue at once (the setpoint in force is held); the next SETPOINT starts a new time origin. Answered by ACK. */
+struct bm_msg_flush {
+    uint8_t unused_;
+};
+
+static inline uint8_t bm_pack_flush(const struct bm_msg_flush *m, uint8_t *out)
+{
+    (void)m;
+    (void)out;
+    return 0u;
+}
+
+static inline int bm_unpack_flush(const uint8_t *in, uint8_t len, struct bm_msg_flush *m)
 {
     if (len != 0u) {
         return 0;

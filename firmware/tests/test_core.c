@@ -62,12 +62,19 @@ static int hello(uint8_t version, uint16_t period_ms)
     return last_ack(BM_MSG_HELLO);
 }
 
-static int arm(uint16_t watchdog_ms)
+static int arm_lead(uint16_t watchdog_ms, uint16_t lead_ms)
 {
-    struct bm_msg_arm m = {.watchdog_ms = watchdog_ms};
+    struct bm_msg_arm m = {.watchdog_ms = watchdog_ms, .lead_ms = lead_ms};
     uint8_t p[BM_LEN_ARM];
     send_msg(BM_MSG_ARM, p, bm_pack_arm(&m, p));
     return last_ack(BM_MSG_ARM);
+}
+
+/* Most tests arm with a 1 ms lead: a setpoint sent one tick after the previous one, with a
+ * time_ms one more, is applied at the next tick (as before the queue existed). */
+static int arm(uint16_t watchdog_ms)
+{
+    return arm_lead(watchdog_ms, 1);
 }
 
 static int command(uint8_t id)
@@ -293,7 +300,7 @@ static void test_setpoint_limits(void)
     CHECK_EQ(fake.torque_mNm, 0);
     CHECK(last_telemetry(&tm));
     CHECK(tm.limit_flags & BM_FLAG_SPEED_LIMITED);
-    setpoint(31, BM_MODE_TORQUE, 0, 0, -4000); /* braking torque is allowed */
+    setpoint(30, BM_MODE_TORQUE, 0, 0, -4000); /* braking torque is allowed */
     fake.position_urad += 8500;
     run(1);
     CHECK_EQ(fake.torque_mNm, -2000); /* slew-limited from 0 */
@@ -328,7 +335,7 @@ static void test_slew_limiter(void)
     struct bm_msg_telemetry tm = {0};
     CHECK(last_telemetry(&tm));
     CHECK_EQ(tm.limit_flags, 0); /* period 1: flags of the last tick only */
-    setpoint(7, BM_MODE_TORQUE, 0, 0, -9000);
+    setpoint(6, BM_MODE_TORQUE, 0, 0, -9000);
     run(1);
     CHECK_EQ(fake.torque_mNm, 7000);
     CHECK(last_telemetry(&tm));
@@ -435,31 +442,229 @@ static void test_telemetry_and_counters(void)
     CHECK_EQ(core.sp_time_ms, 1003);
 }
 
-static void test_late_offset_forgets_an_outlier(void)
+static void start_armed_lead(uint16_t watchdog_ms, uint16_t lead_ms)
 {
-    start_armed();
-    uint16_t late_after_outlier = 0;
-    for (uint32_t k = 0; k < 3000u; k++) {
-        /* On time (delay 1 tick), except one setpoint 20 ms "early" at k = 100. */
-        setpoint(k == 100u ? core.ticks + 20u : core.ticks - 1u, BM_MODE_TORQUE, 0, 0, 0);
-        run(1);
-        if (k == 2700u) {
-            late_after_outlier = core.late_setpoints;
-        }
-    }
-    CHECK_EQ(core.state, BM_STATE_ARMED);
-    /* Late while the offset leaks back: 21 − 5 = 16 ms at 1 ms per 100 ticks ≈ 1600 setpoints. */
-    CHECK(core.late_setpoints >= 1500u && core.late_setpoints <= 1700u);
-    CHECK_EQ(core.late_setpoints, late_after_outlier); /* and none once it has */
+    start();
+    CHECK_EQ(hello(BM_PROTOCOL_VERSION, 1), BM_RESULT_OK);
+    CHECK_EQ(arm_lead(watchdog_ms, lead_ms), BM_RESULT_OK);
+}
 
-    /* Arbitrary host times (wrap-around, extremes) are counted, never undefined behaviour. */
-    start_armed();
+static void test_setpoints_wait_for_their_due_tick(void)
+{
+    /* lead 20: ten setpoints sent at once are applied one per tick from 20 ticks on */
+    start_armed_lead(50, 20);
+    uint32_t sent_at = core.ticks;
+    for (uint32_t k = 0; k < 10u; k++) {
+        setpoint(500u + k, BM_MODE_TORQUE, 0, 0, 1000 * (int32_t)(k + 1u));
+    }
+    CHECK_EQ(core.queue_count, 10);
+    run(19);
+    CHECK_EQ(core.has_setpoint, 0); /* nothing due yet: zero torque */
+    CHECK_EQ(fake.torque_mNm, 0);
+    run(1);
+    CHECK_EQ(core.ticks, sent_at + 20u);
+    CHECK_EQ(core.sp_time_ms, 500);
+    CHECK_EQ(fake.torque_mNm, 1000);
+    run(1);
+    CHECK_EQ(core.sp_time_ms, 501);
+    CHECK_EQ(core.queue_count, 8);
+    run(8);
+    CHECK_EQ(core.sp_time_ms, 509);
+    CHECK_EQ(core.queue_count, 0);
+    CHECK_EQ(core.late_setpoints, 0);
+    /* a 5 ms gap in time_ms is a 5-tick hold of the setpoint in force */
+    setpoint(514, BM_MODE_TORQUE, 0, 0, 0);
+    run(4);
+    CHECK_EQ(core.sp_time_ms, 509);
+    run(1);
+    CHECK_EQ(core.sp_time_ms, 514);
+    CHECK_EQ(core.late_setpoints, 0);
+    /* lead 0 in ARM means the default; a lead ≥ the watchdog or above the maximum is refused */
+    start();
+    hello(BM_PROTOCOL_VERSION, 1);
+    CHECK_EQ(arm_lead(50, 50), BM_RESULT_BAD_ARGUMENT);
+    CHECK_EQ(arm_lead(200, 101), BM_RESULT_BAD_ARGUMENT);
+    CHECK_EQ(core.state, BM_STATE_DISARMED);
+    CHECK_EQ(arm_lead(0, 0), BM_RESULT_OK);
+    CHECK_EQ(core.lead_ticks, 20);
+}
+
+static void test_late_setpoints(void)
+{
+    /* lead 5, one setpoint per tick, then the host stalls 8 ticks and sends the missed ones */
+    start_armed_lead(50, 5);
+    uint32_t c = core.ticks;
+    for (uint32_t k = 0; k < 10u; k++) {
+        setpoint(k, BM_MODE_TORQUE, 0, 0, 0);
+        run(1);
+    }
+    run(8); /* stalled: setpoints 0..9 (due c+5..c+14) all applied, queue dry */
+    CHECK_EQ(core.ticks, c + 18u);
+    CHECK_EQ(core.sp_time_ms, 9);
+    for (uint32_t k = 10; k <= 18u; k++) {
+        setpoint(k, BM_MODE_TORQUE, 0, 0, 0);
+    }
+    /* due c+15..c+23: 10..13 arrived at or after their due tick → 4 late; the overdue ones
+     * replace each other in the queue (the latest due wins) */
+    CHECK_EQ(core.late_setpoints, 4);
+    CHECK_EQ(core.queue_count, 6);
+    run(1);
+    CHECK_EQ(core.sp_time_ms, 14); /* the latest due at c+19, not the stale 13 */
+    CHECK_EQ(core.queue_count, 4);
+    run(4);
+    CHECK_EQ(core.sp_time_ms, 18);
+    CHECK_EQ(core.state, BM_STATE_ARMED);
+    struct bm_msg_telemetry tm = {0};
+    CHECK(last_telemetry(&tm));
+    CHECK_EQ(tm.late_setpoints, 4);
+    /* the first setpoint of a stream defines the origin: never late, however it is timed */
+    start_armed_lead(50, 1);
+    run(40); /* within the watchdog */
+    setpoint(7, BM_MODE_TORQUE, 0, 0, 0);
+    run(1);
+    CHECK_EQ(core.sp_time_ms, 7);
+    CHECK_EQ(core.late_setpoints, 0);
+}
+
+static void test_queue_full_is_a_fault(void)
+{
+    start_armed_lead(200, 100);
+    for (uint32_t k = 0; k < (uint32_t)BM_LIMIT_SETPOINT_QUEUE; k++) {
+        setpoint(k, BM_MODE_TORQUE, 0, 0, 4000);
+    }
+    CHECK_EQ(core.queue_count, BM_LIMIT_SETPOINT_QUEUE);
+    CHECK_EQ(core.state, BM_STATE_ARMED);
+    setpoint(BM_LIMIT_SETPOINT_QUEUE, BM_MODE_TORQUE, 0, 0, 4000);
+    CHECK_EQ(core.state, BM_STATE_FAULT);
+    CHECK_EQ(core.fault, BM_FAULT_QUEUE_OVERFLOW);
+    CHECK_EQ(core.queue_count, 0);
+    run(200);
+    CHECK_EQ(core.has_setpoint, 0); /* the queued setpoints never come in force */
+    CHECK_EQ(fake.torque_mNm, 0);
+    CHECK_EQ(command(BM_MSG_CLEAR_FAULT), BM_RESULT_OK);
+}
+
+static void test_out_of_order_and_duplicate_times(void)
+{
+    start_armed_lead(50, 5);
+    setpoint(10, BM_MODE_TORQUE, 0, 0, 100);
+    setpoint(10, BM_MODE_TORQUE, 0, 0, 999); /* duplicate time: refused */
+    setpoint(9, BM_MODE_TORQUE, 0, 0, 999);  /* older: refused */
+    setpoint(11, BM_MODE_TORQUE, 0, 0, 200);
+    CHECK_EQ(core.rx.bad_frames, 2);
+    CHECK_EQ(core.seq_gaps, 0); /* refused, yet received: no gap in the sequence */
+    CHECK_EQ(core.queue_count, 2);
+    run(5);
+    CHECK_EQ(core.sp_time_ms, 10);
+    CHECK_EQ(core.sp_torque_mNm, 100);
+    run(1);
+    CHECK_EQ(core.sp_time_ms, 11);
+    CHECK_EQ(core.sp_torque_mNm, 200);
+    /* "older" across half the 32-bit range: 0x80000000 then 0x7FFFFFFF, 0 are refused */
+    start_armed_lead(50, 1);
     setpoint(0x80000000u, BM_MODE_TORQUE, 0, 0, 0);
     setpoint(0x7FFFFFFFu, BM_MODE_TORQUE, 0, 0, 0);
     setpoint(0u, BM_MODE_TORQUE, 0, 0, 0);
     run(1);
-    CHECK_EQ(core.late_setpoints, 1);
+    CHECK_EQ(core.sp_time_ms, 0x80000000u);
+    CHECK_EQ(core.rx.bad_frames, 2);
+    CHECK_EQ(core.late_setpoints, 0);
     CHECK_EQ(core.state, BM_STATE_ARMED);
+}
+
+static void test_time_wraps(void)
+{
+    /* time_ms and the due tick wrap at 2^32 without a hiccup */
+    start_armed_lead(50, 2);
+    const uint32_t times[] = {0xFFFFFFFDu, 0xFFFFFFFEu, 0xFFFFFFFFu, 0u, 1u, 2u};
+    for (unsigned k = 0; k < 6u; k++) {
+        setpoint(times[k], BM_MODE_TORQUE, 0, 0, (int32_t)k);
+        run(1);
+        if (k >= 1u) {
+            CHECK_EQ(core.sp_time_ms, times[k - 1u]);
+        }
+    }
+    CHECK_EQ(core.late_setpoints, 0);
+    CHECK_EQ(core.rx.bad_frames, 0);
+    /* and so does mcu_ticks */
+    start();
+    core.ticks = 0xFFFFFFF0u;
+    hello(BM_PROTOCOL_VERSION, 1);
+    arm_lead(50, 3);
+    for (uint32_t k = 0; k < 40u; k++) {
+        setpoint(k, BM_MODE_TORQUE, 0, 0, 0);
+        run(1);
+    }
+    CHECK_EQ(core.sp_time_ms, 37);
+    CHECK_EQ(core.late_setpoints, 0);
+    CHECK_EQ(core.state, BM_STATE_ARMED);
+}
+
+static void test_dry_queue_trips_the_watchdog(void)
+{
+    /* heartbeats keep arriving, but nothing new comes in force: the watchdog trips */
+    start_armed_lead(20, 5);
+    uint32_t c = core.ticks;
+    setpoint(0, BM_MODE_TORQUE, 0, 0, 3000);
+    setpoint(100, BM_MODE_TORQUE, 0, 0, 3000); /* far ahead: 95 ms of nothing in force */
+    run(5);
+    CHECK_EQ(core.sp_time_ms, 0); /* in force at c+5 */
+    while (core.ticks < c + 25u) {
+        run(1);
+        command(BM_MSG_HEARTBEAT);
+    }
+    CHECK_EQ(core.state, BM_STATE_ARMED); /* 20 ticks after the last one came in force */
+    run(1);
+    CHECK_EQ(core.state, BM_STATE_FAULT);
+    CHECK_EQ(core.fault, BM_FAULT_WATCHDOG);
+    CHECK_EQ(core.queue_count, 0);
+}
+
+static void test_stops_flush_the_queue(void)
+{
+    /* DISARM acts at once, and the queued setpoints do not come back after a new ARM */
+    start_armed_lead(50, 10);
+    for (uint32_t k = 0; k < 20u; k++) {
+        setpoint(k, BM_MODE_TORQUE, 0, 0, 5000);
+    }
+    run(13);
+    CHECK_EQ(fake.torque_mNm, 5000);
+    CHECK_EQ(command(BM_MSG_DISARM), BM_RESULT_OK);
+    CHECK_EQ(fake.torque_mNm, 0);
+    CHECK_EQ(core.queue_count, 0);
+    CHECK_EQ(arm_lead(50, 10), BM_RESULT_OK);
+    for (int i = 0; i < 40; i++) {
+        run(1);
+        command(BM_MSG_HEARTBEAT);
+    }
+    CHECK_EQ(core.has_setpoint, 0);
+    CHECK_EQ(fake.torque_mNm, 0);
+    /* ESTOP likewise */
+    start_armed_lead(50, 10);
+    for (uint32_t k = 0; k < 20u; k++) {
+        setpoint(k, BM_MODE_TORQUE, 0, 0, 5000);
+    }
+    run(12);
+    CHECK_EQ(command(BM_MSG_ESTOP), BM_RESULT_OK);
+    CHECK_EQ(fake.torque_mNm, 0);
+    CHECK_EQ(core.queue_count, 0);
+    /* FLUSH: the setpoint in force is held, the queue emptied, the next setpoint re-origins */
+    start_armed_lead(50, 10);
+    for (uint32_t k = 0; k < 20u; k++) {
+        setpoint(k, BM_MODE_TORQUE, 0, 0, 1000 + (int32_t)k);
+    }
+    run(12); /* 0, 1, 2 applied */
+    CHECK_EQ(core.sp_time_ms, 2);
+    CHECK_EQ(command(BM_MSG_FLUSH), BM_RESULT_OK);
+    CHECK_EQ(core.queue_count, 0);
+    CHECK_EQ(core.state, BM_STATE_ARMED);
+    setpoint(3, BM_MODE_TORQUE, 0, 0, 0); /* an earlier time than the flushed ones: accepted */
+    run(9);
+    CHECK_EQ(core.sp_time_ms, 2); /* held for the lead */
+    CHECK_EQ(core.sp_torque_mNm, 1002);
+    run(1);
+    CHECK_EQ(core.sp_time_ms, 3);
+    CHECK_EQ(core.late_setpoints, 0);
 }
 
 static void test_position_mode_direction(void)
@@ -488,6 +693,12 @@ void run_core_tests(void)
     test_slew_limiter();
     test_watchdog();
     test_telemetry_and_counters();
-    test_late_offset_forgets_an_outlier();
+    test_setpoints_wait_for_their_due_tick();
+    test_late_setpoints();
+    test_queue_full_is_a_fault();
+    test_out_of_order_and_duplicate_times();
+    test_time_wraps();
+    test_dry_queue_trips_the_watchdog();
+    test_stops_flush_the_queue();
     test_position_mode_direction();
 }

@@ -8,8 +8,8 @@
 
 static void golden_0(void)
 {
-    static const uint8_t frame[] = { 0x01, 0x05, 0x01, 0x03, 0x01, 0x0A, 0x03, 0x66, 0xE7, 0x00 };
-    struct bm_msg_hello want = { .protocol_version = 1, .telemetry_period_ms = 10 };
+    static const uint8_t frame[] = { 0x01, 0x05, 0x01, 0x03, 0x02, 0x0A, 0x03, 0x36, 0xBE, 0x00 };
+    struct bm_msg_hello want = { .protocol_version = 2, .telemetry_period_ms = 10 };
     struct bm_msg_hello got;
     uint8_t payload[BM_MAX_PAYLOAD];
     uint8_t n = bm_pack_hello(&want, payload);
@@ -25,34 +25,36 @@ static void golden_0(void)
 
 static void golden_1(void)
 {
-    static const uint8_t frame[] = { 0x04, 0x01, 0x02, 0x02, 0x01, 0x03, 0x55, 0x38, 0x00 };
-    struct bm_msg_arm want = { .watchdog_ms = 0 };
+    static const uint8_t frame[] = { 0x04, 0x01, 0x02, 0x04, 0x01, 0x01, 0x01, 0x03, 0xE9, 0x4B, 0x00 };
+    struct bm_msg_arm want = { .watchdog_ms = 0, .lead_ms = 0 };
     struct bm_msg_arm got;
     uint8_t payload[BM_MAX_PAYLOAD];
     uint8_t n = bm_pack_arm(&want, payload);
     uint8_t rx_payload[BM_MAX_PAYLOAD];
     uint8_t rx_len = 0;
     memset(&got, 0, sizeof got);
-    vector_check_encode("arm_default_watchdog", 1u, BM_MSG_ARM, payload, n, frame, sizeof frame);
-    vector_check_decode("arm_default_watchdog", frame, sizeof frame, 1u, BM_MSG_ARM, rx_payload, &rx_len);
+    vector_check_encode("arm_defaults", 1u, BM_MSG_ARM, payload, n, frame, sizeof frame);
+    vector_check_decode("arm_defaults", frame, sizeof frame, 1u, BM_MSG_ARM, rx_payload, &rx_len);
     CHECK(bm_unpack_arm(rx_payload, rx_len, &got) == 1);
     CHECK(got.watchdog_ms == want.watchdog_ms);
+    CHECK(got.lead_ms == want.lead_ms);
 }
 
 static void golden_2(void)
 {
-    static const uint8_t frame[] = { 0x05, 0x02, 0x02, 0x02, 0x64, 0x03, 0x69, 0x11, 0x00 };
-    struct bm_msg_arm want = { .watchdog_ms = 100 };
+    static const uint8_t frame[] = { 0x05, 0x02, 0x02, 0x04, 0x64, 0x02, 0x1E, 0x03, 0x34, 0x20, 0x00 };
+    struct bm_msg_arm want = { .watchdog_ms = 100, .lead_ms = 30 };
     struct bm_msg_arm got;
     uint8_t payload[BM_MAX_PAYLOAD];
     uint8_t n = bm_pack_arm(&want, payload);
     uint8_t rx_payload[BM_MAX_PAYLOAD];
     uint8_t rx_len = 0;
     memset(&got, 0, sizeof got);
-    vector_check_encode("arm_100ms", 2u, BM_MSG_ARM, payload, n, frame, sizeof frame);
-    vector_check_decode("arm_100ms", frame, sizeof frame, 2u, BM_MSG_ARM, rx_payload, &rx_len);
+    vector_check_encode("arm_100ms_lead_30ms", 2u, BM_MSG_ARM, payload, n, frame, sizeof frame);
+    vector_check_decode("arm_100ms_lead_30ms", frame, sizeof frame, 2u, BM_MSG_ARM, rx_payload, &rx_len);
     CHECK(bm_unpack_arm(rx_payload, rx_len, &got) == 1);
     CHECK(got.watchdog_ms == want.watchdog_ms);
+    CHECK(got.lead_ms == want.lead_ms);
 }
 
 static void golden_3(void)
@@ -177,8 +179,23 @@ static void golden_9(void)
 
 static void golden_10(void)
 {
-    static const uint8_t frame[] = { 0x01, 0x05, 0x81, 0x25, 0x01, 0x01, 0x01, 0x07, 0xE8, 0x03, 0x30, 0xF0, 0x49, 0x02, 0x01, 0x03, 0x12, 0x7A, 0x05, 0xE0, 0x5E, 0xF8, 0xFF, 0x03, 0xD4, 0x30, 0x03, 0xD0, 0x07, 0x01, 0x02, 0x32, 0x02, 0x0A, 0x06, 0xF4, 0x01, 0x40, 0xE2, 0x01, 0x03, 0x0D, 0x0E, 0x00 };
-    struct bm_msg_hello_reply want = { .protocol_version = 1, .fw_major = 1, .fw_minor = 0, .fw_patch = 0, .tick_hz = 1000, .max_payload = 48, .torque_max_mNm = 150000, .velocity_max_urad_s = 8000000, .position_min_urad = -500000, .position_max_urad = 3200000, .slew_max_mNm_per_tick = 2000, .watchdog_default_ms = 50, .watchdog_min_ms = 10, .watchdog_max_ms = 500, .mcu_ticks = 123456 };
+    static const uint8_t frame[] = { 0x03, 0x08, 0x08, 0x03, 0x94, 0xEC, 0x00 };
+    struct bm_msg_flush want = { .unused_ = 0 };
+    struct bm_msg_flush got;
+    uint8_t payload[BM_MAX_PAYLOAD];
+    uint8_t n = bm_pack_flush(&want, payload);
+    uint8_t rx_payload[BM_MAX_PAYLOAD];
+    uint8_t rx_len = 0;
+    memset(&got, 0, sizeof got);
+    vector_check_encode("flush", 8u, BM_MSG_FLUSH, payload, n, frame, sizeof frame);
+    vector_check_decode("flush", frame, sizeof frame, 8u, BM_MSG_FLUSH, rx_payload, &rx_len);
+    CHECK(bm_unpack_flush(rx_payload, rx_len, &got) == 1);
+}
+
+static void golden_11(void)
+{
+    static const uint8_t frame[] = { 0x01, 0x05, 0x81, 0x25, 0x02, 0x02, 0x01, 0x07, 0xE8, 0x03, 0x30, 0xF0, 0x49, 0x02, 0x01, 0x03, 0x12, 0x7A, 0x05, 0xE0, 0x5E, 0xF8, 0xFF, 0x03, 0xD4, 0x30, 0x03, 0xD0, 0x07, 0x01, 0x02, 0x32, 0x02, 0x0A, 0x06, 0xF4, 0x01, 0x40, 0xE2, 0x01, 0x03, 0x32, 0x79, 0x00 };
+    struct bm_msg_hello_reply want = { .protocol_version = 2, .fw_major = 2, .fw_minor = 0, .fw_patch = 0, .tick_hz = 1000, .max_payload = 48, .torque_max_mNm = 150000, .velocity_max_urad_s = 8000000, .position_min_urad = -500000, .position_max_urad = 3200000, .slew_max_mNm_per_tick = 2000, .watchdog_default_ms = 50, .watchdog_min_ms = 10, .watchdog_max_ms = 500, .mcu_ticks = 123456 };
     struct bm_msg_hello_reply got;
     uint8_t payload[BM_MAX_PAYLOAD];
     uint8_t n = bm_pack_hello_reply(&want, payload);
@@ -205,7 +222,7 @@ static void golden_10(void)
     CHECK(got.mcu_ticks == want.mcu_ticks);
 }
 
-static void golden_11(void)
+static void golden_12(void)
 {
     static const uint8_t frame[] = { 0x06, 0x01, 0x82, 0x03, 0x02, 0x02, 0x03, 0x3D, 0xBE, 0x00 };
     struct bm_msg_ack want = { .acked_seq = 2, .acked_id = 2, .result = 0 };
@@ -223,7 +240,7 @@ static void golden_11(void)
     CHECK(got.result == want.result);
 }
 
-static void golden_12(void)
+static void golden_13(void)
 {
     static const uint8_t frame[] = { 0x08, 0xC8, 0x83, 0x1E, 0x04, 0x70, 0x11, 0x01, 0x03, 0xD2, 0x04, 0x01, 0x04, 0xD1, 0xF4, 0x17, 0x07, 0x58, 0x33, 0xFC, 0xFF, 0x70, 0x30, 0x01, 0x02, 0x01, 0x03, 0x09, 0x03, 0x02, 0x01, 0x05, 0xFF, 0xFF, 0xEB, 0xD0, 0x00 };
     struct bm_msg_telemetry want = { .seq_echo = 4, .mcu_ticks = 70000, .setpoint_time_ms = 1234, .position_urad = 1570001, .velocity_urad_s = -249000, .torque_mNm = 12400, .state = 1, .fault = 0, .limit_flags = 9, .bad_frames = 3, .late_setpoints = 1, .seq_gaps = 65535 };
@@ -301,6 +318,7 @@ static void run_golden_vectors(void)
     golden_10();
     golden_11();
     golden_12();
+    golden_13();
     rejected_0();
     rejected_1();
     rejected_2();

@@ -26,9 +26,9 @@ OUT = Path(__file__).resolve().parents[1] / "tests" / "vectors.json"
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
 
 FRAMES = [
-    ("hello", "HELLO", 0, {"protocol_version": 1, "telemetry_period_ms": 10}),
-    ("arm_default_watchdog", "ARM", 1, {"watchdog_ms": 0}),
-    ("arm_100ms", "ARM", 2, {"watchdog_ms": 100}),
+    ("hello", "HELLO", 0, {"protocol_version": 2, "telemetry_period_ms": 10}),
+    ("arm_defaults", "ARM", 1, {"watchdog_ms": 0, "lead_ms": 0}),
+    ("arm_100ms_lead_30ms", "ARM", 2, {"watchdog_ms": 100, "lead_ms": 30}),
     ("disarm", "DISARM", 3, {}),
     ("setpoint_position", "SETPOINT", 4,
      {"time_ms": 1234, "mode": 0, "position_urad": 1570796, "velocity_urad_s": -250000,
@@ -41,8 +41,9 @@ FRAMES = [
     ("heartbeat", "HEARTBEAT", 5, {}),
     ("estop", "ESTOP", 6, {}),
     ("clear_fault", "CLEAR_FAULT", 7, {}),
+    ("flush", "FLUSH", 8, {}),
     ("hello_reply", "HELLO_REPLY", 0,
-     {"protocol_version": 1, "fw_major": 1, "fw_minor": 0, "fw_patch": 0, "tick_hz": 1000,
+     {"protocol_version": 2, "fw_major": 2, "fw_minor": 0, "fw_patch": 0, "tick_hz": 1000,
       "max_payload": 48, "torque_max_mNm": 150000, "velocity_max_urad_s": 8000000,
       "position_min_urad": -500000, "position_max_urad": 3200000, "slew_max_mNm_per_tick": 2000,
       "watchdog_default_ms": 50, "watchdog_min_ms": 10, "watchdog_max_ms": 500,
@@ -84,14 +85,15 @@ def rejected_streams() -> list[dict]:
 def session(seed: int) -> bytes:
     """A plausible host session (handshake, arm, setpoints, heartbeat, e-stop, clear)."""
     seq = iter(range(seed, seed + 1000))
-    out = b"\x00" + encode_message("HELLO", next(seq) % 256, protocol_version=1,
+    out = b"\x00" + encode_message("HELLO", next(seq) % 256, protocol_version=2,
                                     telemetry_period_ms=1)
-    out += encode_message("ARM", next(seq) % 256, watchdog_ms=20)
+    out += encode_message("ARM", next(seq) % 256, watchdog_ms=20, lead_ms=5)
     for k in range(12):
         out += encode_message("SETPOINT", next(seq) % 256, time_ms=k, mode=k % 3,
                               position_urad=k * 90000 - 400000, velocity_urad_s=k * 700000,
                               torque_mNm=(k - 6) * 30000)
     out += encode_message("HEARTBEAT", next(seq) % 256)
+    out += encode_message("FLUSH", next(seq) % 256)
     for name in ("ESTOP", "CLEAR_FAULT", "DISARM"):
         out += encode_message(name, next(seq) % 256)
     return out
@@ -109,14 +111,15 @@ def write_corpus() -> None:
         garbled[index] ^= 0x21
     (CORPUS / "session_garbled").write_bytes(bytes(garbled))
     # Structured seeds (odd first byte): [id][len][payload] chunks the harness frames itself.
-    chunks = [(0x01, encode_payload("HELLO", protocol_version=1, telemetry_period_ms=1)),
-              (0x02, encode_payload("ARM", watchdog_ms=10))]
+    chunks = [(0x01, encode_payload("HELLO", protocol_version=2, telemetry_period_ms=1)),
+              (0x02, encode_payload("ARM", watchdog_ms=10, lead_ms=3))]
     for k in range(20):
         chunks.append((0x04, encode_payload("SETPOINT", time_ms=k, mode=k % 3,
                                             position_urad=k * 200000 - 600000,
                                             velocity_urad_s=(k - 10) * 1000000,
                                             torque_mNm=(k - 10) * 20000)))
-    chunks += [(0x05, b""), (0x06, b""), (0x07, b""), (0x02, b"\x00\x00"), (0x03, b"")]
+    chunks += [(0x05, b""), (0x06, b""), (0x07, b""), (0x08, b""), (0x02, b"\x00\x00\x00\x00"),
+               (0x03, b"")]
     structured = b"\x01" + b"".join(bytes([i, len(p)]) + p for i, p in chunks)
     (CORPUS / "structured_session").write_bytes(structured)
     for vec in rejected_streams():

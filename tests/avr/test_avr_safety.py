@@ -44,7 +44,7 @@ def telemetry(client) -> list:
 
 def test_stopping_the_host_trips_the_watchdog_within_its_timeout(board, client):
     client.handshake(telemetry_period_ms=1)
-    assert client.ack("ARM", watchdog_ms=50) == OK
+    assert client.ack("ARM", watchdog_ms=50, lead_ms=1) == OK
     last_seq = stream_hold(client, 50_000, 150)  # 0.05 rad: a gentle move, no limit reached
     # The host stops. The firmware must trip between 50 and 51 ticks after the last setpoint.
     fault = client.wait_for(lambda m: m.name == "TELEMETRY" and m.fields["state"] == FAULT)
@@ -68,12 +68,12 @@ def test_stopping_the_host_trips_the_watchdog_within_its_timeout(board, client):
     last = telemetry(client)[-1].fields
     assert last["state"] == FAULT and last["fault"] == SPEC.faults["WATCHDOG"]
     assert last["torque_mNm"] == 0
-    assert client.ack("ARM", watchdog_ms=50) == SPEC.results["FAULT_LATCHED"]
+    assert client.ack("ARM", watchdog_ms=50, lead_ms=1) == SPEC.results["FAULT_LATCHED"]
 
 
 def test_estop_pin_cuts_the_motor_in_the_interrupt_and_faults_within_one_tick(board, client):
     client.handshake(telemetry_period_ms=1)
-    assert client.ack("ARM", watchdog_ms=200) == OK
+    assert client.ack("ARM", watchdog_ms=200, lead_ms=1) == OK
     stream_torque(client, 60)
     board.command("estop on")
     stream_torque(client, 20, start_ms=120)  # the host keeps streaming: the pin alone stops it
@@ -93,12 +93,12 @@ def test_estop_pin_cuts_the_motor_in_the_interrupt_and_faults_within_one_tick(bo
     board.command("estop off")
     time.sleep(0.05)
     assert client.ack("CLEAR_FAULT") == OK
-    assert client.ack("ARM", watchdog_ms=200) == OK
+    assert client.ack("ARM", watchdog_ms=200, lead_ms=1) == OK
 
 
 def test_a_starved_main_loop_is_reset_by_the_hardware_watchdog(board, client):
     client.handshake(telemetry_period_ms=5)
-    assert client.ack("ARM", watchdog_ms=200) == OK
+    assert client.ack("ARM", watchdog_ms=200, lead_ms=1) == OK
     stream_hold(client, 50_000, 40)
     # An edge on encoder pin A every 40 cycles: the encoder interrupt leaves the main loop one
     # instruction per interrupt, no tick completes, nothing feeds the hardware watchdog.
@@ -106,7 +106,7 @@ def test_a_starved_main_loop_is_reset_by_the_hardware_watchdog(board, client):
     board.wait_event(r"MCU reset \(hardware watchdog\) at emulated ([\d.]+) s")
     time.sleep(0.2)
     # The reset lost the session: the outputs float (zero torque) and ARM needs a new HELLO.
-    assert client.ack("ARM", watchdog_ms=200) == SPEC.results["NO_HANDSHAKE"]
+    assert client.ack("ARM", watchdog_ms=200, lead_ms=1) == SPEC.results["NO_HANDSHAKE"]
     reply = client.handshake(telemetry_period_ms=5)
     state = client.wait_for(lambda m: m.name == "TELEMETRY")
     assert state.fields["state"] == DISARMED and state.fields["fault"] == SPEC.faults["NONE"]
@@ -119,7 +119,7 @@ def test_a_starved_main_loop_is_reset_by_the_hardware_watchdog(board, client):
 
 def test_driver_fault_pin_stops_the_motor(board, client):
     client.handshake(telemetry_period_ms=1)
-    assert client.ack("ARM", watchdog_ms=200) == OK
+    assert client.ack("ARM", watchdog_ms=200, lead_ms=1) == OK
     stream_torque(client, 40)
     board.command("driver on")  # the driver pulls its fault line low
     fault = client.wait_for(lambda m: m.name == "TELEMETRY" and m.fields["state"] == FAULT)

@@ -42,10 +42,14 @@ def test_1khz_stream_has_no_late_setpoint_and_every_tick_fits(avr_build):
 def test_beyond_the_line_rate_setpoints_fall_behind(avr_build, rate_hz):
     # 500 kbaud carries 2083 setpoint frames per second: a faster stream must show late
     # setpoints (so the 1 kHz result above is a measurement, not a constant), yet the
-    # flow-control pin keeps every frame intact.
+    # flow-control pin keeps every frame intact (no sequence gap, nothing dropped). With 1 ms
+    # times, 2.5 kHz repeats a time_ms in 3 setpoints of 5: the firmware refuses those (counted
+    # as bad frames, not queued): 60 % of the frames that got through the saturated line
+    # (≈ 2083 of the 2500 sent per second), i.e. 40-60 % of those sent.
     stats = run_stream(rate_hz)
     assert stats["late"] > 100
-    assert stats["bad_frames"] == 0 and stats["seq_gaps"] == 0 and stats["rx_dropped"] == 0
+    assert stats["seq_gaps"] == 0 and stats["rx_dropped"] == 0
+    assert 0.4 * stats["sent"] <= stats["bad_frames"] <= 0.6 * stats["sent"]
 
 
 def test_estop_option_pulls_the_pin_at_an_emulated_time(avr_build):

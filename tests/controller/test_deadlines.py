@@ -1,9 +1,10 @@
-"""The host's deadline misses against the firmware's own late-setpoint counter, on the simulated
-bench (the real firmware core behind a pty).
+"""Deadline misses: the host's count against the firmware's own late-setpoint counter, on the
+simulated bench (the real firmware core behind a pty), and stops that do not wait for the queue.
 
-A host stall is injected between a slot's deadline and its write: the host must count it as a
-miss (with the slots it skipped while stalled), and the firmware must count exactly the late
-setpoints the host sent (same tolerance, protocol.toml [limits] late_tolerance_ms).
+Each setpoint leaves the host ``lead`` before it is due at the firmware. A host stall is injected
+right after a slot's deadline: shorter than the lead, nothing is late (the firmware's queue
+bridges it); longer, the setpoints sent after it that were already due are late, and the host
+(sends later than lead − margin) and the firmware (arrived after the due tick) count the same.
 """
 
 from __future__ import annotations
@@ -17,39 +18,46 @@ import numpy as np
 from bemore.settings import load_bench
 from controller.log import LogWriter, read_log
 from controller.modes import ModeSettings, build_plan
-from controller.protocol import Message, load_spec
+from controller.protocol import Message
 from controller.replay import summarise
-from controller.scheduler import Scheduler
+from controller.scheduler import Scheduler, miss_threshold_ns
 from controller.session import COMMANDED_RING, Session
 from controller.simbench import start_simulated_bench
 from tests.controller.gestures import make_gesture
 
 STALL_SLOT = 400
-STALL_S = 0.020  # well past the 5 ms tolerance, well within the 50 ms watchdog
+LEAD_MS = 20
 
 
 class StallingScheduler(Scheduler):
-    """The real scheduler, frozen for STALL_S right after the deadline of slot STALL_SLOT."""
+    """The real scheduler, frozen for ``stall_s`` right after the deadline of STALL_SLOT."""
+
+    stall_s = 0.0
 
     def wait_for(self, k: int) -> bool:
         on_time = super().wait_for(k)
-        if on_time and k == STALL_SLOT:
-            time.sleep(STALL_S)
+        if k == STALL_SLOT:
+            time.sleep(self.stall_s)
         return on_time
 
 
-def test_a_host_stall_is_a_miss_for_the_host_and_a_late_setpoint_for_the_firmware(tmp_path):
-    tolerance_ms = load_spec().limits["late_tolerance_ms"]
+def stream_with_stall(tmp_path, stall_s: float):
+    """Stream a 1 s gesture at 1 kHz (lead 20 ms, watchdog 100 ms, so that the 40 ms stall
+    does not starve it) with one host stall; the result, the scheduler and the log summary."""
     settings = ModeSettings(rate_hz=1000.0, ramp_down_s=0.3)
     plan = build_plan(make_gesture(duration_s=1.0, peak_deg=30.0), settings)
+    bench = load_bench()
+    bench = bench.model_copy(update={"streaming": bench.streaming.model_copy(
+        update={"watchdog_ms": 100.0, "lead_ms": LEAD_MS})})
     log_path = tmp_path / "session.jsonl"
     affinity, policy = os.sched_getaffinity(0), os.sched_getscheduler(0)
     with start_simulated_bench() as simulated, LogWriter(log_path, {"test": "stall"}) as log:
-        session = Session(simulated.port, load_bench(), log, settings)
+        session = Session(simulated.port, bench, log, settings)
         try:
             session.connect()
             session.arm()
-            scheduler = StallingScheduler(1_000_000)
+            scheduler = StallingScheduler(1_000_000, miss_threshold_ns(LEAD_MS * 1_000_000))
+            scheduler.stall_s = stall_s
             result = session.stream(plan, scheduler)
         finally:
             session.close()
@@ -57,21 +65,83 @@ def test_a_host_stall_is_a_miss_for_the_host_and_a_late_setpoint_for_the_firmwar
     # the stream gave back what it took: collector, CPU affinity, scheduling policy
     assert gc.isenabled() and gc.get_freeze_count() == 0
     assert os.sched_getaffinity(0) == affinity and os.sched_getscheduler(0) == policy
+    return result, scheduler, summarise(read_log(log_path))
+
+
+def test_a_stall_longer_than_the_lead_is_missed_by_host_and_firmware_alike(tmp_path):
+    result, scheduler, summary = stream_with_stall(tmp_path, stall_s=0.040)
     lateness_ms = (scheduler.send_ns - (scheduler.t0_ns + scheduler.slots * 1_000_000)) * 1e-6
     stalled = int(np.flatnonzero(scheduler.slots == STALL_SLOT)[0])
-    assert lateness_ms[stalled] > STALL_S * 1000  # written after the stall
-    # the host skipped the stale slots instead of bursting them
-    assert scheduler.slots[stalled + 1] - STALL_SLOT >= STALL_S * 1000 - 1
-    # misses: the late slot, and the skipped slots stale for more than the tolerance (≈ 15)
-    expected = STALL_S * 1000 - tolerance_ms + 1
-    assert expected - 1 <= result.timing["deadline_misses"] <= expected + 3
-    # the firmware counted as late exactly the setpoints the host sent past the tolerance
-    summary = summarise(read_log(log_path))
-    sent_late = int(np.count_nonzero(lateness_ms > tolerance_ms))
-    assert sent_late >= 1
-    assert summary.firmware_counters["late_setpoints"] == sent_late
+    # nothing skipped: the slots owed after the stall went in a burst, in order
+    assert scheduler.skipped == 0
+    assert np.array_equal(scheduler.slots, np.arange(scheduler.slots.size))
+    assert lateness_ms[stalled] > 39.0
+    # 40 ms stall, 20 ms lead: the slots due during the stall are late
+    host = result.timing["deadline_misses"]
+    firmware = summary.firmware_counters["late_setpoints"]
+    # (≥ 21: slots 400..420 were sent > 19 ms late; more as the catch-up burst itself takes
+    # a few ms of logging and writing)
+    assert 21 <= firmware <= 32
+    # the host counts a send later than due − 1 ms: never fewer than the firmware, and only the
+    # sends of that last millisecond more (in the catch-up burst the lateness falls by less
+    # than 1 ms per send, so that band holds a few of them)
+    assert firmware <= host <= firmware + 4
     # and the replay of the log finds the same misses as the live session
-    assert summary.deadline_misses == result.timing["deadline_misses"]
+    assert summary.deadline_misses == host
+
+
+def test_a_stall_shorter_than_the_lead_misses_nothing(tmp_path):
+    result, scheduler, summary = stream_with_stall(tmp_path, stall_s=0.008)
+    lateness_ms = (scheduler.send_ns - (scheduler.t0_ns + scheduler.slots * 1_000_000)) * 1e-6
+    stalled = int(np.flatnonzero(scheduler.slots == STALL_SLOT)[0])
+    assert lateness_ms[stalled] > 7.0  # the stall happened: late sends (jitter) ...
+    assert result.timing["late_sends"] >= 6
+    # ... but no deadline missed, as the firmware counts and as the host counts
+    assert summary.firmware_counters["late_setpoints"] == 0
+    assert result.timing["deadline_misses"] == 0
+
+
+class StopAt(Scheduler):
+    """The real scheduler; asks the session to stop (as Ctrl-C does) at slot ``stop_slot``."""
+
+    session: Session | None = None
+    stop_slot = 500
+
+    def wait_for(self, k: int) -> bool:
+        if k == self.stop_slot and self.session is not None:
+            self.session.request_stop("interrupted", "stopped by Ctrl-C")
+        return super().wait_for(k)
+
+
+def test_a_stop_flushes_the_queue_at_once(tmp_path):
+    """Ctrl-C mid-gesture: the setpoints already sent ahead (≈ lead) never come in force; the
+    ramp starts from the setpoint in force, and the bench ends disarmed."""
+    settings = ModeSettings(rate_hz=1000.0, ramp_down_s=0.3)
+    plan = build_plan(make_gesture(duration_s=1.0, peak_deg=30.0), settings)
+    log_path = tmp_path / "session.jsonl"
+    with start_simulated_bench() as simulated, LogWriter(log_path, {"test": "flush"}) as log:
+        session = Session(simulated.port, load_bench(), log, settings)
+        try:
+            session.connect()
+            session.arm()
+            scheduler = StopAt(1_000_000, miss_threshold_ns(LEAD_MS * 1_000_000))
+            scheduler.session = session
+            result = session.stream(plan, scheduler)
+        finally:
+            session.close()
+    assert result.reason == "interrupted" and result.message.endswith("and disarmed")
+    record = read_log(log_path)
+    flush = next(e for e in record.events if e["kind"] == "flush")
+    in_force, last_sent = flush["in_force_ms"], flush["last_sent_ms"]
+    assert LEAD_MS - 3 <= last_sent - in_force <= LEAD_MS + 3  # what was queued when flushed
+    seen = record.telemetry["setpoint_time_ms"]
+    # the flushed setpoints (in force + 2 .. last sent) never came in force ...
+    assert not np.any((seen > in_force + 2) & (seen <= last_sent))
+    # ... the ramp did (its times follow the last sent), to its end, then DISARM
+    ramp_end = int(record.setpoints["time_ms"][-1])
+    assert ramp_end == last_sent + 300
+    assert ramp_end in set(seen.tolist())
+    assert record.telemetry["state"][-1] == 0  # DISARMED
 
 
 class _HelloOnly:

@@ -101,7 +101,7 @@ def test_sigkill_of_the_host_leaves_the_bench_to_its_watchdog(setpoint_file, tmp
         time.sleep(0.2)  # watchdog 50 ms, then the torque ramps to zero
         frames = []
         link = Link(simulated.port, lambda message, _: frames.append(message))
-        link.request("HELLO", "HELLO_REPLY", protocol_version=1, telemetry_period_ms=5)
+        link.request("HELLO", "HELLO_REPLY", protocol_version=2, telemetry_period_ms=5)
         time.sleep(0.05)
         link.close()
     assert process.returncode == -signal.SIGKILL
@@ -136,7 +136,7 @@ def test_ctrl_c_ramps_down_and_disarms(setpoint_file, tmp_path):
         _, stderr = process.communicate(timeout=10)
         frames = []
         link = Link(simulated.port, lambda message, _: frames.append(message))
-        link.request("HELLO", "HELLO_REPLY", protocol_version=1, telemetry_period_ms=5)
+        link.request("HELLO", "HELLO_REPLY", protocol_version=2, telemetry_period_ms=5)
         time.sleep(0.05)
         link.close()
     assert process.returncode == 1

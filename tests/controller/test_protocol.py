@@ -125,7 +125,7 @@ def test_bad_requests_raise_bench_errors():
     with pytest.raises(BenchError, match="ARM needs fields"):
         encode_message("ARM", 0)
     with pytest.raises(BenchError, match="wire range"):
-        encode_message("ARM", 0, watchdog_ms=70000)
+        encode_message("ARM", 0, watchdog_ms=70000, lead_ms=0)
     with pytest.raises(BenchError, match="unknown message id 0x55"):
         decode_message(decode_frame(encode_frame(1, 0x55, b"")[:-1]))
     with pytest.raises(BenchError, match="payload is 1 bytes, expected 0"):
@@ -134,8 +134,12 @@ def test_bad_requests_raise_bench_errors():
 
 def test_spec_tables_match_the_protocol_document():
     spec = load_spec()
-    assert spec.protocol_version == VECTORS["protocol_version"] == 1
+    assert spec.protocol_version == VECTORS["protocol_version"] == 2
     assert spec.messages["SETPOINT"].size == 17
+    assert spec.messages["ARM"].size == 4  # watchdog_ms, lead_ms
+    assert spec.messages["FLUSH"].size == 0 and spec.messages["FLUSH"].id == 0x08
+    assert spec.limits["setpoint_queue"] == 32 and spec.limits["lead_default_ms"] == 20
+    assert spec.name_of("faults", 7) == "QUEUE_OVERFLOW"
     assert spec.messages["TELEMETRY"].size == 30  # 1+4+4+4+4+4+1+1+1+2+2+2
     assert spec.limits["watchdog_default_ms"] == 50
     assert spec.name_of("faults", 1) == "WATCHDOG"

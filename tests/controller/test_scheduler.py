@@ -1,4 +1,4 @@
-"""Absolute-time scheduler: deadlines t0 + k·period, no drift, skipped slots, misses; statistics.
+"""Absolute-time scheduler: deadlines t0 + k·period, no drift, late bursts, misses; statistics.
 
 A fake clock stands in for time so that the arithmetic is checked exactly (timing itself is
 measured in bench/bench_streaming.py, never asserted).
@@ -11,14 +11,13 @@ import os
 import numpy as np
 import pytest
 
-from controller.protocol import load_spec
 from controller.scheduler import (
+    MISS_MARGIN_NS,
     Scheduler,
-    late_tolerance_ns,
+    miss_threshold_ns,
     other_cpus,
     pinned,
     realtime_priority,
-    stale_slot_misses,
     streaming_cpu,
     timing_stats,
 )
@@ -40,7 +39,7 @@ class FakeClock:
 
 def test_deadlines_are_absolute_and_do_not_drift():
     clock = FakeClock()
-    scheduler = Scheduler(1_000_000, clock=clock, sleep=clock.sleep)
+    scheduler = Scheduler(1_000_000, 19_000_000, clock=clock, sleep=clock.sleep)
     t0 = scheduler.t0_ns
     for expected_k in range(2000):
         k = scheduler.wait()
@@ -55,54 +54,34 @@ def test_deadlines_are_absolute_and_do_not_drift():
     assert stats.lateness_max_ms < 0.005
 
 
-def test_a_stall_skips_stale_slots_and_counts_those_stale_beyond_the_tolerance():
+def test_after_a_stall_the_owed_slots_go_in_a_burst_and_only_those_past_due_are_misses():
+    """Lead 5 ms, margin 1 ms: a send more than 4 ms after its send deadline is a miss."""
     clock = FakeClock()
-    scheduler = Scheduler(1_000_000, miss_threshold_ns=5_000_000, clock=clock, sleep=clock.sleep)
+    scheduler = Scheduler(1_000_000, miss_threshold_ns(5_000_000), clock=clock,
+                          sleep=clock.sleep)
     t0 = scheduler.t0_ns
     for _ in range(3):
         scheduler.record(scheduler.wait())
-    clock.now = t0 + 7_400_000  # the host froze until 7.4 ms
-    k = scheduler.wait()
-    assert k == 7  # slots 3..6 are stale: sent late, they would be a burst of old setpoints
-    assert scheduler.skipped == 4
-    scheduler.record(k)
-    # slot 3 was replaced by slot 7 at 7.4 ms, 4.4 ms after its deadline: within the tolerance
-    assert scheduler.misses == 0 and scheduler.late == 0
-    clock.now = t0 + 20_200_000  # frozen again, until 20.2 ms
-    k = scheduler.wait()
-    assert k == 20 and scheduler.skipped == 4 + 12
-    scheduler.record(k)
-    # slots 8..15 had deadlines more than 5 ms before 20.2 ms: 8 misses; 16..19 did not
-    assert scheduler.misses == 8
+    clock.now = t0 + 9_400_000  # the host froze until 9.4 ms
+    sent = []
+    while scheduler.upcoming() <= 9:
+        k = scheduler.wait()  # at once: the slots owed are not skipped
+        scheduler.record(k)
+        sent.append(k)
+    assert sent == [3, 4, 5, 6, 7, 8, 9] and scheduler.skipped == 0
+    # slots 3, 4, 5 went ≈ 6.4, 5.4, 4.4 ms after their deadlines (> 4 ms): misses; 6..9 not
+    assert scheduler.misses == 3
+    assert scheduler.late == 6  # late sends (> 1 period): slots 3..8
     stats = scheduler.stats()
-    assert stats.deadline_misses == 8 and stats.skipped == 16 and stats.late_sends == 0
+    assert stats.deadline_misses == 3 and stats.skipped == 0 and stats.late_sends == 6
 
 
-def test_a_slot_prepared_then_woken_late_is_reported_stale():
+def test_skip_to_now_drops_the_slots_gone():
     clock = FakeClock()
-    scheduler = Scheduler(1_000_000, clock=clock, sleep=clock.sleep)
-    t0 = scheduler.t0_ns
-    assert scheduler.upcoming() == 0
-    clock.now = t0 + 2_500_000  # preempted between preparing slot 0 and waiting for it
-    assert scheduler.wait_for(0) is False
-    assert scheduler.upcoming() == 2 and scheduler.skipped == 2
-
-
-def test_stale_slot_misses_of_a_known_stream():
-    period, threshold = 1_000_000, 5_000_000
-    slots = np.array([0, 1, 2, 10, 11])
-    # slots 10 and 11 are sent 6.5 and 6 ms late; the skipped slots 3..9 were stale until then
-    sends = np.array([0, period, 2 * period, 16_500_000, 17_000_000])
-    assert stale_slot_misses(slots, sends, 0, period, threshold) == 2 + 7
-    # with slot 10 sent on time only the skipped slots 3, 4 (deadline < 10 − 5 ms) missed
-    sends[3:] = [10 * period, 11 * period]
-    assert stale_slot_misses(slots, sends, 0, period, threshold) == 2
-    # the scheduler's running count agrees with the batch computation
-    clock = FakeClock()
-    scheduler = Scheduler(period, miss_threshold_ns=threshold, clock=clock, sleep=clock.sleep)
-    for slot, send in zip(slots, sends, strict=True):
-        scheduler.record(int(slot), scheduler.t0_ns + int(send))
-    assert scheduler.misses == 2
+    scheduler = Scheduler(1_000_000, 0, clock=clock, sleep=clock.sleep)
+    clock.now = scheduler.t0_ns + 2_500_000
+    assert scheduler.skip_to_now() == 3 and scheduler.skipped == 3
+    assert scheduler.wait() == 3 and clock.now >= scheduler.t0_ns + 3_000_000
 
 
 def test_timing_statistics_from_known_send_times():
@@ -118,18 +97,19 @@ def test_timing_statistics_from_known_send_times():
     assert stats.deadline_misses == 1 and stats.late_sends == 1
     assert stats.histogram == {"<0.05": 0, "0.05-0.1": 0, "0.1-0.2": 1, "0.2-0.5": 2,
                                "0.5-1": 0, "1-2": 0, "2-5": 2, ">5": 0}
-    # the same stream judged with the firmware's 5 ms tolerance: late, but no miss
-    tolerant = timing_stats(sends, slots, 0, period, miss_threshold_ns=5 * period)
-    assert tolerant.deadline_misses == 0 and tolerant.late_sends == 1
-    # a skipped slot is not a period: 0 → 2 ms is no error
+    # the same stream with a 5 ms lead (threshold 4 ms): late, but no miss
+    ahead = timing_stats(sends, slots, 0, period, miss_threshold_ns=4 * period)
+    assert ahead.deadline_misses == 0 and ahead.late_sends == 1
+    # a skipped slot (after a flush) is not a period: 0 → 2 ms is no error
     skipped = timing_stats(np.array([0, 2 * period]), np.array([0, 2]), 0, period, period)
     assert skipped.period_error_max_ms == 0.0 and skipped.skipped == 1
-    assert skipped.deadline_misses == 0  # slot 1 was replaced 1 ms after its deadline
+    assert skipped.deadline_misses == 0
 
 
-def test_the_default_miss_threshold_is_the_firmware_late_tolerance():
-    assert late_tolerance_ns() == load_spec().limits["late_tolerance_ms"] * 1_000_000 == 5_000_000
-    assert Scheduler(1_000_000).miss_threshold_ns == 5_000_000
+def test_the_miss_threshold_is_the_lead_minus_the_margin():
+    assert MISS_MARGIN_NS == 1_000_000
+    assert miss_threshold_ns(20_000_000) == 19_000_000
+    assert miss_threshold_ns(500_000) == 0
 
 
 def test_priority_and_affinity_fall_back_cleanly_when_refused():
@@ -149,3 +129,18 @@ def test_priority_and_affinity_fall_back_cleanly_when_refused():
         assert os.sched_getaffinity(0) == affinity
     else:
         assert cpu is None and other_cpus() is None
+
+
+def test_misses_count_lateness_beyond_the_first_send_as_the_firmware_origin_does():
+    """The firmware's origin is the first setpoint's arrival: a stream that started 3 ms late
+    is judged from there (its sends 3 ms late are on time; 3 + 4.5 ms is a miss, lead 5 ms)."""
+    period = 1_000_000
+    slots = np.arange(4)
+    sends = slots * period + np.array([3_000_000, 3_000_000, 7_500_000, 6_900_000])
+    stats = timing_stats(sends, slots, 0, period, miss_threshold_ns=4 * period)
+    assert stats.deadline_misses == 1
+    clock = FakeClock()
+    scheduler = Scheduler(period, 4 * period, clock=clock, sleep=clock.sleep)
+    for slot, send in zip(slots, sends, strict=True):
+        scheduler.record(int(slot), scheduler.t0_ns + int(send))
+    assert scheduler.misses == 1

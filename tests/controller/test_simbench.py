@@ -88,7 +88,7 @@ def handshake_and_arm(client: Client, watchdog_ms: int = 50) -> Message:
     seq = client.send("HELLO", protocol_version=SPEC.protocol_version, telemetry_period_ms=1)
     reply = client.wait_for(lambda m: m.name == "HELLO_REPLY")
     client.wait_for(lambda m: m.name == "ACK" and m.fields["acked_seq"] == seq)
-    assert client.command("ARM", watchdog_ms=watchdog_ms) == OK
+    assert client.command("ARM", watchdog_ms=watchdog_ms, lead_ms=1) == OK
     return reply
 
 
@@ -103,7 +103,7 @@ def test_handshake_ramp_tracking_then_watchdog(simulated_bench):
     try:
         reply = handshake_and_arm(client, watchdog_ms)
         armed_at = client.cursor  # messages from here on were sent after the ARM's ACK
-        assert reply.fields["protocol_version"] == 1
+        assert reply.fields["protocol_version"] == 2
         assert reply.si("torque_max_mNm") == pytest.approx(150.0)
         assert reply.fields["watchdog_default_ms"] == 50
 
@@ -151,7 +151,7 @@ def test_handshake_ramp_tracking_then_watchdog(simulated_bench):
         time.sleep(0.2)
         client.poll()
         assert client.telemetry()[-1].fields["state"] == FAULT
-        assert client.command("ARM", watchdog_ms=0) == SPEC.results["FAULT_LATCHED"]
+        assert client.command("ARM", watchdog_ms=0, lead_ms=1) == SPEC.results["FAULT_LATCHED"]
         assert client.command("CLEAR_FAULT") == OK
         client.wait_for(lambda m: m.name == "TELEMETRY" and m.fields["state"] == DISARMED)
     finally:
@@ -190,7 +190,7 @@ def test_estop_input_and_reset_injection(simulated_bench):
                 quiet = True
                 break
         assert quiet
-        assert client.command("ARM", watchdog_ms=0) == SPEC.results["NO_HANDSHAKE"]
+        assert client.command("ARM", watchdog_ms=0, lead_ms=1) == SPEC.results["NO_HANDSHAKE"]
         reply = handshake_and_arm(client)
         assert reply.fields["mcu_ticks"] < before
     finally:
@@ -204,7 +204,7 @@ def test_corrupted_bytes_are_counted_and_never_applied():
         try:
             # Commands may be garbled too: retry the handshake until it gets through.
             for _ in range(20):
-                client.send("HELLO", protocol_version=1, telemetry_period_ms=1)
+                client.send("HELLO", protocol_version=2, telemetry_period_ms=1)
                 try:
                     client.wait_for(lambda m: m.name == "TELEMETRY", timeout_s=0.1)
                     break
@@ -212,7 +212,7 @@ def test_corrupted_bytes_are_counted_and_never_applied():
                     continue
             # Arm is needed for setpoints to be applied: retry it likewise.
             for _ in range(20):
-                client.send("ARM", watchdog_ms=500)
+                client.send("ARM", watchdog_ms=500, lead_ms=1)
                 time.sleep(0.02)
                 client.poll()
                 if client.telemetry()[-1].fields["state"] == ARMED:
@@ -253,7 +253,7 @@ def test_stall_drop_and_delay_injection():
         client = Client(running.port)
         try:
             started = time.monotonic()
-            client.send("HELLO", protocol_version=1, telemetry_period_ms=1)
+            client.send("HELLO", protocol_version=2, telemetry_period_ms=1)
             time.sleep(0.8)
             client.drain()
             host_ms = (time.monotonic() - started) * 1000

@@ -42,7 +42,9 @@ static avr_cycle_count_t setpoint_timer(struct avr_t *avr, avr_cycle_count_t whe
     double t_s = (double)gen.sent / gen.rate_hz;
     /* a slow 0.2 rad sine in position mode, so that the control law really runs */
     struct bm_msg_setpoint m = {
-        .time_ms = (uint32_t)(t_s * 1000.0),
+        /* rounded, not truncated: t_s·1000 may fall just below an integer and repeat a time,
+         * which the firmware refuses (above 1 kHz times repeat anyway: see test_avr_stream) */
+        .time_ms = (uint32_t)lround((double)gen.sent * 1000.0 / gen.rate_hz),
         .mode = BM_MODE_POSITION,
         .position_urad = (int32_t)lround(2e5 * sin(2.0 * PI * 0.5 * t_s)),
         .velocity_urad_s = (int32_t)lround(2e5 * PI * cos(2.0 * PI * 0.5 * t_s)),
@@ -57,7 +59,7 @@ static avr_cycle_count_t setpoint_timer(struct avr_t *avr, avr_cycle_count_t whe
 static avr_cycle_count_t arm_timer(struct avr_t *avr, avr_cycle_count_t when, void *param)
 {
     struct harness *h = param;
-    struct bm_msg_arm arm = {.watchdog_ms = 100};
+    struct bm_msg_arm arm = {.watchdog_ms = 100, .lead_ms = 20};
     uint8_t payload[BM_LEN_ARM];
     send(h, BM_MSG_ARM, payload, bm_pack_arm(&arm, payload));
     gen.origin = when + 16000u;
