@@ -19,9 +19,10 @@ def _print_result(result) -> None:
     click.echo(f"sent {result.sent} setpoints, received {result.telemetry} telemetry frames; "
                f"period error p50 {timing['period_error_p50_ms']:.3f} ms, p99 "
                f"{timing['period_error_p99_ms']:.3f} ms, max {timing['period_error_max_ms']:.3f} "
-               f"ms; {timing['deadline_misses']} deadline misses (not in force within "
-               f"{timing['miss_threshold_ms']:g} ms), {timing['late_sends']} sends more than a "
-               "period late")
+               f"ms; deadline misses: {result.firmware_late} at the firmware (after their due "
+               f"tick), {timing['deadline_misses']} by the host (sends > "
+               f"{timing['miss_threshold_ms']:g} ms late); {timing['late_sends']} sends more "
+               "than a period late")
 
 
 def _run(run, log: Path) -> None:

@@ -37,7 +37,7 @@ def _nm(value: float) -> str:
 COLUMNS = (("t s", 6), ("rep", 3), ("cmd", 6), ("meas", 6), ("err", 5), ("τ cmd", 6),
            ("τ meas", 6), ("state", 8), ("fault", 13), ("misses", 6), ("late", 4))  # 79 wide
 TITLE = "bemore drive — e/space: E-STOP, q or Ctrl-C: stop"
-CAPTION = "angles in deg, torques in N·m; misses: > 5 ms stale; late: > 1 period late"
+CAPTION = "angles in deg, torques in N·m; misses: sent after due − 1 ms; late: > 1 period late"
 HEADER = " ".join(f"{name:>{width}}" for name, width in COLUMNS)
 
 

@@ -70,6 +70,7 @@ class SessionResult:
     timing: dict
     exit_code: int
     firmware: dict = field(default_factory=dict)
+    firmware_late: int = -1  # setpoints that reached the firmware after their due tick (-1: ?)
 
     @property
     def ok(self) -> bool:
@@ -315,7 +316,7 @@ class Session:
             reason, message = self._finish(reason, message, scheduler, last)
         timing = scheduler.stats()
         result = SessionResult(reason, message, sent, self._telemetry_count, timing.to_dict(),
-                               _exit_code(reason), self.firmware_info)
+                               _exit_code(reason), self.firmware_info, self._firmware_late())
         self.log.end(reason, message=message, timing=timing.to_dict(), sent=sent,
                      telemetry=self._telemetry_count)
         return result
@@ -487,6 +488,12 @@ class Session:
                                  f"setpoint t {final / 1000:.3f} s in force")
         except BenchError as error:
             self.log.event("not drained", str(error))
+
+    def _firmware_late(self) -> int:
+        """The firmware's late-setpoint count over the session (telemetry), -1 if unknown."""
+        if self._fault_baseline is None or self._latest is None:
+            return -1
+        return (self._latest.fields["late_setpoints"] - self._fault_baseline[1]) & 0xFFFF
 
     # ------------------------------------------------------------------ telemetry and monitors
     def _on_telemetry(self, message: Message, perf_s: float) -> None:

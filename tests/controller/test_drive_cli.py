@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,13 +49,16 @@ def test_drive_then_replay_json_and_plot(setpoint_file, tmp_path):
                                  "--mode", "assistive", "--load", "20", "--rate", "500"])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1] == "gesture completed: ramped down and disarmed"
+    # both counts of deadline misses are printed (500 Hz, lead 20 ms: host threshold 19 ms)
+    assert re.search(r"deadline misses: \d+ at the firmware \(after their due tick\), \d+ by "
+                     r"the host \(sends > 19 ms late\)", result.stdout), result.stdout
     replay = runner.invoke(cli, ["replay", str(log), "--json", "--plot", str(tmp_path / "p")])
     assert replay.exit_code == 0, replay.output
     text = replay.stdout
     summary = json.loads(text[: text.rindex("}") + 1])
     assert summary["mode"] == "assistive 20 %, speed 1, reps 1"
-    # 500 Hz: 1201 gesture setpoints + 150 of the final ramp, each sent or skipped
-    assert summary["setpoints_sent"] + summary["skipped"] == 1351
+    # 500 Hz: 1201 gesture setpoints + 150 of the final ramp, all sent (none skipped)
+    assert summary["setpoints_sent"] == 1351 and summary["skipped"] == 0
     assert 0.0 < summary["tracking_rms_deg"] < 2.0
     # the feed-forward is 20 % of the gesture's 26.5 N·m peak
     assert abs(summary["peak_commanded_torque_nm"] - 0.2 * 26.47) < 0.1

@@ -79,6 +79,6 @@ def test_live_view_renders_and_the_exit_code_says_how_it_ended(setpoint_file, tm
                                       str(tmp_path / "s.jsonl"), "--bench-config", str(config)])
     assert result.exit_code == 3
     assert "bemore drive — e/space: E-STOP, q or Ctrl-C: stop" in result.stderr
-    assert "angles in deg, torques in N·m; misses: > 5 ms stale" in result.stderr
+    assert "angles in deg, torques in N·m; misses: sent after due − 1 ms" in result.stderr
     assert "FAULT" not in result.stderr  # the host stopped first: the firmware never faulted
     assert result.stderr.strip().splitlines()[-1].startswith("bemore: error: measured torque")
