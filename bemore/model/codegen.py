@@ -10,6 +10,8 @@ readable reference and the tests check that both agree.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from bemore.model.tree import PRISMATIC, REVOLUTE, Tree
@@ -17,15 +19,23 @@ from bemore.model.tree import PRISMATIC, REVOLUTE, Tree
 Sym = float | str
 
 
+_LANE_INPUT = re.compile(r"^(V\d+|q\d+|v\d+|MX_\d+|U\d_\d+)$")
+_NOT_NAMES = {"np", "floor", "sqrt", "float64"}
+
+
 class Emitter:
-    """SSA emitter with constant folding of 0, 1 and numeric constants, and common
-    subexpression elimination (the same expression text gives the same name)."""
+    """SSA emitter with constant folding of 0, 1 and numeric constants, common subexpression
+    elimination (the same expression text gives the same name), and the split of values into
+    *lane* values (they depend on a member's fields V…, free state q…/v… or per-lane arrays
+    MX_…, U…) and *shared* ones (driven values and constants only: the same for every lane of
+    a shared motion, computed once per stage outside the lane loop)."""
 
     def __init__(self, prefix: str) -> None:
         self.lines: list[str] = []
         self.prefix = prefix
         self.count = 0
         self.known: dict[str, str] = {}
+        self.lane: set[str] = set()
 
     def new(self, text: str) -> str:
         if text in self.known:
@@ -34,7 +44,25 @@ class Emitter:
         self.count += 1
         self.lines.append(f"{name} = {text}")
         self.known[text] = name
+        if any(word in self.lane or _LANE_INPUT.match(word)
+               for word in re.findall(r"[A-Za-z_]\w*", text) if word not in _NOT_NAMES):
+            self.lane.add(name)
         return name
+
+    def shared_names(self) -> set[str]:
+        """Names of the shared values emitted so far."""
+        return {line.split(" = ", 1)[0] for line in self.lines} - self.lane
+
+    def sub(self, a: Sym, b: Sym) -> Sym:
+        if isinstance(a, float) and isinstance(b, float):
+            return a - b
+        if b == 0.0:
+            return a
+        if a == 0.0:
+            return self.neg(b)
+        if a == b:
+            return 0.0
+        return self.new(f"{self.fmt(a)} - {self.fmt(b)}")
 
     @staticmethod
     def fmt(a: Sym) -> str:
@@ -64,25 +92,20 @@ class Emitter:
             return a
         return self.new(f"{self.fmt(a)} + {self.fmt(b)}")
 
-    def sub(self, a: Sym, b: Sym) -> Sym:
-        if isinstance(a, float) and isinstance(b, float):
-            return a - b
-        if b == 0.0:
-            return a
-        if a == 0.0:
-            return self.neg(b)
-        return self.new(f"{self.fmt(a)} - {self.fmt(b)}")
-
     def neg(self, a: Sym) -> Sym:
         if isinstance(a, float):
             return -a
         return self.new(f"-{a}")
 
     def sum(self, terms: list[Sym]) -> Sym:
-        total: Sym = 0.0
-        for term in terms:
-            total = self.add(total, term)
-        return total
+        """Pairwise (balanced) sum: a dependency chain of log2(n) additions, not n."""
+        terms = [t for t in terms if t != 0.0]
+        if not terms:
+            return 0.0
+        while len(terms) > 1:
+            paired = [self.add(a, b) for a, b in zip(terms[::2], terms[1::2], strict=False)]
+            terms = paired + ([terms[-1]] if len(terms) % 2 else [])
+        return terms[0]
 
     def dot(self, pairs: list[tuple[Sym, Sym]]) -> Sym:
         return self.sum([self.mul(a, b) for a, b in pairs])
@@ -99,10 +122,11 @@ class Emitter:
                  for i in range(9)]
         cos_c = [1.0 / np.prod(np.arange(1, 2 * i + 1, dtype=float)) * (-1) ** i
                  for i in range(10)]
-        s = _horner(sin_c, z)
-        c = _horner(cos_c, z)
-        s1 = self.new(f"{r4} * ({s})")
-        c1 = self.new(c)
+        # Each polynomial as two halves joined by z⁵ (two short chains, not one long one).
+        z5 = self.new(f"({z} * {z}) * ({z} * {z}) * {z}")
+        s = self.new(f"({_horner(sin_c[:5], z)}) + {z5} * ({_horner(sin_c[5:], z)})")
+        c1 = self.new(f"({_horner(cos_c[:5], z)}) + {z5} * ({_horner(cos_c[5:], z)})")
+        s1 = self.new(f"{r4} * {s}")
         for _ in range(2):
             s1, c1 = self.new(f"2.0 * {s1} * {c1}"), self.new(f"{c1} * {c1} - {s1} * {s1}")
         return s1, c1
@@ -143,17 +167,48 @@ def _driven_angle_constant(tree: Tree) -> list[float | None]:
     return out
 
 
-def _emit_geometry(lane: _Lane, qf: list[Sym], drv: dict) -> dict:
-    """Orientations, hang vectors, prismatic axes and origins of every frame."""
+def _basis_frame(tree: Tree) -> int:
+    """The first free revolute frame (topological order), or -1: its rotation is the basis."""
+    for k in range(len(tree.frame_parent)):
+        if tree.frame_kind[k] == REVOLUTE and tree.frame_free[k] >= 0:
+            return k
+    return -1
+
+
+def _subtree(tree: Tree, root: int) -> set[int]:
+    inside: set[int] = set()
+    for k in range(len(tree.frame_parent)):
+        if k == root or tree.frame_parent[k] in inside:
+            inside.add(k)
+    return inside
+
+
+def _emit_geometry(lane: _Lane, qf: list[Sym], drv: dict, basis: bool = False) -> dict:
+    """Orientations, hang vectors, prismatic axes and origins of every frame.
+
+    World coordinates; or, with ``basis``, coordinates in the basis turned by the rotation β of
+    the first free revolute frame kβ, with origins relative to kβ's origin (key "beta": cos β,
+    sin β). Generalised forces and the mass matrix are the same in any basis, and below kβ
+    every orientation and fixed hang vector then depends only on driven values: shared by the
+    lanes of a shared motion.
+    """
     tree, em = lane.tree, lane.em
     constant = _driven_angle_constant(tree)
+    kb = _basis_frame(tree) if basis else -1
+    root_c, root_s = 1.0, 0.0
     g: dict = {"cA": [], "sA": [], "cP": [], "sP": [], "d": [], "e": [], "O": []}
+    if kb >= 0:
+        sb, cb = em.sincos(em.mul(float(tree.frame_axis[kb]), qf[tree.frame_free[kb]]))
+        root_c, root_s = cb, em.neg(sb)
+        g["beta"] = (cb, sb)
     for k in range(len(tree.frame_parent)):
         p = tree.frame_parent[k]
-        pc, ps = (1.0, 0.0) if p < 0 else (g["cA"][p], g["sA"][p])
-        cp, sp = (1.0, 0.0) if p < 0 else (g["cP"][p], g["sP"][p])
+        pc, ps = (root_c, root_s) if p < 0 else (g["cA"][p], g["sA"][p])
+        cp, sp = (root_c, root_s) if p < 0 else (g["cP"][p], g["sP"][p])
         kind, axis = tree.frame_kind[k], int(tree.frame_axis[k])
-        if kind == REVOLUTE and tree.frame_free[k] >= 0:
+        if k == kb:
+            cp, sp = 1.0, 0.0  # the basis turns with this frame (no free rotation above it)
+        elif kind == REVOLUTE and tree.frame_free[k] >= 0:
             s, c = em.sincos(em.mul(float(axis), qf[tree.frame_free[k]]))
             cp, sp = em.sub(em.mul(cp, c), em.mul(sp, s)), em.add(em.mul(sp, c), em.mul(cp, s))
         if constant[k] is None:
@@ -171,10 +226,22 @@ def _emit_geometry(lane: _Lane, qf: list[Sym], drv: dict) -> dict:
             qk = qf[tree.frame_free[k]] if tree.frame_free[k] >= 0 else drv["q"][
                 tree.frame_driven[k]]
             dx, dy = em.add(dx, em.mul(qk, e[0])), em.add(dy, em.mul(qk, e[1]))
-        origin = (dx, dy) if p < 0 else (em.add(g["O"][p][0], dx), em.add(g["O"][p][1], dy))
+        if k == kb:
+            origin: tuple[Sym, Sym] = (0.0, 0.0)
+            g["Okb"] = (dx, dy) if p < 0 else (em.add(g["O"][p][0], dx),
+                                               em.add(g["O"][p][1], dy))
+        else:
+            origin = (dx, dy) if p < 0 else (em.add(g["O"][p][0], dx), em.add(g["O"][p][1], dy))
         for key, value in (("cA", ca), ("sA", sa), ("cP", cp), ("sP", sp), ("d", (dx, dy)),
                            ("e", e), ("O", origin)):
             g[key].append(value)
+    if kb >= 0:
+        # Frames outside kβ's subtree: origins relative to kβ's origin too.
+        inside = _subtree(tree, kb)
+        okx, oky = g["Okb"]
+        for k in range(len(tree.frame_parent)):
+            if k not in inside:
+                g["O"][k] = (em.sub(g["O"][k][0], okx), em.sub(g["O"][k][1], oky))
     return g
 
 
@@ -201,10 +268,16 @@ def _emit_rnea(lane: _Lane, g: dict, vf: list[Sym], drv: dict, af: list[Sym] | N
     w: list[Sym] = []
     eps: list[Sym] = []
     acc: list[tuple[Sym, Sym]] = []
+    grav = lane.field(tree.gravity_field)
+    root_acc: tuple[Sym, Sym] = (0.0, 0.0)
+    if "beta" in g:
+        # Gravity as an upward acceleration of the base, in the turned basis: −R(−β)(0, −g).
+        cb, sb = g["beta"]
+        root_acc = (em.mul(grav, sb), em.mul(grav, cb))
     for k in range(n):
         p = tree.frame_parent[k]
         wp, ep = (0.0, 0.0) if p < 0 else (w[p], eps[p])
-        apx, apy = (0.0, 0.0) if p < 0 else acc[p]
+        apx, apy = root_acc if p < 0 else acc[p]
         dx, dy = g["d"][k]
         wp2 = em.mul(wp, wp)
         ax = em.sub(em.sub(apx, em.mul(ep, dy)), em.mul(wp2, dx))
@@ -228,7 +301,8 @@ def _emit_rnea(lane: _Lane, g: dict, vf: list[Sym], drv: dict, af: list[Sym] | N
         eps.append(ek)
         acc.append((ax, ay))
     F: list[list[Sym]] = [[0.0, 0.0, 0.0] for _ in range(n)]
-    grav = lane.field(tree.gravity_field)
+    if "beta" in g:
+        grav = 0.0  # already in the base acceleration
     bodies = []
     for b in range(len(tree.body_frame)):
         k = tree.body_frame[b]
@@ -333,6 +407,10 @@ def _emit_mass(lane: _Lane, g: dict, bodies: list) -> dict:
                 ux, uy = em.sub(ox, g["O"][ki][0]), em.sub(oy, g["O"][ki][1])
                 value = em.mul(float(tree.frame_axis[ki]),
                                em.add(nz, em.sub(em.mul(ux, fy), em.mul(uy, fx))))
+            elif (tree.frame_kind[kj] == PRISMATIC and g["cA"][ki] == g["cA"][kj]
+                  and g["sA"][ki] == g["sA"][kj]):
+                # Two sliders in one orientation: e_i·e_j is exactly 1 (same axis) or 0.
+                value = m if tree.frame_axis[ki] == tree.frame_axis[kj] else 0.0
             else:
                 value = em.dot([(g["e"][ki][0], fx), (g["e"][ki][1], fy)])
             M[(max(i, j), min(i, j))] = value
@@ -342,7 +420,7 @@ def _emit_mass(lane: _Lane, g: dict, bodies: list) -> dict:
 def _emit_dynamics(lane: _Lane, qf: list[Sym], vf: list[Sym], drv: dict):
     """Free-free mass matrix (lower triangle) and rhs = springs − RNEA(q̈_f = 0)."""
     em = lane.em
-    g = _emit_geometry(lane, qf, drv)
+    g = _emit_geometry(lane, qf, drv, basis=True)
     tau, _, bodies = _emit_rnea(lane, g, vf, drv, None)
     rhs = [em.sub(s, tau[i]) for i, s in enumerate(_emit_springs(lane, qf, vf))]
     return _emit_mass(lane, g, bodies), rhs
@@ -351,7 +429,7 @@ def _emit_dynamics(lane: _Lane, qf: list[Sym], vf: list[Sym], drv: dict):
 def emit_efforts(lane: _Lane, qf: list[Sym], vf: list[Sym], drv: dict) -> list[Sym]:
     """Driven efforts: the free accelerations of the hybrid dynamics, then RNEA with them."""
     em, nf = lane.em, lane.tree.n_free
-    g = _emit_geometry(lane, qf, drv)
+    g = _emit_geometry(lane, qf, drv, basis=True)
     tau, _, bodies = _emit_rnea(lane, g, vf, drv, None)
     rhs = [em.sub(s, tau[i]) for i, s in enumerate(_emit_springs(lane, qf, vf))]
     L = _emit_cholesky(em, _emit_mass(lane, g, bodies), nf)
@@ -361,31 +439,37 @@ def emit_efforts(lane: _Lane, qf: list[Sym], vf: list[Sym], drv: dict) -> list[S
 
 
 def _emit_cholesky(em: Emitter, A: dict, n: int) -> dict:
+    """LDLᵀ factor of a symmetric matrix (lower triangle A[(i, j)], i ≥ j): unit lower L[(i, j)]
+    and L[("inv", i)] = 1/D_i — no square roots, one division per pivot (the stage's critical
+    path); a non-positive pivot gives NaN (the member is then reported as failed)."""
     L: dict = {}
-    for i in range(n):
-        for j in range(i + 1):
+    LD: dict = {}  # L_ik·D_k
+    for j in range(n):
+        d = A[(j, j)]
+        for k in range(j):
+            d = em.sub(d, em.mul(L[(j, k)], LD[(j, k)]))
+        L[("inv", j)] = em.new(f"(1.0 / {em.fmt(d)}) if {em.fmt(d)} > 0.0 else np.nan")
+        for i in range(j + 1, n):
             s = A[(i, j)]
             for k in range(j):
-                s = em.sub(s, em.mul(L[(i, k)], L[(j, k)]))
-            if i == j:
-                L[(i, i)] = em.new(f"np.sqrt({em.fmt(s)})")
-                L[("inv", i)] = em.new(f"1.0 / {L[(i, i)]}")
-            else:
-                L[(i, j)] = em.mul(s, L[("inv", j)])
+                s = em.sub(s, em.mul(L[(i, k)], LD[(j, k)]))
+            LD[(i, j)] = s
+            L[(i, j)] = em.mul(s, L[("inv", j)])
     return L
 
 
 def _emit_solve(em: Emitter, L: dict, b: list[Sym], n: int) -> list[Sym]:
+    """Solve L D Lᵀ x = b with the factor of :func:`_emit_cholesky`."""
     y: list[Sym] = []
     for i in range(n):
         s = b[i]
         for k in range(i):
             s = em.sub(s, em.mul(L[(i, k)], y[k]))
-        y.append(em.mul(s, L[("inv", i)]))
+        y.append(s)
     x: list[Sym] = [0.0] * n
     for i in range(n - 1, -1, -1):
-        s = y[i]
+        s = em.mul(y[i], L[("inv", i)])
         for k in range(i + 1, n):
             s = em.sub(s, em.mul(L[(k, i)], x[k]))
-        x[i] = em.mul(s, L[("inv", i)])
+        x[i] = s
     return x

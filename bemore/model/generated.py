@@ -174,11 +174,11 @@ def _stage_code(tree: Tree) -> list[tuple[list[str], set[int]]]:
             stores += [f"S[{i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(new_q)]
             stores += [f"S[{nf + i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(new_v)]
             stores += [f"alive[b] = alive[b] * (1.0 if ({ok}) else 0.0)"]
-        stages.append((em.lines + stores, lane.used_fields))
+        stages.append((em.lines + stores, lane.used_fields, em.shared_names()))
     return stages
 
 
-def _record_code(tree: Tree, n_points: int) -> tuple[list[str], set[int], list[str], set[int]]:
+def _record_code(tree: Tree, n_points: int) -> tuple[tuple, tuple]:
     """Lane code at a frame time: points and cost; driven efforts."""
     nf = tree.n_free
     q = [f"q{i}" for i in range(nf)]
@@ -201,7 +201,8 @@ def _record_code(tree: Tree, n_points: int) -> tuple[list[str], set[int], list[s
     efforts = emit_efforts(elane, q, v, driven_syms(tree, "f"))
     ebody = list(eem.lines) + [f"out_eff[b, f, {j}] = {Emitter.fmt(x)}"
                                for j, x in enumerate(efforts)]
-    return body, plane.used_fields, ebody, elane.used_fields
+    return (body, plane.used_fields, pem.shared_names()), (ebody, elane.used_fields,
+                                                           eem.shared_names())
 
 
 class _Assembler:
@@ -236,10 +237,18 @@ class _Assembler:
             lines.append(f"{name} = D[{index}, b]" if lane else f"{name} = D[{index}]")
         return lines
 
-    def lane_loop(self, lines: list[str], fields: set[int], between: bool = False) -> list[str]:
-        """A loop over lanes running ``lines``; ``between``: the free state is the cubic Hermite
-        interpolant between the step start S0 and end S (weights c00… set by the caller)."""
+    def block(self, lines: list[str], fields: set[int], shared: set[str],
+              between: bool = False) -> list[str]:
+        """Code running ``lines`` for every lane: in the shared kernel, the driven values it
+        reads and its shared values first (once), then the lane loop; ``between``: the free
+        state is the cubic Hermite interpolant between the step start S0 and end S (weights
+        c00… set by the caller)."""
         names = _names(lines)
+        out: list[str] = []
+        if not self.per_member:
+            out = self.driven_loads(names, lane=False)
+            out += [line for line in lines if line.split(" = ", 1)[0] in shared]
+            lines = [line for line in lines if line.split(" = ", 1)[0] not in shared]
         nf = self.nf
         body = [f"V{i} = Vt[{i}, b]" for i in sorted(fields)]
         for i in range(nf):
@@ -257,10 +266,7 @@ class _Assembler:
                 body.append(f"{name} = {array}[{row}, b]")
         if self.per_member:
             body += self.driven_loads(names, lane=True)
-        return ["for b in range(lo, hi):"] + ["    " + line for line in body + lines]
-
-    def hoist(self, lines: list[str]) -> list[str]:
-        return [] if self.per_member else self.driven_loads(_names(lines), lane=False)
+        return [*out, "for b in range(lo, hi):"] + ["    " + line for line in body + lines]
 
 
 def _indent(lines: list[str], depth: int) -> list[str]:
@@ -287,10 +293,8 @@ def _function(name: str, asm: _Assembler, stages, record, efforts) -> list[str]:
             "        if spp > 1:",
             "            for b in range(lo, hi):"]
     out += [f"                S0[{i}, b] = S[{i}, b]" for i in range(2 * nf)]
-    for lines, _ in stages:
-        out += _indent(asm.hoist(lines), 2)
-    for lines, fields in stages:
-        out += _indent(asm.lane_loop(lines, fields), 2)
+    for stage in stages:
+        out += _indent(asm.block(*stage), 2)
     # Frames inside a multi-sample step: cubic Hermite of (q, q̇) between the step's ends
     # (q̇ from its derivative), driven values exact (table rows 4…).
     out += ["        for j in range(1, spp):",
@@ -312,13 +316,13 @@ def _function(name: str, asm: _Assembler, stages, record, efforts) -> list[str]:
 def _record(asm: _Assembler, record, efforts, between: bool) -> list[str]:
     """Store the state, points, cost, efforts of frame f (driven values from table row rf)."""
     nf = asm.nf
-    out = asm.hoist(record[0] + efforts[0])
+    out: list[str] = []
     store = [f"out_q[b, f, {i}] = q{i}" for i in range(nf)]
     store += [f"out_v[b, f, {i}] = v{i}" for i in range(nf)]
     # Stored member-major (B, F, n) as the caller returns them: no transposed copy afterwards.
-    out += ["if store_state:", *_indent(asm.lane_loop(store, set(), between), 1)]
-    out += ["if store_points or do_cost:", *_indent(asm.lane_loop(*record, between), 1)]
-    out += ["if store_efforts:", *_indent(asm.lane_loop(*efforts, between), 1)]
+    out += ["if store_state:", *_indent(asm.block(store, set(), set(), between), 1)]
+    out += ["if store_points or do_cost:", *_indent(asm.block(*record, between), 1)]
+    out += ["if store_efforts:", *_indent(asm.block(*efforts, between), 1)]
     return out
 
 
@@ -330,8 +334,8 @@ def generate_program(tree: Tree, n_points: int) -> Program:
     through per-lane arrays MX, U0, U1, U2.
     """
     stages = _stage_code(tree)
-    pbody, pfields, ebody, efields = _record_code(tree, n_points)
-    used = _names([line for lines, _ in stages for line in lines] + pbody + ebody)
+    record, efforts = _record_code(tree, n_points)
+    used = _names([line for lines, _, _ in stages for line in lines] + record[0] + efforts[0])
     keys = {(m[1], int(m[3])) for m in map(_DRIVEN_NAME.match, used) if m}
     slots = tuple(sorted(keys))
     member_slots = tuple(sorted({("an", k) if kind in ("cd", "sd") else (kind, k)
@@ -341,7 +345,7 @@ def generate_program(tree: Tree, n_points: int) -> Program:
     for name, table in (("integrate_shared", slots), ("integrate_members", member_slots)):
         slot_of = {key: i for i, key in enumerate(table)}
         asm = _Assembler(tree.n_free, slot_of, table is member_slots)
-        out += [*_function(name, asm, stages, (pbody, pfields), (ebody, efields)), ""]
+        out += [*_function(name, asm, stages, record, efforts), ""]
     return Program("\n".join(out) + "\n", slots, member_slots)
 
 
