@@ -190,6 +190,48 @@ class StartState:
         }
 
 
+ORACLE_STEP_S = 1e-5  # one integrator step this long reads the accelerations (see below)
+
+
+def free_accelerations(
+    model: Any,
+    P: np.ndarray,
+    free_q: np.ndarray,
+    driven_q: np.ndarray,
+    driven_qd: np.ndarray,
+    driven_qdd: np.ndarray,
+) -> np.ndarray:
+    """Free accelerations (B, n_free) at the free positions ``free_q`` (B, n_free), free
+    velocities 0, driven state (n_driven,) each, read from ONE engine step of
+    ``ORACLE_STEP_S``: v(h)/h, the Rosenbrock step's (M + γhC + γ²h²K)⁻¹·force.
+
+    Why not ``model.hybrid``: its separate numba kernel costs ~27 s to compile on a first run
+    and ~1 s to load from cache on every run, against 3 s for the whole identification; the
+    engine's simulation kernel is loaded anyway. The damping term makes these accelerations up
+    to a few % off, but not where the springs' accelerations vanish: with a_s = 0,
+    (M + γhC)·a = M·a because C acts on the spring coordinates only, so the first stage is
+    exact there and only the hand rotation's motion during the step (O(h²)) moves the zero.
+    Measured: the equilibrium lands within 0.1 µm of ``model.equilibrium`` over 200 members
+    across the box (h = 1e-5 s; shorter steps lose digits to rounding: 17 µm at 3e-7 s).
+    NaN rows: not simulable.
+    """
+    from bemore.model import DrivenMotion, simulate
+
+    h = ORACLE_STEP_S
+    q, qd, qdd = (np.asarray(a, dtype=float) for a in (driven_q, driven_qd, driven_qdd))
+    motion = DrivenMotion(
+        t=np.array([0.0, h]),
+        q=np.stack([q, q + qd * h + 0.5 * qdd * h * h]),
+        qd=np.stack([qd, qd + qdd * h]),
+        qdd=np.stack([qdd, qdd]),
+    )
+    free_q = np.asarray(free_q, dtype=float)
+    simulation = simulate(
+        model, P, motion, free_q, np.zeros_like(free_q), outputs=("free_qd",)
+    )
+    return simulation.free_qd[:, 1, :] / h
+
+
 def spring_equilibrium(
     model: Any,
     P: np.ndarray,
@@ -203,13 +245,11 @@ def spring_equilibrium(
     """Free states (B, n_free) where the spring coordinates do not accelerate: the definition of
     ``model.equilibrium`` (free velocities 0, driven state given, springs from their rest), in
     ``chord_steps`` Newton steps sharing ONE batched finite-difference Jacobian taken at the
-    rest: 7 states per member in 3 calls, instead of ``model.equilibrium``'s 5 states per member
-    and call, 3–4 calls, Python work between them — for every population of the
-    identification.
+    rest: 7 states per member in 3 engine calls (:func:`free_accelerations`), for every
+    population of the identification.
 
     The deflections are millimetres, so the Jacobian barely changes on the way: each step
-    divides the error by ~40 (over 200 members spread across the box: 6 µm after 2 steps,
-    0.15 µm after 3, 4 nm after 4; tests/identify/test_initial.py checks 3 against
+    divides the error by ~40 (tests/identify/test_initial.py checks the result against
     ``model.equilibrium``). Members the engine cannot simulate get NaN rows.
     """
     P = model.as_matrix(P)
@@ -220,22 +260,21 @@ def spring_equilibrium(
     q = np.array(np.broadcast_to(np.asarray(free_q, dtype=float), (B, nf)))
     rest = model.tree.spring_fields[springs, 2]
     q[:, springs] = V[:, rest]
+    drive = (driven_q, driven_qd, driven_qdd)
     # One batch: the state, then the state with each spring coordinate moved by step_m.
     states = np.repeat(q[None], n + 1, axis=0)
     for c, i in enumerate(springs):
         states[c + 1, :, i] += step_m
-    zeros = np.zeros(((n + 1) * B, nf))
-    acc, _ = model.hybrid(
-        np.tile(P, (n + 1, 1)), states.reshape(-1, nf), zeros, driven_q, driven_qd, driven_qdd
-    )
+    acc = free_accelerations(model, np.tile(P, (n + 1, 1)), states.reshape(-1, nf), *drive)
     acc = acc[:, springs].reshape(n + 1, B, n)
     J = np.moveaxis((acc[1:] - acc[0][None]) / step_m, 0, -1)  # (B, n, n): d acc_i / d q_c
+    valid &= np.all(np.isfinite(J), axis=(1, 2)) & np.all(np.isfinite(acc[0]), axis=1)
     J[~valid] = np.eye(n)
     residual = np.where(valid[:, None], acc[0], 0.0)
     q[:, springs] -= np.linalg.solve(J, residual[..., None])[..., 0]
     for _ in range(chord_steps - 1):
-        acc, _ = model.hybrid(P, q, np.zeros((B, nf)), driven_q, driven_qd, driven_qdd)
-        residual = np.where(valid[:, None], acc[:, springs], 0.0)
-        q[:, springs] -= np.linalg.solve(J, np.nan_to_num(residual)[..., None])[..., 0]
+        acc = free_accelerations(model, P, q, *drive)
+        residual = np.where(valid[:, None], np.nan_to_num(acc[:, springs]), 0.0)
+        q[:, springs] -= np.linalg.solve(J, residual[..., None])[..., 0]
     q[~valid] = np.nan
     return q
