@@ -80,8 +80,8 @@ def test_a_stall_longer_than_the_lead_is_missed_by_host_and_firmware_alike(tmp_p
     host = result.timing["deadline_misses"]
     firmware = summary.firmware_counters["late_setpoints"]
     # (≥ 21: slots 400..420 were sent > 19 ms late; more as the catch-up burst itself takes
-    # a few ms of logging and writing)
-    assert 21 <= firmware <= 32
+    # a few ms of logging and writing, and the machine may stall the host further)
+    assert firmware >= 21
     # the host counts a send later than due − 1 ms: never fewer than the firmware, and only the
     # sends of that last millisecond more (in the catch-up burst the lateness falls by less
     # than 1 ms per send, so that band holds a few of them)
@@ -106,10 +106,11 @@ class StopAt(Scheduler):
 
     session: Session | None = None
     stop_slot = 500
+    reason, message = "interrupted", "stopped by Ctrl-C"
 
     def wait_for(self, k: int) -> bool:
         if k == self.stop_slot and self.session is not None:
-            self.session.request_stop("interrupted", "stopped by Ctrl-C")
+            self.session.request_stop(self.reason, self.message)
         return super().wait_for(k)
 
 
@@ -178,3 +179,55 @@ def test_the_tracking_reference_is_a_bounded_ring(tmp_path):
         assert session._commanded(last - COMMANDED_RING + 1) == 10 * (last - COMMANDED_RING + 1)
         assert session._commanded(last - COMMANDED_RING) is None  # overwritten
         assert len(session._commanded_time) == COMMANDED_RING
+
+
+def test_an_estop_does_not_wait_for_the_queue(tmp_path):
+    """The e-stop key mid-gesture: ESTOP acts at once, not after the ≈ 20 setpoints queued
+    ahead, which never come in force (the setpoint time in telemetry stops where it was; that
+    the queue itself is emptied is checked in firmware/tests/test_core.c)."""
+    settings = ModeSettings(rate_hz=1000.0, ramp_down_s=0.3)
+    plan = build_plan(make_gesture(duration_s=1.0, peak_deg=30.0), settings)
+    log_path = tmp_path / "session.jsonl"
+    with start_simulated_bench() as simulated, LogWriter(log_path, {"test": "estop"}) as log:
+        session = Session(simulated.port, load_bench(), log, settings)
+        try:
+            session.connect()
+            session.arm()
+            scheduler = StopAt(1_000_000, miss_threshold_ns(LEAD_MS * 1_000_000))
+            scheduler.session = session
+            scheduler.reason, scheduler.message = "estop", "e-stop key pressed"
+            result = session.stream(plan, scheduler)
+            time.sleep(0.08)  # longer than the lead: a queue played out would show by now
+            final = session._latest.fields
+        finally:
+            session.close()
+    assert result.reason == "estop" and "torque cut at once" in result.message
+    record = read_log(log_path)
+    last_sent = int(record.setpoints["time_ms"][-1])
+    seen = record.telemetry["setpoint_time_ms"]
+    assert last_sent == StopAt.stop_slot
+    # from just after the stop on, the setpoint in force never moves again: the setpoints still
+    # queued (sent ahead, up to the last one sent) were dropped, not played out
+    stop = next(e for e in record.events if e["kind"] == "stop")["host_time"]
+    after = seen[record.telemetry["host_time"] > stop + 0.003]
+    assert after.size >= 1 and np.all(after == after[0]) and after[0] < last_sent
+    assert final["setpoint_time_ms"] == after[0]  # 80 ms later, still the same
+    assert final["state"] == 2 and final["fault"] == 2  # FAULT, ESTOP_MESSAGE
+
+
+def test_the_tracking_monitor_compares_with_the_setpoint_in_force(tmp_path):
+    """Telemetry names the setpoint in force (``setpoint_time_ms``); with a 20 ms lead the last
+    one sent is 20 ms further on, and must not be the reference."""
+    with LogWriter(tmp_path / "log.jsonl", {"test": "in force"}) as log:
+        session = Session("/dev/null", load_bench(), log, ModeSettings())
+        session._armed = True
+        for time_ms in range(100):  # 1 mrad per ms
+            session._remember({"time_ms": time_ms, "position_urad": 1000 * time_ms})
+        fields = {"seq_echo": 0, "mcu_ticks": 500, "setpoint_time_ms": 79,
+                  "position_urad": 79_500, "velocity_urad_s": 0, "torque_mNm": 0, "state": 1,
+                  "fault": 0, "limit_flags": 0, "bad_frames": 0, "late_setpoints": 0,
+                  "seq_gaps": 0}
+        session._on_telemetry(Message("TELEMETRY", 0, fields), time.perf_counter())
+    # 79.5 mrad measured against the 79 mrad in force (not the 99 mrad last sent)
+    assert abs(session.status.tracking_error_rad - 0.0005) < 1e-12
+    assert not session._stop.is_set()
