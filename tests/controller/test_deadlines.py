@@ -14,7 +14,9 @@ import os
 import time
 
 import numpy as np
+import pytest
 
+from bemore.errors import BenchError
 from bemore.settings import load_bench
 from controller.log import LogWriter, read_log
 from controller.modes import ModeSettings, build_plan
@@ -231,3 +233,18 @@ def test_the_tracking_monitor_compares_with_the_setpoint_in_force(tmp_path):
     # 79.5 mrad measured against the 79 mrad in force (not the 99 mrad last sent)
     assert abs(session.status.tracking_error_rad - 0.0005) < 1e-12
     assert not session._stop.is_set()
+
+
+def test_a_lead_longer_than_the_firmware_queue_holds_is_refused(tmp_path):
+    """40 ms ahead at 1 kHz is 42 setpoints waiting: more than the firmware's 32."""
+    bench = load_bench()
+    bench = bench.model_copy(update={"streaming": bench.streaming.model_copy(
+        update={"lead_ms": 40})})
+    settings = ModeSettings(rate_hz=1000.0)
+    plan = build_plan(make_gesture(duration_s=0.5, peak_deg=10.0), settings)
+    with LogWriter(tmp_path / "log.jsonl", {"test": "lead"}) as log:
+        session = Session("/dev/null", bench, log, settings)
+        with pytest.raises(BenchError, match=r"bench.toml \[streaming\] lead_ms = 40: at 1000 Hz "
+                                             r"up to 42 setpoints would wait in the firmware's "
+                                             r"queue of 32; lower lead_ms or the rate"):
+            session.stream(plan)
