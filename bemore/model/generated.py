@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import itertools
+import json
 import os
 import re
 import sys
@@ -188,8 +189,8 @@ def _record_code(tree: Tree, n_points: int) -> tuple[tuple, tuple]:
     points = _emit_points(plane, _emit_geometry(plane, q, driven_syms(tree, "f")),
                           list(range(n_points)))
     body = [*pem.lines, "if store_points:"]
-    body += [f"    out_pts[f, {i}, 0, b] = {Emitter.fmt(x)}\n"
-             f"    out_pts[f, {i}, 1, b] = {Emitter.fmt(y)}" for i, (x, y) in enumerate(points)]
+    body += [f"    out_pts[b, f, {i}, 0] = {Emitter.fmt(x)}\n"
+             f"    out_pts[b, f, {i}, 1] = {Emitter.fmt(y)}" for i, (x, y) in enumerate(points)]
     body += ["if do_cost:", "    err = 0.0"]
     body += [f"    dx = {Emitter.fmt(x)} - meas[f, {i}, 0]\n"
              f"    dy = {Emitter.fmt(y)} - meas[f, {i}, 1]\n"
@@ -356,11 +357,59 @@ def kernel_for(tree: Tree, n_points: int, per_member: bool = False):
     """(compiled kernel, its :class:`Program`) for ``tree`` (source cached on disk by hash)."""
     known = _by_tree.get((id(tree), n_points))
     if known is None or known[0] is not tree:
-        program = generate_program(tree, n_points)
+        program = _cached_program(tree, n_points)
         known = (tree, program, _load_module(program.source))
         _by_tree[(id(tree), n_points)] = known
     module = known[2]
     return (module.integrate_members if per_member else module.integrate_shared), known[1]
+
+
+def _tree_key(tree: Tree, n_points: int) -> str:
+    """Digest of everything the generated source depends on: the tree's arrays, the number of
+    points, and the generator's own code."""
+    digest = hashlib.sha1(f"{KERNEL_FORMAT} {n_points}".encode())
+    for value in (tree.frame_parent, tree.frame_kind, tree.frame_axis, tree.frame_free,
+                  tree.frame_driven, tree.frame_at, tree.frame_angle, tree.body_frame,
+                  tree.body_fields, tree.spring_fields, tree.point_frame, tree.point_fields,
+                  np.array([tree.gravity_field, tree.n_free, tree.n_driven]),
+                  tree.field_offset, tree.field_matrix):
+        digest.update(np.ascontiguousarray(value).tobytes())
+    for module in (sys.modules[__name__], sys.modules[Emitter.__module__]):
+        digest.update(Path(module.__file__).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _cached_program(tree: Tree, n_points: int) -> Program:
+    """:func:`generate_program`, memoised on disk (generation takes ~0.1 s of start-up)."""
+    path = _cache_folder() / f"program_{_tree_key(tree, n_points)}.json"
+    try:
+        data = json.loads(path.read_text())
+        return Program(data["source"], tuple(map(tuple, data["slots"])),
+                       tuple(map(tuple, data["member_slots"])))
+    except (OSError, ValueError, KeyError):
+        pass
+    program = generate_program(tree, n_points)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps({"source": program.source, "slots": program.slots,
+                                   "member_slots": program.member_slots}))
+        tmp.replace(path)
+    except OSError:  # a read-only cache only costs the generation time
+        pass
+    return program
+
+
+def _cache_folder() -> Path:
+    """Where generated sources live (``BEMORE_KERNEL_CACHE`` or ~/.cache/bemore/kernels)."""
+    folder = Path(os.environ.get("BEMORE_KERNEL_CACHE", Path.home() / ".cache/bemore/kernels"))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # e.g. a read-only home: fall back to the temporary folder
+        import tempfile
+
+        folder = Path(tempfile.gettempdir()) / "bemore-kernels"
+        folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _allow_vectorisation() -> None:
@@ -387,15 +436,7 @@ def _load_module(source: str):
     digest = hashlib.sha1(source.encode()).hexdigest()[:16]
     if digest in _modules:
         return _modules[digest]
-    folder = Path(os.environ.get("BEMORE_KERNEL_CACHE", Path.home() / ".cache/bemore/kernels"))
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:  # e.g. a read-only home: fall back to the temporary folder
-        import tempfile
-
-        folder = Path(tempfile.gettempdir()) / "bemore-kernels"
-        folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"tree_{digest}.py"
+    path = _cache_folder() / f"tree_{digest}.py"
     if not path.exists() or path.read_text() != source:
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(source)

@@ -276,7 +276,7 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     store_state, store_efforts, store_points, do_cost = (bool(x) for x in flags)
     out_q = np.empty((B, F, nf) if store_state else (1, 1, 1))
     out_v = np.empty_like(out_q)
-    out_pts = np.empty((F, n_points, 2, B) if store_points else (1, 1, 1, 1))
+    out_pts = np.empty((B, F, n_points, 2) if store_points else (1, 1, 1, 1))
     out_eff = np.empty((B, F, nd) if store_efforts else (1, 1, 1))
     meas_full = np.zeros((F if do_cost else 1, n_points, 2))
     wts = np.zeros((F if do_cost else 1, n_points))
@@ -307,9 +307,8 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
         out_eff[~ok] = np.nan
         result.efforts = out_eff
     if store_points:
-        points = np.ascontiguousarray(out_pts.transpose(3, 0, 1, 2))
-        points[~ok] = np.nan
-        result.points = points
+        out_pts[~ok] = np.nan
+        result.points = out_pts
     if do_cost:
         cost[~ok] = np.nan
         result.cost = cost
