@@ -8,6 +8,8 @@ Between samples the driven coordinates follow the quintic Hermite interpolant of
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit
 
@@ -38,7 +40,8 @@ def _bases(tau: np.ndarray, dt: float) -> tuple[np.ndarray, ...]:
     """Hermite weights (..., 6) of value, rate, acceleration at fractions ``tau`` (...) of a
     sample interval of ``dt`` s."""
     tau = np.asarray(tau, dtype=np.float64)
-    powers = tau[..., None] ** np.arange(6)
+    powers = np.cumprod(np.concatenate([np.ones_like(tau)[..., None],
+                                        np.repeat(tau[..., None], 5, axis=-1)], axis=-1), axis=-1)
     d1 = np.zeros_like(powers)
     d1[..., 1:] = powers[..., :-1] * np.arange(1, 6)
     d2 = np.zeros_like(powers)
@@ -150,6 +153,15 @@ def table_rows(F: int, substeps: int, samples_per_step: int) -> tuple[np.ndarray
     return interval - over, fraction + over
 
 
+@functools.lru_cache(maxsize=8)
+def _rows_and_weights(F: int, substeps: int, samples_per_step: int, dt: float
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Table rows and their Hermite weights (N, R, 3, 6), memoised: an optimiser evaluates many
+    motions on one time grid."""
+    interval, fraction = table_rows(F, substeps, samples_per_step)
+    return interval, np.ascontiguousarray(np.stack(_bases(fraction, dt), axis=2))
+
+
 _KIND = {"cd": 0, "sd": 1, "qd": 2, "vd": 3, "ad": 4, "an": 5}
 
 
@@ -163,8 +175,7 @@ def driven_table(tree: Tree, slots: tuple[tuple[str, int], ...], q, qd, qdd, dt:
     per_member = q.ndim == 3
     arrays = [np.ascontiguousarray(a.transpose(1, 2, 0) if per_member else a[..., None],
                                    dtype=np.float64) for a in (q, qd, qdd)]
-    interval, fraction = table_rows(arrays[0].shape[0], substeps, samples_per_step)
-    weights = np.ascontiguousarray(np.stack(_bases(fraction, dt), axis=2))  # (N, R, 3, 6)
+    interval, weights = _rows_and_weights(arrays[0].shape[0], substeps, samples_per_step, dt)
     const, coef = angle_terms(tree)
     kind = np.array([_KIND[k] for k, _ in slots], dtype=np.int64)
     index = np.array([i for _, i in slots], dtype=np.int64)
