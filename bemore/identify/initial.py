@@ -55,6 +55,7 @@ class StartState:
     shoulder_seen: np.ndarray
     driven_start: tuple[np.ndarray, np.ndarray, np.ndarray]
     shoulder_start: str
+    oracle: Any = None  # the driven start as a one-step motion (see free_accelerations)
 
     @classmethod
     def from_trial(cls, trial: Any, settings: InitialStateSettings) -> StartState:
@@ -94,6 +95,7 @@ class StartState:
             shoulder_seen=np.asarray(shoulder_seen, dtype=float).copy(),
             driven_start=(motion.q[0].copy(), motion.qd[0].copy(), motion.qdd[0].copy()),
             shoulder_start=settings.shoulder_start,
+            oracle=oracle_motion(motion.q[0], motion.qd[0], motion.qdd[0]),
         )
 
     @property
@@ -109,10 +111,6 @@ class StartState:
     def to_physical(self, X: np.ndarray) -> np.ndarray:
         """Normalised nuisance (..., dim) in [0, 1] → SI values (..., dim)."""
         return self.lower + np.asarray(X, dtype=float) * self.width
-
-    def centre(self) -> np.ndarray:
-        """Normalised position of the prepared rate and zero rest offsets (dim,)."""
-        return np.full(self.dim, 0.5)
 
     def start(
         self, model: Any, P: np.ndarray, X: np.ndarray
@@ -134,7 +132,7 @@ class StartState:
             ) from None
         P = P.copy()
         P[:, columns] = 0.0
-        equilibrium = spring_equilibrium(model, P, self.free_q0, *self.driven_start)
+        equilibrium = spring_equilibrium(model, P, self.free_q0, self.oracle)
         offset = np.zeros((B, 2))
         for k, name in enumerate((REST_X, REST_Y)):
             if name in self.names:
@@ -193,17 +191,26 @@ class StartState:
 ORACLE_STEP_S = 1e-5  # one integrator step this long reads the accelerations (see below)
 
 
-def free_accelerations(
-    model: Any,
-    P: np.ndarray,
-    free_q: np.ndarray,
-    driven_q: np.ndarray,
-    driven_qd: np.ndarray,
-    driven_qdd: np.ndarray,
-) -> np.ndarray:
+def oracle_motion(driven_q: np.ndarray, driven_qd: np.ndarray, driven_qdd: np.ndarray) -> Any:
+    """The driven state (n_driven,) each, SI, as a two-sample motion one ``ORACLE_STEP_S`` long
+    (exact for a constant acceleration). Built once per trial: the engine caches its tables per
+    motion object, and a new object per call would evict the trial's own."""
+    from bemore.model import DrivenMotion
+
+    h = ORACLE_STEP_S
+    q, qd, qdd = (np.asarray(a, dtype=float) for a in (driven_q, driven_qd, driven_qdd))
+    return DrivenMotion(
+        t=np.array([0.0, h]),
+        q=np.stack([q, q + qd * h + 0.5 * qdd * h * h]),
+        qd=np.stack([qd, qd + qdd * h]),
+        qdd=np.stack([qdd, qdd]),
+    )
+
+
+def free_accelerations(model: Any, P: np.ndarray, free_q: np.ndarray, oracle: Any) -> np.ndarray:
     """Free accelerations (B, n_free) at the free positions ``free_q`` (B, n_free), free
-    velocities 0, driven state (n_driven,) each, read from ONE engine step of
-    ``ORACLE_STEP_S``: v(h)/h, the Rosenbrock step's (M + γhC + γ²h²K)⁻¹·force.
+    velocities 0, at the driven start of ``oracle`` (:func:`oracle_motion`), read from ONE
+    engine step of ``ORACLE_STEP_S``: v(h)/h, the Rosenbrock step's (M + γhC + γ²h²K)⁻¹·force.
 
     Why not ``model.hybrid``: its separate numba kernel costs ~27 s to compile on a first run
     and ~1 s to load from cache on every run, against 3 s for the whole identification; the
@@ -215,19 +222,12 @@ def free_accelerations(
     across the box (h = 1e-5 s; shorter steps lose digits to rounding: 17 µm at 3e-7 s).
     NaN rows: not simulable.
     """
-    from bemore.model import DrivenMotion, simulate
+    from bemore.model import simulate
 
-    h = ORACLE_STEP_S
-    q, qd, qdd = (np.asarray(a, dtype=float) for a in (driven_q, driven_qd, driven_qdd))
-    motion = DrivenMotion(
-        t=np.array([0.0, h]),
-        q=np.stack([q, q + qd * h + 0.5 * qdd * h * h]),
-        qd=np.stack([qd, qd + qdd * h]),
-        qdd=np.stack([qdd, qdd]),
-    )
+    h = float(oracle.t[1] - oracle.t[0])
     free_q = np.asarray(free_q, dtype=float)
     simulation = simulate(
-        model, P, motion, free_q, np.zeros_like(free_q), outputs=("free_qd",)
+        model, P, oracle, free_q, np.zeros_like(free_q), outputs=("free_qd",)
     )
     return simulation.free_qd[:, 1, :] / h
 
@@ -236,14 +236,13 @@ def spring_equilibrium(
     model: Any,
     P: np.ndarray,
     free_q: np.ndarray,
-    driven_q: np.ndarray,
-    driven_qd: np.ndarray,
-    driven_qdd: np.ndarray,
+    oracle: Any,
     step_m: float = 1e-7,
     chord_steps: int = 3,
 ) -> np.ndarray:
     """Free states (B, n_free) where the spring coordinates do not accelerate: the definition of
-    ``model.equilibrium`` (free velocities 0, driven state given, springs from their rest), in
+    ``model.equilibrium`` (free velocities 0, at the driven start of ``oracle``, springs from
+    their rest), in
     ``chord_steps`` Newton steps sharing ONE batched finite-difference Jacobian taken at the
     rest: 7 states per member in 3 engine calls (:func:`free_accelerations`), for every
     population of the identification.
@@ -260,12 +259,11 @@ def spring_equilibrium(
     q = np.array(np.broadcast_to(np.asarray(free_q, dtype=float), (B, nf)))
     rest = model.tree.spring_fields[springs, 2]
     q[:, springs] = V[:, rest]
-    drive = (driven_q, driven_qd, driven_qdd)
     # One batch: the state, then the state with each spring coordinate moved by step_m.
     states = np.repeat(q[None], n + 1, axis=0)
     for c, i in enumerate(springs):
         states[c + 1, :, i] += step_m
-    acc = free_accelerations(model, np.tile(P, (n + 1, 1)), states.reshape(-1, nf), *drive)
+    acc = free_accelerations(model, np.tile(P, (n + 1, 1)), states.reshape(-1, nf), oracle)
     acc = acc[:, springs].reshape(n + 1, B, n)
     J = np.moveaxis((acc[1:] - acc[0][None]) / step_m, 0, -1)  # (B, n, n): d acc_i / d q_c
     valid &= np.all(np.isfinite(J), axis=(1, 2)) & np.all(np.isfinite(acc[0]), axis=1)
@@ -273,7 +271,7 @@ def spring_equilibrium(
     residual = np.where(valid[:, None], acc[0], 0.0)
     q[:, springs] -= np.linalg.solve(J, residual[..., None])[..., 0]
     for _ in range(chord_steps - 1):
-        acc = free_accelerations(model, P, q, *drive)
+        acc = free_accelerations(model, P, q, oracle)
         residual = np.where(valid[:, None], np.nan_to_num(acc[:, springs]), 0.0)
         q[:, springs] -= np.linalg.solve(J, residual[..., None])[..., 0]
     q[~valid] = np.nan
