@@ -131,6 +131,8 @@ class Session:
         self._latest_perf = 0.0
         self._telemetry_count = 0
         self._ticks_seen = -1
+        self._reset_seen = ""  # "mcu_ticks X after Y" once telemetry showed a restart
+        self._hello_answered = False  # did the last reset probe get a HELLO_REPLY?
         self._fault_baseline: tuple[int, int] | None = None
         self._commanded_time = [-1] * COMMANDED_RING
         self._commanded_position = [0] * COMMANDED_RING
@@ -399,6 +401,7 @@ class Session:
             self._armed = False
             return reason, (f"{message}; ESTOP sent: torque cut at once (fault ESTOP_MESSAGE "
                             "latched)")
+        silent_count, silent_at = self._telemetry_count, time.perf_counter()
         if reason == "telemetry timeout":
             # a quick question, shorter than the watchdog, so a firmware that is only slow
             # still gets the ramp below in time
@@ -424,6 +427,14 @@ class Session:
             # the bench answers again: had it restarted while silent (its hardware watchdog resets
             # a firmware that stopped ticking)? Then the ramp went to a disarmed bench.
             restarted = self._probe_reset(timeout_s=0.2)
+            waited_ms = (time.perf_counter() - silent_at) * 1e3
+            if (not restarted and self._hello_answered and self._telemetry_count == silent_count
+                    and waited_ms > 4 * self.telemetry_period_ms):
+                # it answers HELLO yet sent no telemetry since it went silent: telemetry only
+                # flows after a handshake, so the handshake was lost — the firmware restarted
+                # (its uptime may already exceed the ticks seen before, so they cannot tell)
+                restarted = f"no telemetry for {waited_ms:.0f} ms after the silence, handshake lost"
+                self.log.event("firmware reset", restarted)
             if restarted:
                 return "firmware reset", f"{message}: the firmware reset ({restarted}) and " \
                        "restarted disarmed (zero torque)"
@@ -431,12 +442,18 @@ class Session:
 
     def _probe_reset(self, timeout_s: float) -> str:
         """After silent telemetry: ask HELLO; a smaller mcu_ticks means the firmware restarted."""
+        if self._reset_seen:
+            return self._reset_seen
         try:
             reply = self.link.request("HELLO", "HELLO_REPLY", timeout_s=timeout_s,
                                       protocol_version=self.spec.protocol_version,
                                       telemetry_period_ms=self.telemetry_period_ms)
         except BenchError:
-            return ""
+            self._hello_answered = False
+            return self._reset_seen
+        self._hello_answered = True
+        if self._reset_seen:  # telemetry after the restart reached the reader first
+            return self._reset_seen
         ticks = reply.fields["mcu_ticks"]
         # The firmware answers HELLO before it ticks, so a reply can carry one tick less than a
         # telemetry frame of the same tick that the reader thread handled first: not a reset.
@@ -503,6 +520,9 @@ class Session:
         self.log.telemetry(perf_s, fields)
         self._telemetry_count += 1
         if self._ticks_seen >= 0 and fields["mcu_ticks"] < self._ticks_seen:
+            # remembered: once the stop is under way, later telemetry (small ticks again) must
+            # not hide that the firmware restarted
+            self._reset_seen = f"mcu_ticks {fields['mcu_ticks']} after {self._ticks_seen}"
             self.request_stop("firmware reset", f"firmware reset (mcu_ticks went back from "
                               f"{self._ticks_seen} to {fields['mcu_ticks']})")
         self._ticks_seen = fields["mcu_ticks"]
