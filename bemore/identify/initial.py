@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from bemore.errors import ModelError
+from bemore.identify.space import Box
 from bemore.settings import InitialState as InitialStateSettings
 
 RATE = "initial.rotation_rate"
@@ -38,7 +39,7 @@ SHOULDER = slice(3, 5)  # shoulder_ap, shoulder_pd among the free coordinates
 
 
 @dataclass(frozen=True)
-class StartState:
+class StartState(Box):
     """Initial-state unknowns of one trial and how each member's start is built from them.
 
     ``names``/``units``/``lower``/``upper``: the nuisance unknowns (SI: rad/s, m);
@@ -97,20 +98,6 @@ class StartState:
             shoulder_start=settings.shoulder_start,
             oracle=oracle_motion(motion.q[0], motion.qd[0], motion.qdd[0]),
         )
-
-    @property
-    def dim(self) -> int:
-        """Number of nuisance unknowns."""
-        return len(self.names)
-
-    @property
-    def width(self) -> np.ndarray:
-        """upper − lower per nuisance unknown (SI)."""
-        return self.upper - self.lower
-
-    def to_physical(self, X: np.ndarray) -> np.ndarray:
-        """Normalised nuisance (..., dim) in [0, 1] → SI values (..., dim)."""
-        return self.lower + np.asarray(X, dtype=float) * self.width
 
     def start(
         self, model: Any, P: np.ndarray, X: np.ndarray

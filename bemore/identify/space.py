@@ -18,8 +18,35 @@ from bemore.errors import ConfigError
 from bemore.settings import Gymnast, Identification, InitialState, trunk_mass_upper_bound_kg
 
 
+class Box:
+    """Names with lower/upper bounds (SI) and the map to and from the unit cube the optimisers
+    search; subclasses are dataclasses with ``names``, ``lower`` and ``upper``."""
+
+    names: tuple[str, ...]
+    lower: np.ndarray
+    upper: np.ndarray
+
+    @property
+    def dim(self) -> int:
+        """Number of unknowns."""
+        return len(self.names)
+
+    @property
+    def width(self) -> np.ndarray:
+        """upper − lower, per unknown (SI)."""
+        return self.upper - self.lower
+
+    def to_physical(self, X: np.ndarray) -> np.ndarray:
+        """Normalised points (..., d) in [0, 1] → SI values (..., d)."""
+        return self.lower + np.asarray(X, dtype=float) * self.width
+
+    def to_normalised(self, P: np.ndarray) -> np.ndarray:
+        """SI values (..., d) → normalised points (..., d) (0 = lower bound, 1 = upper)."""
+        return (np.asarray(P, dtype=float) - self.lower) / self.width
+
+
 @dataclass(frozen=True)
-class ParameterSpace:
+class ParameterSpace(Box):
     """Names, units and bounds (SI) of the identified parameters, in the configured order."""
 
     names: tuple[str, ...]
@@ -60,24 +87,6 @@ class ParameterSpace:
             configured_upper=configured,
             initial_state=identification.initial_state,
         )
-
-    @property
-    def dim(self) -> int:
-        """Number of identified parameters."""
-        return len(self.names)
-
-    @property
-    def width(self) -> np.ndarray:
-        """upper − lower, per parameter (SI)."""
-        return self.upper - self.lower
-
-    def to_physical(self, X: np.ndarray) -> np.ndarray:
-        """Normalised points (..., d) in [0, 1] → SI values (..., d)."""
-        return self.lower + np.asarray(X, dtype=float) * self.width
-
-    def to_normalised(self, P: np.ndarray) -> np.ndarray:
-        """SI values (..., d) → normalised points (..., d) (0 = lower bound, 1 = upper)."""
-        return (np.asarray(P, dtype=float) - self.lower) / self.width
 
     def as_dict(self, values: np.ndarray) -> dict[str, float]:
         """SI values (d,) → {name: value}."""
