@@ -1,7 +1,7 @@
 #!/bin/sh
 # The main job end to end on the bundled (synthetic) sample trial:
 # check configs → inspect the trial → identify the athlete → synthesize the gesture →
-# drive the simulated bench with it (assisted at 60 %: the athlete's 70 N·m limit in
+# drive the simulated bench with it (assisted at 50 %: the athlete's 70 N·m limit in
 # configs/bench.toml is below the gesture's peak) → replay the session.
 # Everything is written under out/.
 set -eu
@@ -19,7 +19,7 @@ $bin/bemore identify data/sample_trial.c3d --polish --out "$out/identify"
 step "bemore synthesize: the least-torque clear hip circle for this athlete"
 $bin/bemore synthesize "$out/identify/athlete.json" --out "$out/gesture"
 step "bemore drive: the gesture on the simulated bench (the firmware's own C code behind a pty)"
-$bin/bemore drive "$out/gesture/setpoints.csv" --mode assistive --load 60 \
+$bin/bemore drive "$out/gesture/setpoints.csv" --mode assistive --load 50 \
     --log "$out/session.jsonl" --no-view
 step "bemore replay: the session's summary and plots"
 $bin/bemore replay "$out/session.jsonl" --plot "$out/replay"
