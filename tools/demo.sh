@@ -1,8 +1,9 @@
 #!/bin/sh
 # The main job end to end on the bundled (synthetic) sample trial:
 # check configs → inspect the trial → identify the athlete → synthesize the gesture →
-# drive the simulated bench with it (assisted at 50 %: the athlete's 70 N·m limit in
-# configs/bench.toml is below the gesture's peak) → replay the session.
+# drive the simulated bench with it (assisted at 70 %: the gesture peaks at ≈ 184 N·m per
+# shoulder, the athlete's limit in configs/bench.toml is 70 N·m, and the athlete must produce
+# (1 − 0.70) × 184 ≈ 55 N·m) → replay the session.
 # Everything is written under out/.
 set -eu
 bin=.venv/bin
@@ -19,7 +20,7 @@ $bin/bemore identify data/sample_trial.c3d --polish --out "$out/identify"
 step "bemore synthesize: the least-torque clear hip circle for this athlete"
 $bin/bemore synthesize "$out/identify/athlete.json" --out "$out/gesture"
 step "bemore drive: the gesture on the simulated bench (the firmware's own C code behind a pty)"
-$bin/bemore drive "$out/gesture/setpoints.csv" --mode assistive --load 50 \
+$bin/bemore drive "$out/gesture/setpoints.csv" --mode assistive --load 70 \
     --log "$out/session.jsonl" --no-view
 step "bemore replay: the session's summary and plots"
 $bin/bemore replay "$out/session.jsonl" --plot "$out/replay"
