@@ -30,6 +30,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,15 +48,13 @@ def miss_threshold_ns(lead_ns: int, margin_ns: int = MISS_MARGIN_NS) -> int:
 
 
 @contextlib.contextmanager
-def realtime_priority(pid: int = 0, priority: int = REALTIME_PRIORITY) -> Iterator[bool]:
-    """Run the calling thread (or process ``pid``) under SCHED_FIFO while in the block.
-
-    Yields True when the OS granted it (root or CAP_SYS_NICE on Linux), False otherwise (the
-    stream then runs at normal priority, more exposed to other jobs on the machine).
-    """
+def _temporarily(read: Callable[[], Any], write: Callable[[Any], None],
+                 value: Callable[[], Any]) -> Iterator[bool]:
+    """``write(value())`` while in the block, then ``write`` back what ``read()`` gave. Yields
+    False (and changes nothing) when the OS refuses or lacks the call."""
     try:
-        previous = os.sched_getscheduler(pid), os.sched_getparam(pid)
-        os.sched_setscheduler(pid, os.SCHED_FIFO, os.sched_param(priority))
+        previous = read()
+        write(value())
     except (AttributeError, OSError):
         yield False
         return
@@ -63,7 +62,19 @@ def realtime_priority(pid: int = 0, priority: int = REALTIME_PRIORITY) -> Iterat
         yield True
     finally:
         with contextlib.suppress(OSError):
-            os.sched_setscheduler(pid, previous[0], previous[1])
+            write(previous)
+
+
+def realtime_priority(pid: int = 0, priority: int = REALTIME_PRIORITY
+                      ) -> contextlib.AbstractContextManager[bool]:
+    """Run the calling thread (or process ``pid``) under SCHED_FIFO while in the block.
+
+    Yields True when the OS granted it (root or CAP_SYS_NICE on Linux), False otherwise (the
+    stream then runs at normal priority, more exposed to other jobs on the machine).
+    """
+    return _temporarily(lambda: (os.sched_getscheduler(pid), os.sched_getparam(pid)),
+                        lambda policy: os.sched_setscheduler(pid, *policy),
+                        lambda: (os.SCHED_FIFO, os.sched_param(priority)))
 
 
 def streaming_cpu() -> int | None:
@@ -82,27 +93,20 @@ def other_cpus() -> set[int] | None:
     return None if cpu is None else os.sched_getaffinity(0) - {cpu}
 
 
-@contextlib.contextmanager
-def pinned(cpus: set[int] | None, pid: int = 0) -> Iterator[bool]:
+def pinned(cpus: set[int] | None, pid: int = 0) -> contextlib.AbstractContextManager[bool]:
     """Run the calling thread (or process ``pid``) on ``cpus`` only while in the block.
 
     On two cores the streaming thread gets one to itself and the link reader, the log writer
     and the simulated bench share the other: none of them then preempts the stream at a
     deadline. Yields False (and changes nothing) when ``cpus`` is None or the OS refuses.
     """
-    try:
-        previous = os.sched_getaffinity(pid)
+    def wanted() -> set[int]:
         if cpus is None:
-            raise OSError
-        os.sched_setaffinity(pid, cpus)
-    except (AttributeError, OSError):
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(pid, previous)
+            raise OSError("no CPUs to pin to")
+        return cpus
+
+    return _temporarily(lambda: os.sched_getaffinity(pid),
+                        lambda allowed: os.sched_setaffinity(pid, allowed), wanted)
 
 
 @dataclass(frozen=True)
