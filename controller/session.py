@@ -49,6 +49,9 @@ from controller.scheduler import (
 )
 
 TELEMETRY_PERIOD_MS = 5
+# After the last setpoint's due time, how long the end of a stream waits for telemetry showing it
+# in force before DISARM: three telemetry periods, and at most a third of the watchdog.
+DRAIN_MARGIN_S = 0.015
 TELEMETRY_TIMEOUT_S = 0.1  # no telemetry for this long while streaming stops the session
 BAD_FRAME_BUDGET = 20  # frames lost on the link (either way) tolerated in one session
 START_DELAY_NS = 5_000_000  # the first setpoint leaves this long after the stream starts
@@ -137,6 +140,7 @@ class Session:
         self._commanded_time = [-1] * COMMANDED_RING
         self._commanded_position = [0] * COMMANDED_RING
         self._sent_fields: list[dict[str, int]] = []  # setpoints sent, by slot, until the stop
+        self._last_send_ns = 0  # perf_counter_ns of the last SETPOINT written
         self._armed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -298,6 +302,7 @@ class Session:
                     scheduler.record(k, send_ns)
                     last = prepared.fields
                     self._sent_fields.append(last)
+                    self._last_send_ns = send_ns
                     self._after_send(k, seq, send_ns, last, int(plan.rep[k]))
                     self.link.poll()  # telemetry received meanwhile: log, monitors
                     sent += 1
@@ -493,15 +498,22 @@ class Session:
             self.log.setpoint(send_ns * 1e-9, k=k, seq=seq, rep=-1, **fields)
             self._remember(fields)
             self._sent_fields.append(fields)
+            self._last_send_ns = send_ns
 
     def _wait_drained(self) -> None:
         """Wait until the last setpoint sent is in force (the queue drained), so that DISARM,
         which acts at once, does not cut the end of a ramp short. A bench that does not show
         it in time (silent, restarted) is disarmed anyway: DISARM is the safe side."""
         final = self._sent_fields[-1]["time_ms"]
+        # The last setpoint is in force at the latest ``lead`` after it was written (due then,
+        # or applied at once if late); from then on the firmware's dry-queue watchdog runs, so
+        # DISARM must follow within DRAIN_MARGIN_S even when the confirming telemetry is slow.
+        margin_s = min(DRAIN_MARGIN_S, self.watchdog_ms / 3000)
+        remaining_s = (self._last_send_ns * 1e-9 + self.lead_ms / 1000 + margin_s
+                       - time.perf_counter())
         try:
             self._wait_telemetry(lambda m: m.fields["setpoint_time_ms"] == final,
-                                 self.lead_ms / 1000 + 0.2,
+                                 max(remaining_s, margin_s),
                                  f"setpoint t {final / 1000:.3f} s in force")
         except BenchError as error:
             self.log.event("not drained", str(error))
