@@ -319,7 +319,9 @@ class Session:
             except Exception as error:  # any host bug still ends in a controlled stop
                 reason, message = "host error", f"{type(error).__name__}: {error}"
             self.link.poll_mode(False)  # the reader thread handles telemetry and replies again
-            self.log.event("stop", message, reason=reason)
+            # not synced here: an fsync can take longer than the watchdog leaves before the
+            # controlled stop below; the next synced event or the end record puts it on disk
+            self.log.event("stop", message, sync=False, reason=reason)
             reason, message = self._finish(reason, message, scheduler, last)
         timing = scheduler.stats()
         result = SessionResult(reason, message, sent, self._telemetry_count, timing.to_dict(),
@@ -514,7 +516,7 @@ class Session:
         try:
             self._wait_telemetry(lambda m: m.fields["setpoint_time_ms"] == final,
                                  max(remaining_s, margin_s),
-                                 f"setpoint t {final / 1000:.3f} s in force")
+                                 f"setpoint t {final / 1000:.3f} s in force", heartbeat=True)
         except BenchError as error:
             self.log.event("not drained", str(error))
 
