@@ -116,24 +116,33 @@ class StopAt(Scheduler):
         return super().wait_for(k)
 
 
-def test_a_stop_flushes_the_queue_at_once(tmp_path):
-    """Ctrl-C mid-gesture: the setpoints already sent ahead (≈ lead) never come in force; the
-    ramp starts from the setpoint in force, and the bench ends disarmed."""
+def _stream_stopped_at_slot_500(tmp_path, reason: str, message: str, linger_s: float = 0.0):
+    """Stream a 1 s, 30° gesture at 1 kHz on the simulated bench, asking for a stop (``reason``)
+    at slot 500; returns (result, the last telemetry fields after ``linger_s``, the log)."""
     settings = ModeSettings(rate_hz=1000.0, ramp_down_s=0.3)
     plan = build_plan(make_gesture(duration_s=1.0, peak_deg=30.0), settings)
     log_path = tmp_path / "session.jsonl"
-    with start_simulated_bench() as simulated, LogWriter(log_path, {"test": "flush"}) as log:
+    with start_simulated_bench() as simulated, LogWriter(log_path, {"test": reason}) as log:
         session = Session(simulated.port, load_bench(), log, settings)
         try:
             session.connect()
             session.arm()
             scheduler = StopAt(1_000_000, miss_threshold_ns(LEAD_MS * 1_000_000))
             scheduler.session = session
+            scheduler.reason, scheduler.message = reason, message
             result = session.stream(plan, scheduler)
+            time.sleep(linger_s)
+            final = session._latest.fields
         finally:
             session.close()
+    return result, final, read_log(log_path)
+
+
+def test_a_stop_flushes_the_queue_at_once(tmp_path):
+    """Ctrl-C mid-gesture: the setpoints already sent ahead (≈ lead) never come in force; the
+    ramp starts from the setpoint in force, and the bench ends disarmed."""
+    result, _, record = _stream_stopped_at_slot_500(tmp_path, "interrupted", "stopped by Ctrl-C")
     assert result.reason == "interrupted" and result.message.endswith("and disarmed")
-    record = read_log(log_path)
     flush = next(e for e in record.events if e["kind"] == "flush")
     in_force, last_sent = flush["in_force_ms"], flush["last_sent_ms"]
     # what was queued when flushed: about the lead, less when the host's sends ran behind their
@@ -189,24 +198,10 @@ def test_an_estop_does_not_wait_for_the_queue(tmp_path):
     """The e-stop key mid-gesture: ESTOP acts at once, not after the ≈ 20 setpoints queued
     ahead, which never come in force (the setpoint time in telemetry stops where it was; that
     the queue itself is emptied is checked in firmware/tests/test_core.c)."""
-    settings = ModeSettings(rate_hz=1000.0, ramp_down_s=0.3)
-    plan = build_plan(make_gesture(duration_s=1.0, peak_deg=30.0), settings)
-    log_path = tmp_path / "session.jsonl"
-    with start_simulated_bench() as simulated, LogWriter(log_path, {"test": "estop"}) as log:
-        session = Session(simulated.port, load_bench(), log, settings)
-        try:
-            session.connect()
-            session.arm()
-            scheduler = StopAt(1_000_000, miss_threshold_ns(LEAD_MS * 1_000_000))
-            scheduler.session = session
-            scheduler.reason, scheduler.message = "estop", "e-stop key pressed"
-            result = session.stream(plan, scheduler)
-            time.sleep(0.08)  # longer than the lead: a queue played out would show by now
-            final = session._latest.fields
-        finally:
-            session.close()
+    result, final, record = _stream_stopped_at_slot_500(
+        tmp_path, "estop", "e-stop key pressed",
+        linger_s=0.08)  # longer than the lead: a queue played out would show by now
     assert result.reason == "estop" and "torque cut at once" in result.message
-    record = read_log(log_path)
     last_sent = int(record.setpoints["time_ms"][-1])
     seen = record.telemetry["setpoint_time_ms"]
     assert last_sent == StopAt.stop_slot
