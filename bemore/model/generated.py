@@ -40,7 +40,7 @@ from bemore.model.codegen import (
 from bemore.model.tree import REVOLUTE, Tree
 
 # Bump when the generated code or the LLVM options change, so cached machine code is rebuilt.
-KERNEL_FORMAT = 3
+KERNEL_FORMAT = 4
 _DRIVEN_NAME = re.compile(r"^(cd|sd|qd|vd|ad)([f0-3])_(\d+)$")
 _ARGS = ("Vt, S, S0, MX, U0, U1, U2, D, h, n_sub, spp, lane_lo, lane_hi, meas, wts, store_state, "
          "store_points, do_cost, store_efforts, max_abs, out_q, out_v, out_pts, out_eff, cost, "
@@ -191,11 +191,13 @@ def _record_code(tree: Tree, n_points: int) -> tuple[tuple, tuple]:
     body = [*pem.lines, "if store_points:"]
     body += [f"    out_pts[b, f, {i}, 0] = {Emitter.fmt(x)}\n"
              f"    out_pts[b, f, {i}, 1] = {Emitter.fmt(y)}" for i, (x, y) in enumerate(points)]
-    body += ["if do_cost:", "    err = 0.0"]
-    body += [f"    dx = {Emitter.fmt(x)} - meas[f, {i}, 0]\n"
-             f"    dy = {Emitter.fmt(y)} - meas[f, {i}, 1]\n"
-             f"    err += wts[f, {i}] * (dx * dx + dy * dy)" for i, (x, y) in enumerate(points)]
-    body += ["    cost[b] += err"]
+    # One name per value (dx0, dy0, err0 …): a name assigned twice costs numba's SSA pass.
+    body += ["if do_cost:"]
+    body += [f"    dx{i} = {Emitter.fmt(x)} - meas[f, {i}, 0]\n"
+             f"    dy{i} = {Emitter.fmt(y)} - meas[f, {i}, 1]\n"
+             f"    err{i} = {f'err{i - 1} + ' if i else ''}"
+             f"wts[f, {i}] * (dx{i} * dx{i} + dy{i} * dy{i})" for i, (x, y) in enumerate(points)]
+    body += [f"    cost[b] += {f'err{len(points) - 1}' if points else '0.0'}"]
     body = [line for chunk in body for line in chunk.split("\n")]
     eem = Emitter("e")
     elane = _Lane(tree, eem)
@@ -213,6 +215,7 @@ class _Assembler:
         self.nf = nf
         self.slot_of = slot_of
         self.per_member = per_member
+        self.blocks = 0  # blocks written so far: each gets its own names
 
     def driven_loads(self, names: set[str], lane: bool) -> list[str]:
         lines = []
@@ -267,7 +270,28 @@ class _Assembler:
                 body.append(f"{name} = {array}[{row}, b]")
         if self.per_member:
             body += self.driven_loads(names, lane=True)
-        return [*out, "for b in range(lo, hi):"] + ["    " + line for line in body + lines]
+        self.blocks += 1
+        return _single_assignment([*out, "for b in range(lo, hi):"]
+                                  + ["    " + line for line in body + lines], f"_{self.blocks}")
+
+
+_TARGET = re.compile(r"^\s*(?:for )?([A-Za-z_]\w*)(?: = | in )")
+_WORD = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+
+
+def _single_assignment(lines: list[str], suffix: str) -> list[str]:
+    """``lines`` with every name they assign (loop variable included) renamed ``name+suffix``.
+
+    Blocks reuse names (q0, V4, b …): numba rebuilds SSA form for every name assigned at more
+    than one place, in time that grows with the function's size for each such name — with a few
+    thousand of them it was most of an 80 s compilation. A block reads only its own names and
+    the kernel's arguments and loop state, so renaming inside it changes nothing else.
+    """
+    assigned = {match[1] for match in map(_TARGET.match, lines) if match}
+    if not assigned:
+        return lines
+    rename = {name: name + suffix for name in assigned}
+    return [_WORD.sub(lambda m: rename.get(m[0], m[0]), line) for line in lines]
 
 
 def _indent(lines: list[str], depth: int) -> list[str]:
