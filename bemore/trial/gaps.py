@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.interpolate import CubicSpline
 
 from bemore.errors import DataError
+from bemore.trial.filtering import evaluate_spline, interpolating_spline
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,23 @@ def fill_gaps(
             )
         filled_gaps.append(gap)
     valid = ~missing
-    spline = CubicSpline(t[valid], trajectory[valid], axis=0)
     filled = trajectory.copy()
-    filled[missing] = spline(t[missing])
+    filled[missing] = cubic_through(t[valid], trajectory[valid], t[missing])
     return filled, filled_gaps
+
+
+def cubic_through(x: np.ndarray, samples: np.ndarray, x_new: np.ndarray) -> np.ndarray:
+    """Values at ``x_new`` of scipy's ``CubicSpline(x, samples)`` (not-a-knot), units of
+    ``samples`` (N, ...): the cubic spline for N ≥ 4, the interpolating polynomial of degree
+    N − 1 for 2 or 3 samples (what not-a-knot reduces to)."""
+    if len(x) >= 4:
+        knots, coefficients = interpolating_spline(x, samples, 3)
+        return evaluate_spline(knots, coefficients, 3, x_new)
+    flat = samples.reshape(len(x), -1)
+    # Lagrange form of the polynomial through the 2 or 3 samples.
+    weights = np.ones((len(x_new), len(x)))
+    for i in range(len(x)):
+        for j in range(len(x)):
+            if i != j:
+                weights[:, i] *= (x_new - x[j]) / (x[i] - x[j])
+    return (weights @ flat).reshape((len(x_new), *samples.shape[1:]))
