@@ -108,6 +108,9 @@ class Optimiser(Section):
     polish: bool = False
     workers: int = Field(0, ge=0, description="0 = all local cores")
     dask: str | None = Field(None, description="Dask scheduler address; absent = in-process")
+    samples_per_step: Literal[1, 2] = Field(
+        1, description="integrator steps of the search cost: 1 per sample (exact) or per 2"
+    )
 
 
 class MassBudget(Section):

@@ -96,7 +96,8 @@ def identify_command(
     )
     _check(settings)
     space = ParameterSpace.from_config(identification, gymnast, str(config_path))
-    problem, trial_summary = _problem(trial, space, markerset, trial_config)
+    problem, trial_summary = _problem(trial, space, markerset, trial_config,
+                                      defaults.samples_per_step)
     config_record = {
         "identification": str(config_path),
         "gymnast": str(default_config("gymnast.toml")),
@@ -143,14 +144,16 @@ def _check(settings: Any) -> None:
 
 
 def _problem(
-    trial_path: Path, space: Any, markerset: Path | None, trial_config: Path | None
+    trial_path: Path, space: Any, markerset: Path | None, trial_config: Path | None,
+    samples_per_step: int = 1,
 ) -> tuple[Any, dict[str, Any]]:
-    """Prepare the trial and build the identification problem on the real-gymnast model."""
+    """Prepare the trial and build the identification problem on the real-gymnast model
+    (search cost: ``samples_per_step`` samples per integrator step)."""
     from bemore.identify.problem import IdentificationProblem
     from bemore.trial import prepare_trial
 
     trial = prepare_trial(trial_path, markerset, trial_config)
-    problem = IdentificationProblem.from_trial(trial, space)
+    problem = IdentificationProblem.from_trial(trial, space, samples_per_step=samples_per_step)
     return problem, trial.summary()
 
 

@@ -49,6 +49,9 @@ def athlete_record(
         "seed": settings.seed,
         "polish": settings.polish,
         "workers": settings.workers,
+        # The search's cost only (global_run.fun, convergence.csv); the figures above are exact.
+        "search_samples_per_step": getattr(problem, "samples_per_step", 1),
+        "search_notes": list(getattr(problem, "notes", ())),
         "elapsed_s": outcome.elapsed_s,
         "interrupted": outcome.interrupted,
         "message": status.message,

@@ -9,6 +9,12 @@ state; without one, every member starts from the given ``free_q0``/``free_qd0``.
 f1 = Σ over frames and over the seven joint centres of the squared distance between measured and
 simulated positions (m², DESIGN §2). Parameter vectors the engine cannot simulate get the finite
 penalty ``frames × 7 × (10 m)²``: as if every joint centre were 10 m away at every frame.
+
+``samples_per_step`` (2 by default from configs/identification.toml) lets :meth:`evaluate` take
+one integrator step per 2 samples: half the engine's work, 0.05 mm on the points against a
+tight reference (docs/model.md). It only steers the search: :meth:`simulated_points`,
+:meth:`residuals` and :meth:`exact_cost` — everything reported — step every sample. A trial
+with an odd number of sample intervals is searched with the exact cost (:attr:`notes` says so).
 """
 
 from __future__ import annotations
@@ -34,10 +40,11 @@ class IdentificationProblem(Problem):
     """
 
     @classmethod
-    def from_trial(cls, trial: Any, space: ParameterSpace, model: Any = None
-                   ) -> IdentificationProblem:
+    def from_trial(cls, trial: Any, space: ParameterSpace, model: Any = None,
+                   samples_per_step: int = 1) -> IdentificationProblem:
         """The problem of a prepared ``bemore.trial.Trial`` on ``model`` (default: the
-        real gymnast), with the initial-state unknowns of ``space.initial_state``."""
+        real gymnast), with the initial-state unknowns of ``space.initial_state``; the search
+        cost steps ``samples_per_step`` samples at a time (see the module docstring)."""
         if trial.driven is None:
             raise DataError(f"{trial.source}: the trial has no driven motion for the engine")
         if model is None:
@@ -48,7 +55,8 @@ class IdentificationProblem(Problem):
         if space.initial_state is not None:
             start = StartState.from_trial(trial, space.initial_state)
         return cls(model, space, trial.driven, trial.free_q0, trial.free_qd0,
-                   trial.joint_centres, tuple(trial.joint_centre_names), start)
+                   trial.joint_centres, tuple(trial.joint_centre_names), start,
+                   samples_per_step)
 
     def __init__(
         self,
@@ -60,6 +68,7 @@ class IdentificationProblem(Problem):
         measured: np.ndarray,
         cost_points: tuple[str, ...],
         start: StartState | None = None,
+        samples_per_step: int = 1,
     ) -> None:
         frames = measured.shape[0]
         nuisance = start.names if start is not None else ()
@@ -89,6 +98,15 @@ class IdentificationProblem(Problem):
         self._defaults = model.parameter_matrix([{}])[0]
         self._columns = [model.parameter_names.index(name) for name in space.names]
         self._point_index = [model.point_names.index(name) for name in cost_points]
+        if samples_per_step not in (1, 2):
+            raise DataError(f"samples_per_step {samples_per_step}: allowed 1 (exact) or 2")
+        self.requested_samples_per_step = samples_per_step
+        self.samples_per_step, self.notes = samples_per_step, ()
+        if (frames - 1) % samples_per_step:
+            # The engine steps over whole pairs of intervals; no frame is dropped instead.
+            self.samples_per_step = 1
+            self.notes = (f"{frames - 1} sample intervals (odd): searched with the exact cost "
+                          f"(one integrator step per sample), not {samples_per_step} per step",)
 
     def split(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Normalised points (N, dim) → (model parameters (N, d), nuisance unknowns (N, k))."""
@@ -113,11 +131,20 @@ class IdentificationProblem(Problem):
         return P, q0, qd0
 
     def _evaluate(self, X: np.ndarray) -> np.ndarray:
+        return self._cost(X, self.samples_per_step)
+
+    def exact_cost(self, X: np.ndarray) -> np.ndarray:
+        """f1 (N,) m² of X (N, dim) with one integrator step per sample (NaN: not simulable),
+        whatever :attr:`samples_per_step` the search uses."""
+        return self._cost(np.atleast_2d(X), 1)
+
+    def _cost(self, X: np.ndarray, samples_per_step: int) -> np.ndarray:
         from bemore.model import joint_centre_cost
 
         P, q0, qd0 = self.members(X)
         return joint_centre_cost(
-            self.model, P, self.motion, q0, qd0, self.measured, names=self.cost_points
+            self.model, P, self.motion, q0, qd0, self.measured, names=self.cost_points,
+            samples_per_step=samples_per_step,
         )
 
     def simulated_points(self, X: np.ndarray) -> np.ndarray:

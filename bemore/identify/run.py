@@ -130,7 +130,8 @@ def _identify(
             max_iterations=settings.polish_iterations,
         )
         polished = fit.result
-        if fit.result.fun <= result.fun:
+        # The polish's cost is exact; so must be the global best it is compared with.
+        if fit.result.fun <= _exact(problem, result):
             x, jacobian, residuals = fit.result.x, fit.jacobian, fit.residuals
     identifiability, analysis_evaluations = None, 0
     if not (result.interrupted or (polished and polished.interrupted)):
@@ -159,6 +160,15 @@ def _identify(
         elapsed_s=time.perf_counter() - start,
         analysis_evaluations=analysis_evaluations,
     )
+
+
+def _exact(problem: IdentificationProblem, result: OptimisationResult) -> float:
+    """The global best's cost (m²) with one integrator step per sample (the search may have
+    taken one per 2 samples)."""
+    if getattr(problem, "samples_per_step", 1) == 1:
+        return result.fun
+    cost = float(problem.exact_cost(result.x[None, :])[0])
+    return cost if np.isfinite(cost) else problem.penalty
 
 
 def _values_and_widths(problem: IdentificationProblem, x: np.ndarray

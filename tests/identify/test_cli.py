@@ -50,6 +50,10 @@ def test_short_run_on_the_sample_trial_writes_athlete_json(tmp_path) -> None:
     assert rate["upper"] - rate["lower"] == pytest.approx(0.6)  # prepared ± 0.3 rad/s
     assert "initial state (trial nuisance" in result.output
     assert athlete["elapsed_s"] > 0 and athlete["interrupted"] is False
+    # The search stepped 2 samples at a time (1600 intervals); the reported cost is exact.
+    assert athlete["search_samples_per_step"] == 2 and athlete["search_notes"] == []
+    assert athlete["cost_m2"] != athlete["global_run"]["fun"]
+    assert athlete["cost_m2"] == pytest.approx(athlete["global_run"]["fun"], rel=0.02)
     # The summary table is printed: every parameter with its position in the box.
     assert re.search(r"bar\.stiffness_x\s+[\d.]+\s+N/m", result.output)
     assert "RMS distance per joint centre" in result.output

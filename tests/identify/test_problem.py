@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bemore.errors import ConfigError
+from bemore.errors import ConfigError, DataError
 from bemore.identify.problem import IdentificationProblem
 from bemore.identify.space import ParameterSpace
 from bemore.settings import load_gymnast, load_identification
@@ -79,3 +79,48 @@ def test_a_parameter_set_the_engine_cannot_simulate_gets_the_finite_penalty() ->
     assert np.isfinite(costs[0]) and costs[0] < 1e3
     assert costs[1] == FRAMES * 7 * 10.0**2
     assert np.sum(problem.residuals(X)[1] ** 2) == pytest.approx(costs[1])
+
+
+def _with_samples_per_step(case, samples_per_step: int, frames: int | None = None):
+    """The case's problem again, its search cost stepping ``samples_per_step`` samples, on its
+    first ``frames`` frames."""
+    p = case.problem
+    motion, measured = p.motion, p.measured
+    if frames is not None:
+        motion = type(motion)(t=motion.t[:frames], q=motion.q[:frames], qd=motion.qd[:frames],
+                              qdd=motion.qdd[:frames])
+        measured = measured[:frames]
+    return IdentificationProblem(p.model, p.space, motion, p.free_q0, p.free_qd0, measured,
+                                 p.cost_points, samples_per_step=samples_per_step)
+
+
+def test_search_cost_with_two_samples_per_step_is_close_and_the_exact_cost_is_exact() -> None:
+    case = synthetic_case(seed_truth(), noise_m=0.0, seed=1, frames=FRAMES + 1)  # 300 intervals
+    exact, coarse = _with_samples_per_step(case, 1), _with_samples_per_step(case, 2)
+    assert coarse.samples_per_step == 2 and coarse.notes == ()
+    X = np.vstack([np.full(12, 0.5), np.random.default_rng(2).random((3, 12))])
+    reference = exact.evaluate(X)
+    searched = coarse.evaluate(X)
+    # Different integrations (not the same numbers), within a fraction of a percent of costs of
+    # 0.1–10 m² (millimetres on centres centimetres to decimetres away).
+    assert np.all(searched != reference)
+    assert np.allclose(searched, reference, rtol=0.02)
+    np.testing.assert_array_equal(coarse.exact_cost(X), reference)
+    np.testing.assert_array_equal(coarse.residuals(X), exact.residuals(X))
+
+
+def test_odd_sample_intervals_search_with_the_exact_cost_and_say_so() -> None:
+    case = synthetic_case(seed_truth(), noise_m=0.0, seed=1, frames=FRAMES + 1)
+    odd = _with_samples_per_step(case, 2, frames=FRAMES)  # 299 intervals
+    assert odd.samples_per_step == 1 and odd.requested_samples_per_step == 2
+    assert odd.notes == ("299 sample intervals (odd): searched with the exact cost (one "
+                         "integrator step per sample), not 2 per step",)
+    X = np.full((1, 12), 0.5)
+    np.testing.assert_array_equal(odd.evaluate(X), _with_samples_per_step(case, 1, FRAMES)
+                                  .evaluate(X))
+
+
+def test_samples_per_step_other_than_1_or_2_is_refused() -> None:
+    case = synthetic_case(seed_truth(), noise_m=0.0, seed=1, frames=FRAMES + 1)
+    with pytest.raises(DataError, match=r"samples_per_step 3: allowed 1 \(exact\) or 2"):
+        _with_samples_per_step(case, 3)
