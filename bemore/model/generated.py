@@ -40,11 +40,10 @@ from bemore.model.codegen import (
 from bemore.model.tree import REVOLUTE, Tree
 
 # Bump when the generated code or the LLVM options change, so cached machine code is rebuilt.
-KERNEL_FORMAT = 4
-_DRIVEN_NAME = re.compile(r"^(cd|sd|qd|vd|ad)([f0-3])_(\d+)$")
-_ARGS = ("Vt, S, S0, MX, U0, U1, U2, D, h, n_sub, spp, lane_lo, lane_hi, meas, wts, store_state, "
-         "store_points, do_cost, store_efforts, max_abs, out_q, out_v, out_pts, out_eff, cost, "
-         "alive")
+KERNEL_FORMAT = 5
+_DRIVEN_NAME = re.compile(r"^(cd|sd|qd|vd|ad)([fg0-3])_(\d+)$")
+_ARGS = ("Vt, S, S0, MX, U, CO, D, h, n_sub, spp, lane_lo, lane_hi, meas, wts, store_state, "
+         "store_points, do_cost, max_abs, out_q, out_v, out_pts, out_eff, cost, alive")
 
 
 def angle_representatives(tree: Tree) -> list[int]:
@@ -113,70 +112,79 @@ class Program:
     member_slots: tuple[tuple[str, int], ...]
 
 
-def _stage_code(tree: Tree) -> list[tuple[list[str], set[int]]]:
-    """The four ROS34PW2 stages as straight-line lane code (lines, fields used)."""
+def _stage_code(tree: Tree) -> tuple[tuple, tuple, tuple]:
+    """ROS34PW2 as straight-line lane code (lines, fields used, shared names): stage 0 (which
+    also factors W), one generic stage run for stages 1-3, and the final combination.
+
+    The generic stage reads its coefficients from names set by the stage loop (``cfa{j}`` =
+    A_T[s, j], ``cfc{j}`` = C_T[s, j] / h, zero for j ≥ s) and stores its increment to
+    ``U[st, ·, b]``: one copy of the stage code instead of three (compile time is roughly
+    proportional to the code size; the zero terms cost a few % of a stage's flops).
+    """
     nf = tree.n_free
     q = [f"q{i}" for i in range(nf)]
     v = [f"v{i}" for i in range(nf)]
-    Uq: list[list[Sym]] = []
-    Uv: list[list[Sym]] = []
+
+    def springs(lane: _Lane) -> tuple[list[Sym], list[Sym]]:
+        fields = tree.spring_fields
+        return ([lane.field(fields[i, 0]) if fields[i, 0] >= 0 else 0.0 for i in range(nf)],
+                [lane.field(fields[i, 1]) if fields[i, 1] >= 0 else 0.0 for i in range(nf)])
+
+    # Stage 0: dynamics at the step start, W = M + hγC + h²γ²K and its factor, increment 0.
+    em = Emitter("s0_")
+    lane = _Lane(tree, em)
+    stores: list[str] = []
+    Kf, Cf = springs(lane)
+    M, rhs = _emit_dynamics(lane, q, v, driven_syms(tree, "0"))
+    W = dict(M)
+    for i in range(nf):
+        W[(i, i)] = em.add(W[(i, i)], em.add(em.mul("hg", Cf[i]), em.mul("hg2", Kf[i])))
+    L = _emit_cholesky(em, W, nf)
     M0: dict = {}
     L_W: dict = {}
-    stages = []
-    for s in range(4):
-        em = Emitter(f"s{s}_")
-        lane = _Lane(tree, em)
-        stores: list[str] = []
-        Kf = [lane.field(tree.spring_fields[i, 0]) if tree.spring_fields[i, 0] >= 0 else 0.0
+    for row, key in enumerate(sorted(M, key=str)):
+        M0[key] = _stored(M[key], "MX", row, stores)
+    for row, key in enumerate(sorted(L, key=str)):
+        L_W[key] = _stored(L[key], "MX", len(M) + row, stores)
+    # M0 · acc = rhs exactly at the step start; no earlier increments (rq = v, cv = 0).
+    b = [em.sub(em.mul("hg", rhs[i]), em.mul("hg2", em.mul(Kf[i], v[i]))) for i in range(nf)]
+    uv = _emit_solve(em, L, b, nf)
+    uq = [em.mul("hg", em.add(v[i], uv[i])) for i in range(nf)]
+    stores += [f"U[0, {i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(uq + uv)]
+    stage0 = (em.lines + stores, lane.used_fields, em.shared_names())
+
+    # Stages 1-3: Y = y + Σ_j a_sj U_j; M(Y) acc = rhs(Y); M0 (acc + Σ c_sj U^v_j) … solved by W.
+    em = Emitter("sg_")
+    lane = _Lane(tree, em)
+    Kf, _ = springs(lane)
+    Uq = [[f"U{j}_{i}" for i in range(nf)] for j in range(3)]
+    Uv = [[f"U{j}_{nf + i}" for i in range(nf)] for j in range(3)]
+    Yq = [em.sum([q[i]] + [em.mul(f"cfa{j}", Uq[j][i]) for j in range(3)]) for i in range(nf)]
+    Yv = [em.sum([v[i]] + [em.mul(f"cfa{j}", Uv[j][i]) for j in range(3)]) for i in range(nf)]
+    M, rhs = _emit_dynamics(lane, Yq, Yv, driven_syms(tree, "g"))
+    acc = _emit_solve(em, _emit_cholesky(em, M, nf), rhs, nf)
+    rq = [em.sum([Yv[i]] + [em.mul(f"cfc{j}", Uq[j][i]) for j in range(3)]) for i in range(nf)]
+    accv = [em.sum([acc[i]] + [em.mul(f"cfc{j}", Uv[j][i]) for j in range(3)])
+            for i in range(nf)]
+    M0accv = [em.dot([(M0[(max(i, j), min(i, j))], accv[j]) for j in range(nf)])
               for i in range(nf)]
-        Cf = [lane.field(tree.spring_fields[i, 1]) if tree.spring_fields[i, 1] >= 0 else 0.0
-              for i in range(nf)]
-        Yq = [em.sum([q[i]] + [em.mul(float(kernels.A_T[s, j]), Uq[j][i]) for j in range(s)])
-              for i in range(nf)]
-        Yv = [em.sum([v[i]] + [em.mul(float(kernels.A_T[s, j]), Uv[j][i]) for j in range(s)])
-              for i in range(nf)]
-        M, rhs = _emit_dynamics(lane, Yq, Yv, driven_syms(tree, str(s)))
-        if s == 0:
-            W = dict(M)
-            for i in range(nf):
-                W[(i, i)] = em.add(W[(i, i)], em.add(em.mul("hg", Cf[i]), em.mul("hg2", Kf[i])))
-            L = _emit_cholesky(em, W, nf)
-            M0acc = rhs  # M0 · acc = rhs exactly at the step start
-            M0_here, L_here = M, L
-            for row, key in enumerate(sorted(M, key=str)):
-                M0[key] = _stored(M[key], "MX", row, stores)
-            offset = len(M)
-            for row, key in enumerate(sorted(L, key=str)):
-                L_W[key] = _stored(L[key], "MX", offset + row, stores)
-        else:
-            M0_here, L_here = M0, L_W
-            L = _emit_cholesky(em, M, nf)
-            acc = _emit_solve(em, L, rhs, nf)
-            M0acc = [em.dot([(M0[(max(i, j), min(i, j))], acc[j]) for j in range(nf)])
-                     for i in range(nf)]
-        rq = [em.sum([Yv[i]] + [em.mul(f"ch{s}{j}", Uq[j][i]) for j in range(s)])
-              for i in range(nf)]
-        cv = [em.sum([em.mul(f"ch{s}{j}", Uv[j][i]) for j in range(s)]) for i in range(nf)]
-        M0cv = [em.dot([(M0_here[(max(i, j), min(i, j))], cv[j]) for j in range(nf)])
-                for i in range(nf)]
-        b = [em.sub(em.mul("hg", em.add(M0acc[i], M0cv[i])), em.mul("hg2", em.mul(Kf[i], rq[i])))
-             for i in range(nf)]
-        uv = _emit_solve(em, L_here, b, nf)
-        uq = [em.mul("hg", em.add(rq[i], uv[i])) for i in range(nf)]
-        if s < 3:
-            Uq.append([_stored(uq[i], f"U{s}", i, stores) for i in range(nf)])
-            Uv.append([_stored(uv[i], f"U{s}", nf + i, stores) for i in range(nf)])
-        else:
-            new_q = [em.sum([q[i]] + [em.mul(float(kernels.M_T[j]), Uq[j][i]) for j in range(3)]
-                            + [em.mul(float(kernels.M_T[3]), uq[i])]) for i in range(nf)]
-            new_v = [em.sum([v[i]] + [em.mul(float(kernels.M_T[j]), Uv[j][i]) for j in range(3)]
-                            + [em.mul(float(kernels.M_T[3]), uv[i])]) for i in range(nf)]
-            ok = " & ".join(f"(abs({Emitter.fmt(x)}) < max_abs)" for x in new_q + new_v)
-            stores += [f"S[{i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(new_q)]
-            stores += [f"S[{nf + i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(new_v)]
-            stores += [f"alive[b] = alive[b] * (1.0 if ({ok}) else 0.0)"]
-        stages.append((em.lines + stores, lane.used_fields, em.shared_names()))
-    return stages
+    b = [em.sub(em.mul("hg", M0accv[i]), em.mul("hg2", em.mul(Kf[i], rq[i])))
+         for i in range(nf)]
+    uv = _emit_solve(em, L_W, b, nf)
+    uq = [em.mul("hg", em.add(rq[i], uv[i])) for i in range(nf)]
+    stores = [f"U[st, {i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(uq + uv)]
+    generic = (em.lines + stores, lane.used_fields, em.shared_names())
+
+    # New state y + Σ m_j U_j; a lane whose state leaves ±max_abs (or is NaN) dies.
+    em = Emitter("sf_")
+    new = [em.sum([x] + [em.mul(float(kernels.M_T[j]), f"U{j}_{i + nf * part}")
+                         for j in range(4)])
+           for part, names in enumerate((q, v)) for i, x in enumerate(names)]
+    ok = " & ".join(f"(abs({Emitter.fmt(x)}) < max_abs)" for x in new)
+    stores = [f"S[{i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(new)]
+    stores += [f"alive[b] = alive[b] * (1.0 if ({ok}) else 0.0)"]
+    final = (em.lines + stores, set(), em.shared_names())
+    return stage0, generic, final
 
 
 def _record_code(tree: Tree, n_points: int) -> tuple[tuple, tuple]:
@@ -225,7 +233,8 @@ class _Assembler:
             if match is None:
                 continue
             tag, kind, k = match[2], match[1], int(match[3])
-            stage = "rf" if tag == "f" else tag  # rf: the table row of the frame time
+            # rf: the table row of the frame time; st: of the generic stage (1-3)
+            stage = {"f": "rf", "g": "st"}.get(tag, tag)
             if lane and kind in ("cd", "sd"):
                 # Per member: the table holds the angle; its sine and cosine are computed in
                 # the lane loop (vectorised polynomial) rather than by numpy per table entry.
@@ -266,8 +275,10 @@ class _Assembler:
                     body.append(f"{sym} = S[{i if w == 'c' else nf + i}, b]")
         for name in sorted(names):
             array, _, row = name.partition("_")
-            if array in ("MX", "U0", "U1", "U2") and row.isdigit():
-                body.append(f"{name} = {array}[{row}, b]")
+            if array == "MX" and row.isdigit():
+                body.append(f"{name} = MX[{row}, b]")
+            elif re.fullmatch(r"U\d", array) and row.isdigit():
+                body.append(f"{name} = U[{array[1]}, {row}, b]")
         if self.per_member:
             body += self.driven_loads(names, lane=True)
         self.blocks += 1
@@ -298,65 +309,70 @@ def _indent(lines: list[str], depth: int) -> list[str]:
     return ["    " * depth + line for line in lines]
 
 
-def _function(name: str, asm: _Assembler, stages, record, efforts) -> list[str]:
+def _function(name: str, asm: _Assembler, stages, record) -> list[str]:
+    """One kernel: per step, copy the state to S0, run the stages, then record the frames of
+    the step (all through the cubic Hermite of the step's ends: weights 1, 0 at a step start
+    reproduce S0 exactly, so one copy of the record code serves every frame)."""
     nf = asm.nf
+    stage0, generic, final = stages
     out = ["@njit(cache=True, nogil=True, error_model='numpy', fastmath={'contract'})",
            f"def {name}({_ARGS}):",
            "    n_steps = D.shape[0] - 1",
            f"    hg = h * {kernels.GAMMA!r}",
-           "    hg2 = hg * hg"]
-    for s in range(4):
-        for j in range(s):
-            out.append(f"    ch{s}{j} = {float(kernels.C_T[s, j])!r} / h")
-    out += ["    lo = np.uint64(lane_lo)", "    hi = np.uint64(lane_hi)",
-            "    for n in range(n_steps + 1):",
-            "        if n % n_sub == 0:",
-            "            f = (n // n_sub) * spp",
-            "            rf = 0"]
-    out += _indent(_record(asm, record, efforts, False), 3)
-    out += ["        if n == n_steps:", "            break",
-            "        if spp > 1:",
-            "            for b in range(lo, hi):"]
-    out += [f"                S0[{i}, b] = S[{i}, b]" for i in range(2 * nf)]
-    for stage in stages:
-        out += _indent(asm.block(*stage), 2)
-    # Frames inside a multi-sample step: cubic Hermite of (q, q̇) between the step's ends
-    # (q̇ from its derivative), driven values exact (table rows 4…).
-    out += ["        for j in range(1, spp):",
-            "            f = n * spp + j",
-            "            rf = 3 + j",
-            "            x = j / spp",
-            "            c00 = 2.0 * x**3 - 3.0 * x**2 + 1.0",
-            "            c10 = (x**3 - 2.0 * x**2 + x) * h",
-            "            c01 = 3.0 * x**2 - 2.0 * x**3",
-            "            c11 = (x**3 - x**2) * h",
-            "            d00 = (6.0 * x**2 - 6.0 * x) / h",
-            "            d10 = 3.0 * x**2 - 4.0 * x + 1.0",
-            "            d01 = (6.0 * x - 6.0 * x**2) / h",
-            "            d11 = 3.0 * x**2 - 2.0 * x"]
-    out += _indent(_record(asm, record, efforts, True), 3)
+           "    hg2 = hg * hg",
+           "    lo = np.uint64(lane_lo)", "    hi = np.uint64(lane_hi)",
+           "    for n in range(n_steps + 1):",
+           "        for b in range(lo, hi):"]
+    out += [f"            S0[{i}, b] = S[{i}, b]" for i in range(2 * nf)]
+    out += ["        if n < n_steps:"]
+    out += _indent(asm.block(*stage0), 3)
+    out += ["            for st in range(1, 4):"]
+    out += [f"                cfa{j} = CO[st, {j}]" for j in range(3)]
+    out += [f"                cfc{j} = CO[st, {3 + j}]" for j in range(3)]
+    out += _indent(asm.block(*generic), 4)
+    out += _indent(asm.block(*final), 3)
+    # Frames of this step: its start (driven row 0) and, with several samples per step, the
+    # samples inside it (driven rows 4…).
+    out += ["        if n % n_sub == 0:",
+            "            for j in range(spp if n < n_steps else 1):",
+            "                f = (n // n_sub) * spp + j",
+            "                rf = 3 + j if j > 0 else 0",
+            "                x = j / spp",
+            "                c00 = 2.0 * x**3 - 3.0 * x**2 + 1.0",
+            "                c10 = (x**3 - 2.0 * x**2 + x) * h",
+            "                c01 = 3.0 * x**2 - 2.0 * x**3",
+            "                c11 = (x**3 - x**2) * h",
+            "                d00 = (6.0 * x**2 - 6.0 * x) / h",
+            "                d10 = 3.0 * x**2 - 4.0 * x + 1.0",
+            "                d01 = (6.0 * x - 6.0 * x**2) / h",
+            "                d11 = 3.0 * x**2 - 2.0 * x"]
+    out += _indent(_record(asm, *record), 4)
     return out
 
 
-def _record(asm: _Assembler, record, efforts, between: bool) -> list[str]:
-    """Store the state, points, cost, efforts of frame f (driven values from table row rf)."""
+def _record(asm: _Assembler, points, efforts) -> list[str]:
+    """Store the state, points, cost (and efforts if given) of frame f (driven values from
+    table row rf)."""
     nf = asm.nf
-    out: list[str] = []
     store = [f"out_q[b, f, {i}] = q{i}" for i in range(nf)]
     store += [f"out_v[b, f, {i}] = v{i}" for i in range(nf)]
     # Stored member-major (B, F, n) as the caller returns them: no transposed copy afterwards.
-    out += ["if store_state:", *_indent(asm.block(store, set(), set(), between), 1)]
-    out += ["if store_points or do_cost:", *_indent(asm.block(*record, between), 1)]
-    out += ["if store_efforts:", *_indent(asm.block(*efforts, between), 1)]
+    out = ["if store_state:", *_indent(asm.block(store, set(), set(), True), 1)]
+    out += ["if store_points or do_cost:", *_indent(asm.block(*points, True), 1)]
+    if efforts is not None:
+        out += asm.block(*efforts, True)
     return out
 
 
 def generate_program(tree: Tree, n_points: int) -> Program:
-    """Source of ``integrate_shared`` and ``integrate_members`` for ``tree`` (see module doc).
+    """Source of the kernels for ``tree`` (see module doc): ``integrate_shared`` and
+    ``integrate_members`` and, storing the driven efforts too, ``integrate_shared_efforts`` and
+    ``integrate_members_efforts``. numba compiles a function at its first call, so a caller
+    that never asks for efforts never compiles their code.
 
-    One ROS34PW2 step is four lane loops (one per stage, each small enough for LLVM to
-    vectorise); what a later stage needs (M₀, the factor of W, the stage increments) goes
-    through per-lane arrays MX, U0, U1, U2.
+    A ROS34PW2 step is three lane loops (stage 0, the generic stage run for stages 1-3, the new
+    state), each small enough for LLVM to vectorise; what a later stage needs (M₀, the factor
+    of W, the stage increments) goes through per-lane arrays MX and U.
     """
     stages = _stage_code(tree)
     record, efforts = _record_code(tree, n_points)
@@ -368,24 +384,28 @@ def generate_program(tree: Tree, n_points: int) -> Program:
     out = [f"# generated by bemore.model.generated (kernel format {KERNEL_FORMAT})",
            "import numpy as np", "from numba import njit", ""]
     for name, table in (("integrate_shared", slots), ("integrate_members", member_slots)):
-        slot_of = {key: i for i, key in enumerate(table)}
-        asm = _Assembler(tree.n_free, slot_of, table is member_slots)
-        out += [*_function(name, asm, stages, record, efforts), ""]
+        for suffix, extra in (("", None), ("_efforts", efforts)):
+            slot_of = {key: i for i, key in enumerate(table)}
+            asm = _Assembler(tree.n_free, slot_of, table is member_slots)
+            out += [*_function(name + suffix, asm, stages, (record, extra)), ""]
     return Program("\n".join(out) + "\n", slots, member_slots)
 
 
 _by_tree: dict[tuple[int, int], tuple[Tree, Program, object]] = {}
 
 
-def kernel_for(tree: Tree, n_points: int, per_member: bool = False):
-    """(compiled kernel, its :class:`Program`) for ``tree`` (source cached on disk by hash)."""
+def kernel_for(tree: Tree, n_points: int, per_member: bool = False, efforts: bool = False):
+    """(compiled kernel, its :class:`Program`) for ``tree`` (source cached on disk by hash):
+    the per-member or shared-motion kernel, the one that also stores efforts or not."""
     known = _by_tree.get((id(tree), n_points))
     if known is None or known[0] is not tree:
         program = _cached_program(tree, n_points)
         known = (tree, program, _load_module(program.source))
         _by_tree[(id(tree), n_points)] = known
     module = known[2]
-    return (module.integrate_members if per_member else module.integrate_shared), known[1]
+    name = ("integrate_members" if per_member else "integrate_shared") + (
+        "_efforts" if efforts else "")
+    return getattr(module, name), known[1]
 
 
 def _tree_key(tree: Tree, n_points: int) -> str:

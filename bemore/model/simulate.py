@@ -253,6 +253,17 @@ def _simulate_reference(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     )
 
 
+def _coefficients(h: float) -> np.ndarray:
+    """Stage coefficients of the generated kernels' generic stage (4, 6): row s holds
+    A_T[s, j] then C_T[s, j] / h (1/s) for j < 3, exactly zero for j ≥ s."""
+    out = np.zeros((4, 6))
+    for s in range(1, 4):
+        for j in range(s):
+            out[s, j] = kernels.A_T[s, j]
+            out[s, 3 + j] = kernels.C_T[s, j] / h
+    return out
+
+
 def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, selection,
                         flags, max_abs, threads, samples_per_step) -> Simulation:
     """The same integration with the specialised kernel (shared or per-member motion)."""
@@ -260,7 +271,7 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     B, nf = q0.shape
     F, nd = len(motion.t), model.n_driven
     n_points = len(model.point_names)
-    kernel, program = kernel_for(model.tree, n_points, per_member)
+    kernel, program = kernel_for(model.tree, n_points, per_member, bool(flags[1]))
     slots = program.member_slots if per_member else program.slots
     D = _cached(f"generated{samples_per_step}", model, motion, substeps, lambda: driven_table(
         model.tree, slots, motion.q, motion.qd, motion.qdd, motion.dt, substeps,
@@ -288,12 +299,14 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     alive = valid.astype(np.float64)
     tri = nf * (nf + 1) // 2
     MX = np.empty((2 * tri + nf, B))  # M0 and the Cholesky factor of W, per lane
-    U0, U1, U2 = (np.empty((2 * nf, B)) for _ in range(3))  # stage increments
+    # Stage increments; zero at first: the generic stage reads all three earlier ones (with
+    # zero coefficients for the later ones, and 0 · NaN would kill a lane).
+    U = np.zeros((4, 2 * nf, B))
     h = motion.dt * samples_per_step / substeps
-    S0 = np.empty((2 * nf, B) if samples_per_step > 1 else (1, 1))  # step start
-    run_threads(kernel, B, threads or os.cpu_count() or 1, (Vt, S, S0, MX, U0, U1, U2, D, h,
-                                                              substeps, samples_per_step),
-                (meas_full, wts, store_state, store_points, do_cost, store_efforts, max_abs,
+    S0 = np.empty((2 * nf, B))  # step start
+    run_threads(kernel, B, threads or os.cpu_count() or 1, (Vt, S, S0, MX, U, _coefficients(h),
+                                                              D, h, substeps, samples_per_step),
+                (meas_full, wts, store_state, store_points, do_cost, max_abs,
                  out_q, out_v, out_pts, out_eff, cost, alive))
     ok = alive > 0.0
     result = Simulation(t=motion.t.copy(), free_names=model.free_coordinates,
