@@ -95,13 +95,13 @@ class DrivenCutoffs(Section):
 
     wrist: PositiveFloat = 3.0
     forearm_length: PositiveFloat = 4.0
-    elbow: PositiveFloat = 4.0
+    elbow: PositiveFloat = 6.0
     upper_arm_length: PositiveFloat = 4.0
-    shoulder_flexion: PositiveFloat = 4.0
-    neck: PositiveFloat = 4.0
-    hip: PositiveFloat = 4.0
-    knee: PositiveFloat = 4.0
-    ankle: PositiveFloat = 4.0
+    shoulder_flexion: PositiveFloat = 6.0
+    neck: PositiveFloat = 6.0
+    hip: PositiveFloat = 6.0
+    knee: PositiveFloat = 6.0
+    ankle: PositiveFloat = 6.0
 
 
 class LowPass(Section):
@@ -114,11 +114,11 @@ class LowPass(Section):
 
 
 class DrivenFilter(Section):
-    """Optional: the driven coordinates computed from the UNFILTERED joint centres and
+    """On (default): the driven coordinates computed from the UNFILTERED joint centres and
     low-passed each at its own cutoff (order of ``[filter]``). Off: they are computed from the
     filtered markers (one filter for the whole chain)."""
 
-    enabled: bool = False
+    enabled: bool = True
     edge_cycles: float = Field(1.2, ge=0.3, le=3.0,
                                description="quadratic end fits over edge_cycles / cutoff_hz s")
     cutoff_hz: DrivenCutoffs = DrivenCutoffs()

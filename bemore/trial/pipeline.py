@@ -24,6 +24,8 @@ from bemore.trial.coordinates import (
     FREE_NAMES,
     driven_from_points,
     free_from_points,
+    segment_angles,
+    wrap,
 )
 from bemore.trial.filtering import (
     low_pass,
@@ -260,14 +262,29 @@ def initial_free_rates(
     return rates
 
 
-def _initial_positions(seen: np.ndarray) -> np.ndarray:
-    """(5,) initial free positions: the seen bar and hand rotation, the shoulder springs at rest.
+def _initial_positions(seen: np.ndarray, points: np.ndarray, wrist_rad: float,
+                       settings: TrialSettings) -> np.ndarray:
+    """(5,) initial free positions (m, rad): the seen bar, the rotation about the bar, the
+    shoulder springs at rest.
 
+    ``seen``: (5,) free coordinates seen at the first frame; ``points``: (10, 2) the filtered
+    joint centres there (m); ``wrist_rad``: the prepared wrist angle there.
+    Rotation about the bar: with ``rotation_from = "forearm"`` the forearm's absolute angle
+    (240 mm segment) minus the prepared wrist angle, so that the simulated chain starts with the
+    body where the joint centres see it whatever filtered the wrist angle (the hand's own 75 mm
+    angle is a one-sided end fit with 0.3° of noise: with the wrist filtered on its own it
+    turned the whole body by that much, and a near-critical circle then fitted trunk.mass 37 %
+    off; docs/trials.md). With the wrist computed from the same points (driven filter off) it
+    is the seen hand angle. ``"hand"``: the seen hand angle.
     The seen shoulder translations (``neck − shoulder``) are exact on synthetic data but carry
     the C7/STERNUM neck's offset from the shoulder joint on real data (docs/trials.md), and the
     default origin starts the bar springs at rest too: both springs start unloaded.
     """
     initial = seen.copy()
+    if settings.initial_state.rotation_from == "forearm":
+        forearm = segment_angles(points[None])["forearm"][0]
+        hand = FREE_NAMES.index("hand_rotation")
+        initial[hand] = seen[hand] + wrap(forearm - wrist_rad - seen[hand])
     initial[3:] = 0.0
     return initial
 
@@ -311,7 +328,8 @@ def prepare_markers(
         driven_q=driven_q,
         driven_qd=driven_qd,
         driven_qdd=driven_qdd,
-        free_q0=_initial_positions(free_seen[0]),
+        free_q0=_initial_positions(free_seen[0], points[0], q[0, DRIVEN_NAMES.index("wrist")],
+                                   settings),
         free_qd0=free_qd0,
         free_seen=free_seen,
         source=markers.source,

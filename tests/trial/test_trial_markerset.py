@@ -83,8 +83,8 @@ def test_driven_cutoff_above_nyquist_names_the_coordinate(write_trial, tmp_path)
     path, *_ = write_trial()
     text = default_config("trial.toml").read_text()
     bad = tmp_path / "trial.toml"
-    bad.write_text(text.replace("enabled = false", "enabled = true")
-                   .replace("knee = 4.0", "knee = 60.0"))
+    assert "knee = 6.0" in text
+    bad.write_text(text.replace("knee = 6.0", "knee = 60.0"))
     with pytest.raises(DataError) as error:
         prepare_trial(path, settings=bad)
     assert str(error.value) == (f"{path}: filter cutoff 60 Hz must be below the Nyquist frequency "
