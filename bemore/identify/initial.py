@@ -208,13 +208,18 @@ def free_accelerations(model: Any, P: np.ndarray, free_q: np.ndarray, oracle: An
     Measured: the equilibrium lands within 0.1 µm of ``model.equilibrium`` over 200 members
     across the box (h = 1e-5 s; shorter steps lose digits to rounding: 17 µm at 3e-7 s).
     NaN rows: not simulable.
+
+    One engine thread: a step of 200–1000 members lasts 1–7 ms, and waiting for a second
+    core that another process holds cost more than it saved (measured over the seed protocol
+    at load 2.3–2.9: 0.72–0.77 s of equilibria with both threads, 0.29 s with one; the same
+    numbers).
     """
     from bemore.model import simulate
 
     h = float(oracle.t[1] - oracle.t[0])
     free_q = np.asarray(free_q, dtype=float)
     simulation = simulate(
-        model, P, oracle, free_q, np.zeros_like(free_q), outputs=("free_qd",)
+        model, P, oracle, free_q, np.zeros_like(free_q), outputs=("free_qd",), threads=1
     )
     return simulation.free_qd[:, 1, :] / h
 
