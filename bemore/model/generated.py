@@ -89,6 +89,28 @@ def _names(lines: list[str]) -> set[str]:
     return set(text.split())
 
 
+_ASSIGNED = re.compile(r"^([A-Za-z_]\w*) = (.*)$")
+_WORDS = re.compile(r"[A-Za-z_]\w*")
+
+
+def _live(lines: list[str]) -> list[str]:
+    """``lines`` without the assignments nothing reads (e.g. the driven coordinates' forces
+    of a stage's RNEA): LLVM would drop them anyway, but numba pays for every line first."""
+    live: set[str] = set()
+    out: list[str] = []
+    for line in reversed(lines):
+        match = _ASSIGNED.match(line)
+        if match is not None:
+            if match[1] not in live:
+                continue
+            line_words = _WORDS.findall(match[2])
+        else:
+            line_words = _WORDS.findall(line)
+        live.update(line_words)
+        out.append(line)
+    return out[::-1]
+
+
 def _stored(value: Sym, array: str, row: int, stores: list[str]) -> Sym:
     """Store ``value`` to ``array[row, b]`` for a later lane loop; return how to read it there."""
     if isinstance(value, float):
@@ -151,7 +173,7 @@ def _stage_code(tree: Tree) -> tuple[tuple, tuple, tuple]:
     uv = _emit_solve(em, L, b, nf)
     uq = [em.mul("hg", em.add(v[i], uv[i])) for i in range(nf)]
     stores += [f"U[0, {i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(uq + uv)]
-    stage0 = (em.lines + stores, lane.used_fields, em.shared_names())
+    stage0 = (_live(em.lines + stores), lane.used_fields, em.shared_names())
 
     # Stages 1-3: Y = y + Σ_j a_sj U_j; M(Y) acc = rhs(Y); M0 (acc + Σ c_sj U^v_j) … solved by W.
     em = Emitter("sg_")
@@ -173,7 +195,7 @@ def _stage_code(tree: Tree) -> tuple[tuple, tuple, tuple]:
     uv = _emit_solve(em, L_W, b, nf)
     uq = [em.mul("hg", em.add(rq[i], uv[i])) for i in range(nf)]
     stores = [f"U[st, {i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(uq + uv)]
-    generic = (em.lines + stores, lane.used_fields, em.shared_names())
+    generic = (_live(em.lines + stores), lane.used_fields, em.shared_names())
 
     # New state y + Σ m_j U_j; a lane whose state leaves ±max_abs (or is NaN) dies.
     em = Emitter("sf_")
@@ -210,8 +232,8 @@ def _record_code(tree: Tree, n_points: int) -> tuple[tuple, tuple]:
     eem = Emitter("e")
     elane = _Lane(tree, eem)
     efforts = emit_efforts(elane, q, v, driven_syms(tree, "f"))
-    ebody = list(eem.lines) + [f"out_eff[b, f, {j}] = {Emitter.fmt(x)}"
-                               for j, x in enumerate(efforts)]
+    ebody = _live([*eem.lines, *(f"out_eff[b, f, {j}] = {Emitter.fmt(x)}"
+                                 for j, x in enumerate(efforts))])
     return (body, plane.used_fields, pem.shared_names()), (ebody, elane.used_fields,
                                                            eem.shared_names())
 
