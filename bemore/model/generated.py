@@ -40,7 +40,7 @@ from bemore.model.codegen import (
 from bemore.model.tree import REVOLUTE, Tree
 
 # Bump when the generated code or the LLVM options change, so cached machine code is rebuilt.
-KERNEL_FORMAT = 5
+KERNEL_FORMAT = 6
 _DRIVEN_NAME = re.compile(r"^(cd|sd|qd|vd|ad)([fg0-3])_(\d+)$")
 _ARGS = ("Vt, S, S0, MX, U, CO, D, h, n_sub, spp, lane_lo, lane_hi, meas, wts, store_state, "
          "store_points, do_cost, max_abs, out_q, out_v, out_pts, out_eff, cost, alive")
@@ -209,8 +209,12 @@ def _stage_code(tree: Tree) -> tuple[tuple, tuple, tuple]:
     return stage0, generic, final
 
 
-def _record_code(tree: Tree, n_points: int) -> tuple[tuple, tuple]:
-    """Lane code at a frame time: points and cost; driven efforts."""
+def _record_code(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> tuple[tuple, ...]:
+    """Lane code at a frame time: the points stored; the cost of the points ``cost_points``
+    (model point indices; ``meas``/``wts`` columns in that order); the driven efforts.
+
+    The stored points and the cost are two blocks, each its own lane loop with no branch
+    inside (a branch on ``store_points`` inside one loop kept LLVM from vectorising it)."""
     nf = tree.n_free
     q = [f"q{i}" for i in range(nf)]
     v = [f"v{i}" for i in range(nf)]
@@ -218,24 +222,29 @@ def _record_code(tree: Tree, n_points: int) -> tuple[tuple, tuple]:
     plane = _Lane(tree, pem)
     points = _emit_points(plane, _emit_geometry(plane, q, driven_syms(tree, "f")),
                           list(range(n_points)))
-    body = [*pem.lines, "if store_points:"]
-    body += [f"    out_pts[b, f, {i}, 0] = {Emitter.fmt(x)}\n"
-             f"    out_pts[b, f, {i}, 1] = {Emitter.fmt(y)}" for i, (x, y) in enumerate(points)]
+    body = [*pem.lines]
+    body += [f"out_pts[b, f, {i}, {axis}] = {Emitter.fmt(xy[axis])}"
+             for i, xy in enumerate(points) for axis in (0, 1)]
+    cem = Emitter("k")  # not "c": c00 … c11 are the Hermite weights
+    clane = _Lane(tree, cem)
+    chosen = _emit_points(clane, _emit_geometry(clane, q, driven_syms(tree, "f")),
+                          list(cost_points))
     # One name per value (dx0, dy0, err0 …): a name assigned twice costs numba's SSA pass.
-    body += ["if do_cost:"]
-    body += [f"    dx{i} = {Emitter.fmt(x)} - meas[f, {i}, 0]\n"
-             f"    dy{i} = {Emitter.fmt(y)} - meas[f, {i}, 1]\n"
-             f"    err{i} = {f'err{i - 1} + ' if i else ''}"
-             f"wts[f, {i}] * (dx{i} * dx{i} + dy{i} * dy{i})" for i, (x, y) in enumerate(points)]
-    body += [f"    cost[b] += {f'err{len(points) - 1}' if points else '0.0'}"]
-    body = [line for chunk in body for line in chunk.split("\n")]
+    cbody = [*cem.lines]
+    for i, (x, y) in enumerate(chosen):
+        cbody += [f"dx{i} = {Emitter.fmt(x)} - meas[f, {i}, 0]",
+                  f"dy{i} = {Emitter.fmt(y)} - meas[f, {i}, 1]",
+                  f"err{i} = {f'err{i - 1} + ' if i else ''}"
+                  f"wts[f, {i}] * (dx{i} * dx{i} + dy{i} * dy{i})"]
+    cbody += [f"cost[b] += {f'err{len(chosen) - 1}' if chosen else '0.0'}"]
     eem = Emitter("e")
     elane = _Lane(tree, eem)
     efforts = emit_efforts(elane, q, v, driven_syms(tree, "f"))
     ebody = _live([*eem.lines, *(f"out_eff[b, f, {j}] = {Emitter.fmt(x)}"
                                  for j, x in enumerate(efforts))])
-    return (body, plane.used_fields, pem.shared_names()), (ebody, elane.used_fields,
-                                                           eem.shared_names())
+    return ((body, plane.used_fields, pem.shared_names()),
+            (_live(cbody), clane.used_fields, cem.shared_names()),
+            (ebody, elane.used_fields, eem.shared_names()))
 
 
 class _Assembler:
@@ -372,7 +381,7 @@ def _function(name: str, asm: _Assembler, stages, record) -> list[str]:
     return out
 
 
-def _record(asm: _Assembler, points, efforts) -> list[str]:
+def _record(asm: _Assembler, points, cost, efforts) -> list[str]:
     """Store the state, points, cost (and efforts if given) of frame f (driven values from
     table row rf)."""
     nf = asm.nf
@@ -380,13 +389,14 @@ def _record(asm: _Assembler, points, efforts) -> list[str]:
     store += [f"out_v[b, f, {i}] = v{i}" for i in range(nf)]
     # Stored member-major (B, F, n) as the caller returns them: no transposed copy afterwards.
     out = ["if store_state:", *_indent(asm.block(store, set(), set(), True), 1)]
-    out += ["if store_points or do_cost:", *_indent(asm.block(*points, True), 1)]
+    out += ["if store_points:", *_indent(asm.block(*points, True), 1)]
+    out += ["if do_cost:", *_indent(asm.block(*cost, True), 1)]
     if efforts is not None:
         out += asm.block(*efforts, True)
     return out
 
 
-def generate_program(tree: Tree, n_points: int) -> Program:
+def generate_program(tree: Tree, n_points: int, cost_points: tuple[int, ...] = ()) -> Program:
     """Source of the kernels for ``tree`` (see module doc): ``integrate_shared`` and
     ``integrate_members`` and, storing the driven efforts too, ``integrate_shared_efforts`` and
     ``integrate_members_efforts``. numba compiles a function at its first call, so a caller
@@ -397,8 +407,8 @@ def generate_program(tree: Tree, n_points: int) -> Program:
     of W, the stage increments) goes through per-lane arrays MX and U.
     """
     stages = _stage_code(tree)
-    record, efforts = _record_code(tree, n_points)
-    used = _names([line for lines, _, _ in stages for line in lines] + record[0] + efforts[0])
+    points, cost, efforts = _record_code(tree, n_points, cost_points)
+    used = _names([line for lines, _, _ in (*stages, points, cost, efforts) for line in lines])
     keys = {(m[1], int(m[3])) for m in map(_DRIVEN_NAME.match, used) if m}
     slots = tuple(sorted(keys))
     member_slots = tuple(sorted({("an", k) if kind in ("cd", "sd") else (kind, k)
@@ -409,31 +419,35 @@ def generate_program(tree: Tree, n_points: int) -> Program:
         for suffix, extra in (("", None), ("_efforts", efforts)):
             slot_of = {key: i for i, key in enumerate(table)}
             asm = _Assembler(tree.n_free, slot_of, table is member_slots)
-            out += [*_function(name + suffix, asm, stages, (record, extra)), ""]
+            out += [*_function(name + suffix, asm, stages, (points, cost, extra)), ""]
     return Program("\n".join(out) + "\n", slots, member_slots)
 
 
 _by_tree: dict[tuple[int, int], tuple[Tree, Program, object]] = {}
 
 
-def kernel_for(tree: Tree, n_points: int, per_member: bool = False, efforts: bool = False):
+def kernel_for(tree: Tree, n_points: int, per_member: bool = False, efforts: bool = False,
+               cost_points: tuple[int, ...] = ()):
     """(compiled kernel, its :class:`Program`) for ``tree`` (source cached on disk by hash):
-    the per-member or shared-motion kernel, the one that also stores efforts or not."""
-    known = _by_tree.get((id(tree), n_points))
+    the per-member or shared-motion kernel, the one that also stores efforts or not; its cost
+    sums over the points ``cost_points`` (indices; a module per selection)."""
+    cost_points = tuple(int(i) for i in cost_points)
+    key = (id(tree), n_points, cost_points)
+    known = _by_tree.get(key)
     if known is None or known[0] is not tree:
-        program = _cached_program(tree, n_points)
+        program = _cached_program(tree, n_points, cost_points)
         known = (tree, program, _load_module(program.source))
-        _by_tree[(id(tree), n_points)] = known
+        _by_tree[key] = known
     module = known[2]
     name = ("integrate_members" if per_member else "integrate_shared") + (
         "_efforts" if efforts else "")
     return getattr(module, name), known[1]
 
 
-def _tree_key(tree: Tree, n_points: int) -> str:
+def _tree_key(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> str:
     """Digest of everything the generated source depends on: the tree's arrays, the number of
     points, and the generator's own code."""
-    digest = hashlib.sha1(f"{KERNEL_FORMAT} {n_points}".encode())
+    digest = hashlib.sha1(f"{KERNEL_FORMAT} {n_points} {cost_points}".encode())
     for value in (tree.frame_parent, tree.frame_kind, tree.frame_axis, tree.frame_free,
                   tree.frame_driven, tree.frame_at, tree.frame_angle, tree.body_frame,
                   tree.body_fields, tree.spring_fields, tree.point_frame, tree.point_fields,
@@ -445,16 +459,16 @@ def _tree_key(tree: Tree, n_points: int) -> str:
     return digest.hexdigest()[:16]
 
 
-def _cached_program(tree: Tree, n_points: int) -> Program:
+def _cached_program(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> Program:
     """:func:`generate_program`, memoised on disk (generation takes ~0.1 s of start-up)."""
-    path = _cache_folder() / f"program_{_tree_key(tree, n_points)}.json"
+    path = _cache_folder() / f"program_{_tree_key(tree, n_points, cost_points)}.json"
     try:
         data = json.loads(path.read_text())
         return Program(data["source"], tuple(map(tuple, data["slots"])),
                        tuple(map(tuple, data["member_slots"])))
     except (OSError, ValueError, KeyError):
         pass
-    program = generate_program(tree, n_points)
+    program = generate_program(tree, n_points, cost_points)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     try:
         tmp.write_text(json.dumps({"source": program.source, "slots": program.slots,

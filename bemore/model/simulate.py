@@ -271,7 +271,13 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     B, nf = q0.shape
     F, nd = len(motion.t), model.n_driven
     n_points = len(model.point_names)
-    kernel, program = kernel_for(model.tree, n_points, per_member, bool(flags[1]))
+    if not flags[3]:
+        # No cost asked: the module of the default cost points (the one an identification
+        # compiles anyway), not a module of its own.
+        selection = np.array([model.point_names.index(p) for p in COST_POINTS
+                              if p in model.point_names], dtype=np.int64)
+    kernel, program = kernel_for(model.tree, n_points, per_member, bool(flags[1]),
+                                 tuple(selection))
     slots = program.member_slots if per_member else program.slots
     D = _cached(f"generated{samples_per_step}", model, motion, substeps, lambda: driven_table(
         model.tree, slots, motion.q, motion.qd, motion.qdd, motion.dt, substeps,
@@ -289,12 +295,13 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     out_v = np.empty_like(out_q)
     out_pts = np.empty((B, F, n_points, 2) if store_points else (1, 1, 1, 1))
     out_eff = np.empty((B, F, nd) if store_efforts else (1, 1, 1))
-    meas_full = np.zeros((F if do_cost else 1, n_points, 2))
-    wts = np.zeros((F if do_cost else 1, n_points))
+    # Measured points in the selection's order, missing ones (NaN) with weight 0.
+    meas_full = np.zeros((F if do_cost else 1, len(selection), 2))
+    wts = np.zeros((F if do_cost else 1, len(selection)))
     if do_cost:
         finite = np.all(np.isfinite(meas), axis=-1)
-        meas_full[:, selection] = np.where(finite[..., None], meas, 0.0)
-        wts[:, selection] = finite
+        meas_full[:] = np.where(finite[..., None], meas, 0.0)
+        wts[:] = finite
     cost = np.zeros(B)
     alive = valid.astype(np.float64)
     tri = nf * (nf + 1) // 2
