@@ -9,7 +9,11 @@ study needed 39.77 min (published, MATLAB).
   subprocess: a first run with empty compile caches (``NUMBA_CACHE_DIR``,
   ``BEMORE_KERNEL_CACHE``), then warm runs; the time from the start of the process to the
   printed result (athlete.json written; the three plots come after it) and the total wall
-  time; peak RSS from the child's rusage (smoke mode: one warm run of a 5 × 2 protocol on 0.5 s);
+  time; its CPU time and peak RSS from the child's rusage (smoke mode: one warm run of a 5 × 2
+  protocol on 0.5 s); the load average next to each figure (the machine is shared);
+* where the warm time goes: the same steps in a child process with a timer per phase (imports,
+  trial preparation, engine kernel load, the populations' engine calls, their per-member start
+  states, the rest of the run, athlete.json);
 * in process, the same batched cost driven by bemore's GWO (whole pack per engine call), by
   mealpy's OriginalGWO (one engine call per wolf, its design) and by pyswarms' GlobalBestPSO:
   total time and optimiser overhead per iteration (total minus time inside the cost).
@@ -42,9 +46,15 @@ def trimmed_trial_config(folder: Path, duration_s: float) -> Path:
     return path
 
 
-def run_cli(args: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+def load() -> float:
+    """The 1-minute load average (runnable processes; 2 = both cores busy)."""
+    return os.getloadavg()[0]
+
+
+def run_cli(args: list[str], env: dict[str, str]) -> tuple[float, float, float, float]:
     """Time to the printed result (s), total wall time (s, with the plots written after the
-    result) and peak RSS (MB) of ``python -m bemore identify ARGS`` in a subprocess."""
+    result), peak RSS (MB) and CPU time (s) of ``python -m bemore identify ARGS`` in a
+    subprocess."""
     start = time.perf_counter()
     child = subprocess.Popen(
         [sys.executable, "-m", "bemore", "identify", *args],
@@ -65,7 +75,7 @@ def run_cli(args: list[str], env: dict[str, str]) -> tuple[float, float, float]:
     if status != 0:
         raise RuntimeError(f"bemore identify failed: {child.stderr.read()[-500:]}")
     child.stderr.close()
-    return result, wall, usage.ru_maxrss / 1024.0
+    return result, wall, usage.ru_maxrss / 1024.0, usage.ru_utime + usage.ru_stime
 
 
 class TimedCost:
@@ -90,8 +100,77 @@ def build_problem(duration_s: float, folder: Path):
     from bemore.trial import prepare_trial
 
     trial = prepare_trial(SAMPLE, None, trimmed_trial_config(folder, duration_s))
-    space = ParameterSpace.from_config(load_identification(), load_gymnast())
-    return IdentificationProblem.from_trial(trial, space)
+    identification = load_identification()
+    space = ParameterSpace.from_config(identification, load_gymnast())
+    return IdentificationProblem.from_trial(
+        trial, space, samples_per_step=identification.optimiser.samples_per_step)
+
+
+PHASES = ("imports", "trial preparation", "engine kernel load", "populations (engine)",
+          "start states (equilibrium)", "rest of the run (optimiser, analysis)", "athlete.json")
+
+
+def phases_child(start: float, duration_s: float, pack: int, iterations: int, folder: str) -> None:
+    """In a child process started at ``start`` (perf_counter): the CLI's steps, one timer each;
+    prints them as JSON (s)."""
+    import json
+
+    import bemore.identify.cli
+    import bemore.model
+    from bemore.identify import initial
+    from bemore.identify.outputs import write_results
+    from bemore.identify.problem import IdentificationProblem
+    from bemore.identify.run import RunSettings, identify
+    from bemore.identify.space import ParameterSpace
+    from bemore.settings import load_gymnast, load_identification
+    from bemore.trial import prepare_trial
+
+    times = {"imports": time.perf_counter() - start}
+    clock = time.perf_counter()
+    trial = prepare_trial(SAMPLE, None, trimmed_trial_config(Path(folder), duration_s))
+    times["trial preparation"] = time.perf_counter() - clock
+    identification = load_identification()
+    space = ParameterSpace.from_config(identification, load_gymnast())
+    clock = time.perf_counter()
+    problem = IdentificationProblem.from_trial(
+        trial, space, samples_per_step=identification.optimiser.samples_per_step)
+    problem.evaluate(np.full((2, problem.dim), 0.5))
+    times["engine kernel load"] = time.perf_counter() - clock
+    spent = {"populations (engine)": 0.0, "start states (equilibrium)": 0.0}
+
+    def timed(function, key):
+        def wrapper(*args, **kwargs):
+            clock = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[key] += time.perf_counter() - clock
+        return wrapper
+
+    bemore.model.joint_centre_cost = timed(bemore.model.joint_centre_cost, "populations (engine)")
+    initial.spring_equilibrium = timed(initial.spring_equilibrium, "start states (equilibrium)")
+    clock = time.perf_counter()
+    settings = RunSettings(pack=pack, iterations=iterations)
+    outcome = identify(problem, settings)
+    run = time.perf_counter() - clock
+    times.update(spent)
+    times["rest of the run (optimiser, analysis)"] = run - sum(spent.values())
+    clock = time.perf_counter()
+    write_results(Path(folder) / "phases", outcome, problem, settings, trial.summary(), {})
+    times["athlete.json"] = time.perf_counter() - clock
+    print(json.dumps(times))
+
+
+def phases(duration_s: float, pack: int, iterations: int, folder: Path) -> dict[str, float]:
+    """Seconds per phase of one warm run (:func:`phases_child` in a fresh process)."""
+    import json
+
+    code = (f"import time; start = time.perf_counter(); from bench.bench_identify import "
+            f"phases_child; phases_child(start, {duration_s}, {pack}, {iterations}, "
+            f"{str(folder)!r})")
+    output = subprocess.run([sys.executable, "-c", code], cwd=REPOSITORY, capture_output=True,
+                            text=True, check=True).stdout
+    return json.loads(output.splitlines()[-1])
 
 
 def drive(name: str, problem, pack: int, iterations: int) -> tuple[float, float]:
@@ -136,7 +215,7 @@ def drive(name: str, problem, pack: int, iterations: int) -> tuple[float, float]
 
 
 def run(smoke: bool) -> list[Measurement]:
-    """End-to-end seed protocol (first and warm) and optimiser overhead on the identify cost."""
+    """Seed protocol end to end (first and warm), phases, optimiser overhead on its cost."""
     duration, pack, iterations, warm_repeats = (0.5, 5, 2, 1) if smoke else (1.52, 200, 50, 3)
     loop_iterations = 2 if smoke else 5
     measurements = []
@@ -146,25 +225,34 @@ def run(smoke: bool) -> list[Measurement]:
         args = [str(SAMPLE), "--trial-config", str(config), "--pack", str(pack)]
         args += ["--iterations", str(iterations), "--out", str(folder / "out")]
         env = dict(os.environ)
+        rss = []
         if not smoke:
             # Empty caches (numba's and the engine's generated kernels): the first run compiles.
             env["NUMBA_CACHE_DIR"] = str(folder / "numba-cache")
             env["BEMORE_KERNEL_CACHE"] = str(folder / "kernels")
-            first_result, first, first_rss = run_cli(args, env)
+            before = load()
+            first_result, first, first_rss, first_cpu = run_cli(args, env)
+            rss.append(first_rss)
             measurements.append(
                 Measurement(
-                    "identify, first run (compiles): start to printed result", "s",
-                    first_result, target="≤ 20 s",
+                    f"identify, first run (compiles): start to printed result (load {before:.1f}; "
+                    f"CPU {first_cpu:.1f} s with the plots)", "s", first_result, target="≤ 20 s",
                 )
             )
             measurements.append(
                 Measurement("identify, first run (compiles): with the plots", "s", first)
             )
-        warm = [run_cli(args, env) for _ in range(warm_repeats)]
+        warm, loads = [], []
+        for _ in range(warm_repeats):
+            loads.append(load())
+            warm.append(run_cli(args, env))
+        rss += [item[2] for item in warm]
         protocol = f"{pack}×{iterations}, {duration} s trial at 1 kHz"
+        cpu = statistics.median(item[3] for item in warm)
         measurements.append(
             Measurement(
-                f"identify warm, start to printed result ({protocol}, median of {warm_repeats})",
+                f"identify warm, start to printed result ({protocol}, median of {warm_repeats}; "
+                f"load {min(loads):.1f}–{max(loads):.1f}; CPU {cpu:.2f} s with the plots)",
                 "s",
                 statistics.median(item[0] for item in warm),
                 target="≤ 3 s (seed study: 39.77 min)",
@@ -178,8 +266,13 @@ def run(smoke: bool) -> list[Measurement]:
                 statistics.median(item[1] for item in warm),
             )
         )
-        rss = max(item[2] for item in warm + ([(0.0, 0.0, first_rss)] if not smoke else []))
-        measurements.append(Measurement("identify peak RSS", "MB", rss, target="< 1024 MB"))
+        measurements.append(Measurement("identify peak RSS", "MB", max(rss), target="< 1024 MB"))
+        phase_load = load()
+        split = phases(duration, pack, iterations, folder)
+        for name in PHASES:
+            measurements.append(
+                Measurement(f"warm phase: {name} (load {phase_load:.1f})", "s", split[name])
+            )
         problem = build_problem(duration, folder)
         problem.evaluate(np.full((2, problem.dim), 0.5))  # compile outside the timings
         # Imports (seconds for mealpy) are not overhead per iteration.
@@ -191,11 +284,12 @@ def run(smoke: bool) -> list[Measurement]:
             import pyswarms  # noqa: F401
 
         import bemore.optimize  # noqa: F401
+        loop_load = load()
         figures = {
             name: drive(name, problem, pack, loop_iterations)
             for name in ("bemore", "mealpy", "pyswarms")
         }
-    what = f"pack {pack}, {loop_iterations} iterations on the identify cost"
+    what = f"pack {pack}, {loop_iterations} iterations on the identify cost, load {loop_load:.1f}"
     for baseline, label in (("mealpy", "mealpy OriginalGWO"), ("pyswarms", "pyswarms PSO")):
         measurements.append(
             Measurement(
