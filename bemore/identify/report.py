@@ -116,6 +116,7 @@ def summary_text(athlete: dict[str, Any]) -> str:
         f"{athlete['evaluations']} evaluations, {athlete['elapsed_s']:.3g} s"
     )
     lines += ["", fit]
+    lines += [f"search: {note}" for note in athlete.get("search_notes", [])]
     start = athlete.get("initial_state")
     if start:
         unknowns = start["unknowns"]

@@ -120,3 +120,26 @@ def test_bounds_with_lower_not_below_upper_name_file_and_parameter(tmp_path) -> 
     assert result.exit_code == 2
     line = one_error_line(result)
     assert str(config) in line and "bar.mass: lower (1.0) must be below upper (0.1)" in line
+
+
+def test_odd_sample_intervals_are_searched_exactly_and_the_summary_says_so(tmp_path) -> None:
+    config = tmp_path / "trial.toml"
+    text = default_config("trial.toml").read_text()
+    assert "end_s = 0.0" in text and "rate_hz = 1000.0" in text
+    # 0.59 s resampled at 999 Hz: 590 frames, 589 intervals (at 1 kHz a 100 Hz file always has
+    # an even number).
+    config.write_text(text.replace("end_s = 0.0", "end_s = 0.59")
+                      .replace("rate_hz = 1000.0", "rate_hz = 999.0"))
+    out = tmp_path / "out"
+    result = run(str(SAMPLE), "--trial-config", str(config), "--pack", "4", "--iterations", "1",
+                 "--out", str(out))
+    assert result.exit_code == 0, result.output
+    athlete = json.loads((out / "athlete.json").read_text())
+    assert athlete["trial"]["frames"] == 590
+    assert athlete["search_samples_per_step"] == 1
+    note = ("589 sample intervals (odd): searched with the exact cost (one integrator step per "
+            "sample), not 2 per step")
+    assert athlete["search_notes"] == [note]
+    assert f"search: {note}" in result.output
+    # Searched with the exact cost: the re-evaluated best is the reported cost.
+    assert athlete["cost_m2"] == pytest.approx(athlete["global_run"]["fun"], rel=1e-9)
