@@ -93,7 +93,7 @@ def test_truth_parameters_reproduce_the_prepared_sample(trial, truth):
     distance = np.linalg.norm(points[:, :, index] - trial.joint_centres[None], axis=-1)
     rms = np.sqrt(np.mean(distance**2, axis=(1, 2)))
     best = int(np.argmin(rms))
-    assert rms[best] < 3e-3
+    assert rms[best] < 2e-3  # 1.29 mm (2.0 mm in session 2, before the start's rotation fix)
     assert 1.0 < rates[best] < 1.5  # a minimum inside the scanned range
     at_prepared = rms[np.argmin(np.abs(rates - trial.free_qd0[2]))]
     assert at_prepared > 10 * rms[best]
