@@ -40,9 +40,9 @@ from bemore.model.codegen import (
 from bemore.model.tree import REVOLUTE, Tree
 
 # Bump when the generated code or the LLVM options change, so cached machine code is rebuilt.
-KERNEL_FORMAT = 6
+KERNEL_FORMAT = 8
 _DRIVEN_NAME = re.compile(r"^(cd|sd|qd|vd|ad)([fg0-3])_(\d+)$")
-_ARGS = ("Vt, S, S0, MX, U, CO, D, h, n_sub, spp, lane_lo, lane_hi, meas, wts, store_state, "
+_ARGS = ("Vt, S, S0, MX, U, UN, R, CO, D, h, n_sub, spp, lane_lo, lane_hi, meas, wts, store_state, "
          "store_points, do_cost, max_abs, out_q, out_v, out_pts, out_eff, cost, alive")
 
 
@@ -194,7 +194,9 @@ def _stage_code(tree: Tree) -> tuple[tuple, tuple, tuple]:
          for i in range(nf)]
     uv = _emit_solve(em, L_W, b, nf)
     uq = [em.mul("hg", em.add(rq[i], uv[i])) for i in range(nf)]
-    stores = [f"U[st, {i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(uq + uv)]
+    # To UN, not U[st]: a store to U at a run-time row next to reads of U kept LLVM from
+    # vectorising the loop ("unsafe indirect dependence"); the caller copies UN to U[st].
+    stores = [f"UN[{i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(uq + uv)]
     generic = (_live(em.lines + stores), lane.used_fields, em.shared_names())
 
     # New state y + Σ m_j U_j; a lane whose state leaves ±max_abs (or is NaN) dies.
@@ -223,7 +225,7 @@ def _record_code(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> tup
     points = _emit_points(plane, _emit_geometry(plane, q, driven_syms(tree, "f")),
                           list(range(n_points)))
     body = [*pem.lines]
-    body += [f"out_pts[b, f, {i}, {axis}] = {Emitter.fmt(xy[axis])}"
+    body += [f"R[{2 * i + axis}, b] = {Emitter.fmt(xy[axis])}"
              for i, xy in enumerate(points) for axis in (0, 1)]
     cem = Emitter("k")  # not "c": c00 … c11 are the Hermite weights
     clane = _Lane(tree, cem)
@@ -240,7 +242,7 @@ def _record_code(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> tup
     eem = Emitter("e")
     elane = _Lane(tree, eem)
     efforts = emit_efforts(elane, q, v, driven_syms(tree, "f"))
-    ebody = _live([*eem.lines, *(f"out_eff[b, f, {j}] = {Emitter.fmt(x)}"
+    ebody = _live([*eem.lines, *(f"R[{j}, b] = {Emitter.fmt(x)}"
                                  for j, x in enumerate(efforts))])
     return ((body, plane.used_fields, pem.shared_names()),
             (_live(cbody), clane.used_fields, cem.shared_names()),
@@ -314,7 +316,19 @@ class _Assembler:
             body += self.driven_loads(names, lane=True)
         self.blocks += 1
         return _single_assignment([*out, "for b in range(lo, hi):"]
-                                  + ["    " + line for line in body + lines], f"_{self.blocks}")
+                                  + ["    " + line for line in body + lines or ["pass"]],
+                                  f"_{self.blocks}")
+
+
+    def scatter(self, targets: list[str]) -> list[str]:
+        """A lane loop copying R[row, lane] to ``targets[row]`` (``#`` stands for the lane)."""
+        if not targets:
+            return []
+        self.blocks += 1
+        lane = f"b_{self.blocks}"
+        return [f"for {lane} in range(lo, hi):"] + [
+            f"    {target.replace('#', lane)} = R[{row}, {lane}]"
+            for row, target in enumerate(targets)]
 
 
 _TARGET = re.compile(r"^\s*(?:for )?([A-Za-z_]\w*)(?: = | in )")
@@ -361,6 +375,8 @@ def _function(name: str, asm: _Assembler, stages, record) -> list[str]:
     out += [f"                cfa{j} = CO[st, {j}]" for j in range(3)]
     out += [f"                cfc{j} = CO[st, {3 + j}]" for j in range(3)]
     out += _indent(asm.block(*generic), 4)
+    out += ["                for b in range(lo, hi):"]
+    out += [f"                    U[st, {i}, b] = UN[{i}, b]" for i in range(2 * nf)]
     out += _indent(asm.block(*final), 3)
     # Frames of this step: its start (driven row 0) and, with several samples per step, the
     # samples inside it (driven rows 4…).
@@ -385,14 +401,23 @@ def _record(asm: _Assembler, points, cost, efforts) -> list[str]:
     """Store the state, points, cost (and efforts if given) of frame f (driven values from
     table row rf)."""
     nf = asm.nf
-    store = [f"out_q[b, f, {i}] = q{i}" for i in range(nf)]
-    store += [f"out_v[b, f, {i}] = v{i}" for i in range(nf)]
-    # Stored member-major (B, F, n) as the caller returns them: no transposed copy afterwards.
-    out = ["if store_state:", *_indent(asm.block(store, set(), set(), True), 1)]
-    out += ["if store_points:", *_indent(asm.block(*points, True), 1)]
+    store = [f"R[{i}, b] = q{i}" for i in range(nf)]
+    store += [f"R[{nf + i}, b] = v{i}" for i in range(nf)]
+    # The outputs are member-major (B, F, n), as the caller returns them (no transposed copy
+    # afterwards): a lane loop storing there would need scatters and stays scalar, so each
+    # block computes into R[row, lane] (vectorised) and a short loop scatters R.
+    out = ["if store_state:", *_indent(asm.block(store, set(), set(), True), 1),
+           *_indent(asm.scatter([f"out_q[#, f, {i}]" for i in range(nf)]
+                                + [f"out_v[#, f, {i}]" for i in range(nf)]), 1)]
+    n_points = sum(1 for line in points[0] if line.startswith("R[")) // 2
+    out += ["if store_points:", *_indent(asm.block(*points, True), 1),
+            *_indent(asm.scatter([f"out_pts[#, f, {i}, {axis}]" for i in range(n_points)
+                                  for axis in (0, 1)]), 1)]
     out += ["if do_cost:", *_indent(asm.block(*cost, True), 1)]
     if efforts is not None:
+        n_driven = sum(1 for line in efforts[0] if line.startswith("R["))
         out += asm.block(*efforts, True)
+        out += asm.scatter([f"out_eff[#, f, {j}]" for j in range(n_driven)])
     return out
 
 

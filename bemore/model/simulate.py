@@ -311,8 +311,11 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     U = np.zeros((4, 2 * nf, B))
     h = motion.dt * samples_per_step / substeps
     S0 = np.empty((2 * nf, B))  # step start
-    run_threads(kernel, B, threads or os.cpu_count() or 1, (Vt, S, S0, MX, U, _coefficients(h),
-                                                              D, h, substeps, samples_per_step),
+    UN = np.empty((2 * nf, B))  # the increment of the current generic stage
+    R = np.empty((max(2 * nf, 2 * n_points, nd), B))  # a frame's outputs, lane-minor
+    run_threads(kernel, B, threads or os.cpu_count() or 1, (Vt, S, S0, MX, U, UN, R,
+                                                              _coefficients(h), D, h, substeps,
+                                                              samples_per_step),
                 (meas_full, wts, store_state, store_points, do_cost, max_abs,
                  out_q, out_v, out_pts, out_eff, cost, alive))
     ok = alive > 0.0
