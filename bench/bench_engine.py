@@ -49,19 +49,34 @@ solve_ivp(rhs, (0.0, duration), np.concatenate([q0, np.zeros(5)]), method="LSODA
 print(time.process_time() - start)
 """
 
+# First call of each engine path in a fresh process: prints the seconds of the whole script
+# (imports, model, start state, first call) and of the first engine call alone (with fresh
+# caches: generating and compiling the kernel this path uses).
 _STARTUP_SCRIPT = """
-import time
+import sys, time
 start = time.perf_counter()
 import numpy as np
-from bemore.model import load_model, joint_centre_cost
-from bemore.model.profiles import clear_hip_circle_profile
-model = load_model("real_gymnast")
-motion = clear_hip_circle_profile(0.05)
-P = model.parameter_matrix([{}])
-free = np.zeros(5); free[2] = np.pi / 2
-q0 = model.equilibrium(P, motion.q[0], free_q=free)[0]
-joint_centre_cost(model, P, motion, q0, np.zeros(5), np.zeros((len(motion.t), 7, 2)))
-print(time.perf_counter() - start)
+from bemore.model import DrivenMotion, load_model, joint_centre_cost, simulate
+from bemore.model.profiles import clear_hip_circle_profile, shoulder_flexion_profile
+if sys.argv[1] == "identify":
+    model = load_model("real_gymnast")
+    motion = clear_hip_circle_profile(0.05)
+    P = model.parameter_matrix([{}])
+    q0 = np.zeros(5); q0[2] = np.pi / 2
+    call = time.perf_counter()
+    joint_centre_cost(model, P, motion, q0, np.zeros(5), np.zeros((len(motion.t), 7, 2)),
+                      samples_per_step=2)
+else:
+    model = load_model("exemplary_gymnast")
+    one = shoulder_flexion_profile(0.05, 2.6)
+    motion = DrivenMotion(one.t, one.q[None].repeat(2, 0), one.qd[None].repeat(2, 0),
+                          one.qdd[None].repeat(2, 0))
+    P = model.parameter_matrix([{}]).repeat(2, 0)
+    q0 = np.zeros(model.n_free); q0[2] = np.pi / 2
+    call = time.perf_counter()
+    simulate(model, P, motion, q0, np.zeros(model.n_free), outputs=("free_q", "efforts"))
+end = time.perf_counter()
+print(end - start, end - call)
 """
 
 
@@ -86,10 +101,11 @@ def _median_cpu(function, repeats: int) -> float:
     return float(np.median(samples))
 
 
-def _subprocess_seconds(script: str, args: list[str], env: dict | None = None) -> float:
+def _subprocess_seconds(script: str, args: list[str], env: dict | None = None) -> list[float]:
+    """The numbers the script prints on its last line (seconds)."""
     result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
                             text=True, env={**os.environ, **(env or {})}, check=True)
-    return float(result.stdout.strip().splitlines()[-1])
+    return [float(x) for x in result.stdout.strip().splitlines()[-1].split()]
 
 
 def _pinocchio_lsoda(model, motion, q0) -> float:
@@ -134,6 +150,9 @@ def run(smoke: bool) -> list[Measurement]:
     cpu_batch = _median_cpu(cost_path, repeats)
     t_coarse = median_time(coarse_path, repeats)
     cpu_coarse = _median_cpu(coarse_path, repeats)
+    coarse_one = lambda: simulate(model, P, motion, q0, v0, outputs=(),  # noqa: E731
+                                  measured=measured, threads=1, samples_per_step=2)
+    t_coarse_one = median_time(coarse_one, repeats)
     one_thread = lambda: simulate(model, P, motion, q0, v0, outputs=(),  # noqa: E731
                                   measured=measured, threads=1)
     t_one = median_time(one_thread, repeats)
@@ -158,6 +177,8 @@ def run(smoke: bool) -> list[Measurement]:
                     "ms/batch", t_coarse * 1e3, target="≤ 25 ms/batch (200 × 1521)"),
         Measurement(f"cost batch ({batch} × {frames} frames), 2-sample steps, CPU", "ms/batch",
                     cpu_coarse * 1e3),
+        Measurement(f"cost batch ({batch} × {frames} frames), 2-sample steps, wall, one "
+                    "thread", "ms/batch", t_coarse_one * 1e3),
         Measurement("cost path per simulation, wall", "ms", t_batch / batch * 1e3,
                     target="≤ 0.125 ms"),
         Measurement("cost path per simulation, CPU", "ms", cpu_batch / batch * 1e3, t_pin * 1e3,
@@ -169,14 +190,21 @@ def run(smoke: bool) -> list[Measurement]:
     ]
     if not smoke:
         t_numpy = _subprocess_seconds(_BASELINE_SCRIPT, [str(duration)],
-                                      {"NUMBA_DISABLE_JIT": "1"})
+                                      {"NUMBA_DISABLE_JIT": "1"})[0]
         out.insert(len(out) - 2, Measurement("cost path per simulation, CPU", "ms",
                                   cpu_batch / batch * 1e3, t_numpy * 1e3,
                                   "LSODA + plain numpy rhs, JIT off (CPU)"))
-        with tempfile.TemporaryDirectory() as fresh:
-            env = {"NUMBA_CACHE_DIR": fresh, "BEMORE_KERNEL_CACHE": fresh}
-            t_compile = _subprocess_seconds(_STARTUP_SCRIPT, [], env)
-        t_start = _subprocess_seconds(_STARTUP_SCRIPT, [])
-        out.append(Measurement("first call, fresh caches (compile)", "s", t_compile))
-        out.append(Measurement("first call, cached kernels", "s", t_start))
+        for path, what in (("identify", "identification (real gymnast, shared motion, cost)"),
+                           ("synthesis", "synthesis (exemplary, per-member motions, efforts)")):
+            with tempfile.TemporaryDirectory() as fresh:
+                env = {"NUMBA_CACHE_DIR": fresh, "BEMORE_KERNEL_CACHE": fresh}
+                total, first = _subprocess_seconds(_STARTUP_SCRIPT, [path], env)
+            out.append(Measurement(f"{what}: first engine call, fresh caches (compile)", "s",
+                                   first))
+            out.append(Measurement(f"{what}: whole script, fresh caches", "s", total))
+            _subprocess_seconds(_STARTUP_SCRIPT, [path])  # fills the default caches if needed
+            total, first = _subprocess_seconds(_STARTUP_SCRIPT, [path])
+            out.append(Measurement(f"{what}: whole script, cached kernels", "s", total))
+            out.append(Measurement(f"{what}: first engine call, cached (kernel load)", "s",
+                                   first))
     return out
