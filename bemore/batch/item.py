@@ -95,7 +95,7 @@ def _identify(spec: ItemSpec, out: Path) -> dict[str, Any]:
         workers=defaults.workers,
     )
     space = ParameterSpace.from_config(identification, load_gymnast(), config_path)
-    problem, trial_summary = _problem(spec, space)
+    problem, trial_summary = _problem(spec, space, defaults.samples_per_step)
     outcome = identify(problem, settings)
     if outcome.interrupted:
         raise KeyboardInterrupt
@@ -131,13 +131,14 @@ def _write_identification(out: Path, plots: bool, *args: Any) -> dict[str, Any]:
     return record
 
 
-def _problem(spec: ItemSpec, space: Any) -> tuple[Any, dict[str, Any]]:
-    """The identification problem of the item's prepared trial on the real-gymnast model."""
+def _problem(spec: ItemSpec, space: Any, samples_per_step: int) -> tuple[Any, dict[str, Any]]:
+    """The identification problem of the item's prepared trial on the real-gymnast model,
+    searched as ``bemore identify`` does (``samples_per_step`` samples per integrator step)."""
     from bemore.identify.problem import IdentificationProblem
     from bemore.trial import prepare_trial
 
     trial = prepare_trial(spec.trial, spec.markerset, spec.trial_config)
-    problem = IdentificationProblem.from_trial(trial, space)
+    problem = IdentificationProblem.from_trial(trial, space, samples_per_step=samples_per_step)
     return problem, trial.summary()
 
 
