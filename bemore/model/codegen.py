@@ -133,9 +133,10 @@ class Emitter:
 
 
 def _horner(coefficients: list[float], z: str) -> str:
-    text = repr(coefficients[-1])
+    # float(): numpy 2 writes a numpy scalar as "np.float64(…)", a call numba must type.
+    text = repr(float(coefficients[-1]))
     for c in reversed(coefficients[:-1]):
-        text = f"{c!r} + {z} * ({text})"
+        text = f"{float(c)!r} + {z} * ({text})"
     return text
 
 

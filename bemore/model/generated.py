@@ -40,7 +40,7 @@ from bemore.model.codegen import (
 from bemore.model.tree import REVOLUTE, Tree
 
 # Bump when the generated code or the LLVM options change, so cached machine code is rebuilt.
-KERNEL_FORMAT = 8
+KERNEL_FORMAT = 9
 _DRIVEN_NAME = re.compile(r"^(cd|sd|qd|vd|ad)([fg0-3])_(\d+)$")
 _ARGS = ("Vt, S, S0, MX, U, UN, R, CO, D, h, n_sub, spp, lane_lo, lane_hi, meas, wts, store_state, "
          "store_points, do_cost, max_abs, out_q, out_v, out_pts, out_eff, cost, alive")
@@ -318,7 +318,6 @@ class _Assembler:
         return _single_assignment([*out, "for b in range(lo, hi):"]
                                   + ["    " + line for line in body + lines or ["pass"]],
                                   f"_{self.blocks}")
-
 
     def scatter(self, targets: list[str]) -> list[str]:
         """A lane loop copying R[row, lane] to ``targets[row]`` (``#`` stands for the lane)."""
