@@ -106,6 +106,9 @@ class Optimiser(Section):
     iterations: PositiveInt = 50
     seed: int = Field(0, ge=0)
     polish: bool = False
+    polish_starts: int = Field(
+        3, ge=1, le=50, description="distinct points of the global run the polish starts from"
+    )
     workers: int = Field(0, ge=0, description="0 = all local cores")
     dask: str | None = Field(None, description="Dask scheduler address; absent = in-process")
     samples_per_step: Literal[1, 2] = Field(

@@ -57,6 +57,8 @@ def athlete_record(
         "message": status.message,
         "global_run": global_result,
         "polish_run": polish,
+        # Every polish start (the run's best distinct points): which won, what the others reached.
+        "polish_starts": [asdict(start) for start in outcome.polish_starts],
         "identifiability": (
             {
                 **asdict(outcome.identifiability),
@@ -73,15 +75,17 @@ def athlete_record(
 
 
 def convergence_csv(outcome: Outcome) -> str:
-    """convergence.csv: one row per iteration of the global run, then per polish evaluation."""
+    """convergence.csv: one row per iteration of the global run, then per evaluation of the
+    kept polish start (its best is the lowest so far: it may start above the global best)."""
     rows = ["phase,iteration,evaluations,best_cost_m2,batch_best_m2,batch_mean_m2,elapsed_s"]
-    offset = 0
+    offset, best = 0, float("inf")
     for phase, result in (("global", outcome.global_result), ("polish", outcome.polish_result)):
         if result is None:
             continue
         for item in result.history:
+            best = min(best, item.best)
             rows.append(
-                f"{phase},{item.iteration},{item.nfev + offset},{item.best:.10g},"
+                f"{phase},{item.iteration},{item.nfev + offset},{best:.10g},"
                 f"{item.batch_best:.10g},{item.batch_mean:.10g},{item.elapsed_s:.4f}"
             )
         offset += result.nfev

@@ -117,6 +117,9 @@ def summary_text(athlete: dict[str, Any]) -> str:
     )
     lines += ["", fit]
     lines += [f"search: {note}" for note in athlete.get("search_notes", [])]
+    starts = athlete.get("polish_starts") or []
+    if starts:
+        lines.append(polish_starts_text(starts))
     start = athlete.get("initial_state")
     if start:
         unknowns = start["unknowns"]
@@ -149,6 +152,17 @@ def summary_text(athlete: dict[str, Any]) -> str:
     if athlete.get("interrupted"):
         lines.append("INTERRUPTED: best result so far")
     return "\n".join(lines)
+
+
+def polish_starts_text(starts: list[dict[str, Any]]) -> str:
+    """One line: each polish start's rank in the global run → its exact cost (m²) and mean
+    distance (mm), the winner marked; shows whether two minima compete."""
+    items = [
+        f"{'*' if start['won'] else ''}#{start['rank']} → {start['polished_cost_m2']:.5g} m² "
+        f"({start['mean_distance_mm']:.4g} mm)"
+        for start in starts
+    ]
+    return f"polish from {len(starts)} distinct start(s) (* kept): " + ", ".join(items)
 
 
 MAX_PLOTTED_SAMPLES = 400  # a 1 kHz trial is decimated for drawing: the plots stay fast

@@ -139,3 +139,47 @@ def polish(
         options={"method": "trf", "max_iterations": max_iterations, "step": step, "scheme": scheme},
     )
     return LocalFit(result=result, residuals=r, jacobian=J)
+
+
+DISTINCT_RADIUS = 0.2
+"""Default :func:`distinct_starts` radius: RMS over the coordinates of the difference, in box
+widths. On the bundled sample the run's best points within 0.05–0.15 all polish into the basin
+of its α; 0.2 reaches the other basin's points (docs/identify.md, "Several polish starts")."""
+
+
+def distinct_starts(
+    X: np.ndarray,
+    F: np.ndarray,
+    count: int,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    radius: float = DISTINCT_RADIUS,
+) -> np.ndarray:
+    """Indices of up to ``count`` evaluated points to polish from, best cost first.
+
+    ``X`` (N, d) are points a global run evaluated and ``F`` (N,) their costs. The best point is
+    always first; each next one is the best point whose distance to every point already taken
+    exceeds ``radius``, the distance being the RMS over coordinates of the difference in box
+    widths (0 … 1). Fewer than ``count`` come back when the run saw no more distinct points.
+    """
+    if count < 1:
+        raise OptimisationError(f"polish starts = {count}: must be at least 1")
+    X = np.atleast_2d(np.asarray(X, dtype=float))
+    F = np.asarray(F, dtype=float).reshape(-1)
+    if X.shape[0] != F.size or X.shape[0] == 0:
+        raise OptimisationError(
+            f"polish starts: {X.shape[0]} points and {F.size} costs (need the same, ≥ 1)"
+        )
+    scaled = (X - lower) / (np.asarray(upper, dtype=float) - lower)
+    # Stable sort: among equal costs the earliest evaluated point wins (reproducible picks).
+    order = np.argsort(F, kind="stable")
+    taken = [int(order[0])]
+    nearest = np.sqrt(np.mean((scaled - scaled[order[0]]) ** 2, axis=1))
+    for index in order[1:]:
+        if len(taken) == count:
+            break
+        if nearest[index] > radius:
+            taken.append(int(index))
+            distance = np.sqrt(np.mean((scaled - scaled[index]) ** 2, axis=1))
+            nearest = np.minimum(nearest, distance)
+    return np.array(taken, dtype=int)

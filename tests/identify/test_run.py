@@ -30,7 +30,17 @@ def test_short_run_with_polish_writes_every_file(case, tmp_path) -> None:
     assert outcome.polish_result is not None
     assert outcome.polish_result.fun <= outcome.global_result.fun
     assert np.all((outcome.x >= 0) & (outcome.x <= 1))
-    assert outcome.evaluations == 25 + outcome.polish_result.nfev
+    # Every start's simulations are counted; the kept one is the start of lowest exact cost.
+    starts = outcome.polish_starts
+    assert 1 <= len(starts) <= settings.polish_starts == 3
+    assert outcome.evaluations == 25 + sum(start.nfev for start in starts)
+    assert [start.won for start in starts].count(True) == 1
+    kept = next(start for start in starts if start.won)
+    assert kept.polished_cost_m2 == min(start.polished_cost_m2 for start in starts)
+    assert kept.polished_cost_m2 == outcome.polish_result.fun
+    assert starts[0].rank == 0 and starts[0].search_cost_m2 == pytest.approx(
+        outcome.global_result.fun, rel=1e-12
+    )
     assert len(outcome.identifiability.parameters) == 12
     record = write_outputs(tmp_path, outcome, case.problem, settings, {"source": "synthetic"}, {})
     for name in FILES:
@@ -45,6 +55,8 @@ def test_short_run_with_polish_writes_every_file(case, tmp_path) -> None:
     assert set(athlete["rms_mm"]) == {"bar", "wrist", "elbow", "neck", "hip", "knee", "ankle"}
     assert athlete["algorithm"] == "gwo" and athlete["pack"] == 8 and athlete["seed"] == 5
     assert athlete["interrupted"] is False
+    assert [item["rank"] for item in athlete["polish_starts"]] == [item.rank for item in starts]
+    assert "distinct start(s)" in (tmp_path / "summary.txt").read_text()
     assert "numpy" in athlete["versions"]
     rows = list(csv.DictReader((tmp_path / "convergence.csv").open()))
     assert [row["phase"] for row in rows[:3]] == ["global"] * 3

@@ -58,3 +58,48 @@ def test_polish_stays_in_the_box() -> None:
     fit = polish(lambda X: X - 2.0, np.array([0.2]), np.zeros(1), np.ones(1))
     assert fit.result.x[0] == pytest.approx(1.0)
     assert fit.result.fun == pytest.approx(1.0)
+
+
+def test_distinct_starts_take_the_best_then_the_best_far_enough_from_those_taken() -> None:
+    from bemore.optimize.polish import distinct_starts
+
+    # Box [0, 10]²: distances are RMS over coordinates in box widths.
+    X = np.array([[1.0, 1.0], [1.5, 1.0], [9.0, 9.0], [1.0, 1.2], [5.0, 5.0], [9.2, 9.0]])
+    F = np.array([0.1, 0.2, 0.3, 0.15, 0.9, 0.25])
+    low, high = np.zeros(2), np.full(2, 10.0)
+    # [1.5, 1] is 0.035 from the best and [9.2, 9] is 0.01 from [9, 9]... [9.2, 9] costs less:
+    # it is taken, and [9, 9] (0.014 from it) is not.
+    assert distinct_starts(X, F, 3, low, high, radius=0.2).tolist() == [0, 5, 4]
+    assert distinct_starts(X, F, 2, low, high, radius=0.2).tolist() == [0, 5]
+    # A radius larger than the box's diagonal leaves only the best.
+    assert distinct_starts(X, F, 3, low, high, radius=1.5).tolist() == [0]
+    # radius 0.02: [1.5, 1] (0.035 away) counts as distinct, [1, 1.2] (0.014) does not.
+    assert distinct_starts(X, F, 3, low, high, radius=0.02).tolist() == [0, 1, 5]
+
+
+def test_distinct_starts_refuse_no_start_and_mismatched_costs() -> None:
+    from bemore.optimize.polish import distinct_starts
+
+    with pytest.raises(OptimisationError, match="polish starts = 0"):
+        distinct_starts(np.zeros((2, 1)), np.zeros(2), 0, np.zeros(1), np.ones(1))
+    with pytest.raises(OptimisationError, match="3 points and 2 costs"):
+        distinct_starts(np.zeros((3, 1)), np.zeros(2), 1, np.zeros(1), np.ones(1))
+
+
+def test_polish_from_the_second_distinct_start_finds_the_deeper_of_two_minima() -> None:
+    from bemore.optimize.polish import distinct_starts
+
+    # r(x) = ((x − 0.2)(x − 0.8), 0.1·(x − 0.8)): Σ r² is 0 at x = 0.8 and has a shallower
+    # minimum at x = 0.218 (0.0034), the two basins split at x = 0.482. A run whose best points
+    # crowd near 0.3 polishes into the shallow one from its best point.
+    def residuals(X: np.ndarray) -> np.ndarray:
+        x = X[:, :1]
+        return np.hstack([(x - 0.2) * (x - 0.8), 0.1 * (x - 0.8)])
+
+    X = np.array([[0.30], [0.31], [0.29], [0.95], [0.32]])
+    F = np.sum(residuals(X) ** 2, axis=1)
+    assert np.argmin(F) in (0, 1, 2, 4)  # the run's best is in the shallow basin
+    picks = distinct_starts(X, F, 2, np.zeros(1), np.ones(1))
+    fits = [polish(residuals, X[k], np.zeros(1), np.ones(1)) for k in picks]
+    assert fits[0].result.x[0] == pytest.approx(0.218, abs=1e-3) and fits[0].result.fun > 3e-3
+    assert fits[1].result.x[0] == pytest.approx(0.8, abs=1e-6) and fits[1].result.fun < 1e-12
