@@ -43,6 +43,10 @@ class RunSettings:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+TIE_RELATIVE = 1e-9
+"""Polish costs within this relative difference of the lowest are one minimum (earliest kept)."""
+
+
 @dataclass
 class PolishStart:
     """One polish start: where it came from, where it ended (costs m², exact after the polish)."""
@@ -221,7 +225,10 @@ def _polish_from_distinct_starts(
         ))
         if fit.result.interrupted:
             break
-    best = int(np.argmin([fit.result.fun for fit in fits]))
+    costs = np.array([fit.result.fun for fit in fits])
+    # Starts that reach the same minimum differ by rounding (1e-13 relative measured): the
+    # earliest of them is kept, so the kept start does not flip on noise.
+    best = int(np.flatnonzero(costs <= costs.min() * (1.0 + TIE_RELATIVE))[0])
     starts[best].won = True
     return fits[best], starts
 

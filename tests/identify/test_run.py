@@ -36,7 +36,11 @@ def test_short_run_with_polish_writes_every_file(case, tmp_path) -> None:
     assert outcome.evaluations == 25 + sum(start.nfev for start in starts)
     assert [start.won for start in starts].count(True) == 1
     kept = next(start for start in starts if start.won)
-    assert kept.polished_cost_m2 == min(start.polished_cost_m2 for start in starts)
+    lowest = min(start.polished_cost_m2 for start in starts)
+    assert kept.polished_cost_m2 <= lowest * (1 + 1e-9)
+    # The earliest start within that tie is kept (starts reaching one minimum differ by rounding).
+    earlier = starts[: starts.index(kept)]
+    assert all(start.polished_cost_m2 > lowest * (1 + 1e-9) for start in earlier)
     assert kept.polished_cost_m2 == outcome.polish_result.fun
     assert starts[0].rank == 0 and starts[0].search_cost_m2 == pytest.approx(
         outcome.global_result.fun, rel=1e-12
