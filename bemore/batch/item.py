@@ -93,6 +93,7 @@ def _identify(spec: ItemSpec, out: Path) -> dict[str, Any]:
         seed=defaults.seed if spec.seed is None else spec.seed,
         polish=defaults.polish if spec.polish is None else spec.polish,
         workers=defaults.workers,
+        polish_starts=defaults.polish_starts,
     )
     space = ParameterSpace.from_config(identification, load_gymnast(), config_path)
     problem, trial_summary = _problem(spec, space, defaults.samples_per_step)

@@ -93,6 +93,7 @@ def identify_command(
         seed=defaults.seed if seed is None else seed,
         polish=defaults.polish if polish is None else polish,
         workers=defaults.workers if workers is None else workers,
+        polish_starts=defaults.polish_starts,
     )
     _check(settings)
     space = ParameterSpace.from_config(identification, gymnast, str(config_path))
