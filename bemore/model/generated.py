@@ -575,14 +575,20 @@ def lane_groups(n_lanes: int, threads: int) -> list[tuple[int, int]]:
 def run_threads(kernel, n_lanes: int, threads: int, args_before: tuple, args_after: tuple) -> None:
     """Run ``kernel(*args_before, lo, hi, *args_after)`` on disjoint lane groups, one per thread
     (the kernel releases the GIL; the pool lives as long as the process)."""
+    run_calls(kernel, [(*args_before, lo, hi, *args_after)
+                       for lo, hi in lane_groups(n_lanes, threads)])
+
+
+def run_calls(kernel, calls: list[tuple]) -> None:
+    """Run ``kernel(*args)`` for every ``args`` of ``calls``, one per thread, the first on this
+    thread (the kernel releases the GIL; the pool lives as long as the process)."""
     global _pool
-    groups = lane_groups(n_lanes, threads)
-    if len(groups) == 1:
-        kernel(*args_before, 0, n_lanes, *args_after)
+    if len(calls) == 1:
+        kernel(*calls[0])
         return
-    if _pool is None or _pool._max_workers < len(groups) - 1:
-        _pool = ThreadPoolExecutor(max(len(groups) - 1, os.cpu_count() or 1))
-    futures = [_pool.submit(kernel, *args_before, lo, hi, *args_after) for lo, hi in groups[1:]]
-    kernel(*args_before, *groups[0], *args_after)  # this thread takes the first group
+    if _pool is None or _pool._max_workers < len(calls) - 1:
+        _pool = ThreadPoolExecutor(max(len(calls) - 1, os.cpu_count() or 1))
+    futures = [_pool.submit(kernel, *args) for args in calls[1:]]
+    kernel(*calls[0])
     for future in futures:
         future.result()

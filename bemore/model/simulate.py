@@ -16,7 +16,7 @@ import numpy as np
 from bemore.errors import DataError, ModelError
 from bemore.model import kernels
 from bemore.model.core import Model
-from bemore.model.generated import kernel_for, run_threads
+from bemore.model.generated import kernel_for, lane_groups, run_calls, run_threads
 from bemore.model.stages import driven_table, stage_arrays
 
 COST_POINTS = ("bar", "wrist", "elbow", "neck", "hip", "knee", "ankle")
@@ -313,11 +313,26 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     S0 = np.empty((2 * nf, B))  # step start
     UN = np.empty((2 * nf, B))  # the increment of the current generic stage
     R = np.empty((max(2 * nf, 2 * n_points, nd), B))  # a frame's outputs, lane-minor
-    run_threads(kernel, B, threads or os.cpu_count() or 1, (Vt, S, S0, MX, U, UN, R,
-                                                              _coefficients(h), D, h, substeps,
-                                                              samples_per_step),
-                (meas_full, wts, store_state, store_points, do_cost, max_abs,
-                 out_q, out_v, out_pts, out_eff, cost, alive))
+    threads = threads or os.cpu_count() or 1
+    coefficients = _coefficients(h)
+    after = (meas_full, wts, store_state, store_points, do_cost, max_abs)
+    if per_member:
+        run_threads(kernel, B, threads, (Vt, S, S0, MX, U, UN, R, coefficients, D, h, substeps,
+                                         samples_per_step),
+                    (*after, out_q, out_v, out_pts, out_eff, cost, alive))
+    else:
+        # Each thread's lanes in arrays of their own: two threads writing the rows of shared
+        # (rows, lanes) arrays met in one cache line per row, bounced between the cores at
+        # every stage (measured: 26.2 → 21.5 ms for 200 × 1521 with 2-sample steps).
+        calls = []
+        for lo, hi in lane_groups(B, threads):
+            work = [np.ascontiguousarray(a[..., lo:hi]) for a in (Vt, S, S0, MX, U, UN, R)]
+            outputs = [a[lo:hi] if stored else a for a, stored in (
+                (out_q, store_state), (out_v, store_state), (out_pts, store_points),
+                (out_eff, store_efforts), (cost, True), (alive, True))]
+            calls.append((*work, coefficients, D, h, substeps, samples_per_step, 0, hi - lo,
+                          *after, *outputs))
+        run_calls(kernel, calls)
     ok = alive > 0.0
     result = Simulation(t=motion.t.copy(), free_names=model.free_coordinates,
                         driven_names=model.driven_coordinates, point_names=model.point_names,
