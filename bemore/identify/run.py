@@ -21,7 +21,6 @@ from bemore.errors import ConfigError
 from bemore.identify.identifiability import Identifiability, analyse
 from bemore.identify.problem import IdentificationProblem
 from bemore.identify.report import fit_metrics
-from bemore.identify.space import ParameterSpace
 from bemore.optimize import make_algorithm, minimize
 from bemore.optimize.driver import Callback
 from bemore.optimize.polish import LocalFit, distinct_starts, finite_difference_jacobian, polish
@@ -251,8 +250,3 @@ def _values_and_widths(problem: IdentificationProblem, x: np.ndarray
         values = np.r_[values, problem.start.to_physical(nuisance[0])]
         widths = np.r_[widths, problem.start.width]
     return values, widths
-
-
-def space_for(identification: Any, gymnast: Any, source: str) -> ParameterSpace:
-    """The searched box of ``identification`` (see :class:`ParameterSpace`)."""
-    return ParameterSpace.from_config(identification, gymnast, source)
