@@ -1,7 +1,8 @@
 """The generated batch kernel: program assembly, the driven-value table, loading, threads.
 
-:func:`generate_program` turns a compiled tree into the Python source of two numba functions
-that integrate a batch with ROS34PW2 (``kernels.py`` is the readable reference):
+:func:`generate_program` turns a compiled tree into the Python source of two functions
+that integrate a batch with ROS34PW2 (``kernels.py`` is the readable reference), compiled by
+clang after translation to C (:mod:`bemore.model.native`) or, without a C compiler, by numba:
 ``integrate_shared`` (one driven motion for every lane: the driven values of a stage are read
 once per step, outside the lane loops) and ``integrate_members`` (one driven motion per lane:
 the same values are read inside the lane loops). Both read the driven state from one table
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bemore.model import kernels
+from bemore.model import kernels, native
 from bemore.model.codegen import (
     Emitter,
     Sym,
@@ -42,8 +43,15 @@ from bemore.model.tree import REVOLUTE, Tree
 # Bump when the generated code or the LLVM options change, so cached machine code is rebuilt.
 KERNEL_FORMAT = 9
 _DRIVEN_NAME = re.compile(r"^(cd|sd|qd|vd|ad)([fg0-3])_(\d+)$")
-_ARGS = ("Vt, S, S0, MX, U, UN, R, CO, D, h, n_sub, spp, lane_lo, lane_hi, meas, wts, store_state, "
-         "store_points, do_cost, max_abs, out_q, out_v, out_pts, out_eff, cost, alive")
+# The kernels' arguments in order, each with its kind (scalar type, or rank of a float64
+# array; D is (steps, rows, slots) for one shared motion, with a last axis of members
+# otherwise): the Python signature, and what the C backend needs.
+_KINDS = {"Vt": 2, "S": 2, "S0": 2, "MX": 2, "U": 3, "UN": 2, "R": 2, "CO": 2, "D": 3,
+          "h": "float", "n_sub": "int", "spp": "int", "lane_lo": "int", "lane_hi": "int",
+          "meas": 3, "wts": 2, "store_state": "int", "store_points": "int", "do_cost": "int",
+          "max_abs": "float", "out_q": 3, "out_v": 3, "out_pts": 4, "out_eff": 3, "cost": 1,
+          "alive": 1}
+_ARGS = ", ".join(_KINDS)
 
 
 def angle_representatives(tree: Tree) -> list[int]:
@@ -447,25 +455,58 @@ def generate_program(tree: Tree, n_points: int, cost_points: tuple[int, ...] = (
     return Program("\n".join(out) + "\n", slots, member_slots)
 
 
-_by_tree: dict[tuple[int, int], tuple[Tree, Program, object]] = {}
+_by_tree: dict[tuple, tuple[Tree, Program, dict]] = {}
 
 
 def kernel_for(tree: Tree, n_points: int, per_member: bool = False, efforts: bool = False,
                cost_points: tuple[int, ...] = ()):
     """(compiled kernel, its :class:`Program`) for ``tree`` (source cached on disk by hash):
     the per-member or shared-motion kernel, the one that also stores efforts or not; its cost
-    sums over the points ``cost_points`` (indices; a module per selection)."""
+    sums over the points ``cost_points`` (indices; a module per selection).
+
+    The kernel is the C translation compiled by clang when a compiler is found
+    (:mod:`bemore.model.native`), else numba's compilation of the Python source; each is
+    built at its first use and cached on disk."""
     cost_points = tuple(int(i) for i in cost_points)
     key = (id(tree), n_points, cost_points)
     known = _by_tree.get(key)
     if known is None or known[0] is not tree:
-        program = _cached_program(tree, n_points, cost_points)
-        known = (tree, program, _load_module(program.source))
+        known = (tree, _cached_program(tree, n_points, cost_points), {})
         _by_tree[key] = known
-    module = known[2]
+    program, kernels_built = known[1], known[2]
     name = ("integrate_members" if per_member else "integrate_shared") + (
         "_efforts" if efforts else "")
-    return getattr(module, name), known[1]
+    if name not in kernels_built:
+        kernels_built[name] = _build(program.source, name)
+    return kernels_built[name], program
+
+
+def backend() -> str:
+    """What builds the engine kernels in this process: the C compiler's path, or "numba"
+    (no compiler found, or ``BEMORE_CC=none``; see :func:`bemore.model.native.compiler`)."""
+    return native.compiler() or "numba"
+
+
+_warned_numba = False
+
+
+def _build(source: str, name: str):
+    """Kernel ``name`` of the generated ``source``, from the C backend or numba."""
+    global _warned_numba
+    cc = native.compiler()
+    if cc is None:
+        if not _warned_numba and not os.environ.get("BEMORE_CC"):
+            _warned_numba = True
+            print("bemore: clang not found; the engine's kernels compile with numba instead "
+                  "(about 20 s each the first time; install clang to make that 2 s)",
+                  file=sys.stderr)
+        return getattr(_load_module(source), name)
+    # Keyed on the Python source, so a cached library is found without translating again.
+    library = native.library_path(_cache_folder(), f"{name}\n{source}", cc)
+    if not library.exists():
+        kinds = dict(_KINDS, D=4) if name.startswith("integrate_members") else _KINDS
+        native.build(native.translate(source, name, kinds), cc, library)
+    return native.load(library, name)
 
 
 def _tree_key(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> str:

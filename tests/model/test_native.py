@@ -1,0 +1,148 @@
+"""The C backend of the engine kernels (bemore/model/native.py): the translation of the
+generated Python against numba's compilation of the same source, the translator's edge
+semantics, and the errors."""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+
+import numpy as np
+import pytest
+
+from bemore.errors import ConfigError, ModelError
+from bemore.model import generated, native
+from bemore.model.generated import _KINDS, _cached_program, _load_module
+
+# The module (bemore.model re-exports its function under the same name).
+simulation = importlib.import_module("bemore.model.simulate")
+CLANG = shutil.which("clang")
+
+
+def test_clang_is_there_and_is_the_default_backend(monkeypatch):
+    """clang is a declared system package (tools/system-packages.txt); without it every first
+    run would pay numba's compilation. Fail loudly rather than test the fallback only."""
+    monkeypatch.delenv("BEMORE_CC", raising=False)
+    assert CLANG is not None, "clang missing: run `make sysdeps`"
+    assert generated.backend() == CLANG
+
+
+def _small_batch(real, motion, start):
+    q0, v0 = start
+    P = real.parameter_matrix([{}, {"bar.stiffness_x": 5000.0}, {"trunk.mass": 27.5},
+                               {"shoulder.damping_ap": 50000.0}, {"trunk.com": 0.25}])
+    return P, q0, v0
+
+
+def test_the_c_kernel_computes_what_numba_computes_from_the_same_source(real, motion, start,
+                                                                        monkeypatch):
+    """Shared motion, states, points and cost, one invalid member: the two compilations of the
+    identification kernel agree to 1e-12 (relative to each quantity's scale) and on which
+    members are invalid."""
+    P, q0, v0 = _small_batch(real, motion, start)
+    outputs = ("free_q", "free_qd", "points")
+    results = {}
+    for backend in ("c", "numba"):
+        if backend == "numba":
+            program = _cached_program(real.tree, len(real.point_names), tuple(
+                real.point_names.index(p) for p in simulation.COST_POINTS))
+            kernel = _load_module(program.source).integrate_shared
+            monkeypatch.setattr(simulation, "kernel_for",
+                                lambda *a, k=kernel, p=program, **kw: (k, p))
+        sim = simulation.simulate(real, P, motion, q0, v0, outputs=outputs)
+        measured = sim.points[0][:, [0, 1, 2, 4, 5, 6, 7]] + 0.01
+        cost = simulation.simulate(real, P, motion, q0, v0, outputs=(), measured=measured,
+                                 samples_per_step=2)
+        results[backend] = sim, cost
+    (c_sim, c_cost), (nb_sim, nb_cost) = results["c"], results["numba"]
+    assert c_sim.valid.tolist() == nb_sim.valid.tolist() == [True, True, False, True, True]
+    ok = c_sim.valid
+    for name in outputs:
+        a, b = getattr(c_sim, name)[ok], getattr(nb_sim, name)[ok]
+        assert np.max(np.abs(a - b)) <= 1e-12 * np.max(np.abs(b)), name
+        assert np.all(np.isnan(getattr(c_sim, name)[~ok]))
+    assert np.allclose(c_cost.cost[ok], nb_cost.cost[ok], rtol=1e-12, atol=0.0)
+
+
+def _compiled(tmp_path, source: str, name: str, kinds: dict):
+    library = tmp_path / f"{name}.so"
+    native.build(native.translate(source, name, kinds), CLANG, library)
+    return native.load(library, name)
+
+
+def test_integer_division_and_remainder_follow_python(tmp_path):
+    """``//`` and ``%`` round toward −∞ as in Python (C truncates toward 0), ``/`` of two
+    integers is a true division, ``x**3`` a product; NaN from a conditional expression."""
+    source = (
+        "def probe(n, d, x, out):\n"
+        "    out[0] = n // d\n"
+        "    out[1] = n % d\n"
+        "    out[2] = n / d\n"
+        "    out[3] = x**3\n"
+        "    out[4] = (1.0 / x) if x > 0.0 else np.nan\n"
+        "    out[5] = abs(x) + np.floor(x)\n"
+    )
+    probe = _compiled(tmp_path, source, "probe", {"n": "int", "d": "int", "x": "float",
+                                                  "out": 1})
+    out = np.zeros(6)
+    for n, d, x in [(7, 2, 1.5), (-7, 2, -1.5), (7, -2, 0.3), (-7, -2, -2.25), (6, 3, 0.0)]:
+        probe(n, d, x, out)
+        expected = [n // d, n % d, n / d, x * x * x, (1.0 / x) if x > 0.0 else np.nan,
+                    abs(x) + np.floor(x)]
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_arrays_are_indexed_row_major_and_checked(tmp_path):
+    source = (
+        "def copy(A, B, lo, hi):\n"
+        "    for b in range(lo, hi):\n"
+        "        s = A[1, b, 0] * 2.0\n"
+        "        B[b, 1] = s + A.shape[1]\n"
+    )
+    copy = _compiled(tmp_path, source, "copy", {"A": 3, "B": 2, "lo": "int", "hi": "int"})
+    A = np.arange(2 * 5 * 3, dtype=np.float64).reshape(2, 5, 3)
+    B = np.zeros((5, 2))
+    copy(A, B, 1, 4)
+    np.testing.assert_array_equal(B[:, 1], [0, *(2 * A[1, 1:4, 0] + 5), 0])
+    np.testing.assert_array_equal(B[:, 0], 0)
+    with pytest.raises(ModelError, match="B must be a C-contiguous float64 array of rank 2"):
+        copy(A, np.zeros((2, 5)).T, 1, 4)
+    with pytest.raises(ModelError, match="rank 2"):
+        copy(A, np.zeros(5), 1, 4)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("    out[0] = np.sin(x)\n", "call"),
+    ("    out[0] = 0.0 < x < 1.0\n", "chained comparison"),
+    ("    out[0, 0] = x\n", "rank"),
+    ("    out[0] = x ** 0.5\n", "power"),
+    ("    out[0] = y\n", "read before it is assigned"),
+])
+def test_what_the_translator_does_not_know_is_an_error(line, message):
+    source = "def f(x, out):\n" + line
+    with pytest.raises(ModelError, match=message):
+        native.translate(source, "f", {"x": "float", "out": 1})
+
+
+def test_the_translation_covers_every_generated_kernel(real):
+    """All four kernels of the real gymnast translate (compiling them is the other tests')."""
+    program = _cached_program(real.tree, len(real.point_names), (0, 1, 2))
+    for name in ("integrate_shared", "integrate_shared_efforts", "integrate_members",
+                 "integrate_members_efforts"):
+        kinds = dict(_KINDS, D=4) if name.startswith("integrate_members") else _KINDS
+        text = native.translate(program.source, name, kinds)
+        assert f"void {name}(" in text
+        assert text.count(native._LANE_PRAGMA) == program.source.split(
+            f"def {name}(")[1].split("\ndef ")[0].count("range(lo, hi)")
+
+
+def test_a_compiler_that_fails_gives_one_clear_error(tmp_path, monkeypatch):
+    with pytest.raises(ModelError, match="could not compile the engine kernel"):
+        native.build("this is not C", shutil.which("false"), tmp_path / "x.so")
+    assert not list(tmp_path.iterdir())  # nothing half-written is left
+    monkeypatch.setenv("BEMORE_CC", "no-such-compiler-here")
+    with pytest.raises(ConfigError, match="BEMORE_CC=no-such-compiler-here: no such compiler"):
+        native.compiler()
+    monkeypatch.setenv("BEMORE_CC", "none")
+    assert native.compiler() is None
+    assert generated.backend() == "numba"
