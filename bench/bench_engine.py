@@ -5,7 +5,8 @@ Baselines measured in the same run, on the same model and trial, per simulation,
 (the machine is shared; bemore's wall times are printed too): a plain scipy ``solve_ivp``
 (LSODA, default tolerances) on a plain-Python/numpy right-hand side (bemore's own reference
 recursion with numba's JIT disabled, in a subprocess) and LSODA on a Pinocchio right-hand side.
-Also: first-call compile time (fresh caches, subprocess), cached start-up time, peak memory.
+Also: first-call compile time (fresh caches, subprocess), cached start-up time — each next to
+numba compiling and loading the same generated source (``BEMORE_CC=none``) —, peak memory.
 """
 
 from __future__ import annotations
@@ -218,15 +219,25 @@ def run(smoke: bool) -> list[Measurement]:
                                   "LSODA + plain numpy rhs, JIT off (CPU)"))
         for path, what in (("identify", "identification (real gymnast, shared motion, cost)"),
                            ("synthesis", "synthesis (exemplary, per-member motions, efforts)")):
-            with tempfile.TemporaryDirectory() as fresh:
-                env = {"NUMBA_CACHE_DIR": fresh, "BEMORE_KERNEL_CACHE": fresh}
-                total, first = _subprocess_seconds(_STARTUP_SCRIPT, [path], env)
+            # Baseline: numba compiling the same generated source (BEMORE_CC=none), as every
+            # run did before the C backend.
+            fresh_runs = {}
+            for backend, extra in (("clang", {}), ("numba", {"BEMORE_CC": "none"})):
+                with tempfile.TemporaryDirectory() as fresh:
+                    env = {"NUMBA_CACHE_DIR": fresh, "BEMORE_KERNEL_CACHE": fresh, **extra}
+                    fresh_runs[backend] = _subprocess_seconds(_STARTUP_SCRIPT, [path], env)
+            (total, first), (nb_total, nb_first) = fresh_runs["clang"], fresh_runs["numba"]
             out.append(Measurement(f"{what}: first engine call, fresh caches (compile)", "s",
-                                   first))
-            out.append(Measurement(f"{what}: whole script, fresh caches", "s", total))
-            _subprocess_seconds(_STARTUP_SCRIPT, [path])  # fills the default caches if needed
-            total, first = _subprocess_seconds(_STARTUP_SCRIPT, [path])
-            out.append(Measurement(f"{what}: whole script, cached kernels", "s", total))
+                                   first, nb_first, "numba compiling the same source"))
+            out.append(Measurement(f"{what}: whole script, fresh caches", "s", total, nb_total,
+                                   "numba"))
+            cached = {}
+            for backend, extra in (("clang", {}), ("numba", {"BEMORE_CC": "none"})):
+                _subprocess_seconds(_STARTUP_SCRIPT, [path], extra)  # fills the default caches
+                cached[backend] = _subprocess_seconds(_STARTUP_SCRIPT, [path], extra)
+            (total, first), (nb_total, nb_first) = cached["clang"], cached["numba"]
+            out.append(Measurement(f"{what}: whole script, cached kernels", "s", total,
+                                   nb_total, "numba"))
             out.append(Measurement(f"{what}: first engine call, cached (kernel load)", "s",
-                                   first))
+                                   first, nb_first, "numba"))
     return out

@@ -10,7 +10,9 @@ study needed 39.77 min (published, MATLAB).
   ``BEMORE_KERNEL_CACHE``), then warm runs; the time from the start of the process to the
   printed result (athlete.json written; the three plots come after it) and the total wall
   time; its CPU time and peak RSS from the child's rusage (smoke mode: one warm run of a 5 × 2
-  protocol on 0.5 s); the load average next to each figure (the machine is shared);
+  protocol on 0.5 s); the load average next to each figure (the machine is shared); baseline:
+  the same first and warm runs with the engine's kernels compiled by numba (``BEMORE_CC=none``,
+  what every run did before the C backend);
 * where the warm time goes: the same steps in a child process with a timer per phase (imports,
   trial preparation, engine kernel load, the populations' engine calls, their per-member start
   states, the rest of the run, athlete.json);
@@ -233,10 +235,17 @@ def run(smoke: bool) -> list[Measurement]:
             before = load()
             first_result, first, first_rss, first_cpu = run_cli(args, env)
             rss.append(first_rss)
+            # Baseline: the same, the engine's kernels compiled by numba (BEMORE_CC=none), as
+            # before the C backend; then one warm run of it.
+            numba_env = dict(env, BEMORE_CC="none", NUMBA_CACHE_DIR=str(folder / "nb-numba"),
+                             BEMORE_KERNEL_CACHE=str(folder / "nb-kernels"))
+            numba_first = run_cli(args, numba_env)[0]
+            numba_warm = run_cli(args, numba_env)[0]
             measurements.append(
                 Measurement(
                     f"identify, first run (compiles): start to printed result (load {before:.1f}; "
-                    f"CPU {first_cpu:.1f} s with the plots)", "s", first_result, target="≤ 20 s",
+                    f"CPU {first_cpu:.1f} s with the plots)", "s", first_result, numba_first,
+                    "kernels compiled by numba", target="≤ 20 s",
                 )
             )
             measurements.append(
@@ -255,6 +264,7 @@ def run(smoke: bool) -> list[Measurement]:
                 f"load {min(loads):.1f}–{max(loads):.1f}; CPU {cpu:.2f} s with the plots)",
                 "s",
                 statistics.median(item[0] for item in warm),
+                *((numba_warm, "numba kernels, one warm run") if not smoke else ()),
                 target="≤ 3 s (seed study: 39.77 min)",
             )
         )
