@@ -10,62 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import numpy as np
-from numba import njit
 
 from bemore.errors import ModelError
-from bemore.model import dynamics as dyn
 from bemore.model.description import Description
 from bemore.model.tree import Tree, compile_tree
-
-
-@njit(cache=True)
-def _points_batch(T, Vs, q, nf, out):
-    """Named points for states q (B, N, n) with per-member fields Vs (B, n_fields)."""
-    width = max(T[0].shape[0], T[7].shape[0], 1)
-    ws = np.zeros((dyn.N_ROWS, width))
-    zeros = np.zeros(q.shape[2])
-    for b in range(q.shape[0]):
-        for i in range(q.shape[1]):
-            qf = q[b, i, :nf]
-            qd = q[b, i, nf:]
-            dyn.prepare(T, Vs[b], qf, zeros[:nf], qd, zeros[nf:], zeros[nf:], ws)
-            dyn.point_positions_one(T, Vs[b], ws, out[b, i])
-
-
-@njit(cache=True)
-def _hybrid_batch(T, Vs, qf, vf, qd, vd, ad, acc, eff, ok):
-    """Free accelerations and driven efforts for N states (member index per state in Vs)."""
-    nf = qf.shape[1]
-    nd = qd.shape[1]
-    width = max(T[0].shape[0], T[7].shape[0], 1)
-    ws = np.zeros((dyn.N_ROWS, width))
-    Mff = np.zeros((nf, nf))
-    L = np.zeros((nf, nf))
-    Mdf = np.zeros((nd, nf))
-    rhs = np.zeros(nf)
-    tau0d = np.zeros(nd)
-    for i in range(qf.shape[0]):
-        dyn.prepare(T, Vs[i], qf[i], vf[i], qd[i], vd[i], ad[i], ws)
-        dyn.free_dynamics(T, Vs[i], qf[i], vf[i], qd[i], vd[i], ad[i], ws, Mff, Mdf, rhs, tau0d)
-        ok[i] = dyn.cholesky_factor(Mff, L)
-        if not ok[i]:
-            continue
-        dyn.cholesky_solve(L, rhs, acc[i])
-        for r in range(nd):
-            s = tau0d[r]
-            for j in range(nf):
-                s += Mdf[r, j] * acc[i, j]
-            eff[i, r] = s
-
-
-@njit(cache=True)
-def _energy_batch(T, Vs, qf, vf, qd, vd, out):
-    width = max(T[0].shape[0], T[7].shape[0], 1)
-    ws = np.zeros((dyn.N_ROWS, width))
-    for i in range(qf.shape[0]):
-        dyn.prepare(T, Vs[i], qf[i], vf[i], qd[i], vd[i], vd[i] * 0.0, ws)
-        dyn.motion(T, ws, True)
-        out[i] = dyn.energy_one(T, Vs[i], qf[i], vf[i], ws)
 
 
 class Model:
@@ -163,6 +111,8 @@ class Model:
         If q_full has a leading axis of length B (the number of parameter rows, B > 1) it is
         matched member by member; otherwise every member sees the same states.
         """
+        from bemore.model.reference_batch import points_batch  # numba loads on first use only
+
         V, _ = self.fields(P)
         q = np.asarray(q_full, dtype=np.float64)
         self._split(q)
@@ -172,7 +122,7 @@ class Model:
         qb = q.reshape(B, -1, q.shape[-1]) if per_member else np.broadcast_to(
             q.reshape(1, -1, q.shape[-1]), (B, int(np.prod(inner, dtype=int)), q.shape[-1]))
         out = np.zeros((B, qb.shape[1], len(self.point_names), 2))
-        _points_batch(self._T, V, np.ascontiguousarray(qb), self.n_free, out)
+        points_batch(self._T, V, np.ascontiguousarray(qb), self.n_free, out)
         return out.reshape((B, *inner, len(self.point_names), 2))
 
     def hybrid(self, P, qf, vf, qd, vd, ad) -> tuple[np.ndarray, np.ndarray]:
@@ -181,6 +131,8 @@ class Model:
         P has one row (shared) or N rows; states are (N, ·) arrays. Spring-dampers included.
         A state whose free mass matrix is not positive definite gives NaN.
         """
+        from bemore.model.reference_batch import hybrid_batch  # numba loads on first use only
+
         args = [np.atleast_2d(np.asarray(a, dtype=np.float64)) for a in (qf, vf, qd, vd, ad)]
         N = max(a.shape[0] for a in args)
         args = [np.ascontiguousarray(np.broadcast_to(a, (N, a.shape[1]))) for a in args]
@@ -189,11 +141,13 @@ class Model:
         acc = np.full((N, self.n_free), np.nan)
         eff = np.full((N, self.n_driven), np.nan)
         ok = np.zeros(N, dtype=np.bool_)
-        _hybrid_batch(self._T, V, *args, acc, eff, ok)
+        hybrid_batch(self._T, V, *args, acc, eff, ok)
         return acc, eff
 
     def mass_matrix_and_inverse_dynamics(self, P, q, qdot, qddot) -> tuple[np.ndarray, np.ndarray]:
         """Full mass matrix (n, n) and τ = M q̈ + bias (n,) for one state (no spring-dampers)."""
+        from bemore.model import dynamics  # numba loads on first use only
+
         V, _ = self.fields(P)
         qf, qd = self._split(q)
         vf, vd = self._split(qdot)
@@ -201,19 +155,21 @@ class Model:
         n = len(self.coordinates)
         M = np.zeros((n, n))
         tau = np.zeros(n)
-        ws = dyn.workspace(self.tree)
-        dyn.full_matrices(self._T, V[0], qf, vf, qd, vd, af, ad, ws, M, tau)
+        ws = dynamics.workspace(self.tree)
+        dynamics.full_matrices(self._T, V[0], qf, vf, qd, vd, af, ad, ws, M, tau)
         return M, tau
 
     def energy(self, P, qf, vf, qd, vd) -> np.ndarray:
         """Total mechanical energy (J): kinetic + gravity + springs, for N states (N, ·)."""
+        from bemore.model.reference_batch import energy_batch  # numba loads on first use only
+
         args = [np.atleast_2d(np.asarray(a, dtype=np.float64)) for a in (qf, vf, qd, vd)]
         N = max(a.shape[0] for a in args)
         args = [np.ascontiguousarray(np.broadcast_to(a, (N, a.shape[1]))) for a in args]
         V, _ = self.fields(P)
         V = np.ascontiguousarray(np.broadcast_to(V, (N, V.shape[1])))
         out = np.zeros(N)
-        _energy_batch(self._T, V, *args, out)
+        energy_batch(self._T, V, *args, out)
         return out
 
     def equilibrium(self, P, driven_q0, free_q=None, driven_qd0=None, driven_qdd0=None,

@@ -4,7 +4,8 @@ Free state y = (q, v). The approximate Jacobian J = [[0, I], [−M₀⁻¹K, −
 spring-damper stiffness and damping, M₀ the free-free mass matrix frozen at the step start)
 makes the spring-dampers implicit; with it, (I/(γh) − J) u = r reduces to one SPD solve with
 W = M₀ + γhC + γ²h²K per stage: W u_v = γh(M₀ r_v − γhK r_q), u_q = γh(r_q + u_v).
-ROS34PW2 (Rang & Angermann 2005) is a W-method: order 3 whatever J is, L-stable.
+ROS34PW2 (Rang & Angermann 2005, tableau in ``rosenbrock.py``) is a W-method: order 3 whatever
+J is, L-stable.
 The stage accelerations are exact (M(Y_i) q̈ = rhs solved at every stage). Everything that depends
 only on the driven coordinates (their values and the cos/sin of the driven angle sums at every
 stage time) is precomputed once per trial and shared by the batch; members run in parallel.
@@ -25,27 +26,11 @@ from bemore.model.dynamics import (
     point_positions_one,
     positions,
 )
+from bemore.model.rosenbrock import A_T, C_T, GAMMA, M_T, STAGE_TIMES
 
-# ROS34PW2 in the (alpha, gamma) form of Rang & Angermann (2005), transformed below.
-GAMMA = 0.435866521508459
-_ALPHA = np.array([
-    [0.0, 0.0, 0.0, 0.0],
-    [0.87173304301691801, 0.0, 0.0, 0.0],
-    [0.84457060015369423, -0.11299064236484185, 0.0, 0.0],
-    [0.0, 0.0, 1.0, 0.0],
-])
-_GAMMA = np.array([
-    [GAMMA, 0.0, 0.0, 0.0],
-    [-0.87173304301691801, GAMMA, 0.0, 0.0],
-    [-0.90338057013044082, 0.054180672388095326, GAMMA, 0.0],
-    [0.24212380706095346, -1.2232505839045147, 0.54526025533510214, GAMMA],
-])
-_B = np.array([0.24212380706095346, -1.2232505839045147, 1.5452602553351020, GAMMA])
-STAGE_TIMES = _ALPHA.sum(axis=1)  # fractions of the step
-_GINV = np.linalg.inv(_GAMMA)
-A_T = _ALPHA @ _GINV  # Y_i = y + Σ A_T[i, j] u_j
-C_T = np.diag(1.0 / np.diag(_GAMMA)) - _GINV  # r_i += Σ C_T[i, j] / h · u_j
-M_T = _B @ _GINV  # y_new = y + Σ M_T[j] u_j
+# The tableau, re-exported: callers of the reference kernel pass these (one definition, in
+# rosenbrock.py, which needs no numba).
+__all__ = ["A_T", "C_T", "GAMMA", "M_T", "STAGE_TIMES", "integrate_batch"]
 
 
 @njit(cache=True)

@@ -14,12 +14,30 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bemore.errors import DataError, ModelError
-from bemore.model import kernels
+from bemore.model import rosenbrock
 from bemore.model.core import Model
 from bemore.model.generated import kernel_for, lane_groups, run_calls, run_threads
 from bemore.model.stages import driven_table, stage_arrays
 
 COST_POINTS = ("bar", "wrist", "elbow", "neck", "hip", "knee", "ankle")
+
+_engine_threads: int | None = None  # None: one per core
+
+
+def set_engine_threads(threads: int | None) -> int:
+    """Set how many threads a batch runs on when :func:`simulate` is not given ``threads``
+    (the engine's one thread setting: ``--workers``, a Dask worker's cap); None or 0 = one
+    per core (the default). Returns the number now in effect."""
+    global _engine_threads
+    if threads is not None and (int(threads) != threads or threads < 0):
+        raise ModelError(f"engine threads: {threads!r} is not a count (0 = one per core)")
+    _engine_threads = int(threads) if threads else None
+    return engine_threads()
+
+
+def engine_threads() -> int:
+    """Threads a batch runs on when :func:`simulate` is not given ``threads``."""
+    return _engine_threads or os.cpu_count() or 1
 
 
 @dataclass
@@ -159,7 +177,8 @@ def simulate(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
     mass/inertia), or whose state leaves ±max_abs, gets NaN (and ``valid[b] = False``).
     ``substeps`` integrator steps per sample (1 = h of one sample). ``engine``: "auto" or
     "generated" (the specialised kernel) or "reference" (``kernels.py``, the test oracle).
-    ``threads``: lane groups run in parallel (default: one per core).
+    ``threads``: lane groups run in parallel (default :func:`engine_threads`: one per core
+    unless :func:`set_engine_threads` said otherwise).
     ``samples_per_step`` > 1 (generated engine, substeps = 1, no efforts): one integrator step
     spans that many samples (h = 2 ms for 2 at 1 kHz; about half the work); the frames inside a
     step get the cubic Hermite interpolant of (q, q̇) between the step's ends, q̇ its
@@ -225,7 +244,13 @@ def joint_centre_cost(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
 
 def _simulate_reference(model: Model, V, valid, q0, v0, motion, substeps, meas, selection,
                         flags, max_abs, threads, samples_per_step) -> Simulation:
-    """The readable reference kernel (one member per thread); per-member motions one by one."""
+    """The readable reference kernel (one member per numba thread, at most ``threads``);
+    per-member motions one by one. numba is imported here only: the generated engine's path
+    never loads it."""
+    import numba
+
+    from bemore.model import kernels
+
     B, nf = q0.shape
     F = len(motion.t)
     out_q = np.zeros((B, F if flags[0] else 1, nf))
@@ -234,16 +259,21 @@ def _simulate_reference(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     out_pts = np.zeros((B, F if flags[2] else 1, len(model.point_names), 2))
     cost = np.zeros(B)
     groups = [np.arange(B)] if motion.members is None else [np.array([b]) for b in range(B)]
-    for rows in groups:
-        shared = motion.member(int(rows[0]))
-        stages = _cached("reference", model, shared, substeps, lambda m=shared: stage_arrays(
-            model.tree, m.q, m.qd, m.qdd, m.dt, substeps))
-        parts = [out_q[rows], out_qd[rows], out_eff[rows], out_pts[rows], cost[rows]]
-        kernels.integrate_batch(model._T, np.ascontiguousarray(V[rows]), valid[rows], q0[rows],
-                                v0[rows], *stages[:5], stages[5], substeps, kernels.A_T,
-                                kernels.C_T, kernels.M_T, kernels.GAMMA, meas, selection,
-                                flags, max_abs, *parts)
-        out_q[rows], out_qd[rows], out_eff[rows], out_pts[rows], cost[rows] = parts
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads or engine_threads(), numba.config.NUMBA_NUM_THREADS))
+    try:
+        for rows in groups:
+            shared = motion.member(int(rows[0]))
+            stages = _cached("reference", model, shared, substeps, lambda m=shared: stage_arrays(
+                model.tree, m.q, m.qd, m.qdd, m.dt, substeps))
+            parts = [out_q[rows], out_qd[rows], out_eff[rows], out_pts[rows], cost[rows]]
+            kernels.integrate_batch(model._T, np.ascontiguousarray(V[rows]), valid[rows],
+                                    q0[rows], v0[rows], *stages[:5], stages[5], substeps,
+                                    kernels.A_T, kernels.C_T, kernels.M_T, kernels.GAMMA, meas,
+                                    selection, flags, max_abs, *parts)
+            out_q[rows], out_qd[rows], out_eff[rows], out_pts[rows], cost[rows] = parts
+    finally:
+        numba.set_num_threads(before)
     return Simulation(
         t=motion.t.copy(), free_names=model.free_coordinates,
         driven_names=model.driven_coordinates, point_names=model.point_names,
@@ -259,8 +289,8 @@ def _coefficients(h: float) -> np.ndarray:
     out = np.zeros((4, 6))
     for s in range(1, 4):
         for j in range(s):
-            out[s, j] = kernels.A_T[s, j]
-            out[s, 3 + j] = kernels.C_T[s, j] / h
+            out[s, j] = rosenbrock.A_T[s, j]
+            out[s, 3 + j] = rosenbrock.C_T[s, j] / h
     return out
 
 
@@ -313,7 +343,7 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     S0 = np.empty((2 * nf, B))  # step start
     UN = np.empty((2 * nf, B))  # the increment of the current generic stage
     R = np.empty((max(2 * nf, 2 * n_points, nd), B))  # a frame's outputs, lane-minor
-    threads = threads or os.cpu_count() or 1
+    threads = threads or engine_threads()
     coefficients = _coefficients(h)
     after = (meas_full, wts, store_state, store_points, do_cost, max_abs)
     if per_member:

@@ -9,12 +9,12 @@ Between samples the driven coordinates follow the quintic Hermite interpolant of
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
-from bemore.model import kernels
 from bemore.model.generated import angle_terms
+from bemore.model.rosenbrock import STAGE_TIMES
 from bemore.model.tree import Tree
 
 # Powers 0..5 of the quintic Hermite basis: q0, h·v0, h²·a0, h²·a1, h·v1, q1.
@@ -63,7 +63,7 @@ def interpolate(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, dt: float, subst
     out = [np.empty((len(interval), 4, q.shape[1])) for _ in derivatives]
     for o in np.unique(offset):
         rows = np.flatnonzero(offset == o)
-        bases = _bases((o + kernels.STAGE_TIMES) / substeps, dt)
+        bases = _bases((o + STAGE_TIMES) / substeps, dt)
         block = knots[rows]
         for target, d in zip(out, derivatives, strict=True):
             # Elementwise sums (no BLAS): a column's values do not depend on how many other
@@ -88,46 +88,136 @@ def stage_arrays(tree: Tree, q, qd, qdd, dt: float, substeps: int) -> tuple:
             np.cos(total), np.sin(total), dt / substeps)
 
 
-@njit(cache=True)
-def _fill_table(q, qd, qdd, dt, interval, weights, kind, index, const, coef, D):
-    """D[n, r, slot, b] from samples q, qd, qdd (F, nd, B) (members innermost).
+@dataclass(frozen=True)
+class _Rows:
+    """Table rows that share their Hermite weights: row ``r`` of the steps ``steps``, each in
+    the sample interval starting at ``start`` (slices where contiguous, else index arrays)."""
 
-    Row r of step n is a time in sample interval ``interval[n, r]`` with Hermite weights
-    ``weights[n, r]`` (3, 6) of value/rate/acceleration on the knots q0, dt·q̇0, dt²·q̈0,
-    dt²·q̈1, dt·q̇1, q1 (dt the sample interval, s). kind per slot: 0 cos, 1 sin, 5 value of
-    angle ``index`` (const + coef @ q); 2 q, 3 q̇, 4 q̈ of driven coordinate ``index``. A
-    member's values do not depend on the batch size (same operations in the same order).
+    r: int
+    steps: slice | np.ndarray
+    start: slice | np.ndarray
+    weights: np.ndarray  # (3, 6): value, rate, acceleration on the six knots
+
+
+def _span(indices: np.ndarray) -> slice | np.ndarray:
+    """``indices`` as a slice when they are evenly spaced and increasing (a view instead of a
+    gather)."""
+    step = int(indices[1] - indices[0]) if indices.size > 1 else 1
+    if step > 0 and np.all(np.diff(indices) == step):
+        return slice(int(indices[0]), int(indices[-1]) + 1, step)
+    return indices
+
+
+def _shift(index: slice | np.ndarray) -> slice | np.ndarray:
+    """The next sample of every sample of ``index``."""
+    if isinstance(index, slice):
+        return slice(index.start + 1, index.stop + 1, index.step)
+    return index + 1
+
+
+def _row_groups(interval: np.ndarray, weights: np.ndarray) -> list[_Rows]:
+    """Rows of equal weights, per row r: a row's time sits at the same fraction of its sample
+    interval at almost every step, so each group is a few scalar weights on a block of steps."""
+    groups = []
+    for r in range(interval.shape[1]):
+        flat = weights[:, r].reshape(len(weights), -1)
+        _, inverse = np.unique(flat, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        for g in np.unique(inverse):
+            steps = np.flatnonzero(inverse == g)
+            groups.append(_Rows(r, _span(steps), _span(interval[steps, r]),
+                                weights[steps[0], r]))
+    return groups
+
+
+def _hermite(weights: np.ndarray, knots: tuple, out: np.ndarray, term: np.ndarray) -> None:
+    """out = Σ_k weights[k]·knots[k], summed left to right (scalar weights, arrays of knots)."""
+    np.multiply(knots[0], weights[0], out=out)
+    for k in range(1, 6):
+        np.multiply(knots[k], weights[k], out=term)
+        out += term
+
+
+def _fill_table(q, qd, qdd, dt, groups, kind, index, const, coef, D) -> None:
+    """D[n, r, slot, b] from samples q, qd, qdd (nd, F, B) (members innermost).
+
+    ``groups`` (:func:`_row_groups`): row r of step n is a time in the sample interval
+    starting at sample i with Hermite weights (3, 6) of value/rate/acceleration on the knots
+    q_i, dt·q̇_i, dt²·q̈_i, dt²·q̈_i+1, dt·q̇_i+1, q_i+1 (dt the sample interval, s). kind per
+    slot: 0 cos, 1 sin, 5 value of angle ``index`` (const + coef @ q, rad); 2 q, 3 q̇, 4 q̈ of
+    driven coordinate ``index``.
+
+    Elementwise numpy only, every sum in a fixed order (no matmul/einsum, which may reorder or
+    block sums by array size): a member's values do not depend on the batch size, so a
+    per-member table holds bitwise the members' own tables. Each group is a few numpy calls on
+    (nd, its steps, B) blocks, whatever the number of members.
     """
-    nd, B = q.shape[1], q.shape[2]
-    dt2 = dt * dt
-    value = np.empty((3, nd, B))
-    for n in range(interval.shape[0]):
-        for r in range(interval.shape[1]):
-            i = interval[n, r]
-            for d in range(3):
-                w = weights[n, r, d]
-                for j in range(nd):
-                    for b in range(B):
-                        value[d, j, b] = (w[0] * q[i, j, b] + w[1] * (dt * qd[i, j, b])
-                                          + w[2] * (dt2 * qdd[i, j, b])
-                                          + w[3] * (dt2 * qdd[i + 1, j, b])
-                                          + w[4] * (dt * qd[i + 1, j, b]) + w[5] * q[i + 1, j, b])
-            for slot in range(kind.shape[0]):
-                c, k = kind[slot], index[slot]
-                if 2 <= c <= 4:
-                    for b in range(B):
-                        D[n, r, slot, b] = value[c - 2, k, b]
-                    continue
-                for b in range(B):
-                    angle = const[k]
-                    for j in range(nd):
-                        angle += coef[k, j] * value[0, j, b]
-                    if c == 0:
-                        angle = np.cos(angle)
-                    elif c == 1:
-                        angle = np.sin(angle)
-                    D[n, r, slot, b] = angle
+    nd, B = q.shape[0], q.shape[2]
+    angle_slots = np.flatnonzero((kind <= 1) | (kind == 5))
+    frames, position = np.unique(index[angle_slots], return_inverse=True)
+    # The angle sums' coordinates, in j order; a coordinate no frame uses is left out (adding
+    # 0·q changes no bit: x + ±0 = x for x ≠ −0, and a sum that starts at const never is −0).
+    used = [j for j in range(nd) if np.any(coef[frames, j] != 0.0)]
+    by_kind = {c: np.flatnonzero(kind == c) for c in range(6)}
+    derivatives = [d for d in (0, 1, 2) if by_kind[d + 2].size or (d == 0 and frames.size)]
+    scaled = (q, dt * qd, (dt * dt) * qdd)
+    # Steps per block: about TILE values per (nd, steps, B) array, so that a block's eleven
+    # passes run in the cache.
+    n_max = max(1, min(TILE // max(nd * B, 1), D.shape[0]))
+    value, term = np.empty((nd, n_max, B)), np.empty((nd, n_max, B))
+    angle, trig = np.empty((len(frames), n_max, B)), np.empty((len(frames), n_max, B))
+    for rows, steps, lo in _blocks(groups, D.shape[0], n_max):
+        hi = _shift(lo)
+        n = _count(steps, D.shape[0])
+        knots = (scaled[0][:, lo], scaled[1][:, lo], scaled[2][:, lo], scaled[2][:, hi],
+                 scaled[1][:, hi], scaled[0][:, hi])  # (nd, n, B) each
+        block = D[steps, rows.r]  # (n, slots, B); a view unless the steps are scattered
+        for d in derivatives:
+            out = value[:, :n]
+            _hermite(rows.weights[d], knots, out, term[:, :n])
+            slots = by_kind[d + 2]
+            if slots.size:
+                block[:, slots] = out[index[slots]].transpose(1, 0, 2)
+            if d == 0 and frames.size:
+                a, t = angle[:, :n], trig[:, :n]
+                a[...] = const[frames, None, None]
+                for j in used:
+                    np.multiply(out[j], coef[frames, j, None, None], out=t)
+                    a += t
+                for c, function in ((0, np.cos), (1, np.sin), (5, None)):
+                    slots = angle_slots[kind[angle_slots] == c]
+                    if slots.size:
+                        chosen = a[position[kind[angle_slots] == c]]
+                        if function is not None:
+                            function(chosen, out=chosen)
+                        block[:, slots] = chosen.transpose(1, 0, 2)
+        if not isinstance(steps, slice):
+            D[steps, rows.r] = block
 
+
+TILE = 65536  # values per (nd, steps, members) block: 512 kB, measured best of 16k/64k/256k
+
+
+def _blocks(groups: list[_Rows], n_steps: int, size: int):
+    """(group, steps, interval starts) of every group cut into blocks of at most ``size``
+    steps."""
+    for rows in groups:
+        n = _count(rows.steps, n_steps)
+        for a in range(0, n, size):
+            yield rows, _part(rows.steps, a, a + size), _part(rows.start, a, a + size)
+
+
+def _part(index: slice | np.ndarray, a: int, b: int) -> slice | np.ndarray:
+    """Elements a..b of a slice (as a slice) or of an index array."""
+    if isinstance(index, slice):
+        part = range(index.start, index.stop, index.step)[a:b]
+        return slice(part.start, part.stop, part.step)
+    return index[a:b]
+
+
+def _count(steps: slice | np.ndarray, n_steps: int) -> int:
+    """Number of steps in ``steps``."""
+    return len(range(n_steps)[steps]) if isinstance(steps, slice) else len(steps)
 
 def table_rows(F: int, substeps: int, samples_per_step: int) -> tuple[np.ndarray, np.ndarray]:
     """Sample interval (n_steps + 1, R) and fraction in it of every row of the driven table.
@@ -143,7 +233,7 @@ def table_rows(F: int, substeps: int, samples_per_step: int) -> tuple[np.ndarray
     i0 = start // substeps
     frac0 = (start - i0 * substeps) / substeps
     length = samples_per_step / substeps  # sample intervals per step
-    position = np.concatenate([frac0[:, None] + kernels.STAGE_TIMES[None, :] * length,
+    position = np.concatenate([frac0[:, None] + STAGE_TIMES[None, :] * length,
                                np.arange(1, samples_per_step)[None, :] + 0 * frac0[:, None]],
                               axis=1)
     shift = np.maximum(np.ceil(position) - 1, 0).astype(np.int64)
@@ -155,11 +245,11 @@ def table_rows(F: int, substeps: int, samples_per_step: int) -> tuple[np.ndarray
 
 @functools.lru_cache(maxsize=8)
 def _rows_and_weights(F: int, substeps: int, samples_per_step: int, dt: float
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Table rows and their Hermite weights (N, R, 3, 6), memoised: an optimiser evaluates many
-    motions on one time grid."""
+                      ) -> tuple[tuple[int, int], list[_Rows]]:
+    """The table's (steps, rows) and its rows grouped by Hermite weights, memoised: an
+    optimiser evaluates many motions on one time grid."""
     interval, fraction = table_rows(F, substeps, samples_per_step)
-    return interval, np.ascontiguousarray(np.stack(_bases(fraction, dt), axis=2))
+    return interval.shape, _row_groups(interval, np.stack(_bases(fraction, dt), axis=2))
 
 
 _KIND = {"cd": 0, "sd": 1, "qd": 2, "vd": 3, "ad": 4, "an": 5}
@@ -173,12 +263,13 @@ def driven_table(tree: Tree, slots: tuple[tuple[str, int], ...], q, qd, qdd, dt:
     (B, F, n_driven), one motion per member → D (n_steps + 1, R, n_slots, B).
     """
     per_member = q.ndim == 3
-    arrays = [np.ascontiguousarray(a.transpose(1, 2, 0) if per_member else a[..., None],
+    # (n_driven, F, members): a coordinate's samples are one contiguous (F, members) block.
+    arrays = [np.ascontiguousarray(a.transpose(2, 1, 0) if per_member else a.T[..., None],
                                    dtype=np.float64) for a in (q, qd, qdd)]
-    interval, weights = _rows_and_weights(arrays[0].shape[0], substeps, samples_per_step, dt)
+    shape, groups = _rows_and_weights(arrays[0].shape[1], substeps, samples_per_step, dt)
     const, coef = angle_terms(tree)
     kind = np.array([_KIND[k] for k, _ in slots], dtype=np.int64)
     index = np.array([i for _, i in slots], dtype=np.int64)
-    D = np.empty((*interval.shape, len(slots), arrays[0].shape[2]))
-    _fill_table(*arrays, dt, interval, weights, kind, index, const, coef, D)
+    D = np.empty((*shape, len(slots), arrays[0].shape[2]))
+    _fill_table(*arrays, dt, groups, kind, index, const, coef, D)
     return D if per_member else np.ascontiguousarray(D[..., 0])
