@@ -41,7 +41,9 @@ class Evaluator(Protocol):
 
 
 class InProcessEvaluator:
-    """Evaluate the whole population in one call in this process (numba uses all local cores).
+    """Evaluate the whole population in one call in this process (the engine's threads: all
+    local cores unless ``--workers`` / :func:`bemore.model.simulate.set_engine_threads` says
+    otherwise).
 
     Exactly what the optimisers did before evaluators existed: ``fn(shared, X)`` once.
     """
@@ -60,10 +62,10 @@ class InProcessEvaluator:
         return as_costs(self.map_rows(fn, X, shared), X)
 
     def describe(self) -> dict[str, Any]:
-        """``{"kind": "in-process", "workers": numba threads}``."""
-        import numba
+        """``{"kind": "in-process", "workers": the engine's threads}``."""
+        from bemore.model.simulate import engine_threads
 
-        return {"kind": self.name, "workers": int(numba.get_num_threads())}
+        return {"kind": self.name, "workers": engine_threads()}
 
     def close(self) -> None:
         """Nothing to release."""

@@ -36,13 +36,15 @@ CONNECT_TIMEOUT_S = 10.0
 def _run_chunk(fn: ChunkFunction, shared: Any, chunk: np.ndarray, engine_threads: int) -> Any:
     """Worker side: evaluate one chunk and check it gave one row per point.
 
-    ``engine_threads`` > 0 caps the engine's (numba's) threads in this worker: several workers
-    on one machine would otherwise each start one thread per core.
+    ``engine_threads`` > 0 caps the engine's threads in this worker (at most its cores):
+    several workers on one machine would otherwise each start one thread per core.
     """
     if engine_threads > 0:
-        import numba
+        import os
 
-        numba.set_num_threads(min(engine_threads, numba.config.NUMBA_NUM_THREADS))
+        from bemore.model.simulate import set_engine_threads
+
+        set_engine_threads(min(engine_threads, os.cpu_count() or 1))
     result = fn(shared, chunk)
     check_rows(result, chunk.shape[0])
     return result

@@ -57,7 +57,8 @@ def parameter_rows(
 
 def versions() -> dict[str, str]:
     """Versions of Python, bemore and the numerical libraries used."""
-    import numba
+    from importlib.metadata import PackageNotFoundError, version
+
     import scipy
 
     import bemore
@@ -67,13 +68,11 @@ def versions() -> dict[str, str]:
         "bemore": bemore.__version__,
         "numpy": np.__version__,
         "scipy": scipy.__version__,
-        "numba": numba.__version__,
     }
-    from importlib.metadata import PackageNotFoundError, version
-
-    # From the installed metadata: importing pyswarms and pymoo for their version strings
-    # costs ~1 s of a run that does not use them.
-    for module in ("pyswarms", "pymoo"):
+    # From the installed metadata: importing numba (≈ 0.3 s, which the engine's C backend
+    # does not need), pyswarms and pymoo (~1 s) for their version strings costs a run that
+    # does not use them.
+    for module in ("numba", "pyswarms", "pymoo"):
         try:
             found[module] = version(module)
         except PackageNotFoundError:

@@ -89,14 +89,17 @@ class Outcome:
 
 
 def set_workers(workers: int) -> int:
-    """Use ``workers`` threads for the engine's batch (0 = all local cores); return the number."""
-    import numba
+    """Run the engine's batches on ``workers`` threads (0 = all local cores, at most
+    ``os.cpu_count()``); return the number. The generated kernels run on the engine's own
+    threads (:func:`bemore.model.simulate.set_engine_threads`), not numba's."""
+    import os
 
-    available = numba.config.NUMBA_NUM_THREADS
+    from bemore.model.simulate import set_engine_threads
+
+    available = os.cpu_count() or 1
     if workers < 0 or workers > available:
         raise ConfigError(f"--workers {workers}: allowed 0 (all cores) to {available}")
-    numba.set_num_threads(workers or available)
-    return workers or available
+    return set_engine_threads(workers or available)
 
 
 def identify(

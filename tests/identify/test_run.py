@@ -96,3 +96,28 @@ def test_unknown_algorithm_and_bad_workers_are_clear_errors(case) -> None:
         identify(case.problem, RunSettings(algorithm="nelder", pack=4, iterations=1))
     with pytest.raises(ConfigError, match="--workers 999"):
         set_workers(999)
+
+
+def test_workers_set_the_engine_threads(case) -> None:
+    """``--workers N``: the engine's batches run on N threads (what the run records too), and
+    the result does not depend on N."""
+    import os
+
+    from bemore.evaluate import InProcessEvaluator
+    from bemore.model.simulate import engine_threads, set_engine_threads
+
+    most = min(2, os.cpu_count())  # --workers cannot exceed the cores
+    settings = {workers: RunSettings(pack=6, iterations=2, seed=3, workers=workers)
+                for workers in (1, most)}
+    try:
+        assert set_workers(1) == 1 == engine_threads()
+        assert InProcessEvaluator().describe()["workers"] == 1
+        assert set_workers(0) == os.cpu_count() == engine_threads()
+        one = identify(case.problem, settings[1])
+        assert engine_threads() == 1
+        two = identify(case.problem, settings[most])
+        assert engine_threads() == most
+    finally:
+        set_engine_threads(None)
+    assert one.global_result.fun == two.global_result.fun
+    assert np.array_equal(one.x, two.x)

@@ -1,0 +1,87 @@
+"""The engine's one thread setting (``set_engine_threads``): a batch runs on that many threads,
+with the same numbers whatever the setting."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from bemore.errors import ModelError
+from bemore.model import DrivenMotion, joint_centre_cost, simulate
+from bemore.model.simulate import engine_threads, set_engine_threads
+
+# The module (``bemore.model.simulate`` as an attribute is the function of that name).
+engine = importlib.import_module("bemore.model.simulate")
+
+
+@pytest.fixture
+def kernel_threads(monkeypatch):
+    """Records the thread of every call of the engine's kernel (the lane-group calls); the
+    thread setting is restored afterwards."""
+    calls: list[int] = []
+    kernel_for = engine.kernel_for
+
+    def recording_kernel_for(*args, **kwargs):
+        kernel, program = kernel_for(*args, **kwargs)
+
+        def run(*arguments):
+            calls.append(threading.get_ident())
+            kernel(*arguments)
+
+        return run, program
+
+    monkeypatch.setattr(engine, "kernel_for", recording_kernel_for)
+    yield calls
+    set_engine_threads(None)
+
+
+def test_one_engine_thread_runs_a_batch_in_one_call_with_the_same_costs(
+        real, motion, start, kernel_threads):
+    q0, v0 = start
+    P = real.parameter_matrix([{}, {"bar.stiffness_x": 5000.0}, {"trunk.mass": 20.0},
+                               {"shoulder.damping_ap": 50000.0}] * 4)
+    points = simulate(real, P[:1], motion, q0, v0, outputs=("points",)).points[0]
+    measured = points[:, [0, 1, 2, 4, 5, 6, 7]] + 0.01
+    costs = {}
+    for threads in (1, 2):
+        assert set_engine_threads(threads) == threads == engine_threads()
+        kernel_threads.clear()
+        costs[threads] = joint_centre_cost(real, P, motion, q0, v0, measured,
+                                           samples_per_step=2)
+        # One call per thread: one on this thread, the others on the pool's.
+        assert len(kernel_threads) == threads == len(set(kernel_threads))
+        assert threading.get_ident() in kernel_threads
+    assert np.all(np.isfinite(costs[1])) and len(set(costs[1].tolist())) == 4
+    assert np.array_equal(costs[1], costs[2])
+    # None (or 0): back to one thread per core.
+    assert set_engine_threads(None) == os.cpu_count() == set_engine_threads(0)
+
+
+def test_one_engine_thread_runs_per_member_motions_in_one_call(exemplary, kernel_threads):
+    t = np.arange(201) / 1000.0
+    peaks = np.linspace(0.5, 1.5, 8)[:, None, None]
+    motion = DrivenMotion(t, peaks * np.sin(t)[None, :, None], peaks * np.cos(t)[None, :, None],
+                          -peaks * np.sin(t)[None, :, None])
+    P = exemplary.parameter_matrix([{}] * 8)
+    q0 = np.zeros(exemplary.n_free)
+    q0[2] = np.pi / 2
+    results = {}
+    for threads in (1, 2):
+        set_engine_threads(threads)
+        kernel_threads.clear()
+        results[threads] = simulate(exemplary, P, motion, q0, np.zeros_like(q0),
+                                    outputs=("free_q", "efforts")).efforts
+        assert len(kernel_threads) == threads == len(set(kernel_threads))
+    assert np.all(np.isfinite(results[1]))
+    assert np.array_equal(results[1], results[2])
+
+
+def test_engine_threads_must_be_a_count():
+    with pytest.raises(ModelError, match="engine threads: -1 is not a count"):
+        set_engine_threads(-1)
+    with pytest.raises(ModelError, match=r"engine threads: 1\.5 is not a count"):
+        set_engine_threads(1.5)
