@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 
 from bemore.errors import ModelError
-from bemore.model import dynamics as dyn
 from bemore.model.core import Model
 from bemore.model.description import load_description
 from bemore.paths import configs_dir
@@ -64,6 +63,8 @@ def straight_posture(real: Model) -> np.ndarray:
 def _lump(real: Model, V: np.ndarray, names: tuple[str, ...], origin: np.ndarray
           ) -> tuple[float, float, float]:
     """Mass (kg), CoM distance from ``origin`` along +x (m), inertia about the CoM (kg·m²)."""
+    from bemore.model import dynamics as dyn  # numba: loaded only when lumping
+
     ws = dyn.workspace(real.tree)
     nf = real.n_free
     qd = straight_posture(real)
