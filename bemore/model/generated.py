@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bemore.model import kernels, native
+from bemore.model import native, rosenbrock
 from bemore.model.codegen import (
     Emitter,
     Sym,
@@ -209,7 +209,7 @@ def _stage_code(tree: Tree) -> tuple[tuple, tuple, tuple]:
 
     # New state y + Σ m_j U_j; a lane whose state leaves ±max_abs (or is NaN) dies.
     em = Emitter("sf_")
-    new = [em.sum([x] + [em.mul(float(kernels.M_T[j]), f"U{j}_{i + nf * part}")
+    new = [em.sum([x] + [em.mul(float(rosenbrock.M_T[j]), f"U{j}_{i + nf * part}")
                          for j in range(4)])
            for part, names in enumerate((q, v)) for i, x in enumerate(names)]
     ok = " & ".join(f"(abs({Emitter.fmt(x)}) < max_abs)" for x in new)
@@ -370,7 +370,7 @@ def _function(name: str, asm: _Assembler, stages, record) -> list[str]:
     out = ["@njit(cache=True, nogil=True, error_model='numpy', fastmath={'contract'})",
            f"def {name}({_ARGS}):",
            "    n_steps = D.shape[0] - 1",
-           f"    hg = h * {kernels.GAMMA!r}",
+           f"    hg = h * {rosenbrock.GAMMA!r}",
            "    hg2 = hg * hg",
            "    lo = np.uint64(lane_lo)", "    hi = np.uint64(lane_hi)",
            "    for n in range(n_steps + 1):",
