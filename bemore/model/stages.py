@@ -9,6 +9,7 @@ Between samples the driven coordinates follow the quintic Hermite interpolant of
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,11 +132,27 @@ def _row_groups(interval: np.ndarray, weights: np.ndarray) -> list[_Rows]:
 
 
 def _hermite(weights: np.ndarray, knots: tuple, out: np.ndarray, term: np.ndarray) -> None:
-    """out = Σ_k weights[k]·knots[k], summed left to right (scalar weights, arrays of knots)."""
-    np.multiply(knots[0], weights[0], out=out)
-    for k in range(1, 6):
-        np.multiply(knots[k], weights[k], out=term)
-        out += term
+    """out = Σ_k weights[k]·knots[k], summed left to right (scalar weights, arrays of knots).
+
+    Terms of weight 0 are left out and weights of 1 not multiplied: at a row on a sample
+    (fraction 0 or 1 of its interval, a quarter to a half of all rows) that leaves one copy.
+    Equal numbers: x + (±0) == x and 1·x is x; only the sign of an exact zero may differ.
+    """
+    terms = [(w, knot) for w, knot in zip(weights, knots, strict=True) if w != 0.0]
+    if not terms:
+        out[...] = 0.0
+        return
+    w, knot = terms[0]
+    if w == 1.0:
+        out[...] = knot
+    else:
+        np.multiply(knot, w, out=out)
+    for w, knot in terms[1:]:
+        if w == 1.0:
+            out += knot
+        else:
+            np.multiply(knot, w, out=term)
+            out += term
 
 
 def _fill_table(q, qd, qdd, dt, groups, kind, index, const, coef, D) -> None:
@@ -149,53 +166,97 @@ def _fill_table(q, qd, qdd, dt, groups, kind, index, const, coef, D) -> None:
 
     Elementwise numpy only, every sum in a fixed order (no matmul/einsum, which may reorder or
     block sums by array size): a member's values do not depend on the batch size, so a
-    per-member table holds bitwise the members' own tables. Each group is a few numpy calls on
-    (nd, its steps, B) blocks, whatever the number of members.
+    per-member table holds bitwise the members' own tables. Each group of rows is a few numpy
+    calls per block of (nd, steps, B) values, whatever the number of members.
     """
     nd, B = q.shape[0], q.shape[2]
     angle_slots = np.flatnonzero((kind <= 1) | (kind == 5))
     frames, position = np.unique(index[angle_slots], return_inverse=True)
     # The angle sums' coordinates, in j order; a coordinate no frame uses is left out (adding
-    # 0·q changes no bit: x + ±0 = x for x ≠ −0, and a sum that starts at const never is −0).
-    used = [j for j in range(nd) if np.any(coef[frames, j] != 0.0)]
+    # 0·q changes no number: x + ±0 == x).
+    used = np.flatnonzero(np.any(coef[frames] != 0.0, axis=0))
     by_kind = {c: np.flatnonzero(kind == c) for c in range(6)}
     derivatives = [d for d in (0, 1, 2) if by_kind[d + 2].size or (d == 0 and frames.size)]
-    scaled = (q, dt * qd, (dt * dt) * qdd)
-    # Steps per block: about TILE values per (nd, steps, B) array, so that a block's eleven
-    # passes run in the cache.
+    # Steps per block: about TILE values per (nd, steps, B) array, so that a block's passes
+    # run in the cache.
     n_max = max(1, min(TILE // max(nd * B, 1), D.shape[0]))
-    value, term = np.empty((nd, n_max, B)), np.empty((nd, n_max, B))
-    angle, trig = np.empty((len(frames), n_max, B)), np.empty((len(frames), n_max, B))
+    shape = (nd, n_max, B)
+    rate_lo, rate_hi, acc_lo, acc_hi, value, term, angle, trig = _workspace(
+        [shape] * 6 + [(len(frames), n_max, B)] * 2)
     for rows, steps, lo in _blocks(groups, D.shape[0], n_max):
         hi = _shift(lo)
         n = _count(steps, D.shape[0])
-        knots = (scaled[0][:, lo], scaled[1][:, lo], scaled[2][:, lo], scaled[2][:, hi],
-                 scaled[1][:, hi], scaled[0][:, hi])  # (nd, n, B) each
+        # The knots q_i, dt·q̇_i, dt²·q̈_i, dt²·q̈_i+1, dt·q̇_i+1, q_i+1 (nd, n, B) of the block.
+        np.multiply(qd[:, lo], dt, out=rate_lo[:, :n])
+        np.multiply(qd[:, hi], dt, out=rate_hi[:, :n])
+        np.multiply(qdd[:, lo], dt * dt, out=acc_lo[:, :n])
+        np.multiply(qdd[:, hi], dt * dt, out=acc_hi[:, :n])
+        knots = (q[:, lo], rate_lo[:, :n], acc_lo[:, :n], acc_hi[:, :n], rate_hi[:, :n],
+                 q[:, hi])
         block = D[steps, rows.r]  # (n, slots, B); a view unless the steps are scattered
         for d in derivatives:
             out = value[:, :n]
             _hermite(rows.weights[d], knots, out, term[:, :n])
-            slots = by_kind[d + 2]
-            if slots.size:
-                block[:, slots] = out[index[slots]].transpose(1, 0, 2)
+            _store(block, by_kind[d + 2], out, index[by_kind[d + 2]])
             if d == 0 and frames.size:
-                a, t = angle[:, :n], trig[:, :n]
-                a[...] = const[frames, None, None]
-                for j in used:
-                    np.multiply(out[j], coef[frames, j, None, None], out=t)
-                    a += t
+                sums = angle[:, :n]
+                _angle_sums(out, const[frames], coef[frames], used, sums, trig[:, :n])
                 for c, function in ((0, np.cos), (1, np.sin), (5, None)):
-                    slots = angle_slots[kind[angle_slots] == c]
-                    if slots.size:
-                        chosen = a[position[kind[angle_slots] == c]]
-                        if function is not None:
-                            function(chosen, out=chosen)
-                        block[:, slots] = chosen.transpose(1, 0, 2)
+                    chosen = kind[angle_slots] == c
+                    _store(block, angle_slots[chosen], sums, position[chosen], function)
         if not isinstance(steps, slice):
             D[steps, rows.r] = block
 
 
+def _angle_sums(values, const, coef, used, out, term) -> None:
+    """out[k] = const[k] + Σ_j coef[k, j]·values[j] (rad) over the coordinates ``used``, in
+    j order (values (nd, n, B), out (frames, n, B)); a coefficient of ±1 is not multiplied."""
+    out[...] = const[:, None, None]
+    for j in used:
+        if np.all(coef[:, j] == 1.0):
+            out += values[j]
+        elif np.all(coef[:, j] == -1.0):  # x + (−1)·q is x − q, bit for bit
+            out -= values[j]
+        else:
+            np.multiply(values[j], coef[:, j, None, None], out=term)
+            out += term
+
+
+def _store(block, slots, source, picks, function=None) -> None:
+    """block[:, slots[i]] = function(source[picks[i]]) (no function: the values); blocks of
+    few values in one gathered call, larger ones slot by slot (views, no gathered copy)."""
+    if not slots.size:
+        return
+    n, B = source.shape[1:]
+    if n * B <= GATHER:
+        part = source[picks]
+        if function is not None:
+            function(part, out=part)
+        block[:, slots] = part.transpose(1, 0, 2)
+        return
+    for slot, pick in zip(slots, picks, strict=True):
+        if function is None:
+            block[:, slot] = source[pick]
+        else:
+            function(source[pick], out=block[:, slot])
+
+
 TILE = 65536  # values per (nd, steps, members) block: 512 kB, measured best of 16k/64k/256k
+GATHER = 4096  # up to this many values per slot, slots are stored together (fewer calls)
+_scratch = threading.local()
+
+
+def _workspace(shapes: list[tuple[int, ...]], name: str = "blocks") -> list[np.ndarray]:
+    """Arrays of ``shapes`` carved from the scratch buffer ``name``, kept per thread between
+    calls: fresh memory costs a page fault per 4 kB at first touch (≈ 0.5 ms per MB measured
+    on the 2-core VM), more than the arithmetic done in it."""
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    buffer = getattr(_scratch, name, None)
+    if buffer is None or buffer.size < sum(sizes):
+        buffer = np.empty(sum(sizes))
+        setattr(_scratch, name, buffer)
+    offsets = np.cumsum([0, *sizes])
+    return [buffer[offsets[i]:offsets[i + 1]].reshape(shape) for i, shape in enumerate(shapes)]
 
 
 def _blocks(groups: list[_Rows], n_steps: int, size: int):
@@ -264,8 +325,10 @@ def driven_table(tree: Tree, slots: tuple[tuple[str, int], ...], q, qd, qdd, dt:
     """
     per_member = q.ndim == 3
     # (n_driven, F, members): a coordinate's samples are one contiguous (F, members) block.
-    arrays = [np.ascontiguousarray(a.transpose(2, 1, 0) if per_member else a.T[..., None],
-                                   dtype=np.float64) for a in (q, qd, qdd)]
+    inputs = [a.transpose(2, 1, 0) if per_member else a.T[..., None] for a in (q, qd, qdd)]
+    arrays = _workspace([a.shape for a in inputs], "samples")
+    for array, given in zip(arrays, inputs, strict=True):
+        array[...] = given
     shape, groups = _rows_and_weights(arrays[0].shape[1], substeps, samples_per_step, dt)
     const, coef = angle_terms(tree)
     kind = np.array([_KIND[k] for k, _ in slots], dtype=np.int64)
