@@ -17,7 +17,8 @@ from bemore.errors import DataError, ModelError
 from bemore.model import rosenbrock
 from bemore.model.core import Model
 from bemore.model.generated import kernel_for, lane_groups, run_calls, run_threads
-from bemore.model.stages import driven_table, stage_arrays
+from bemore.model.stages import stage_arrays
+from bemore.model.table import driven_table
 
 COST_POINTS = ("bar", "wrist", "elbow", "neck", "hip", "knee", "ankle")
 

@@ -1,4 +1,4 @@
-"""The driven-value table (``stages.driven_table``, numpy only): exact on quintic motions, and a
+"""The driven-value table (``table.driven_table``, numpy only): exact on quintic motions, and a
 member's columns bitwise independent of the batch they are computed in."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from numpy.polynomial import polynomial
 
 from bemore.model.generated import angle_terms
 from bemore.model.profiles import clear_hip_circle_profile
-from bemore.model.stages import driven_table
+from bemore.model.table import driven_table
 
 # ROS34PW2's stage times (Rang & Angermann 2005): 0, 2γ, α31 + α32, 1 (fractions of a step).
 STAGES = (0.0, 0.87173304301691801, 0.84457060015369423 - 0.11299064236484185, 1.0)
