@@ -503,10 +503,15 @@ def _build(source: str, name: str):
         return getattr(_load_module(source), name)
     # Keyed on the Python source, so a cached library is found without translating again.
     library = native.library_path(_cache_folder(), f"{name}\n{source}", cc)
+    kinds = dict(_KINDS, D=4) if name.startswith("integrate_members") else _KINDS
     if not library.exists():
-        kinds = dict(_KINDS, D=4) if name.startswith("integrate_members") else _KINDS
         native.build(native.translate(source, name, kinds), cc, library)
-    return native.load(library, name)
+    try:
+        return native.load(library, name)
+    except (OSError, ValueError):  # a damaged cache file: build it again, once
+        library.unlink(missing_ok=True)
+        native.build(native.translate(source, name, kinds), cc, library)
+        return native.load(library, name)
 
 
 def _tree_key(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> str:

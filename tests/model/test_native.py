@@ -146,3 +146,15 @@ def test_a_compiler_that_fails_gives_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("BEMORE_CC", "none")
     assert native.compiler() is None
     assert generated.backend() == "numba"
+
+
+def test_a_damaged_cached_library_is_built_again(real, tmp_path, monkeypatch):
+    """A truncated file in the kernel cache (a full disk, a killed copy) is rebuilt, not a
+    traceback: loading the rebuilt library reads its signature symbol."""
+    monkeypatch.setenv("BEMORE_KERNEL_CACHE", str(tmp_path))
+    program = _cached_program(real.tree, len(real.point_names), (0, 1))
+    library = native.library_path(tmp_path, f"integrate_shared\n{program.source}", CLANG)
+    library.write_bytes(b"\x7fELF truncated")
+    kernel = generated._build(program.source, "integrate_shared")
+    assert library.stat().st_size > 10_000
+    assert kernel.__name__ == "integrate_shared"
