@@ -46,7 +46,7 @@ def driven_table(tree: Tree, slots: tuple[tuple[str, int], ...], q, qd, qdd, dt:
     for array, values in zip(samples, given, strict=True):
         array[...] = values
     grid = (samples[0].shape[1], substeps, samples_per_step, dt)
-    shape, _ = _grid(*grid)
+    shape = _grid(*grid)[0]
     D = np.empty((*shape, len(slots), samples[0].shape[2]))
     _fill(*samples, dt, grid, _plan(tree, tuple(slots)), D)
     return D if per_member else np.ascontiguousarray(D[..., 0])
@@ -88,11 +88,23 @@ class _Rows:
     terms: tuple[tuple[tuple[int, float], ...], ...]
 
 
+@dataclass(frozen=True)
+class _Step:
+    """Rows ``rows`` (m,) of step ``n``, each in the sample interval starting at ``start`` (m,),
+    with its Hermite weights (m, 3, 6): all six terms of every row (a few values)."""
+
+    n: int
+    rows: np.ndarray
+    start: np.ndarray
+    weights: np.ndarray
+
+
 @functools.lru_cache(maxsize=16)
 def _grid(F: int, substeps: int, samples_per_step: int, dt: float
-          ) -> tuple[tuple[int, int], list[_Rows]]:
-    """The table's (steps, rows) and its rows grouped by Hermite weights, memoised: an
-    optimiser evaluates many motions on one time grid."""
+          ) -> tuple[tuple[int, int], list[_Rows], list[_Step]]:
+    """The table's (steps, rows), its rows grouped by Hermite weights and the steps whose rows
+    are computed together (:class:`_Step`), memoised: an optimiser evaluates many motions on
+    one time grid."""
     interval, fraction = table_rows(F, substeps, samples_per_step)
     weights = np.stack(hermite_bases(fraction, dt), axis=2)  # (N, R, 3, 6)
     groups = []
@@ -112,7 +124,16 @@ def _grid(F: int, substeps: int, samples_per_step: int, dt: float
                 terms = tuple(tuple((k, float(w[d, k])) for k in range(6) if w[d, k] != 0.0)
                               for d in range(3))
                 groups.append(_Rows(r, _span(chosen), _span(interval[chosen, r]), terms))
-    return interval.shape, groups
+    # Groups of one step (the last step's rows, past the end of the samples) cost as many numpy
+    # calls as a group of a thousand: their rows are computed together instead (_Step).
+    by_step: dict[int, list[int]] = {}
+    for rows in groups:
+        if _count(rows.steps, len(interval)) == 1:
+            by_step.setdefault(int(range(len(interval))[rows.steps][0]), []).append(rows.r)
+    together = [_Step(n, np.array(rs), interval[n, rs], weights[n, rs])
+                for n, rs in sorted(by_step.items())]
+    return (interval.shape, [rows for rows in groups if _count(rows.steps, len(interval)) > 1],
+            together)
 
 
 @dataclass(frozen=True)
@@ -193,6 +214,29 @@ def _fill(q, qd, qdd, dt, grid: tuple, plan: _Plan, D) -> None:
                     _store(block, slots, frames, sums[:, :n], function)
         if not isinstance(steps, slice):
             D[steps, rows.r] = block
+    for step in _grid(*grid)[2]:
+        _fill_step(q, qd, qdd, dt, step, plan, D)
+
+
+def _fill_step(q, qd, qdd, dt, step: _Step, plan: _Plan, D) -> None:
+    """The rows of one step together: (nd, m, B) arrays, per-row weights, all six terms."""
+    lo, hi = step.start, step.start + 1
+    knots = (q[:, lo], dt * qd[:, lo], (dt * dt) * qdd[:, lo], (dt * dt) * qdd[:, hi],
+             dt * qd[:, hi], q[:, hi])  # (nd, m, B)
+    for d in plan.derivatives:
+        w = step.weights[:, d, :, None]  # (m, 6, 1)
+        out = w[:, 0] * knots[0]
+        for k in range(1, 6):
+            out += w[:, k] * knots[k]
+        for slot, j in zip(*plan.stores[d], strict=True):
+            D[step.n, step.rows, slot] = out[j]
+        if d == 0 and len(plan.const):
+            sums = np.empty((len(plan.const), *out.shape[1:]))
+            _angle_sums(out, plan, sums, np.empty_like(sums))
+            for slots, frames, function in plan.angle_stores:
+                for slot, frame in zip(slots, frames, strict=True):
+                    value = sums[frame] if function is None else function(sums[frame])
+                    D[step.n, step.rows, slot] = value
 
 
 def _hermite(terms: tuple[tuple[int, float], ...], knots: tuple, out, term) -> None:
@@ -272,7 +316,7 @@ def _workspace(shapes: list[tuple[int, ...]], name: str = "blocks") -> list[np.n
 def _blocks(grid: tuple, size: int) -> list[tuple]:
     """(group, steps, interval starts, next samples, number of steps) of every group of the
     grid (F, substeps, samples_per_step, dt) cut into blocks of at most ``size`` steps."""
-    shape, groups = _grid(*grid)
+    shape, groups, _ = _grid(*grid)
     out = []
     for rows in groups:
         n = _count(rows.steps, shape[0])
