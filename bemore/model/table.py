@@ -106,34 +106,26 @@ def _grid(F: int, substeps: int, samples_per_step: int, dt: float
     are computed together (:class:`_Step`), memoised: an optimiser evaluates many motions on
     one time grid."""
     interval, fraction = table_rows(F, substeps, samples_per_step)
-    weights = np.stack(hermite_bases(fraction, dt), axis=2)  # (N, R, 3, 6)
-    groups = []
+    # One set of weights per distinct fraction: a handful (the grid is periodic), and the same
+    # bits as computing them for every row (checked on the grids of identify and synthesis).
+    unique, which = np.unique(fraction, return_inverse=True)
+    which = which.reshape(fraction.shape)
+    weights = np.stack(hermite_bases(unique, dt), axis=1)  # (distinct fractions, 3, 6)
+    groups, alone = [], {}
     for r in range(interval.shape[1]):
-        # By fraction (a 1-D unique: fast), then by the weights' bits (the same fraction's
-        # weights could in principle be rounded differently at different rows).
-        _, by_fraction = np.unique(fraction[:, r], return_inverse=True)
-        for g in range(by_fraction.max() + 1):
-            steps = np.flatnonzero(by_fraction == g)
-            rows = weights[steps, r].reshape(len(steps), -1)
-            same = np.zeros(len(steps), dtype=np.int64)
-            if np.any(rows != rows[0]):
-                same = np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
-            for h in range(same.max() + 1):
-                chosen = steps[same == h]
-                w = weights[chosen[0], r]
-                terms = tuple(tuple((k, float(w[d, k])) for k in range(6) if w[d, k] != 0.0)
-                              for d in range(3))
-                groups.append(_Rows(r, _span(chosen), _span(interval[chosen, r]), terms))
-    # Groups of one step (the last step's rows, past the end of the samples) cost as many numpy
-    # calls as a group of a thousand: their rows are computed together instead (_Step).
-    by_step: dict[int, list[int]] = {}
-    for rows in groups:
-        if _count(rows.steps, len(interval)) == 1:
-            by_step.setdefault(int(range(len(interval))[rows.steps][0]), []).append(rows.r)
-    together = [_Step(n, np.array(rs), interval[n, rs], weights[n, rs])
-                for n, rs in sorted(by_step.items())]
-    return (interval.shape, [rows for rows in groups if _count(rows.steps, len(interval)) > 1],
-            together)
+        for u in np.unique(which[:, r]):
+            steps = np.flatnonzero(which[:, r] == u)
+            if len(steps) == 1:
+                # A one-step group (the last step's rows, past the end of the samples) costs as
+                # many numpy calls as a group of a thousand: its rows go together (_Step).
+                alone.setdefault(int(steps[0]), []).append(r)
+                continue
+            terms = tuple(tuple((k, float(weights[u, d, k])) for k in range(6)
+                                if weights[u, d, k] != 0.0) for d in range(3))
+            groups.append(_Rows(r, _span(steps), _span(interval[steps, r]), terms))
+    together = [_Step(n, np.array(rs), interval[n, rs], weights[which[n, rs]])
+                for n, rs in sorted(alone.items())]
+    return interval.shape, groups, together
 
 
 @dataclass(frozen=True)
