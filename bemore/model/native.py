@@ -12,10 +12,13 @@ The translation covers exactly the subset the generator writes: assignments of f
 integer expressions, ``for v in range(...)``, ``if``/``else``, conditional expressions,
 subscripts of C-contiguous float64 arrays, ``abs``, ``np.floor``, ``np.uint64``, ``np.nan``
 and ``X.shape[k]``. Anything else is an error at translation, never a silent difference.
-Floating-point semantics are IEEE's: no fast-math (NaN tests and IEEE division stay) and no
-fused multiply-adds — the vectorised loop body and its scalar remainder then compute the
-same operations, so a lane's numbers do not depend on how the batch is split among threads
-(with contraction they did: tests/model/test_variants.py). Same speed within noise.
+Floating-point semantics: no fast-math (NaN tests and IEEE division stay); multiply-adds
+are fused only within one expression (``-ffp-contract=on``), the products the generator
+writes on a line of their own being moved into the one expression that reads them
+(:meth:`_Function._fuse_products`). Contracting across statements (``fast``, what numba's
+``fastmath={'contract'}`` allows) made the vectorised loop body and its scalar remainder
+round differently, so a lane's numbers depended on how the batch was split among threads
+(tests/model/test_variants.py caught it); no contraction at all was ≈ 10 % slower.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np
 
 from bemore.errors import ConfigError, ModelError
 
-FLAGS = ("-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off",
+FLAGS = ("-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=on",
          "-Wl,-z,defs")
 # Lane loops (``for b in range(lo, hi)``) are independent across lanes by construction (each
 # lane reads and writes its own column): telling the vectoriser so replaces numba's runtime
@@ -73,6 +76,11 @@ class _Function:
         self._check_ranks()
         self.types: dict[str, str] = dict(self.scalars)
         self.scopes = self._declaration_scopes()
+        self.uses: dict[str, int] = {}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                self.uses[node.id] = self.uses.get(node.id, 0) + 1
+        self.inlined: dict[str, ast.expr] = {}  # single-use products, written at their use
 
     def _check_ranks(self) -> None:
         """Every subscript of an array argument has the argument's declared rank."""
@@ -127,6 +135,8 @@ class _Function:
         if isinstance(e, ast.Constant):
             return "float" if isinstance(e.value, float) else "int"
         if isinstance(e, ast.Name):
+            if e.id in self.inlined:
+                return self.kind(self.inlined[e.id])
             if e.id not in self.types:
                 raise ModelError(f"generated kernel: {e.id} read before it is assigned")
             return self.types[e.id]
@@ -162,6 +172,8 @@ class _Function:
         if isinstance(e, ast.Constant):
             return _literal(e.value)
         if isinstance(e, ast.Name):
+            if e.id in self.inlined:  # a product: parenthesised by _binary
+                return self.expr(self.inlined[e.id])
             if e.id not in self.types and e.id not in self.ranks:
                 raise ModelError(f"generated kernel: {e.id} read before it is assigned")
             return e.id
@@ -236,10 +248,53 @@ class _Function:
         return f"{name}[{' + '.join(terms)}]"
 
     # -- statements --------------------------------------------------------------------------
+    def _fuse_products(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        """``body`` without the assignments of products read once, later in ``body``: those
+        are written inside the expression that reads them.
+
+        The generator writes one operation per line, so ``t = a * b`` and ``u = t + c`` are
+        two C statements, and clang contracts a multiply-add into one FMA only within an
+        expression (-ffp-contract=on; "fast" contracts across statements, but then the
+        vectorised loop and its scalar remainder differ in the last bit). Moving the product
+        is safe: generated blocks assign each name once, and a product of names and
+        constants reads no memory.
+        """
+        reads, stores, plain = [], [], []
+        for s in body:
+            is_plain = isinstance(s, ast.Assign | ast.AugAssign)
+            read_from = s.value if is_plain else s
+            reads.append({n.id for n in ast.walk(read_from) if isinstance(n, ast.Name)})
+            stores.append({n.id for n in ast.walk(s)
+                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)})
+            plain.append(is_plain)
+        kept = []
+        for i, s in enumerate(body):
+            if (isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)
+                    and isinstance(s.value, ast.BinOp) and isinstance(s.value.op, ast.Mult)
+                    and all(isinstance(x, ast.Name | ast.Constant)
+                            for x in (s.value.left, s.value.right))
+                    and self.uses.get(s.targets[0].id) == 1):
+                name = s.targets[0].id
+                operands = {x.id for x in (s.value.left, s.value.right)
+                            if isinstance(x, ast.Name)}
+                for j in range(i + 1, len(body)):
+                    if name in reads[j]:
+                        # Read by a plain assignment: written there. Inside a loop or a
+                        # branch it stays a statement.
+                        if plain[j]:
+                            self.inlined[name] = s.value
+                        break
+                    if operands & stores[j]:
+                        break
+                if name in self.inlined:
+                    continue
+            kept.append(s)
+        return kept
+
     def block(self, body: list[ast.stmt], path: tuple, depth: int) -> list[str]:
         """C lines of ``body`` (inside the loops ``path``), declarations first."""
         lines = []
-        for statement in body:
+        for statement in self._fuse_products(body):
             lines += self.statement(statement, path, depth)
         pad = "    " * depth
         local = sorted(n for n, p in self.scopes.items() if p == path)

@@ -92,6 +92,28 @@ def test_integer_division_and_remainder_follow_python(tmp_path):
         np.testing.assert_array_equal(out, expected)
 
 
+def test_a_product_read_once_is_written_into_the_sum_that_reads_it(tmp_path):
+    """So that clang can fuse the multiply-add within one expression; a product read twice,
+    or read in a branch, or whose operand is reassigned in between, stays a statement."""
+    source = (
+        "def f(x, y, out):\n"
+        "    t = x * y\n"
+        "    u = x * x\n"
+        "    w = y * 2.0\n"
+        "    out[0] = t + 1.0\n"
+        "    out[1] = u + u\n"
+        "    if x > 0.0:\n"
+        "        out[2] = w - 1.0\n"
+    )
+    text = native.translate(source, "f", {"x": "float", "y": "float", "out": 1})
+    assert "t = " not in text and "out[(0)] = ((x * y) + 1.0);" in text
+    assert "u = (x * x);" in text and "w = (y * 2.0);" in text
+    f = _compiled(tmp_path, source, "f", {"x": "float", "y": "float", "out": 1})
+    out = np.zeros(3)
+    f(1.5, 2.5, out)
+    np.testing.assert_array_equal(out, [1.5 * 2.5 + 1.0, 4.5, 4.0])
+
+
 def test_arrays_are_indexed_row_major_and_checked(tmp_path):
     source = (
         "def copy(A, B, lo, hi):\n"
