@@ -169,7 +169,7 @@ def difference_sentence(
     help="Lump the body with the athlete's identified trunk mass and CoMs, or with the "
     "segment table's (only the bar and shoulder springs identified, DESIGN §1.3).",
 )
-@click.option("--no-animation", is_flag=True, help="Skip the animated GIF (saves ~5 s).")
+@click.option("--no-animation", is_flag=True, help="Skip the animated GIF (saves ≈ 1.5 s).")
 @click.option(
     "--dask",
     "dask_address",

@@ -180,12 +180,17 @@ def write_plots(folder: Path, profiles: Profiles, flexion_end_time_s: float) -> 
 
 
 def write_animation(path: Path, profiles: Profiles, fps: int = 25) -> Path:
-    """Animated stick figure (GIF) of the gesture: the named points joined in order, bar at 0."""
+    """Animated stick figure (GIF) of the gesture: the named points joined in order, bar at 0.
+
+    The axes are drawn once; each frame restores that background and draws only the stick
+    figure and its caption (matplotlib's blitting). ``FuncAnimation.save`` redrew the whole
+    figure — ticks and text layout — twice per frame: 16 s for a 3 s gesture, now ≈ 1 s.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.animation import FuncAnimation, PillowWriter
+    from PIL import Image
 
     if not profiles.points:
         raise DataError(f"{path}: no point trajectories to animate")
@@ -201,17 +206,27 @@ def write_animation(path: Path, profiles: Profiles, fps: int = 25) -> Path:
         xlim=(-reach, reach), ylim=(-reach, reach), aspect="equal", xlabel="x (m)", ylabel="y (m)"
     )
     axes.plot([0.0], [0.0], "ko", markersize=6)
-    (line,) = axes.plot([], [], "o-", color="tab:red", linewidth=3)
-    caption = axes.set_title("")
-
-    def draw(index: int) -> tuple[Any, ...]:
+    (line,) = axes.plot([], [], "o-", color="tab:red", linewidth=3, animated=True)
+    caption = axes.set_title("t = 0.00 s, shoulder 000°", animated=True)  # room for it
+    figure.tight_layout()
+    canvas = figure.canvas
+    canvas.draw()  # everything but the animated artists
+    background = canvas.copy_from_bbox(figure.bbox)
+    images = []
+    for index in frames:
+        canvas.restore_region(background)
         line.set_data(stacked[index, :, 0], stacked[index, :, 1])
         angle_deg = np.rad2deg(profiles.angle_rad[index])
         caption.set_text(f"t = {profiles.t_s[index]:.2f} s, shoulder {angle_deg:.0f}°")
-        return line, caption
-
-    figure.tight_layout()
-    animation = FuncAnimation(figure, draw, frames=frames, blit=False)
-    animation.save(str(path), writer=PillowWriter(fps=fps))
+        axes.draw_artist(line)
+        axes.draw_artist(caption)
+        width, height = canvas.get_width_height()
+        frame = Image.frombuffer("RGBA", (width, height), bytes(canvas.buffer_rgba()),
+                                 "raw", "RGBA", 0, 1).convert("RGB")
+        # One palette for every frame (the figure's few colours), fitted on the first: a
+        # median cut per frame was most of the time left.
+        images.append(frame.quantize(palette=images[0]) if images else frame.quantize())
     plt.close(figure)
+    images[0].save(path, save_all=True, append_images=images[1:],
+                   duration=round(1000 / fps), loop=0)
     return Path(path)
