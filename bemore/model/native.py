@@ -39,6 +39,7 @@ from bemore.errors import ConfigError, ModelError
 
 FLAGS = ("-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=on",
          "-Wl,-z,defs")
+COMPILE_TIMEOUT_S = 300.0  # a kernel takes 1.5-3 s; a hung compiler must not hang a run
 # Lane loops (``for b in range(lo, hi)``) are independent across lanes by construction (each
 # lane reads and writes its own column): telling the vectoriser so replaces numba's runtime
 # alias checks.
@@ -441,10 +442,14 @@ def build(c_source: str, cc: str, path: Path) -> None:
     source_file.write_text(c_source)
     output = path.with_name(f"{path.stem}-tmp{os.getpid()}.so")
     try:
-        done = subprocess.run([cc, *FLAGS, "-o", str(output), str(source_file), "-lm"],
-                              capture_output=True, text=True)
+        try:
+            done = subprocess.run([cc, *FLAGS, "-o", str(output), str(source_file), "-lm"],
+                                  capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise ModelError(f"{cc} could not compile the engine kernel: {error}") from None
         if done.returncode != 0:
-            first = (done.stderr.strip().splitlines() or ["no message"])[0]
+            lines = done.stderr.strip().splitlines() or ["no message"]
+            first = next((line for line in lines if "error" in line), lines[0])
             raise ModelError(f"{cc} could not compile the engine kernel: {first}")
         os.replace(output, path)
     finally:
@@ -454,7 +459,8 @@ def build(c_source: str, cc: str, path: Path) -> None:
 
 def load(library: Path, name: str) -> Callable:
     """Function ``name`` of ``library`` as a Python callable taking the numba kernel's
-    arguments (scalars, then C-contiguous float64 arrays passed as pointer and dimensions)."""
+    arguments, in the same order (each array checked C-contiguous float64 of its rank and
+    passed as a pointer followed by its dimensions)."""
     handle = ctypes.CDLL(str(library))
     signature = ctypes.c_char.in_dll(handle, f"{name}_signature")
     arguments = []

@@ -162,6 +162,9 @@ def test_a_compiler_that_fails_gives_one_clear_error(tmp_path, monkeypatch):
     with pytest.raises(ModelError, match="could not compile the engine kernel"):
         native.build("this is not C", shutil.which("false"), tmp_path / "x.so")
     assert not list(tmp_path.iterdir())  # nothing half-written is left
+    with pytest.raises(ModelError, match=r"could not compile the engine kernel: .*No such file"):
+        native.build("int x;", str(tmp_path / "vanished-compiler"), tmp_path / "y.so")
+    assert not list(tmp_path.iterdir())
     monkeypatch.setenv("BEMORE_CC", "no-such-compiler-here")
     with pytest.raises(ConfigError, match="BEMORE_CC=no-such-compiler-here: no such compiler"):
         native.compiler()
