@@ -29,6 +29,7 @@ import numpy as np
 
 from bemore.errors import ModelError
 from bemore.identify.space import Box
+from bemore.model.equilibrium import oracle_motion, spring_equilibrium
 from bemore.settings import InitialState as InitialStateSettings
 
 RATE = "initial.rotation_rate"
@@ -173,98 +174,3 @@ class StartState(Box):
                 "− equilibrium deflection + offset); see docs/identify.md 'Initial state'"
             ),
         }
-
-
-ORACLE_STEP_S = 1e-5  # one integrator step this long reads the accelerations (see below)
-
-
-def oracle_motion(driven_q: np.ndarray, driven_qd: np.ndarray, driven_qdd: np.ndarray) -> Any:
-    """The driven state (n_driven,) each, SI, as a two-sample motion one ``ORACLE_STEP_S`` long
-    (exact for a constant acceleration). Built once per trial: the engine caches its tables per
-    motion object, and a new object per call would evict the trial's own."""
-    from bemore.model import DrivenMotion
-
-    h = ORACLE_STEP_S
-    q, qd, qdd = (np.asarray(a, dtype=float) for a in (driven_q, driven_qd, driven_qdd))
-    return DrivenMotion(
-        t=np.array([0.0, h]),
-        q=np.stack([q, q + qd * h + 0.5 * qdd * h * h]),
-        qd=np.stack([qd, qd + qdd * h]),
-        qdd=np.stack([qdd, qdd]),
-    )
-
-
-def free_accelerations(model: Any, P: np.ndarray, free_q: np.ndarray, oracle: Any) -> np.ndarray:
-    """Free accelerations (B, n_free) at the free positions ``free_q`` (B, n_free), free
-    velocities 0, at the driven start of ``oracle`` (:func:`oracle_motion`), read from ONE
-    engine step of ``ORACLE_STEP_S``: v(h)/h, the Rosenbrock step's (M + γhC + γ²h²K)⁻¹·force.
-
-    Why not ``model.hybrid``: its separate numba kernel costs ~27 s to compile on a first run
-    and ~1 s to load from cache on every run, against 3 s for the whole identification; the
-    engine's simulation kernel is loaded anyway. The damping term makes these accelerations up
-    to a few % off, but not where the springs' accelerations vanish: with a_s = 0,
-    (M + γhC)·a = M·a because C acts on the spring coordinates only, so the first stage is
-    exact there and only the hand rotation's motion during the step (O(h²)) moves the zero.
-    Measured: the equilibrium lands within 0.1 µm of ``model.equilibrium`` over 200 members
-    across the box (h = 1e-5 s; shorter steps lose digits to rounding: 17 µm at 3e-7 s).
-    NaN rows: not simulable.
-
-    One engine thread: a step of 200–1000 members lasts 1–7 ms, and waiting for a second
-    core that another process holds cost more than it saved (measured over the seed protocol
-    at load 2.3–2.9: 0.72–0.77 s of equilibria with both threads, 0.29 s with one; the same
-    numbers).
-    """
-    from bemore.model import simulate
-
-    h = float(oracle.t[1] - oracle.t[0])
-    free_q = np.asarray(free_q, dtype=float)
-    simulation = simulate(
-        model, P, oracle, free_q, np.zeros_like(free_q), outputs=("free_qd",), threads=1
-    )
-    return simulation.free_qd[:, 1, :] / h
-
-
-def spring_equilibrium(
-    model: Any,
-    P: np.ndarray,
-    free_q: np.ndarray,
-    oracle: Any,
-    step_m: float = 1e-7,
-    chord_steps: int = 3,
-) -> np.ndarray:
-    """Free states (B, n_free) where the spring coordinates do not accelerate: the definition of
-    ``model.equilibrium`` (free velocities 0, at the driven start of ``oracle``, springs from
-    their rest), in
-    ``chord_steps`` Newton steps sharing ONE batched finite-difference Jacobian taken at the
-    rest: 7 states per member in 3 engine calls (:func:`free_accelerations`), for every
-    population of the identification.
-
-    The deflections are millimetres, so the Jacobian barely changes on the way: each step
-    divides the error by ~40 (tests/identify/test_initial.py checks the result against
-    ``model.equilibrium``). Members the engine cannot simulate get NaN rows.
-    """
-    P = model.as_matrix(P)
-    B, nf = P.shape[0], model.n_free
-    V, valid = model.fields(P)
-    springs = [model.free_coordinates.index(c) for c in model.spring_coordinates]
-    n = len(springs)
-    q = np.array(np.broadcast_to(np.asarray(free_q, dtype=float), (B, nf)))
-    rest = model.tree.spring_fields[springs, 2]
-    q[:, springs] = V[:, rest]
-    # One batch: the state, then the state with each spring coordinate moved by step_m.
-    states = np.repeat(q[None], n + 1, axis=0)
-    for c, i in enumerate(springs):
-        states[c + 1, :, i] += step_m
-    acc = free_accelerations(model, np.tile(P, (n + 1, 1)), states.reshape(-1, nf), oracle)
-    acc = acc[:, springs].reshape(n + 1, B, n)
-    J = np.moveaxis((acc[1:] - acc[0][None]) / step_m, 0, -1)  # (B, n, n): d acc_i / d q_c
-    valid &= np.all(np.isfinite(J), axis=(1, 2)) & np.all(np.isfinite(acc[0]), axis=1)
-    J[~valid] = np.eye(n)
-    residual = np.where(valid[:, None], acc[0], 0.0)
-    q[:, springs] -= np.linalg.solve(J, residual[..., None])[..., 0]
-    for _ in range(chord_steps - 1):
-        acc = free_accelerations(model, P, q, oracle)
-        residual = np.where(valid[:, None], np.nan_to_num(acc[:, springs]), 0.0)
-        q[:, springs] -= np.linalg.solve(J, residual[..., None])[..., 0]
-    q[~valid] = np.nan
-    return q

@@ -25,6 +25,7 @@ import numpy as np
 
 from bemore.errors import OptimisationError
 from bemore.model import DrivenMotion, Model, simulate
+from bemore.model.equilibrium import oracle_motion, spring_equilibrium
 from bemore.settings import Synthesis
 from bemore.synthesis.gesture import MONOTONIC_MID_FRACTION, GestureParameters, gesture_kinematics
 from bemore.synthesis.results import OBJECTIVES, Profiles
@@ -156,7 +157,10 @@ def handstand_start(model: Model, P: np.ndarray, rotation_rate_rad_s: float = 0.
     """
     guess = np.zeros(model.n_free)
     guess[HAND_ROTATION] = HANDSTAND_HAND_ROTATION_RAD
-    q0 = model.equilibrium(P, np.zeros(model.n_driven), free_q=guess)[0]
+    # From the engine's kernel (loaded anyway), not Model.equilibrium's numba dynamics (≈ 12 s
+    # to compile on a first run); the same state to 0.1 µm (tests/synthesis/test_problem.py).
+    at_rest = np.zeros(model.n_driven)
+    q0 = spring_equilibrium(model, P, guess, oracle_motion(at_rest, at_rest, at_rest))[0]
     if not np.all(np.isfinite(q0)):
         raise OptimisationError("the handstand has no static equilibrium for these parameters")
     qd0 = np.zeros(model.n_free)

@@ -48,6 +48,9 @@ def test_start_is_the_handstand_in_static_equilibrium(setup) -> None:
     total_mass = values["bar.mass"] + values["arm.mass"] + values["body.mass"]
     assert q0[1] * values["bar.stiffness_y"] == pytest.approx(-total_mass * 9.81, rel=1e-6)
     assert abs(q0[0]) < 1e-9
+    # The engine-kernel equilibrium is Model.equilibrium's state (the readable reference).
+    reference = model.equilibrium(P, np.zeros(model.n_driven), free_q=q0 * [0, 0, 1, 0, 0])[0]
+    assert np.abs(q0 - reference).max() < 1e-7
     # Pinocchio: zero acceleration of every free coordinate at rest in this state.
     oracle = pinocchio_exemplary.build(values)
     q = np.append(q0, 0.0)[None]
