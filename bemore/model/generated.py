@@ -502,16 +502,9 @@ def _build(source: str, name: str):
                   file=sys.stderr)
         return getattr(_load_module(source), name)
     # Keyed on the Python source, so a cached library is found without translating again.
-    library = native.library_path(_cache_folder(), f"{name}\n{source}", cc)
     kinds = dict(_KINDS, D=4) if name.startswith("integrate_members") else _KINDS
-    if not library.exists():
-        native.build(native.translate(source, name, kinds), cc, library)
-    try:
-        return native.load(library, name)
-    except (OSError, ValueError):  # a damaged cache file: build it again, once
-        library.unlink(missing_ok=True)
-        native.build(native.translate(source, name, kinds), cc, library)
-        return native.load(library, name)
+    return native.cached(f"{name}\n{source}", name, lambda: native.translate(source, name, kinds),
+                         cc)
 
 
 def _tree_key(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> str:
@@ -531,7 +524,7 @@ def _tree_key(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> str:
 
 def _cached_program(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> Program:
     """:func:`generate_program`, memoised on disk (generation takes ~0.1 s of start-up)."""
-    path = _cache_folder() / f"program_{_tree_key(tree, n_points, cost_points)}.json"
+    path = native.cache_folder() / f"program_{_tree_key(tree, n_points, cost_points)}.json"
     try:
         data = json.loads(path.read_text())
         return Program(data["source"], tuple(map(tuple, data["slots"])),
@@ -547,19 +540,6 @@ def _cached_program(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> 
     except OSError:  # a read-only cache only costs the generation time
         pass
     return program
-
-
-def _cache_folder() -> Path:
-    """Where generated sources live (``BEMORE_KERNEL_CACHE`` or ~/.cache/bemore/kernels)."""
-    folder = Path(os.environ.get("BEMORE_KERNEL_CACHE", Path.home() / ".cache/bemore/kernels"))
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:  # e.g. a read-only home: fall back to the temporary folder
-        import tempfile
-
-        folder = Path(tempfile.gettempdir()) / "bemore-kernels"
-        folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def _allow_vectorisation() -> None:
@@ -586,7 +566,7 @@ def _load_module(source: str):
     digest = hashlib.sha1(source.encode()).hexdigest()[:16]
     if digest in _modules:
         return _modules[digest]
-    path = _cache_folder() / f"tree_{digest}.py"
+    path = native.cache_folder() / f"tree_{digest}.py"
     if not path.exists() or path.read_text() != source:
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(source)

@@ -408,6 +408,34 @@ def compiler() -> str | None:
     return found
 
 
+def cache_folder() -> Path:
+    """Where the engine's generated sources and compiled kernels live (``BEMORE_KERNEL_CACHE``
+    or ~/.cache/bemore/kernels; the temporary folder if that cannot be created)."""
+    folder = Path(os.environ.get("BEMORE_KERNEL_CACHE", Path.home() / ".cache/bemore/kernels"))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # e.g. a read-only home: fall back to the temporary folder
+        import tempfile
+
+        folder = Path(tempfile.gettempdir()) / "bemore-kernels"
+        folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def cached(key: str, name: str, c_source: Callable[[], str], cc: str) -> Callable:
+    """Function ``name`` of the library cached under ``key`` (the text it is translated from),
+    built from ``c_source()`` by ``cc`` if missing — or damaged: rebuilt once."""
+    library = library_path(cache_folder(), key, cc)
+    if not library.exists():
+        build(c_source(), cc, library)
+    try:
+        return load(library, name)
+    except (OSError, ValueError):  # a damaged cache file (a full disk, a killed copy)
+        library.unlink(missing_ok=True)
+        build(c_source(), cc, library)
+        return load(library, name)
+
+
 def _machine_key() -> str:
     """What makes machine code built with -march=native valid here: the CPU and its features."""
     text = platform.machine() + platform.processor()
