@@ -38,9 +38,7 @@ def free_accelerations(model: Any, P: np.ndarray, free_q: np.ndarray, oracle: An
     velocities 0, at the driven start of ``oracle`` (:func:`oracle_motion`), read from ONE
     engine step of ``ORACLE_STEP_S``: v(h)/h, the Rosenbrock step's (M + γhC + γ²h²K)⁻¹·force.
 
-    Why not ``model.hybrid``: its separate numba kernel costs ~27 s to compile on a first run
-    and ~1 s to load from cache on every run, against 3 s for the whole identification; the
-    engine's simulation kernel is loaded anyway. The damping term makes these accelerations up
+    Not ``model.hybrid`` (see the module doc). The damping term makes these accelerations up
     to a few % off, but not where the springs' accelerations vanish: with a_s = 0,
     (M + γhC)·a = M·a because C acts on the spring coordinates only, so the first stage is
     exact there and only the hand rotation's motion during the step (O(h²)) moves the zero.
