@@ -35,7 +35,9 @@ from bemore.optimize.driver import ALGORITHMS
 @click.option("--algorithm", type=click.Choice(ALGORITHMS), default=None, help="Default: gwo.")
 @click.option("--pack", type=int, default=None, help="Population size (default 200).")
 @click.option("--iterations", type=int, default=None, help="Population evaluations (default 50).")
-@click.option("--polish/--no-polish", default=None, help="Least-squares polish after the global run (default: on; --no-polish runs the seed protocol alone).")
+@click.option("--polish/--no-polish", default=None,
+              help="Least-squares polish after the global run (default: on; --no-polish runs "
+              "the seed protocol alone).")
 @click.option("--seed", type=int, default=None, help="Random seed (default 0).")
 @click.option("--workers", type=int, default=None, help="Threads for the engine (0 = all cores).")
 @click.option(

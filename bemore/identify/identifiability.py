@@ -140,10 +140,10 @@ def analyse(
             )
         if relative[k] > MAX_RELATIVE_ERROR:
             reasons.append(f"relative standard error {relative[k]:.0%} > {MAX_RELATIVE_ERROR:.0%}")
-        if positions is not None and k < parameters:
-            if positions[k] <= BOUND_MARGIN or positions[k] >= 1.0 - BOUND_MARGIN:
-                side = "lower" if positions[k] <= BOUND_MARGIN else "upper"
-                reasons.append(f"at its {side} bound: the box, not the trial, set its value")
+        if positions is not None and k < parameters and not (
+                BOUND_MARGIN < positions[k] < 1.0 - BOUND_MARGIN):
+            side = "lower" if positions[k] <= BOUND_MARGIN else "upper"
+            reasons.append(f"at its {side} bound: the box, not the trial, set its value")
         if untrusted and k < parameters:
             reasons.append(untrusted)
         rows.append(

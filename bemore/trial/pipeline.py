@@ -34,7 +34,6 @@ from bemore.trial.filtering import (
     uniform_times,
 )
 from bemore.trial.gaps import fill_gaps
-from bemore.trial.noise import marker_noise_m
 from bemore.trial.markers import Markers
 from bemore.trial.markerset import (
     JOINT_CENTRE_NAMES,
@@ -46,6 +45,7 @@ from bemore.trial.markerset import (
     load_markerset,
     load_trial_settings,
 )
+from bemore.trial.noise import marker_noise_m
 from bemore.trial.plane import Plane, bar_axis, study_plane
 from bemore.trial.readers import read_markers
 

@@ -13,7 +13,8 @@ from bemore.paths import configs_dir, data_dir
 
 def _identify(out: Path, trial_config: Path, *extra: str):
     arguments = ["identify", str(data_dir() / "sample_trial.c3d"), "--pack", "6",
-                 "--iterations", "2", "--seed", "4", "--no-polish", "--trial-config", str(trial_config),
+                 "--iterations", "2", "--seed", "4", "--no-polish",
+                 "--trial-config", str(trial_config),
                  "--out", str(out), *extra]
     return CliRunner().invoke(cli, arguments)
 
