@@ -21,9 +21,9 @@ from __future__ import annotations
 import pytest
 
 from bemore.identify.problem import IdentificationProblem
-from bemore.model.body import body_parameters, table_mass_kg
 from bemore.identify.run import RunSettings, identify
 from bemore.identify.space import ParameterSpace
+from bemore.model.body import body_parameters, table_mass_kg
 from bemore.settings import load_gymnast, load_identification
 from bemore.trial import prepare_trial
 from bemore.trial.synthetic import SyntheticSpec, write_synthetic_trial
