@@ -1,4 +1,4 @@
-"""The two joined 8th-order polynomials of the shoulder gesture (DESIGN §3)."""
+"""The two joined 8th-order polynomials of the shoulder gesture (docs/synthesis.md)."""
 
 from __future__ import annotations
 
