@@ -129,7 +129,8 @@ def test_cli_prints_one_line_and_exit_code_2(tmp_path: Path) -> None:
 def test_cli_checks_every_bundled_file() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "bemore", "config", "check"],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=False,
     )
+    assert result.returncode == 0, result.stderr[-3000:]
     for name in ("bench.toml", "gymnast.toml", "identification.toml", "synthesis.toml"):
         assert f"{name}: ok" in result.stdout
