@@ -120,7 +120,7 @@ def _subprocess_seconds(script: str, args: list[str], env: dict | None = None) -
 
 
 def _pinocchio_lsoda(model, motion, q0) -> float:
-    from bemore.model.pinocchio_bridge import hybrid_rhs
+    from tests.model.pinocchio_bridge import hybrid_rhs
 
     V, _ = model.fields(model.parameter_matrix([{}]))
     t, dt = motion.t, motion.dt
