@@ -102,7 +102,8 @@ def config_group() -> None:
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--kind", default=None, metavar="KIND",
               help="Kind of every FILE, for a copy whose name does not tell it: gymnast, "
-              "identification, synthesis, bench, markerset, trial, bench_sim, batch, model. "
+              "identification, synthesis, bench, athlete, markerset, trial, bench_sim, batch, "
+              "model. "
               "Default: told by the file name (bench.toml, models/*.toml, ...).")
 def config_check(files: tuple[Path, ...], kind: str | None) -> None:
     """Validate configuration files (default: every bundled file in configs/).

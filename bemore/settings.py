@@ -105,7 +105,7 @@ class Optimiser(Section):
     pack: int = Field(200, ge=2, le=100_000, description="population size (wolves, particles)")
     iterations: PositiveInt = 50
     seed: int = Field(0, ge=0)
-    polish: bool = False
+    polish: bool = True
     polish_starts: int = Field(
         3, ge=1, le=50, description="distinct points of the global run the polish starts from"
     )
@@ -129,6 +129,11 @@ class InitialState(Section):
 
     rate_margin_rad_per_s: PositiveFloat = Field(
         0.3, description="initial rotation rate searched within prepared rate ± this"
+    )
+    angle_margin_rad: float = Field(
+        0.02, ge=0.0, le=0.2,
+        description="initial rotation angle about the bar searched within prepared ± this; 0 = "
+        "as prepared"
     )
     bar_rest_margin_m: float = Field(
         0.005, ge=0.0, description="bar rest searched within its equilibrium estimate ± this"

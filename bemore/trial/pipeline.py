@@ -45,10 +45,43 @@ from bemore.trial.markerset import (
     load_markerset,
     load_trial_settings,
 )
+from bemore.trial.noise import marker_noise_m
 from bemore.trial.plane import Plane, bar_axis, study_plane
 from bemore.trial.readers import read_markers
 
 _COST_INDEX = [POINT_NAMES.index(name) for name in JOINT_CENTRE_NAMES]
+
+# Each segment's length as the joint centres show it: the two points it runs between.
+# ``trunk.neck_to_hip`` is the model parameter of the same name (configs/models/real_gymnast.toml).
+SEGMENT_ENDS = {
+    "hand": ("bar", "wrist"),
+    "forearm": ("wrist", "elbow"),
+    "upper_arm": ("elbow", "shoulder"),
+    "trunk.neck_to_hip": ("neck", "hip"),
+    "head": ("neck", "head_top"),
+    "thigh": ("hip", "knee"),
+    "shank": ("knee", "ankle"),
+    "foot": ("ankle", "toe"),
+}
+
+
+def segment_lengths(points: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+    """Median length (m) and spread (half the interquartile range, m) of each segment of
+    :data:`SEGMENT_ENDS` over the frames of ``points`` (F, 10, 2) in POINT_NAMES order.
+
+    >>> points = np.zeros((3, len(POINT_NAMES), 2))
+    >>> points[:, POINT_NAMES.index("hip"), 0] = [0.47, 0.48, 0.49]
+    >>> lengths, spread = segment_lengths(points)
+    >>> round(lengths["trunk.neck_to_hip"], 3), round(spread["trunk.neck_to_hip"], 3)
+    (0.48, 0.005)
+    """
+    lengths, spread = {}, {}
+    for name, (start, end) in SEGMENT_ENDS.items():
+        d = points[:, POINT_NAMES.index(end)] - points[:, POINT_NAMES.index(start)]
+        distance = np.hypot(d[:, 0], d[:, 1])
+        q1, median, q3 = np.percentile(distance, [25.0, 50.0, 75.0])
+        lengths[name], spread[name] = float(median), float(q3 - q1) / 2.0
+    return lengths, spread
 
 
 @dataclass
@@ -70,6 +103,12 @@ class Trial:
         source: the file read; rate_hz_original: its rate (Hz); notes: what was filled/trimmed.
         plane_origin, plane_axes: lab position (3,) m of the model origin and (3, 3) rows e_x,
             e_y, e_z of the model frame in lab coordinates.
+        marker_noise_m: the markers' noise (m, one coordinate's standard deviation) estimated
+            from the recording (:mod:`bemore.trial.noise`); NaN if it could not be.
+        segment_lengths_m, segment_length_spread_m: each segment's length as the joint centres
+            show it (:data:`SEGMENT_ENDS`; median over the frames, m) and its spread (half the
+            interquartile range, m): a rigid segment's length is constant, a spread well above
+            the marker noise says the markers are not where the recipe assumes.
     """
 
     t: np.ndarray
@@ -88,6 +127,9 @@ class Trial:
     plane_origin: np.ndarray
     plane_axes: np.ndarray
     rate_hz: float = 1000.0
+    marker_noise_m: float = float("nan")
+    segment_lengths_m: dict[str, float] = field(default_factory=dict)
+    segment_length_spread_m: dict[str, float] = field(default_factory=dict)
     joint_centre_names: tuple[str, ...] = JOINT_CENTRE_NAMES
     point_names: tuple[str, ...] = POINT_NAMES
     driven_names: tuple[str, ...] = DRIVEN_NAMES
@@ -127,6 +169,10 @@ class Trial:
             "free_qd0": dict(zip(self.free_names, map(float, self.free_qd0), strict=True)),
             "plane_origin_m": self.plane_origin.tolist(),
             "plane_axes": self.plane_axes.tolist(),
+            "marker_noise_mm": self.marker_noise_m * 1e3,
+            "segment_lengths_m": self.segment_lengths_m,
+            "segment_length_spread_mm": {name: spread * 1e3 for name, spread
+                                         in self.segment_length_spread_m.items()},
             "notes": list(self.notes),
         }
 
@@ -297,6 +343,10 @@ def prepare_markers(
     settings = settings or load_trial_settings()
     filled, indices = fill_markers(markers, markerset, settings)
     clean = low_pass_markers(filled, indices, settings)
+    noise = marker_noise_m(filled.positions[:, indices], clean.positions[:, indices],
+                           filled.rate_hz, settings.filter.cutoff_hz, settings.filter.order,
+                           round(settings.filter.edge_cycles * filled.rate_hz
+                                 / settings.filter.cutoff_hz))
     plane = find_plane(clean, markerset, settings)
     free_qd0 = initial_free_rates(filled, plane, markerset, settings)
     points = plane.project(joint_centres_3d(clean, markerset))
@@ -318,6 +368,7 @@ def prepare_markers(
     driven_qdd = accelerations[:, :n_driven]
     free_seen = values[:, n_driven : n_driven + n_free]
     all_points = values[:, n_driven + n_free :].reshape(len(t_new), len(POINT_NAMES), 2)
+    lengths, spread = segment_lengths(all_points)
     notes = (*clean.notes, *_driven_note(settings),
              f"resampled {clean.rate_hz:g} Hz → {settings.resample.rate_hz:g} Hz (quintic spline)")
     return Trial(
@@ -338,6 +389,9 @@ def prepare_markers(
         plane_origin=plane.origin,
         plane_axes=np.stack([plane.e_x, plane.e_y, plane.e_z]),
         rate_hz=settings.resample.rate_hz,
+        marker_noise_m=noise,
+        segment_lengths_m=lengths,
+        segment_length_spread_m=spread,
         markers=clean,
     )
 

@@ -31,11 +31,19 @@ def one_error_line(result) -> str:
 
 def test_short_run_on_the_sample_trial_writes_athlete_json(tmp_path) -> None:
     out = tmp_path / "out"
-    result = run(str(SAMPLE), "--pack", "6", "--iterations", "2", "--seed", "3", "--out", str(out))
-    assert result.exit_code == 0, result.output
+    result = run(str(SAMPLE), "--no-polish", "--pack", "6", "--iterations", "2", "--seed", "3",
+                 "--out", str(out))
+    # 12 simulations cannot fit the trial: everything is written, then the verdict fails the run.
+    assert result.exit_code == 1, result.output
     athlete = json.loads((out / "athlete.json").read_text())
+    verdict = athlete["fit_verdict"]
+    assert verdict["status"] == "poor" and athlete["polish"] is False
+    assert verdict["mean_distance_mm"] > verdict["limit_mm"] == pytest.approx(
+        2 * athlete["trial"]["marker_noise_mm"])
+    assert result.output.strip().splitlines()[-1].startswith(f"bemore: error: {SAMPLE}: fit poor")
+    assert (out / "trajectories.png").is_file()
     assert list(athlete["parameters"]) == [item["name"] for item in athlete["config"]["box"]]
-    assert len(athlete["parameters"]) == 12
+    assert len(athlete["parameters"]) == 13  # the seed's twelve and the neck convention
     assert athlete["pack"] == 6 and athlete["iterations"] == 2 and athlete["seed"] == 3
     assert athlete["evaluations"] == 13  # 2 × 6 and the re-evaluated best
     assert athlete["trial"]["source"].endswith("sample_trial.c3d")
@@ -43,7 +51,8 @@ def test_short_run_on_the_sample_trial_writes_athlete_json(tmp_path) -> None:
     # The initial-state unknowns are reported apart from the athlete's parameters.
     unknowns = athlete["initial_state"]["unknowns"]
     assert list(unknowns) == [item["name"] for item in athlete["config"]["initial_state_box"]]
-    assert list(unknowns) == ["initial.rotation_rate", "bar.rest_offset_x", "bar.rest_offset_y"]
+    assert list(unknowns) == ["initial.rotation_rate", "initial.rotation_angle",
+                              "bar.rest_offset_x", "bar.rest_offset_y"]
     rate = unknowns["initial.rotation_rate"]
     assert rate["upper"] - rate["lower"] == pytest.approx(0.6)  # prepared ± 0.3 rad/s
     assert "initial state (trial nuisance" in result.output
@@ -130,8 +139,8 @@ def test_odd_sample_intervals_are_searched_exactly_and_the_summary_says_so(tmp_p
                       .replace("rate_hz = 1000.0", "rate_hz = 999.0"))
     out = tmp_path / "out"
     result = run(str(SAMPLE), "--trial-config", str(config), "--pack", "4", "--iterations", "1",
-                 "--out", str(out))
-    assert result.exit_code == 0, result.output
+                 "--no-polish", "--out", str(out))
+    assert result.exit_code == 1, result.output  # a poor fit: 4 simulations
     athlete = json.loads((out / "athlete.json").read_text())
     assert athlete["trial"]["frames"] == 590
     assert athlete["search_samples_per_step"] == 1
