@@ -153,7 +153,7 @@ def identify_command(
         "initial_state_box": problem.start.describe() if problem.start is not None else None,
         "identification_settings": identification.model_dump(),
     }
-    # DESIGN §6: a lab hands population evaluation to a Dask cluster, nothing else changes.
+    # docs/scale.md: a lab hands population evaluation to a Dask cluster, nothing else changes.
     dask_address = dask_address or defaults.dask
     evaluator = make_evaluator(dask_address)
     try:

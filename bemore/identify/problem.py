@@ -7,8 +7,9 @@ rest offsets; :mod:`bemore.identify.initial`), and each member starts from its o
 state; without one, every member starts from the given ``free_q0``/``free_qd0``. One call of
 :meth:`evaluate` simulates the whole population over the trial (one engine call) and returns
 f1 = Σ over frames and over the seven joint centres of the squared distance between measured and
-simulated positions (m², DESIGN §2). Parameter vectors the engine cannot simulate get the finite
-penalty ``frames × 7 × (10 m)²``: as if every joint centre were 10 m away at every frame.
+simulated positions (m², docs/identify.md "The problem"). Parameter vectors the engine cannot
+simulate get the finite penalty ``frames × 7 × (10 m)²``: as if every joint centre were 10 m
+away at every frame.
 
 ``samples_per_step`` (2 by default from configs/identification.toml) lets :meth:`evaluate` take
 one integrator step per 2 samples: half the engine's work, 0.05 mm on the points against a

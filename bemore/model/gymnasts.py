@@ -1,4 +1,4 @@
-"""The two gymnast models of DESIGN §1.2-1.3, loaded by name, and the bridge between them.
+"""The two gymnast models of docs/model.md §1, loaded by name, and the bridge between them.
 
 ``load_model("real_gymnast")`` / ``load_model("exemplary_gymnast")`` read
 ``configs/models/<name>.toml``; any other argument is a path to a description file.

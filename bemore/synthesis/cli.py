@@ -167,7 +167,7 @@ def difference_sentence(
     default="identified",
     show_default=True,
     help="Lump the body with the athlete's identified trunk mass and CoMs, or with the "
-    "segment table's (only the bar and shoulder springs identified, DESIGN §1.3).",
+    "segment table's (only the bar and shoulder springs identified, docs/synthesis.md).",
 )
 @click.option(
     "--model",

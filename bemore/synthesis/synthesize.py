@@ -88,7 +88,7 @@ def exemplary_matrix(
 
     ``segments="identified"`` lumps the arms and body with the athlete's identified trunk mass
     and trunk/thigh CoMs (bemore.model.exemplary_parameters as it is); ``"table"`` keeps only
-    the identified bar and shoulder springs (DESIGN §1.3) and lumps the segment table's trunk
+    the identified bar and shoulder springs (docs/model.md §1) and lumps the segment table's trunk
     and thighs (configs/gymnast.toml). See docs/synthesis.md, physics check.
     """
     if segments not in SEGMENT_SOURCES:
