@@ -2,10 +2,11 @@
 
 Three sets of limits apply (each violation names its source):
 
-* the athlete's (``configs/bench.toml`` ``[athlete]``) — angle and velocity on the gesture file
-  and on the stream (what is done to the athlete, e.g. after slow motion), and the torque the
-  athlete must produce: the gesture's torque times 1 (guided), 1 − load (assistive) or
-  1 + load (resistive);
+* the athlete's (her athlete profile, ``bemore.profile``; the documented default when none is
+  given) — shoulder-flexion range on the gesture file and on the stream, and the torque she must
+  produce: her share of the torque the gesture needs at the played pace
+  (:func:`controller.modes.shares`: 0 passive, 1 guided, 1 − load assistive, 1 + load
+  resistive) against her peak shoulder torque;
 * the bench's (``configs/bench.toml`` ``[limits]``) — checked on the plan, i.e. on exactly the
   setpoints that would be sent, in every mode, rest and ramp;
 * the firmware's own absolute limits (from its HELLO_REPLY) — checked on the plan too.
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from bemore.errors import DataError
+from bemore.profile import DEFAULT_PROFILE, AthleteProfile
 from bemore.settings import Bench
 from controller.modes import Plan
 from controller.setpoints import Gesture
@@ -58,6 +60,25 @@ class FirmwareLimits:
     slew_max_nm_s: float
 
 
+def compiled_firmware_limits() -> FirmwareLimits:
+    """The limits compiled into this repository's firmware (``firmware/protocol.toml``), SI.
+
+    What a bench running this firmware will report in its HELLO_REPLY: the feasible window is
+    computed with them before any bench is connected.
+    """
+    from controller.protocol import load_spec
+
+    spec = load_spec()
+    limits = spec.limits
+    return FirmwareLimits(
+        torque_max_nm=limits["torque_max_mNm"] * 1e-3,
+        velocity_max_rad_s=limits["velocity_max_urad_s"] * 1e-6,
+        position_min_rad=limits["position_min_urad"] * 1e-6,
+        position_max_rad=limits["position_max_urad"] * 1e-6,
+        slew_max_nm_s=limits["slew_max_mNm_per_tick"] * 1e-3 * spec.tick_hz,
+    )
+
+
 @dataclass(frozen=True)
 class Violation:
     """One run of consecutive samples beyond one limit (display units: deg, deg/s, N·m)."""
@@ -92,18 +113,14 @@ class PreflightError(DataError):
         return format_table(self.violations)
 
 
-def athlete_limits(bench: Bench) -> list[Limit]:
-    """The athlete's limits (SI) from the bench configuration."""
-    athlete = bench.athlete
+def athlete_limits(athlete: AthleteProfile = DEFAULT_PROFILE) -> list[Limit]:
+    """The athlete's limits (SI) from her profile: shoulder-flexion range and peak torque."""
+    source = "athlete profile"
+    low, high = athlete.shoulder_flexion_range_deg
+    torque = athlete.shoulder_torque_limit_Nm
     return [
-        Limit("angle", math.radians(athlete.max_extension_deg),
-              math.radians(athlete.max_flexion_deg), "bench.toml [athlete]"),
-        Limit("velocity", -math.radians(athlete.max_velocity_deg_s),
-              math.radians(athlete.max_velocity_deg_s), "bench.toml [athlete]"),
-        Limit("angle rate", -math.radians(athlete.max_velocity_deg_s),
-              math.radians(athlete.max_velocity_deg_s), "bench.toml [athlete]"),
-        Limit("athlete torque", -athlete.max_torque_nm, athlete.max_torque_nm,
-              "bench.toml [athlete]"),
+        Limit("angle", math.radians(low), math.radians(high), source),
+        Limit("athlete torque", -torque, torque, source),
     ]
 
 
@@ -143,9 +160,10 @@ def envelope(limits: list[Limit]) -> dict[str, tuple[float, float]]:
     return result
 
 
-def safe_angle_range(bench: Bench, firmware: FirmwareLimits | None = None) -> tuple[float, float]:
+def safe_angle_range(bench: Bench, firmware: FirmwareLimits | None = None,
+                     athlete: AthleteProfile = DEFAULT_PROFILE) -> tuple[float, float]:
     """The angle interval allowed by the athlete, the bench and the firmware together (rad)."""
-    return envelope(athlete_limits(bench) + bench_limits(bench, firmware))["angle"]
+    return envelope(athlete_limits(athlete) + bench_limits(bench, firmware))["angle"]
 
 
 def rate_of_change(t_s: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -186,18 +204,15 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
 
 def preflight(
     gesture: Gesture, plan: Plan, bench: Bench, firmware: FirmwareLimits | None = None,
-    torque_gain: float = 0.0,
+    torque_gain: float = 0.0, athlete: AthleteProfile = DEFAULT_PROFILE,
 ) -> list[Violation]:
     """Every violation of the gesture (athlete) and of the plan (athlete, bench, firmware).
 
-    ``torque_gain`` is the mode's :attr:`~controller.modes.ModeSettings.torque_gain`: the
-    athlete must produce (1 − torque_gain) times the gesture's torque.
+    ``torque_gain`` is the bench's share of the gesture's torque
+    (:attr:`~controller.modes.ModeSettings.torque_gain`): the athlete must produce the rest,
+    (1 − torque_gain) times the torque the gesture needs at the played pace (``plan.need_nm``).
     """
-    gesture_series = {
-        "angle": gesture.angle_rad,
-        "velocity": gesture.velocity_rad_s,
-        "athlete torque": gesture.torque_nm * (1.0 - torque_gain),
-    }
+    gesture_series = {"angle": gesture.angle_rad}
     plan_series = {
         "angle": plan.position_rad,
         "velocity": plan.velocity_rad_s,
@@ -205,16 +220,19 @@ def preflight(
         "angle rate": rate_of_change(plan.t_s, plan.position_rad),
         "torque rate": rate_of_change(plan.t_s, plan.torque_nm),
     }
-    athlete = athlete_limits(bench)
-    return check_series("file", gesture.t_s, gesture_series, athlete) + (
-        check_series("stream", plan.t_s, plan_series, athlete + bench_limits(bench, firmware))
+    if plan.need_nm is not None:
+        plan_series["athlete torque"] = plan.need_nm * (1.0 - torque_gain)
+    limits = athlete_limits(athlete)
+    return check_series("file", gesture.t_s, gesture_series, limits) + (
+        check_series("stream", plan.t_s, plan_series, limits + bench_limits(bench, firmware))
     )
 
 
 def require_clear(gesture: Gesture, plan: Plan, bench: Bench,
-                  firmware: FirmwareLimits | None = None, torque_gain: float = 0.0) -> None:
+                  firmware: FirmwareLimits | None = None, torque_gain: float = 0.0,
+                  athlete: AthleteProfile = DEFAULT_PROFILE) -> None:
     """Raise :class:`PreflightError` (naming every violation) unless within limits."""
-    violations = preflight(gesture, plan, bench, firmware, torque_gain)
+    violations = preflight(gesture, plan, bench, firmware, torque_gain, athlete)
     if violations:
         quantities = sorted({f"{v.quantity} ({v.source})" for v in violations})
         raise PreflightError(

@@ -17,6 +17,8 @@ from bemore.synthesis.results import Profiles, SynthesisResult
 
 SETPOINT_FORMAT = "bemore-setpoints 1"
 SETPOINT_COLUMNS = ("t_s", "shoulder_angle_rad", "shoulder_velocity_rad_s", "shoulder_torque_nm")
+# optional last column (slow motion: controller.modes.paced_torque)
+STATIC_TORQUE_COLUMN = "shoulder_static_torque_nm"
 PROFILE_COLUMNS = (
     "t_s",
     "shoulder_angle_rad",
@@ -58,7 +60,8 @@ def write_setpoints(
     """Write the ``bemore-setpoints 1`` file that ``bemore drive`` plays.
 
     One row per sample of ``profiles`` (which must be sampled at ``rate_hz`` from 0 s): time (s),
-    per-shoulder angle (rad), velocity (rad/s) and torque (N·m, half the total). The header holds
+    per-shoulder angle (rad), velocity (rad/s) and torque (N·m, half the total), and when known
+    its static (gravity) part (N·m, per shoulder; for slow motion). The header holds
     the per-shoulder absolute peak values in degrees and N·m. Returns the path written.
     """
     t = np.asarray(profiles.t_s, float)
@@ -75,9 +78,15 @@ def write_setpoints(
     }
     metadata.update(extra or {})
     lines = [f"# {key}: {value}" for key, value in metadata.items()]
-    lines.append(",".join(SETPOINT_COLUMNS))
-    table = np.column_stack([t, profiles.angle_rad, profiles.velocity_rad_s, torque])
-    body = [f"{row[0]:.6f},{row[1]:.10g},{row[2]:.10g},{row[3]:.10g}" for row in table.tolist()]
+    columns = [t, profiles.angle_rad, profiles.velocity_rad_s, torque]
+    names = list(SETPOINT_COLUMNS)
+    if profiles.static_torque_per_shoulder_nm is not None:
+        columns.append(profiles.static_torque_per_shoulder_nm)
+        names.append(STATIC_TORQUE_COLUMN)
+    lines.append(",".join(names))
+    table = np.column_stack(columns)
+    body = [f"{row[0]:.6f}," + ",".join(f"{value:.10g}" for value in row[1:])
+            for row in table.tolist()]
     path = Path(path)
     path.write_text("\n".join(lines + body) + "\n", encoding="utf-8")
     return path
@@ -133,9 +142,9 @@ PLOTS = (
     ),
     (
         "shoulder_torque.png",
-        "Shoulder flexion torque (both shoulders; one takes half)",
-        "torque (N·m)",
-        lambda p: p.torque_total_nm,
+        "Shoulder flexion torque, per shoulder",
+        "torque per shoulder (N·m)",
+        lambda p: p.torque_per_shoulder_nm,
     ),
     (
         "rotation_about_bar.png",
@@ -146,8 +155,21 @@ PLOTS = (
 )
 
 
-def write_plots(folder: Path, profiles: Profiles, flexion_end_time_s: float) -> list[Path]:
-    """One PNG per profile (the seed's Figures 35–40) plus the bar displacement; returns paths."""
+TORQUE_PLOT = "shoulder_torque.png"
+LIMIT_STYLES = ("tab:red", "tab:orange", "tab:purple")
+
+
+def write_plots(
+    folder: Path,
+    profiles: Profiles,
+    flexion_end_time_s: float,
+    limits: dict[str, float] | None = None,
+) -> list[Path]:
+    """One PNG per profile (the seed's Figures 35–40) plus the bar displacement; returns paths.
+
+    ``limits`` (label → N·m per shoulder, e.g. the athlete's and the bench's) are drawn as
+    ±limit lines on the torque plot, which is per shoulder like the console and setpoints.csv.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -159,6 +181,14 @@ def write_plots(folder: Path, profiles: Profiles, flexion_end_time_s: float) -> 
         figure, axes = plt.subplots(figsize=(6.4, 3.6))
         axes.plot(profiles.t_s, values(profiles), color="tab:blue")
         axes.axvline(flexion_end_time_s, color="grey", linestyle=":", label="t_flexmax")
+        if name == TORQUE_PLOT:
+            if profiles.static_torque_per_shoulder_nm is not None:
+                axes.plot(profiles.t_s, profiles.static_torque_per_shoulder_nm, color="tab:green",
+                          linewidth=1, label="of which gravity (slow-motion floor)")
+            for (what, value), color in zip((limits or {}).items(), LIMIT_STYLES, strict=False):
+                axes.axhline(value, color=color, linestyle="--", linewidth=1,
+                             label=f"{what} limit ±{value:g} N·m")
+                axes.axhline(-value, color=color, linestyle="--", linewidth=1)
         axes.set(title=title, xlabel="time (s)", ylabel=label)
         axes.grid(alpha=0.3)
         axes.legend(loc="best")

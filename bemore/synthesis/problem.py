@@ -382,6 +382,21 @@ class GestureProblem:
 
     # ------------------------------------------------------------------ outputs
 
+    def static_torque(self, free_q: np.ndarray, angle_rad: np.ndarray) -> np.ndarray:
+        """Static shoulder torque (F,) N·m, both shoulders, at configurations (free q (F, n_free),
+        shoulder angle (F,)): inverse dynamics with zero velocities and accelerations (gravity).
+
+        The spring-dampers act on the free coordinates only, so the shoulder row of the inverse
+        dynamics along any pace of the same path is τ_static + pace²·(τ − τ_static): velocity
+        products and accelerations both scale with pace² (``bemore drive --speed``).
+        """
+        q = np.column_stack([free_q, angle_rad])
+        zero = np.zeros(q.shape[1])
+        return np.array([
+            self.model.mass_matrix_and_inverse_dynamics(self.P[:1], row, zero, zero)[1][-1]
+            for row in q
+        ])
+
     def profiles(self, x: np.ndarray, rate_hz: float = 1000.0, substeps: int = 2) -> Profiles:
         """Every profile of design x sampled at ``rate_hz`` from 0 to the first sample ≥ t_f.
 
@@ -407,6 +422,7 @@ class GestureProblem:
         names = self.model.point_names
         order = [name for name in ("toe", "hip", "shoulder", "bar") if name in names]
         return Profiles(
+            static_torque_total_nm=self.static_torque(q, kin[0]),
             t_s=t,
             angle_rad=kin[0],
             velocity_rad_s=kin[1],
