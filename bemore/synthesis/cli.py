@@ -183,6 +183,12 @@ def difference_sentence(
     help="Lump the body with the athlete's identified trunk mass and CoMs, or with the "
     "segment table's (only the bar and shoulder springs identified, DESIGN §1.3).",
 )
+@click.option(
+    "--accept-poor-fit",
+    is_flag=True,
+    help="Synthesize for an athlete whose identification was poor or interrupted (refused "
+    "otherwise); gesture.json records it.",
+)
 @click.option("--no-animation", is_flag=True, help="Skip the animated GIF (saves ≈ 1.5 s).")
 @click.option(
     "--dask",
@@ -212,6 +218,7 @@ def synthesize_command(
     profile_path: Path | None,
     bench_config: Path | None,
     segments: str,
+    accept_poor_fit: bool,
     no_animation: bool,
     dask_address: str | None,
     out_dir: Path,
@@ -251,7 +258,7 @@ def synthesize_command(
     profile = load_profile(profile_path) if profile_path else DEFAULT_PROFILE
     bench = load_bench(bench_config)
     athlete = (
-        load_athlete(athlete_json, identification)
+        load_athlete(athlete_json, identification, accept_poor_fit)
         if athlete_json
         else default_parameters(identification)
     )
