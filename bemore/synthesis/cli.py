@@ -395,8 +395,10 @@ def _lowest_peak_line(
         if position <= 1e-3 or position >= 1 - 1e-3
     ]
     where = (
-        f"; at that gesture {', '.join(at_bounds)} sits on its bound in "
-        f"{config_path or 'configs/synthesis.toml'}: widening it may lower the peak"
+        f"; at that gesture {' and '.join(at_bounds)} "
+        f"{'is on its bound' if len(at_bounds) == 1 else 'are on their bounds'} in "
+        f"{config_path or 'configs/synthesis.toml'}: widening "
+        f"{'it' if len(at_bounds) == 1 else 'them'} may lower the peak"
         if at_bounds else ""
     )
     return (
