@@ -71,8 +71,14 @@ def _run(run, log: Path, window=None) -> None:
         click.echo(result.message)
         raise SystemExit(result.exit_code)
     if not result.ok:
-        # the bench is already in a safe state: report why the session ended
-        error = BenchError(result.message)
+        # the bench is already in a safe state: report why the session ended; a firmware fault
+        # is attributed from the log exactly as `bemore replay` does (e.g. a stalled host)
+        message = result.message
+        if result.reason == "fault" and Path(log).exists():
+            from controller.replay import summarise_file
+
+            message += summarise_file(log).fault_cause()
+        error = BenchError(message)
         error.exit_code = result.exit_code
         raise error
     click.echo(result.message)

@@ -75,6 +75,9 @@ def drive(
             device, simulated):
         header = session_header(gesture, settings, bench, device, simulated is not None)
         header["athlete_profile"] = athlete.to_dict()
+        header["shares"] = {"athlete": settings.athlete_share, "bench": settings.torque_gain}
+        if simulated is not None:
+            header["simulated_athlete"] = simulated.config.athlete.model_dump()
         dump_writer = DumpWriter(dump) if dump is not None else None
         with LogWriter(log_path, header) as log, contextlib.ExitStack() as closing:
             if dump_writer is not None:
@@ -87,12 +90,16 @@ def drive(
                 session.check_start(plan)
                 with view(session) if view is not None else contextlib.nullcontext():
                     session.arm()
-                    return session.stream(plan)
+                    result = session.stream(plan)
             except BenchError as error:
                 log.event("error", str(error))
                 raise
             finally:
                 session.close()
+            # the link is closed: every frame is in the log, including those that came after
+            # the stream ended (DISARM's confirmation), so the summary counts what replay counts
+            result.telemetry, result.firmware_late = session.counts()
+            return result
 
 
 def session_header(gesture: Gesture, settings: ModeSettings, bench: Bench, port: str,

@@ -39,7 +39,7 @@ class Summary:
     tracking_max_deg: float
     peak_commanded_torque_nm: float
     peak_measured_torque_nm: float
-    deadline_misses: int
+    deadline_misses: int  # by the host: sends later than due − 1 ms (controller.scheduler)
     late_sends: int
     skipped: int
     period_error_p50_ms: float
@@ -50,13 +50,19 @@ class Summary:
     firmware_counters: dict = field(default_factory=dict)
     end: str = ""
     truncated: bool = False
+    firmware_deadline_misses: int = 0  # setpoints that reached the firmware after their due tick
+    miss_threshold_ms: float = 0.0
+    longest_send_gap_ms: float = 0.0  # the host's longest silence between two sends
+    shares: dict = field(default_factory=dict)  # athlete's and bench's share of the torque
+    simulated_athlete: dict = field(default_factory=dict)
+    watchdog_ms: float = 0.0
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
         return asdict(self)
 
     def lines(self) -> list[str]:
-        """Human-readable report."""
+        """Human-readable report (the same counts, named the same way, as ``bemore drive``)."""
         return [
             f"session     {self.log}  ({self.start_utc}, firmware {self.firmware})",
             f"gesture     {self.gesture}  (athlete: {self.athlete}, mode: {self.mode})",
@@ -65,15 +71,48 @@ class Summary:
             f"tracking    RMS {self.tracking_rms_deg:.3f} deg, max {self.tracking_max_deg:.3f} deg",
             f"torque      peak commanded {self.peak_commanded_torque_nm:.1f} N·m, peak measured "
             f"{self.peak_measured_torque_nm:.1f} N·m",
-            f"timing      {self.deadline_misses} deadline misses, {self.late_sends} sends more "
-            f"than a period late, {self.skipped} slots skipped; period error p50 "
+            *self.torque_explanation(),
+            f"timing      deadline misses: {self.firmware_deadline_misses} at the firmware (after "
+            f"their due tick), {self.deadline_misses} by the host (sends > "
+            f"{self.miss_threshold_ms:g} ms late); {self.late_sends} sends more than a period "
+            f"late, {self.skipped} slots skipped; period error p50 "
             f"{self.period_error_p50_ms:.3f} ms, p99 {self.period_error_p99_ms:.3f} ms, max "
-            f"{self.period_error_max_ms:.3f} ms",
-            f"faults      {', '.join(self.faults) or 'none'}",
+            f"{self.period_error_max_ms:.3f} ms; longest host silence "
+            f"{self.longest_send_gap_ms:.1f} ms",
+            f"faults      {', '.join(self.faults) or 'none'}{self.fault_cause()}",
             f"limit flags {', '.join(self.limit_flags) or 'none'}",
             "firmware    " + ", ".join(f"{k} {v}" for k, v in self.firmware_counters.items()),
             f"end         {self.end}",
         ]
+
+    def torque_explanation(self) -> list[str]:
+        """Why commanded and measured torques differ, from the mode's shares (and the simulated
+        athlete's settings on a dry run)."""
+        if not self.shares:
+            return []
+        athlete, bench = self.shares["athlete"], self.shares["bench"]
+        text = (f"            commanded = the bench's share ({bench:.0%}) of the torque the "
+                f"gesture needs, the athlete gives {athlete:.0%}; measured = the motor's "
+                "torque: that feed-forward plus the position loop's correction, i.e. what the "
+                "athlete gave less than her share and the axis' own inertia and friction")
+        lines = [text]
+        if self.simulated_athlete:
+            sim = self.simulated_athlete
+            lines.append(f"            (simulated athlete: effort noise "
+                         f"{sim.get('effort_noise', 0):.0%} RMS, fatigue "
+                         f"{sim.get('fatigue_per_rep', 0):.0%} per repetition)")
+        return lines
+
+    def fault_cause(self) -> str:
+        """' (the host sent nothing for 63 ms: …)' when a WATCHDOG fault follows a host silence
+        longer than the firmware's watchdog, else ''."""
+        if "WATCHDOG" not in self.faults or not self.watchdog_ms:
+            return ""
+        if self.longest_send_gap_ms >= self.watchdog_ms:
+            return (f" (the host sent nothing for {self.longest_send_gap_ms:.0f} ms, longer than "
+                    f"the {self.watchdog_ms:g} ms watchdog: a stalled host)")
+        return (f" (the host's longest silence was {self.longest_send_gap_ms:.0f} ms, within the "
+                f"{self.watchdog_ms:g} ms watchdog: not a stalled host)")
 
 
 def tracking_errors(log: SessionLog) -> tuple[np.ndarray, np.ndarray]:
@@ -128,7 +167,15 @@ def summarise(log: SessionLog) -> Summary:
         stop = _event(log, "stop")
         end = ("no end record: the host stopped abruptly (killed or crashed)"
                + (f" after '{stop['message']}'" if stop else ""))
+    gaps = np.diff(sp["host_time"]) * 1e3 if sp["k"].size > 1 else np.zeros(1)
+    bench = log.header.get("bench", {})
     return Summary(
+        firmware_deadline_misses=counters.get("late_setpoints", 0),
+        miss_threshold_ms=float(streaming.get("miss_threshold_ms", 0.0)) if streaming else 0.0,
+        longest_send_gap_ms=float(gaps.max()),
+        shares=dict(log.header.get("shares", {})),
+        simulated_athlete=dict(log.header.get("simulated_athlete") or {}),
+        watchdog_ms=float(bench.get("streaming", {}).get("watchdog_ms", 0.0)),
         log=log.path,
         athlete=str(log.header.get("athlete", "")),
         gesture=str(log.header.get("gesture", "")),

@@ -87,7 +87,11 @@ class SessionResult:
 
 @dataclass
 class Status:
-    """Snapshot for the live view (SI units; NaN before the first value)."""
+    """Snapshot for the live view (SI units; NaN before the first value).
+
+    ``t_s``, the commanded columns, the measured ones and the tracking error are all for the
+    instant of the latest telemetry frame (the setpoint in force then), not the latest sent.
+    """
 
     t_s: float = 0.0
     commanded_rad: float = math.nan
@@ -139,6 +143,7 @@ class Session:
         self._fault_baseline: tuple[int, int] | None = None
         self._commanded_time = [-1] * COMMANDED_RING
         self._commanded_position = [0] * COMMANDED_RING
+        self._commanded_torque = [0] * COMMANDED_RING
         self._sent_fields: list[dict[str, int]] = []  # setpoints sent, by slot, until the stop
         self._last_send_ns = 0  # perf_counter_ns of the last SETPOINT written
         self._armed = False
@@ -335,10 +340,7 @@ class Session:
         """Bookkeeping of a setpoint just sent: log, tracking reference, live status."""
         self.log.setpoint(send_ns * 1e-9, k=k, seq=seq, rep=rep, **fields)
         self._remember(fields)
-        status = self.status
-        status.t_s = fields["time_ms"] * 1e-3
-        status.commanded_rad = fields["position_urad"] * 1e-6
-        status.commanded_torque_nm = fields["torque_mNm"] * 1e-3
+        status = self.status  # the commanded columns follow the telemetry (_on_telemetry)
         status.rep = rep
         status.sent += 1
         status.misses = self.scheduler.misses
@@ -349,6 +351,7 @@ class Session:
         slot = fields["time_ms"] % COMMANDED_RING
         self._commanded_time[slot] = fields["time_ms"]
         self._commanded_position[slot] = fields["position_urad"]
+        self._commanded_torque[slot] = fields["torque_mNm"]
 
     def _commanded(self, time_ms: int) -> int | None:
         """Commanded position (µrad) of the setpoint of stream time ``time_ms``, if recent."""
@@ -520,6 +523,11 @@ class Session:
         except BenchError as error:
             self.log.event("not drained", str(error))
 
+    def counts(self) -> tuple[int, int]:
+        """(telemetry frames received and logged, the firmware's late setpoints) so far; after
+        :meth:`close` these are final and equal what ``bemore replay`` finds in the log."""
+        return self._telemetry_count, self._firmware_late()
+
     def _firmware_late(self) -> int:
         """The firmware's late-setpoint count over the session (telemetry), -1 if unknown."""
         if self._fault_baseline is None or self._latest is None:
@@ -557,6 +565,11 @@ class Session:
             return
         commanded = self._commanded(fields["setpoint_time_ms"])
         if commanded is not None:
+            # the live view's columns are all for this frame's instant: the setpoint in force
+            slot = fields["setpoint_time_ms"] % COMMANDED_RING
+            status.t_s = fields["setpoint_time_ms"] * 1e-3
+            status.commanded_rad = commanded * 1e-6
+            status.commanded_torque_nm = self._commanded_torque[slot] * 1e-3
             error = (fields["position_urad"] - commanded) * 1e-6
             status.tracking_error_rad = error
             limit = math.radians(self.bench.streaming.max_tracking_error_deg)

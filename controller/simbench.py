@@ -187,10 +187,12 @@ def build_simbench() -> Path:
 class SimulatedBench:
     """A running simulated bench; open ``port`` with pyserial. Use as a context manager."""
 
-    def __init__(self, process: subprocess.Popen, port: str):
+    def __init__(self, process: subprocess.Popen, port: str,
+                 config: SimBenchConfig | None = None):
         self.process = process
         self.port = port
         self.stats = ""
+        self.config = config or SimBenchConfig()
 
     def command(self, line: str) -> None:
         """Run-time fault injection: ``"estop on|off"``, ``"driver on|off"``, ``"stall MS"``,
@@ -281,4 +283,4 @@ def start_simulated_bench(config: Path | SimBenchConfig | None = None,
         _, err = process.communicate()
         why = err.decode(errors="replace").strip() or f"no pty path within {timeout_s} s"
         raise BenchError(f"{binary}: the simulated bench did not start: {why}")
-    return SimulatedBench(process, line)
+    return SimulatedBench(process, line, config)

@@ -1,0 +1,119 @@
+"""One truth in the reports: drive's summary and replay agree on every count, the live view's
+columns are for one instant, a fault after a stalled host says so; the simulated athlete."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bemore.settings import load_bench
+from controller.drive import drive
+from controller.log import LogWriter, read_log
+from controller.modes import ModeSettings, build_plan
+from controller.replay import summarise
+from controller.scheduler import miss_threshold_ns
+from controller.session import Session
+from controller.simbench import AthleteSection, athlete_effort, start_simulated_bench
+from tests.controller.gestures import make_gesture
+from tests.controller.test_deadlines import STALL_SLOT, StallingScheduler
+
+
+def test_drive_and_replay_agree_on_every_count(setpoint_file, tmp_path):
+    log = tmp_path / "s.jsonl"
+    result = drive(setpoint_file, log, ModeSettings(mode="assistive", load_pct=60.0, reps=2,
+                                                    rest_s=0.2))
+    assert result.ok, result.message
+    summary = summarise(read_log(log))
+    assert summary.setpoints_sent == result.sent
+    assert summary.telemetry_frames == result.telemetry
+    assert summary.firmware_deadline_misses == result.firmware_late
+    assert summary.deadline_misses == result.timing["deadline_misses"]
+    assert summary.late_sends == result.timing["late_sends"]
+    assert summary.shares == {"athlete": pytest.approx(0.4), "bench": pytest.approx(0.6)}
+    text = "\n".join(summary.lines())
+    assert (f"deadline misses: {result.firmware_late} at the firmware (after their due tick), "
+            f"{result.timing['deadline_misses']} by the host") in text
+
+
+def test_the_live_view_columns_are_for_one_instant(setpoint_file, tmp_path):
+    settings = ModeSettings(mode="assistive", load_pct=50.0)
+    plan = build_plan(make_gesture(), settings)
+    seen = []
+
+    class Recorder:
+        def __init__(self, session):
+            self.session = session
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *args):
+            seen.append(self.session.status)
+
+    result = drive(setpoint_file, tmp_path / "s.jsonl", settings, view=Recorder)
+    assert result.ok, result.message
+    (status,) = seen
+    k = round(status.t_s * 1000)  # the setpoint in force at the last telemetry frame
+    assert status.commanded_rad == pytest.approx(plan.position_rad[k], abs=1e-9)
+    assert status.commanded_torque_nm == pytest.approx(plan.torque_nm[k], abs=1e-9)
+    assert status.tracking_error_rad == pytest.approx(
+        status.measured_rad - status.commanded_rad, abs=1e-9)
+
+
+def test_a_watchdog_fault_after_a_stalled_host_says_so(tmp_path):
+    # the host stops sending for 150 ms: the firmware's queue runs dry 20 ms (lead) later and
+    # its 50 ms watchdog trips; the log tells how long the host was silent
+    settings = ModeSettings(mode="guided", rate_hz=1000.0, ramp_down_s=0.3)
+    plan = build_plan(make_gesture(duration_s=1.0, peak_deg=30.0), settings)
+    bench = load_bench()
+    log_path = tmp_path / "session.jsonl"
+    header = {"bench": bench.model_dump(), "settings": {"mode": "guided", "rate_hz": 1000.0}}
+    with start_simulated_bench() as simulated, LogWriter(log_path, header) as log:
+        session = Session(simulated.port, bench, log, settings)
+        try:
+            session.connect()
+            session.arm()
+            scheduler = StallingScheduler(1_000_000, miss_threshold_ns(20_000_000))
+            scheduler.stall_s = 0.150
+            result = session.stream(plan, scheduler)
+        finally:
+            session.close()
+    assert result.reason == "fault" and "WATCHDOG" in result.message
+    summary = summarise(read_log(log_path))
+    assert summary.faults == ["WATCHDOG"]
+    assert 150.0 <= summary.longest_send_gap_ms < 400.0
+    cause = summary.fault_cause()
+    assert cause.startswith(f" (the host sent nothing for {summary.longest_send_gap_ms:.0f} ms")
+    assert cause.endswith("a stalled host)")
+    sent = read_log(log_path).setpoints
+    assert STALL_SLOT in sent["k"].tolist()
+
+
+def test_the_simulated_athlete_gives_her_share_with_noise_and_fatigue():
+    settings = ModeSettings(mode="assistive", load_pct=40.0, reps=3, rest_s=0.5)
+    plan = build_plan(make_gesture(), settings)
+    athlete = AthleteSection(effort_noise=0.05, effort_time_s=0.2, fatigue_per_rep=0.1, seed=4)
+    effort = athlete_effort(plan, athlete)
+    for rep in (1, 2, 3):
+        mean = effort[plan.rep == rep].mean()
+        assert mean == pytest.approx(0.9 ** (rep - 1), abs=0.05)  # fatigue 10 % per repetition
+    noise = effort[plan.rep == 1] - 1.0
+    assert 0.01 < noise.std() < 0.1  # 5 % RMS, correlated over 0.2 s: a few independent draws
+    assert np.array_equal(effort, athlete_effort(plan, athlete))  # seeded
+
+
+def test_a_dry_run_shows_the_athletes_shortfall_in_the_measured_torque(setpoint_file, tmp_path):
+    # passive: she gives nothing, the bench everything; guided: she gives everything (with
+    # noise), the bench only corrects. The measured motor torque follows that split.
+    peaks = {}
+    for mode in ("passive", "guided"):
+        log = tmp_path / f"{mode}.jsonl"
+        result = drive(setpoint_file, log, ModeSettings(mode=mode))
+        assert result.ok, result.message
+        peaks[mode] = summarise(read_log(log)).peak_measured_torque_nm
+    need = np.abs(make_gesture().torque_nm).max()  # 26.5 N·m
+    # the motor also moves the axis itself (1 kg·m², friction: ~10 N·m on this gesture)
+    assert need < peaks["passive"] < need + 15.0
+    assert math.isfinite(peaks["guided"]) and peaks["guided"] < peaks["passive"] - 0.5 * need
