@@ -218,7 +218,10 @@ def _mode_text(settings: dict) -> str:
 
 
 def plot(log: SessionLog, folder: str | Path) -> list[Path]:
-    """Commanded vs measured angle and torque, and the tracking error: PNG files in ``folder``."""
+    """The session's plots in ``folder``: ``tracking.png`` (angles, both shares of the torque
+    against their limits, tracking error; repetitions shaded, stop and faults marked; mode,
+    load and speed in the title) and ``summary.png`` (one page: the replay summary and the
+    torque plot)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -229,28 +232,106 @@ def plot(log: SessionLog, folder: str | Path) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise DataError(f"{folder}: cannot create the plot folder ({error})") from None
-    sp, tm = log.setpoints, log.telemetry
-    figure, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
-    axes[0].plot(sp["host_time"], np.degrees(sp["position_urad"] * 1e-6), label="commanded")
-    axes[0].plot(tm["host_time"], np.degrees(tm["position_urad"] * 1e-6), label="measured")
-    axes[0].set_ylabel("shoulder angle (deg)")
-    axes[1].plot(sp["host_time"], sp["torque_mNm"] * 1e-3, label="commanded feed-forward")
-    axes[1].plot(tm["host_time"], tm["torque_mNm"] * 1e-3, label="measured")
-    axes[1].set_ylabel("torque (N·m)")
+    summary = summarise(log)
+    figure, axes = plt.subplots(3, 1, figsize=(10, 8.5), sharex=True)
+    _angle_panel(axes[0], log)
+    _torque_panel(axes[1], log, summary)
     host_time, errors = tracking_errors(log)
-    axes[2].plot(host_time, np.degrees(errors))
+    axes[2].plot(host_time, np.degrees(errors), color="tab:purple")
     axes[2].set_ylabel("tracking error (deg)")
     axes[2].set_xlabel("host time (s)")
-    for axis in axes[:2]:
-        axis.legend(loc="upper right")
     for axis in axes:
+        _mark_session(axis, log)
         axis.grid(True, alpha=0.3)
-    figure.suptitle(f"{log.header.get('gesture', '')} — {Path(log.path).name}")
+    figure.suptitle(_title(log, summary))
     figure.tight_layout()
-    path = folder / "tracking.png"
-    figure.savefig(path, dpi=100)
+    tracking = folder / "tracking.png"
+    figure.savefig(tracking, dpi=100)
     plt.close(figure)
-    return [path]
+
+    figure = plt.figure(figsize=(8.27, 11.69))  # one A4 page
+    figure.suptitle(_title(log, summary), y=0.985, fontsize=10)
+    text = "\n".join(_wrapped(summary.lines(), 100))
+    figure.text(0.05, 0.945, text, family="monospace", fontsize=7, va="top")
+    upper = figure.add_axes((0.1, 0.37, 0.85, 0.2))
+    _angle_panel(upper, log)
+    lower = figure.add_axes((0.1, 0.06, 0.85, 0.27), sharex=upper)
+    _torque_panel(lower, log, summary)
+    for axis in (upper, lower):
+        _mark_session(axis, log)
+        axis.grid(True, alpha=0.3)
+    lower.set_xlabel("host time (s)")
+    page = folder / "summary.png"
+    figure.savefig(page, dpi=100)
+    plt.close(figure)
+    return [tracking, page]
+
+
+def _wrapped(lines: list[str], width: int) -> list[str]:
+    """``lines`` folded at ``width`` characters (continuations indented like the values)."""
+    import textwrap
+
+    out = []
+    for line in lines:
+        out += textwrap.wrap(line, width, subsequent_indent=" " * 12) or [""]
+    return out
+
+
+def _title(log: SessionLog, summary: Summary) -> str:
+    """'gesture — mode assistive 60 %, speed 1, reps 2 — log name'."""
+    return f"{log.header.get('gesture', '')}\nmode {summary.mode} — {Path(log.path).name}"
+
+
+def _angle_panel(axis, log: SessionLog) -> None:
+    sp, tm = log.setpoints, log.telemetry
+    axis.plot(sp["host_time"], np.degrees(sp["position_urad"] * 1e-6), label="commanded")
+    axis.plot(tm["host_time"], np.degrees(tm["position_urad"] * 1e-6), label="measured")
+    axis.set_ylabel("shoulder angle (deg)")
+    axis.legend(loc="upper right", fontsize=8)
+
+
+def _torque_panel(axis, log: SessionLog, summary: Summary) -> None:
+    """The bench's share (commanded feed-forward) and the athlete's, each against its limit,
+    and the measured motor torque."""
+    sp, tm = log.setpoints, log.telemetry
+    commanded = sp["torque_mNm"] * 1e-3
+    axis.plot(sp["host_time"], commanded, color="tab:blue", label="bench's share (commanded)")
+    axis.plot(tm["host_time"], tm["torque_mNm"] * 1e-3, color="tab:orange", linewidth=1,
+              label="measured (motor)")
+    bench = log.header.get("bench", {}).get("limits", {}).get("max_torque_nm")
+    if bench:
+        for sign in (1, -1):
+            axis.axhline(sign * bench, color="tab:blue", linestyle="--", linewidth=1,
+                         label="bench limit" if sign > 0 else None)
+    shares = summary.shares
+    if shares and shares.get("bench"):
+        athlete = commanded * shares["athlete"] / shares["bench"]
+        axis.plot(sp["host_time"], athlete, color="tab:green",
+                  label=f"athlete's share ({shares['athlete']:.0%})")
+    profile = log.header.get("athlete_profile", {})
+    if profile.get("shoulder_torque_limit_Nm") and shares.get("athlete", 0) > 0:
+        limit = profile["shoulder_torque_limit_Nm"]
+        for sign in (1, -1):
+            axis.axhline(sign * limit, color="tab:green", linestyle="--", linewidth=1,
+                         label="athlete's limit" if sign > 0 else None)
+    axis.set_ylabel("torque per shoulder (N·m)")
+    axis.legend(loc="upper right", fontsize=7, ncol=2)
+
+
+def _mark_session(axis, log: SessionLog) -> None:
+    """Repetitions shaded, the stop and the first frame of each fault marked."""
+    sp, tm = log.setpoints, log.telemetry
+    rep = sp["rep"]
+    for value in sorted(set(rep.tolist()) - {0, -1}):
+        times = sp["host_time"][rep == value]
+        if times.size and value % 2 == 1:
+            axis.axvspan(times[0], times[-1], color="grey", alpha=0.08)
+    stop = _event(log, "stop")
+    if stop is not None and stop.get("reason") != "completed" and "host_time" in stop:
+        axis.axvline(stop["host_time"], color="tab:red", linestyle="-.", linewidth=1)
+    faults = np.flatnonzero(tm["fault"] != 0) if tm["host_time"].size else []
+    if len(faults):
+        axis.axvline(tm["host_time"][faults[0]], color="black", linestyle=":", linewidth=1.5)
 
 
 def summarise_file(path: str | Path) -> Summary:

@@ -246,6 +246,7 @@ def synthesize_command(
     from bemore.settings import load_bench
     from bemore.synthesis.outputs import (
         write_animation,
+        write_coach_plot,
         write_gesture_json,
         write_plots,
         write_profiles,
@@ -308,6 +309,12 @@ def synthesize_command(
             f"athlete ({profile.name})": profile.shoulder_torque_limit_Nm,
             "bench": bench.limits.max_torque_nm,
         },
+    )
+    write_coach_plot(
+        out_dir / "plots" / "coach_view.png",
+        profiles,
+        result.design.flexion_end_time_s,
+        _recorded_flexion(athlete_json),
     )
     if not no_animation:
         write_animation(out_dir / "gesture.gif", profiles)
@@ -372,6 +379,27 @@ def synthesize_command(
         f"wrote {out_dir}/gesture.json, profiles.csv, setpoints.csv, plots/"
         + ("" if no_animation else ", gesture.gif")
     )
+
+
+def _recorded_flexion(athlete_json: Path | None) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """(time s, shoulder flexion rad, source) of the trial the athlete's model was identified
+    from (athlete.json ``trial.source``), or None without one (the default athlete) or when the
+    file is no longer there."""
+    import json
+
+    if athlete_json is None:
+        return None
+    try:
+        source = json.loads(Path(athlete_json).read_text(encoding="utf-8"))["trial"]["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(source, str) or not Path(source).is_file():
+        return None
+    from bemore.trial import prepare_trial
+
+    trial = prepare_trial(source)
+    column = trial.driven_names.index("shoulder_flexion")
+    return trial.t, trial.driven_q[:, column], source
 
 
 def _lowest_peak_line(

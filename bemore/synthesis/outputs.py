@@ -209,6 +209,51 @@ def write_plots(
     return written
 
 
+def write_coach_plot(
+    path: Path,
+    profiles: Profiles,
+    flexion_end_time_s: float,
+    recorded: tuple[np.ndarray, np.ndarray, str] | None,
+) -> Path:
+    """The coach's view: the athlete's recorded shoulder flexion (from the trial her model came
+    from: (time s, angle rad, source)) beside the optimal gesture, on one time axis from the
+    start of the circle, with the key instants marked (start, maximal flexion, end)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 4.2))
+    angle = np.rad2deg(profiles.angle_rad)
+    axes.plot(profiles.t_s, angle, color="tab:blue", linewidth=2, label="optimal gesture")
+    peak = int(np.argmax(angle))
+    marks = [(profiles.t_s[peak], angle[peak], "tab:blue",
+              f"max flexion {angle[peak]:.0f}° at {profiles.t_s[peak]:.2f} s"),
+             (profiles.t_s[-1], angle[-1], "tab:blue", f"end {profiles.t_s[-1]:.2f} s")]
+    if recorded is not None:
+        t, recorded_rad, source = recorded
+        recorded_deg = np.rad2deg(recorded_rad)
+        axes.plot(t - t[0], recorded_deg, color="tab:orange", linewidth=2,
+                  label=f"her recorded circle ({Path(source).name})")
+        top = int(np.argmax(recorded_deg))
+        marks += [(t[top] - t[0], recorded_deg[top], "tab:orange",
+                   f"max flexion {recorded_deg[top]:.0f}° at {t[top] - t[0]:.2f} s"),
+                  (t[-1] - t[0], recorded_deg[-1], "tab:orange", f"end {t[-1] - t[0]:.2f} s")]
+    for x, y, color, text in marks:
+        axes.plot([x], [y], "o", color=color)
+        axes.annotate(text, (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8,
+                      color=color)
+    axes.axvline(flexion_end_time_s, color="grey", linestyle=":", linewidth=1)
+    axes.set(title="Shoulder flexion: what she did, what the optimal gesture does",
+             xlabel="time from the handstand (s)", ylabel="shoulder flexion (deg)")
+    axes.grid(alpha=0.3)
+    axes.legend(loc="upper right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return Path(path)
+
+
 def write_animation(path: Path, profiles: Profiles, fps: int = 25) -> Path:
     """Animated stick figure (GIF) of the gesture: the named points joined in order, bar at 0.
 

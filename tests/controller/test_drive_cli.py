@@ -66,6 +66,7 @@ def test_drive_then_replay_json_and_plot(setpoint_file, tmp_path):
     # the feed-forward is 20 % of the gesture's 26.5 N·m peak
     assert abs(summary["peak_commanded_torque_nm"] - 0.2 * 26.47) < 0.1
     assert (tmp_path / "p" / "tracking.png").stat().st_size > 10_000
+    assert (tmp_path / "p" / "summary.png").stat().st_size > 10_000  # the one-page summary
     # Without --stream, a replay only reads: nothing is sent to a bench, no new session log.
     assert not (tmp_path / "session.replay.jsonl").exists()
 
