@@ -16,7 +16,7 @@ import numpy as np
 
 from bemore.errors import DataError
 from controller.log import SessionLog, read_log
-from controller.modes import ModeSettings, Plan, stop_setpoints
+from controller.modes import TORQUE_SCALE, ModeSettings, Plan, stop_setpoints
 from controller.protocol import load_spec
 from controller.scheduler import timing_stats
 from controller.setpoints import Gesture
@@ -346,7 +346,8 @@ def replay_plan(log: SessionLog) -> tuple[Gesture, Plan, ModeSettings]:
     recorded stream times; slots the scheduler skipped in the original session are filled by
     linear interpolation between their neighbours. If the session was cut short, a
     controlled-stop ramp is appended. The returned
-    :class:`Gesture` is that stream, for the pre-flight's athlete check.
+    :class:`Gesture` is that stream, for the pre-flight's athlete check; the plan's ``need_nm``
+    (her share's base) is the feed-forward over the bench's share, unknown in guided mode.
     """
     sp = log.setpoints
     keep = sp["rep"] >= 0
@@ -371,9 +372,12 @@ def replay_plan(log: SessionLog) -> tuple[Gesture, Plan, ModeSettings]:
         columns["rep"] = np.append(columns["rep"], np.zeros(len(ramp), dtype=np.int64))
     count = columns["rep"].size
     period_s = 1.0 / settings.rate_hz
+    # the torque the gesture needed, where the bench's share tells it (not in guided mode)
+    gain = settings.torque_gain
+    need = columns["torque_mNm"] * TORQUE_SCALE / gain if gain else None
     plan = Plan(settings.rate_hz, np.round(np.arange(count) * period_s * 1000).astype(np.int64),
                 columns["position_urad"], columns["velocity_urad_s"], columns["torque_mNm"],
-                np.full(count, np.nan), columns["rep"])
+                np.full(count, np.nan), columns["rep"], need)
     gesture = Gesture(log.path, settings.rate_hz, np.arange(count) * period_s,
                       plan.position_rad, plan.velocity_rad_s, plan.torque_nm,
                       metadata={"athlete": str(log.header.get("athlete", "")),
