@@ -42,6 +42,7 @@ class Cell:
     speed: float
     loads: tuple[int, int] | None
     reason: str = ""
+    worst: Violation | None = None  # the violation ``reason`` names, if one
 
     @property
     def passes(self) -> bool:
@@ -69,12 +70,19 @@ def _violations(gesture: Gesture, bench: Bench, athlete: AthleteProfile,
     return preflight(gesture, plan, bench, firmware, settings.torque_gain, athlete)
 
 
-def _describe(violations: list[Violation]) -> str:
-    """The worst of ``violations`` (furthest beyond its limit, relatively), e.g.
+def _worst(violations: list[Violation]) -> Violation:
+    """The violation furthest beyond its limit (relatively)."""
+    return max(violations, key=lambda v: abs(v.value - v.limit) / max(abs(v.limit), 1e-9))
+
+
+def _refused(mode: str, speed: float, violations: list[Violation]) -> Cell:
+    """A cell where nothing passes, naming the worst violation, e.g.
     'athlete torque 191.7 N·m, limit 70.0 (athlete profile)'."""
-    worst = max(violations, key=lambda v: abs(v.value - v.limit) / max(abs(v.limit), 1e-9))
-    return (f"{worst.quantity} {worst.value:.1f} {worst.unit}, limit {worst.limit:.1f} "
-            f"({worst.source})")
+    if not violations:
+        return Cell(mode, speed, None, "no load passes")
+    worst = _worst(violations)
+    return Cell(mode, speed, None, f"{worst.quantity} {worst.value:.1f} {worst.unit}, limit "
+                f"{worst.limit:.1f} ({worst.source})", worst)
 
 
 def _bisect(ok, low: int, high: int, rising: bool) -> int | None:
@@ -112,8 +120,7 @@ def _cell(gesture: Gesture, bench: Bench, athlete: AthleteProfile,
     try:
         if mode not in LOADED_MODES:
             found = check(0.0)
-            return Cell(mode, speed, None if found else (0, 0),
-                        _describe(found) if found else "")
+            return _refused(mode, speed, found) if found else Cell(mode, speed, (0, 0))
         clear_of = {
             side: (lambda load, side=side: not any(v.quantity in side for v in check(load)))
             for side in (ATHLETE_SIDE, BENCH_SIDE)
@@ -135,7 +142,7 @@ def _cell(gesture: Gesture, bench: Bench, athlete: AthleteProfile,
             # the side that fails everywhere on its own, at the load the other side likes best
             probe = 100 if mode == "assistive" and low is None else 1
             found = check(probe)
-        return Cell(mode, speed, None, _describe(found) if found else "no load passes")
+        return _refused(mode, speed, found)
     except BemoreError as error:
         return Cell(mode, speed, None, str(error))
 
@@ -173,13 +180,24 @@ def format_window(cells: list[Cell], gesture: Gesture, athlete: AthleteProfile,
     for mode in MODES:
         row = [cell for cell in cells if cell.mode == mode]
         lines.append(f"{mode:<11}" + "".join(f"{cell.text():>14}" for cell in row))
-    reasons: dict[str, list[str]] = {}
     if any(cell.reason == NO_STATIC for cell in cells):
         lines.append(f"  speeds below 1: {NO_STATIC}; this file has none")
-    for cell in cells:
-        if not cell.passes and cell.reason != NO_STATIC:
-            reasons.setdefault(f"{cell.mode}: {cell.reason}", []).append(f"{cell.speed:g}")
-    for reason, speeds in reasons.items():
-        mode, _, why = reason.partition(": ")
-        lines.append(f"  {mode} at speed {', '.join(speeds)}: {why}")
+    for mode in MODES:
+        refused = [cell for cell in cells if cell.mode == mode and not cell.passes
+                   and cell.reason != NO_STATIC]
+        groups: dict[tuple, list[Cell]] = {}
+        for cell in refused:
+            worst = cell.worst
+            key = ((worst.quantity, worst.unit, abs(worst.limit), worst.source) if worst
+                   else (cell.reason,))
+            groups.setdefault(key, []).append(cell)
+        for key, group in groups.items():
+            speeds = ", ".join(f"{cell.speed:g}" for cell in group)
+            if len(key) == 1:
+                lines.append(f"  {mode} at speed {speeds}: {key[0]}")
+                continue
+            quantity, unit, limit, source = key
+            values = ", ".join(f"{abs(cell.worst.value):.1f}" for cell in group)
+            lines.append(f"  {mode}: {quantity} up to {values} {unit} at speed {speeds}; "
+                         f"limit {limit:.1f} ({source})")
     return "\n".join(lines)
