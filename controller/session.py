@@ -351,7 +351,7 @@ class Session:
         slot = fields["time_ms"] % COMMANDED_RING
         self._commanded_time[slot] = fields["time_ms"]
         self._commanded_position[slot] = fields["position_urad"]
-        self._commanded_torque[slot] = fields["torque_mNm"]
+        self._commanded_torque[slot] = fields.get("torque_mNm", 0)
 
     def _commanded(self, time_ms: int) -> int | None:
         """Commanded position (µrad) of the setpoint of stream time ``time_ms``, if recent."""

@@ -306,7 +306,7 @@ def synthesize_command(
         profiles,
         result.design.flexion_end_time_s,
         limits={
-            f"athlete ({profile.name})": profile.shoulder_torque_limit_Nm,
+            "athlete": profile.shoulder_torque_limit_Nm,
             "bench": bench.limits.max_torque_nm,
         },
     )

@@ -178,7 +178,7 @@ def write_plots(
     folder = _ensure_dir(folder)
     written = []
     for name, title, label, values in PLOTS:
-        figure, axes = plt.subplots(figsize=(6.4, 3.6))
+        figure, axes = plt.subplots(figsize=(6.4, 4.4 if name == TORQUE_PLOT else 3.6))
         axes.plot(profiles.t_s, values(profiles), color="tab:blue")
         axes.axvline(flexion_end_time_s, color="grey", linestyle=":", label="t_flexmax")
         if name == TORQUE_PLOT:
@@ -191,7 +191,10 @@ def write_plots(
                 axes.axhline(-value, color=color, linestyle="--", linewidth=1)
         axes.set(title=title, xlabel="time (s)", ylabel=label)
         axes.grid(alpha=0.3)
-        axes.legend(loc="best")
+        if name == TORQUE_PLOT:
+            axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=7)
+        else:
+            axes.legend(loc="best")
         figure.tight_layout()
         figure.savefig(folder / name, dpi=100)
         plt.close(figure)
@@ -247,7 +250,7 @@ def write_coach_plot(
     axes.set(title="Shoulder flexion: what she did, what the optimal gesture does",
              xlabel="time from the handstand (s)", ylabel="shoulder flexion (deg)")
     axes.grid(alpha=0.3)
-    axes.legend(loc="upper right")
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
