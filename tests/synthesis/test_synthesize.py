@@ -91,12 +91,18 @@ def test_command_finds_a_gesture_that_holds_every_constraint(tmp_path) -> None:
     # Outputs: setpoints at 1 kHz up to t_f, per-shoulder torque = half of the total.
     lines = (out / "setpoints.csv").read_text().splitlines()
     assert lines[0] == "# format: bemore-setpoints 1"
-    header = lines.index("t_s,shoulder_angle_rad,shoulder_velocity_rad_s,shoulder_torque_nm")
+    header = lines.index(
+        "t_s,shoulder_angle_rad,shoulder_velocity_rad_s,shoulder_torque_nm,"
+        "shoulder_static_torque_nm"
+    )
     rows = np.array([[float(cell) for cell in line.split(",")] for line in lines[header + 1 :]])
     assert rows[-1, 0] >= design.final_time_s and rows[-2, 0] < design.final_time_s
     profiles = np.genfromtxt(out / "profiles.csv", delimiter=",", names=True)
     np.testing.assert_allclose(rows[:, 3], profiles["torque_total_nm"] / 2, rtol=1e-8, atol=1e-8)
-    assert len(list((out / "plots").glob("*.png"))) == 7
+    # the static (gravity) part: at the handstand (arms overhead, at rest) it is the whole torque
+    assert rows[0, 4] == pytest.approx(rows[0, 3], abs=1e-6)
+    assert np.abs(rows[:, 4] - rows[:, 3]).max() > 10.0  # elsewhere the inertial terms count
+    assert len(list((out / "plots").glob("*.png"))) == 8  # the seed's figures and coach_view
     assert data["evaluations"] > 0 and data["elapsed_s"] > 0
 
 
