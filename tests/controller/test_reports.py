@@ -83,7 +83,7 @@ def test_a_watchdog_fault_after_a_stalled_host_says_so(tmp_path):
     assert result.reason == "fault" and "WATCHDOG" in result.message
     summary = summarise(read_log(log_path))
     assert summary.faults == ["WATCHDOG"]
-    assert 150.0 <= summary.longest_send_gap_ms < 400.0
+    assert summary.longest_send_gap_ms >= 150.0
     cause = summary.fault_cause()
     assert cause.startswith(f" (the host sent nothing for {summary.longest_send_gap_ms:.0f} ms")
     assert cause.endswith("a stalled host)")
