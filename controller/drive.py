@@ -82,7 +82,7 @@ def drive(
         with LogWriter(log_path, header) as log, contextlib.ExitStack() as closing:
             if dump_writer is not None:
                 closing.callback(dump_writer.close)
-            session = Session(device, bench, log, settings, dump=dump_writer)
+            session = Session(device, bench, log, settings, dump=dump_writer, athlete=athlete)
             try:
                 session.connect(clear_fault=clear_fault)
                 require_clear(gesture, plan, bench, session.firmware,

@@ -33,6 +33,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from bemore.errors import BenchError
+from bemore.profile import DEFAULT_PROFILE, AthleteProfile
 from bemore.settings import Bench
 from controller.dump import DumpWriter
 from controller.log import LogWriter
@@ -116,9 +117,11 @@ class Session:
 
     def __init__(self, port: str, bench: Bench, log: LogWriter, settings: ModeSettings,
                  telemetry_period_ms: int = TELEMETRY_PERIOD_MS,
-                 telemetry_timeout_s: float = TELEMETRY_TIMEOUT_S, dump: DumpWriter | None = None):
+                 telemetry_timeout_s: float = TELEMETRY_TIMEOUT_S, dump: DumpWriter | None = None,
+                 athlete: AthleteProfile = DEFAULT_PROFILE):
         self.port = port
         self.dump = dump
+        self.athlete = athlete  # her range of motion bounds the stop ramp too
         self.bench = bench
         self.log = log
         self.settings = settings
@@ -491,7 +494,7 @@ class Session:
         in_force = self._in_force(scheduler)
         self.log.event("flush", f"queue flushed; in force t {in_force['time_ms'] / 1000:.3f} s",
                        in_force_ms=in_force["time_ms"], last_sent_ms=last["time_ms"])
-        low, high = safe_angle_range(self.bench, self.firmware)
+        low, high = safe_angle_range(self.bench, self.firmware, self.athlete)
         ramp = stop_setpoints(in_force | {"time_ms": last["time_ms"]}, self.settings, low, high)
         self.log.event("ramp down", f"{len(ramp)} setpoints over "
                        f"{self.settings.ramp_down_s:g} s")
