@@ -560,6 +560,9 @@ class Session:
         status.state = self.spec.name_of("states", fields["state"])
         status.fault = self.spec.name_of("faults", fields["fault"])
         if not self._armed:
+            # nothing commanded now: no column of an earlier instant beside this measurement
+            status.commanded_rad = status.commanded_torque_nm = math.nan
+            status.tracking_error_rad = math.nan
             return
         if fields["state"] != self.spec.states["ARMED"]:
             what = f"fault {status.fault}" if status.fault != "NONE" else f"state {status.state}"

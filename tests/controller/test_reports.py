@@ -4,6 +4,7 @@ columns are for one instant, a fault after a stalled host says so; the simulated
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from bemore.settings import load_bench
 from controller.drive import drive
 from controller.log import LogWriter, read_log
 from controller.modes import ModeSettings, build_plan
+from controller.protocol import Message
 from controller.replay import summarise
 from controller.scheduler import miss_threshold_ns
 from controller.session import Session
@@ -37,29 +39,34 @@ def test_drive_and_replay_agree_on_every_count(setpoint_file, tmp_path):
             f"{result.timing['deadline_misses']} by the host") in text
 
 
-def test_the_live_view_columns_are_for_one_instant(setpoint_file, tmp_path):
-    settings = ModeSettings(mode="assistive", load_pct=50.0)
-    plan = build_plan(make_gesture(), settings)
-    seen = []
-
-    class Recorder:
-        def __init__(self, session):
-            self.session = session
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *args):
-            seen.append(self.session.status)
-
-    result = drive(setpoint_file, tmp_path / "s.jsonl", settings, view=Recorder)
-    assert result.ok, result.message
-    (status,) = seen
-    k = round(status.t_s * 1000)  # the setpoint in force at the last telemetry frame
-    assert status.commanded_rad == pytest.approx(plan.position_rad[k], abs=1e-9)
-    assert status.commanded_torque_nm == pytest.approx(plan.torque_nm[k], abs=1e-9)
-    assert status.tracking_error_rad == pytest.approx(
-        status.measured_rad - status.commanded_rad, abs=1e-9)
+def test_the_live_view_columns_are_for_one_instant(tmp_path):
+    """Telemetry names the setpoint in force; the view's t, cmd, τ cmd are that setpoint's (not
+    the last one sent, 20 ms further on), so err = meas − cmd on every row."""
+    with LogWriter(tmp_path / "log.jsonl", {"test": "view"}) as log:
+        session = Session("/dev/null", load_bench(), log, ModeSettings())
+        session._armed = True
+        for time_ms in range(100):  # sent up to 99 ms: 1 mrad and 10 mN·m per ms
+            session._remember({"time_ms": time_ms, "position_urad": 1000 * time_ms,
+                               "torque_mNm": 10 * time_ms})
+        fields = {"seq_echo": 0, "mcu_ticks": 500, "setpoint_time_ms": 79,
+                  "position_urad": 79_500, "velocity_urad_s": 0, "torque_mNm": 900, "state": 1,
+                  "fault": 0, "limit_flags": 0, "bad_frames": 0, "late_setpoints": 0,
+                  "seq_gaps": 0}
+        session._on_telemetry(Message("TELEMETRY", 0, fields), time.perf_counter())
+        status = session.status
+        assert status.t_s == pytest.approx(0.079)
+        assert status.commanded_rad == pytest.approx(0.079)  # in force, not the 0.099 sent
+        assert status.commanded_torque_nm == pytest.approx(0.79)
+        assert status.measured_rad == pytest.approx(0.0795)
+        assert status.tracking_error_rad == pytest.approx(
+            status.measured_rad - status.commanded_rad, abs=1e-12)
+        # disarmed: nothing is commanded, so no stale command beside the new measurement
+        session._armed = False
+        session._on_telemetry(Message("TELEMETRY", 1, fields | {"state": 0, "mcu_ticks": 510,
+                                                                "position_urad": 12_000}),
+                              time.perf_counter())
+        assert status.measured_rad == pytest.approx(0.012)
+        assert math.isnan(status.commanded_rad) and math.isnan(status.tracking_error_rad)
 
 
 def test_a_watchdog_fault_after_a_stalled_host_says_so(tmp_path):
