@@ -52,7 +52,7 @@ class Summary:
     truncated: bool = False
     firmware_deadline_misses: int = 0  # setpoints that reached the firmware after their due tick
     miss_threshold_ms: float = 0.0
-    longest_send_gap_ms: float = 0.0  # the host's longest silence between two sends
+    longest_send_gap_ms: float = 0.0  # the host's longest silence (see host_silence_ms)
     shares: dict = field(default_factory=dict)  # athlete's and bench's share of the torque
     simulated_athlete: dict = field(default_factory=dict)
     watchdog_ms: float = 0.0
@@ -132,6 +132,22 @@ def tracking_errors(log: SessionLog) -> tuple[np.ndarray, np.ndarray]:
     return np.array(host_time), np.array(errors)
 
 
+def host_silence_ms(log: SessionLog) -> float:
+    """The host's longest silence (ms): between two consecutive sends, or from the last send to
+    the first telemetry frame that reports a firmware fault (a host frozen until the fault
+    sends nothing more of its plan: that silence is the one the firmware's watchdog saw)."""
+    sp, tm = log.setpoints, log.telemetry
+    sends = sp["host_time"]
+    longest = float(np.diff(sends).max()) if sends.size > 1 else 0.0
+    faulted = np.flatnonzero(tm["fault"] != 0) if tm["host_time"].size else np.array([], int)
+    if faulted.size and sends.size:
+        at = tm["host_time"][faulted[0]]
+        before = sends[sends <= at]
+        if before.size:
+            longest = max(longest, float(at - before[-1]))
+    return longest * 1e3
+
+
 def _event(log: SessionLog, kind: str) -> dict | None:
     return next((event for event in log.events if event.get("kind") == kind), None)
 
@@ -167,12 +183,12 @@ def summarise(log: SessionLog) -> Summary:
         stop = _event(log, "stop")
         end = ("no end record: the host stopped abruptly (killed or crashed)"
                + (f" after '{stop['message']}'" if stop else ""))
-    gaps = np.diff(sp["host_time"]) * 1e3 if sp["k"].size > 1 else np.zeros(1)
+    silence_ms = host_silence_ms(log)
     bench = log.header.get("bench", {})
     return Summary(
         firmware_deadline_misses=counters.get("late_setpoints", 0),
         miss_threshold_ms=float(streaming.get("miss_threshold_ms", 0.0)) if streaming else 0.0,
-        longest_send_gap_ms=float(gaps.max()),
+        longest_send_gap_ms=silence_ms,
         shares=dict(log.header.get("shares", {})),
         simulated_athlete=dict(log.header.get("simulated_athlete") or {}),
         watchdog_ms=float(bench.get("streaming", {}).get("watchdog_ms", 0.0)),
