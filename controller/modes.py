@@ -127,6 +127,7 @@ class Plan:
     gesture_t_s: np.ndarray
     rep: np.ndarray
     need_nm: np.ndarray | None = None
+    ramp_down_s: float = 0.3  # of a controlled stop from any setpoint (stop_ramp)
 
     def __len__(self) -> int:
         return len(self.time_ms)
@@ -155,6 +156,13 @@ class Plan:
     def duration_s(self) -> float:
         """Stream time of the last setpoint (s)."""
         return float(self.time_ms[-1]) * 1e-3
+
+    @property
+    def stop_torque_rate_nm_s(self) -> np.ndarray:
+        """Torque rate (N·m/s) of a controlled stop from each setpoint: its feed-forward to zero
+        over the stop ramp (:func:`stop_ramp`: ``round(ramp_down_s · rate_hz)`` periods)."""
+        duration_s = max(1, round(self.ramp_down_s * self.rate_hz)) / self.rate_hz
+        return self.torque_nm / duration_s
 
 
 def quantise(values: np.ndarray, scale: float) -> np.ndarray:
@@ -221,6 +229,7 @@ def build_plan(gesture: Gesture, settings: ModeSettings) -> Plan:
         gesture_t_s=columns[3],
         rep=columns[4].astype(np.int64),
         need_nm=np.concatenate(needs),
+        ramp_down_s=settings.ramp_down_s,
     )
 
 

@@ -8,7 +8,8 @@ Three sets of limits apply (each violation names its source):
   (:func:`controller.modes.shares`: 0 passive, 1 guided, 1 − load assistive, 1 + load
   resistive) against her peak shoulder torque;
 * the bench's (``configs/bench.toml`` ``[limits]``) — checked on the plan, i.e. on exactly the
-  setpoints that would be sent, in every mode, rest and ramp;
+  setpoints that would be sent, in every mode, rest and ramp, and on the controlled stop that
+  could start from any of them (its torque ramp's rate, ``stop torque rate``);
 * the firmware's own absolute limits (from its HELLO_REPLY) — checked on the plan too.
 
 Nothing is clipped: a violation refuses the session with a table of every violation (where,
@@ -36,6 +37,7 @@ DISPLAY = {
     "torque": ("N·m", 1.0),
     "athlete torque": ("N·m", 1.0),  # what the athlete must produce in this mode
     "torque rate": ("N·m/s", 1.0),
+    "stop torque rate": ("N·m/s", 1.0),  # a controlled stop from that setpoint (its ramp)
 }
 
 
@@ -96,7 +98,7 @@ class Violation:
         """One line of the violation table."""
         when = f"{self.start_s:.3f}–{self.end_s:.3f}"
         return (
-            f"{self.where:<8} {when:<17} {self.quantity:<11} {self.value:>10.2f} "
+            f"{self.where:<8} {when:<17} {self.quantity:<16} {self.value:>10.2f} "
             f"{self.limit:>10.2f} {self.unit:<6} {self.source}"
         )
 
@@ -137,6 +139,8 @@ def bench_limits(bench: Bench, firmware: FirmwareLimits | None = None) -> list[L
         Limit("torque", -config.max_torque_nm, config.max_torque_nm, "bench.toml [limits]"),
         Limit("torque rate", -config.max_torque_rate_nm_s, config.max_torque_rate_nm_s,
               "bench.toml [limits]"),
+        Limit("stop torque rate", -config.max_torque_rate_nm_s, config.max_torque_rate_nm_s,
+              "bench.toml [limits]"),
     ]
     if firmware is not None:
         limits += [
@@ -147,6 +151,8 @@ def bench_limits(bench: Bench, firmware: FirmwareLimits | None = None) -> list[L
                   "firmware"),
             Limit("torque", -firmware.torque_max_nm, firmware.torque_max_nm, "firmware"),
             Limit("torque rate", -firmware.slew_max_nm_s, firmware.slew_max_nm_s, "firmware"),
+            Limit("stop torque rate", -firmware.slew_max_nm_s, firmware.slew_max_nm_s,
+                  "firmware"),
         ]
     return limits
 
@@ -219,6 +225,7 @@ def preflight(
         "torque": plan.torque_nm,
         "angle rate": rate_of_change(plan.t_s, plan.position_rad),
         "torque rate": rate_of_change(plan.t_s, plan.torque_nm),
+        "stop torque rate": plan.stop_torque_rate_nm_s,
     }
     if plan.need_nm is not None:
         plan_series["athlete torque"] = plan.need_nm * (1.0 - torque_gain)
@@ -244,7 +251,7 @@ def require_clear(gesture: Gesture, plan: Plan, bench: Bench,
 
 def format_table(violations: list[Violation]) -> str:
     """Text table of ``violations``; ``where`` is file (gesture time) or stream (stream time)."""
-    header = (f"{'where':<8} {'when (s)':<17} {'quantity':<11} {'value':>10} {'limit':>10} "
+    header = (f"{'where':<8} {'when (s)':<17} {'quantity':<16} {'value':>10} {'limit':>10} "
               f"{'unit':<6} source")
     return "\n".join([header] + [violation.row() for violation in violations])
 

@@ -393,7 +393,7 @@ def replay_plan(log: SessionLog) -> tuple[Gesture, Plan, ModeSettings]:
     need = columns["torque_mNm"] * TORQUE_SCALE / gain if gain else None
     plan = Plan(settings.rate_hz, np.round(np.arange(count) * period_s * 1000).astype(np.int64),
                 columns["position_urad"], columns["velocity_urad_s"], columns["torque_mNm"],
-                np.full(count, np.nan), columns["rep"], need)
+                np.full(count, np.nan), columns["rep"], need, settings.ramp_down_s)
     gesture = Gesture(log.path, settings.rate_hz, np.arange(count) * period_s,
                       plan.position_rad, plan.velocity_rad_s, plan.torque_nm,
                       metadata={"athlete": str(log.header.get("athlete", "")),

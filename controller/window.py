@@ -25,7 +25,7 @@ from controller.setpoints import Gesture
 
 SPEEDS = (1.0, 0.75, 0.5, 0.25)
 ATHLETE_SIDE = ("athlete torque",)  # quantities that grow with the athlete's share
-BENCH_SIDE = ("torque", "torque rate")  # quantities that grow with the bench's share
+BENCH_SIDE = ("torque", "torque rate", "stop torque rate")  # grow with the bench's share
 NO_STATIC = ("slow motion needs the static torque column shoulder_static_torque_nm (written by "
              "bemore synthesize)")
 
