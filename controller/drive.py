@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bemore.errors import BenchError
+from bemore.profile import DEFAULT_PROFILE, AthleteProfile
 from bemore.settings import Bench, load_bench
 from controller.dump import DumpWriter
 from controller.log import LogWriter
@@ -24,15 +25,17 @@ from controller.setpoints import Gesture, read_setpoints
 
 
 @contextlib.contextmanager
-def bench_port(port: str | None) -> Iterator[tuple[str, object | None]]:
-    """Yield (port, simulated bench or None): ``port`` itself, or a fresh simulated bench."""
+def bench_port(port: str | None, load: tuple[Plan, float] | None = None,
+               ramp_down_s: float = 0.3) -> Iterator[tuple[str, object | None]]:
+    """Yield (port, simulated bench or None): ``port`` itself, or a fresh simulated bench
+    carrying ``load`` = (plan, athlete's share): the gesture's load and the simulated athlete."""
     if port is not None:
         yield port, None
         return
     from controller.simbench import start_simulated_bench
 
     # the simulated bench stands in for a microcontroller: give it real-time priority too
-    with start_simulated_bench() as simulated, realtime_priority(
+    with start_simulated_bench(load=load, ramp_down_s=ramp_down_s) as simulated, realtime_priority(
             simulated.process.pid, REALTIME_PRIORITY + 1), pinned(other_cpus(),
                                                                   simulated.process.pid):
         yield simulated.port, simulated
@@ -48,10 +51,12 @@ def drive(
     view: Callable[[Session], contextlib.AbstractContextManager] | None = None,
     plan: Plan | None = None,
     dump: str | Path | None = None,
+    athlete: AthleteProfile | None = None,
 ) -> SessionResult:
     """Drive the bench through the gesture of ``setpoints``; the session is logged to ``log_path``.
 
-    ``settings`` default to guided, full speed, one repetition at the configured rate.
+    ``settings`` default to the passive mode, full speed, one repetition at the configured rate.
+    ``athlete`` is her profile (her limits; default: the documented default athlete).
     ``view(session)`` is a context manager open from before arming to the end of the stream
     (the live view). ``plan`` replaces the plan built from the gesture (``replay --stream``).
     ``dump`` also records every byte on the link (``controller.dump``).
@@ -59,32 +64,42 @@ def drive(
     known) and BenchError when the bench cannot be reached or armed.
     """
     bench = bench or load_bench()
+    athlete = athlete or DEFAULT_PROFILE
     gesture = setpoints if isinstance(setpoints, Gesture) else read_setpoints(setpoints)
     if settings is None:
         settings = ModeSettings(rate_hz=bench.streaming.rate_hz,
                                 ramp_down_s=bench.streaming.ramp_down_s)
     plan = plan if plan is not None else build_plan(gesture, settings)
-    require_clear(gesture, plan, bench, torque_gain=settings.torque_gain)
-    with bench_port(port) as (device, simulated):
+    require_clear(gesture, plan, bench, torque_gain=settings.torque_gain, athlete=athlete)
+    with bench_port(port, (plan, settings.athlete_share), settings.ramp_down_s) as (
+            device, simulated):
         header = session_header(gesture, settings, bench, device, simulated is not None)
+        header["athlete_profile"] = athlete.to_dict()
+        header["shares"] = {"athlete": settings.athlete_share, "bench": settings.torque_gain}
+        if simulated is not None:
+            header["simulated_athlete"] = simulated.config.athlete.model_dump()
         dump_writer = DumpWriter(dump) if dump is not None else None
         with LogWriter(log_path, header) as log, contextlib.ExitStack() as closing:
             if dump_writer is not None:
                 closing.callback(dump_writer.close)
-            session = Session(device, bench, log, settings, dump=dump_writer)
+            session = Session(device, bench, log, settings, dump=dump_writer, athlete=athlete)
             try:
                 session.connect(clear_fault=clear_fault)
                 require_clear(gesture, plan, bench, session.firmware,
-                              torque_gain=settings.torque_gain)
+                              torque_gain=settings.torque_gain, athlete=athlete)
                 session.check_start(plan)
                 with view(session) if view is not None else contextlib.nullcontext():
                     session.arm()
-                    return session.stream(plan)
+                    result = session.stream(plan)
             except BenchError as error:
                 log.event("error", str(error))
                 raise
             finally:
                 session.close()
+            # the link is closed: every frame is in the log, including those that came after
+            # the stream ended (DISARM's confirmation), so the summary counts what replay counts
+            result.telemetry, result.firmware_late = session.counts()
+            return result
 
 
 def session_header(gesture: Gesture, settings: ModeSettings, bench: Bench, port: str,

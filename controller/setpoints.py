@@ -23,6 +23,8 @@ from bemore.errors import DataError
 
 FORMAT_TAG = "bemore-setpoints 1"
 COLUMNS = ("t_s", "shoulder_angle_rad", "shoulder_velocity_rad_s", "shoulder_torque_nm")
+# Optional last column: the static (gravity) part of the torque, for slow motion (controller.modes)
+STATIC_COLUMN = "shoulder_static_torque_nm"
 REQUIRED_METADATA = (
     "format",
     "rate_hz",
@@ -43,7 +45,8 @@ class Gesture:
     """A validated gesture: sample times (s), shoulder angle (rad), velocity (rad/s), torque (N·m).
 
     ``torque_nm`` is the torque at ONE shoulder; ``metadata`` holds every ``key: value`` line of
-    the header as text.
+    the header as text; ``static_torque_nm`` the static (gravity) part of ``torque_nm`` (N·m,
+    per shoulder) when the file has that column, else None.
     """
 
     path: str
@@ -53,6 +56,7 @@ class Gesture:
     velocity_rad_s: np.ndarray
     torque_nm: np.ndarray
     metadata: dict[str, str] = field(default_factory=dict)
+    static_torque_nm: np.ndarray | None = None
 
     @property
     def duration_s(self) -> float:
@@ -88,7 +92,9 @@ def read_setpoints(path: str | Path) -> Gesture:
     if not rate_hz > 0:
         raise DataError(f"{path}: metadata rate_hz = {metadata['rate_hz']}: must be positive")
     table = _parse_rows(path, lines, header_index)
-    gesture = Gesture(str(path), rate_hz, *table.T, metadata=metadata)
+    static = table[:, 4] if table.shape[1] > len(COLUMNS) else None
+    gesture = Gesture(str(path), rate_hz, *table[:, : len(COLUMNS)].T, metadata=metadata,
+                      static_torque_nm=static)
     _check_times(gesture)
     _check_peaks(gesture)
     return gesture
@@ -127,12 +133,13 @@ def _float_metadata(path: Path, metadata: dict[str, str], key: str) -> float:
 
 
 def _parse_rows(path: Path, lines: list[str], header_index: int) -> np.ndarray:
-    """The numeric rows as an (n, 4) array in the order of :data:`COLUMNS`."""
+    """The numeric rows as an (n, 4) array in the order of :data:`COLUMNS` (n, 5 with the
+    optional :data:`STATIC_COLUMN`)."""
     header = [name.strip() for name in lines[header_index].split(",")]
-    if tuple(header) != COLUMNS:
+    if tuple(header) not in (COLUMNS, (*COLUMNS, STATIC_COLUMN)):
         raise DataError(
             f"{path}: line {header_index + 1}: header {','.join(header)!r}: "
-            f"expected {','.join(COLUMNS)!r}"
+            f"expected {','.join(COLUMNS)!r} (optionally then {STATIC_COLUMN!r})"
         )
     rows = []
     for index in range(header_index + 1, len(lines)):
@@ -140,9 +147,9 @@ def _parse_rows(path: Path, lines: list[str], header_index: int) -> np.ndarray:
         if not line.strip():
             continue
         cells = line.split(",")
-        if len(cells) != len(COLUMNS):
+        if len(cells) != len(header):
             raise DataError(
-                f"{path}: line {index + 1}: {len(cells)} values, expected {len(COLUMNS)}"
+                f"{path}: line {index + 1}: {len(cells)} values, expected {len(header)}"
             )
         try:
             values = [float(cell) for cell in cells]
@@ -204,8 +211,12 @@ def write_setpoints(path: str | Path, gesture: Gesture) -> None:
     metadata.setdefault("gesture", "unnamed")
     order = list(REQUIRED_METADATA) + [key for key in metadata if key not in REQUIRED_METADATA]
     lines = [f"# {key}: {metadata[key]}" for key in order]
-    lines.append(",".join(COLUMNS))
-    columns = (gesture.t_s, gesture.angle_rad, gesture.velocity_rad_s, gesture.torque_nm)
+    columns = [gesture.t_s, gesture.angle_rad, gesture.velocity_rad_s, gesture.torque_nm]
+    names = list(COLUMNS)
+    if gesture.static_torque_nm is not None:
+        columns.append(gesture.static_torque_nm)
+        names.append(STATIC_COLUMN)
+    lines.append(",".join(names))
     for row in zip(*columns, strict=True):
-        lines.append(f"{row[0]:.6f},{row[1]:.9g},{row[2]:.9g},{row[3]:.9g}")
+        lines.append(f"{row[0]:.6f}," + ",".join(f"{value:.9g}" for value in row[1:]))
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")

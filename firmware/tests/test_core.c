@@ -117,7 +117,7 @@ static void test_handshake(void)
     CHECK_EQ(fake.frames[0].id, BM_MSG_HELLO_REPLY);
     CHECK(bm_unpack_hello_reply(fake.frames[0].payload, fake.frames[0].len, &reply));
     CHECK_EQ(reply.protocol_version, BM_PROTOCOL_VERSION);
-    CHECK_EQ(reply.torque_max_mNm, 150000);
+    CHECK_EQ(reply.torque_max_mNm, BM_LIMIT_TORQUE_MAX_MNM);
     CHECK_EQ(reply.watchdog_default_ms, 50);
     CHECK_EQ(arm(0), BM_RESULT_NO_HANDSHAKE);
     CHECK_EQ(hello(BM_PROTOCOL_VERSION, 1001), BM_RESULT_BAD_ARGUMENT);
@@ -245,18 +245,18 @@ static void test_setpoint_limits(void)
     uint8_t flags = bm_clamp_setpoint(&p, &v, &t);
     CHECK_EQ(p, 3200000);
     CHECK_EQ(v, -8000000);
-    CHECK_EQ(t, 150000);
+    CHECK_EQ(t, BM_LIMIT_TORQUE_MAX_MNM);
     CHECK_EQ(flags, BM_FLAG_POSITION_CLAMPED | BM_FLAG_VELOCITY_CLAMPED | BM_FLAG_TORQUE_CLAMPED);
     p = BM_LIMIT_POSITION_MIN_URAD - 5;
     v = 100;
-    t = -200000;
+    t = -BM_LIMIT_TORQUE_MAX_MNM - 50000;
     flags = bm_clamp_setpoint(&p, &v, &t);
     CHECK_EQ(p, -500000);
     CHECK_EQ(v, 100);
-    CHECK_EQ(t, -150000);
+    CHECK_EQ(t, -BM_LIMIT_TORQUE_MAX_MNM);
     CHECK_EQ(flags, BM_FLAG_POSITION_CLAMPED | BM_FLAG_TORQUE_CLAMPED);
     p = 0;
-    t = 150000;
+    t = BM_LIMIT_TORQUE_MAX_MNM;
     CHECK_EQ(bm_clamp_setpoint(&p, &v, &t), 0);
 
     /* the out-of-limit value is never applied; the clamp is flagged in telemetry */
@@ -267,11 +267,11 @@ static void test_setpoint_limits(void)
         run(1);
         peak = fake.torque_mNm > peak ? fake.torque_mNm : peak;
     }
-    CHECK_EQ(peak, 150000);
+    CHECK_EQ(peak, BM_LIMIT_TORQUE_MAX_MNM);
     struct bm_msg_telemetry tm = {0};
     CHECK(last_telemetry(&tm));
     CHECK(tm.limit_flags & BM_FLAG_TORQUE_CLAMPED);
-    CHECK_EQ(core.sp_torque_mNm, 150000);
+    CHECK_EQ(core.sp_torque_mNm, BM_LIMIT_TORQUE_MAX_MNM);
 
     /* a position setpoint beyond the range is clamped to it */
     start_armed();
