@@ -214,7 +214,7 @@ def run(smoke: bool) -> list[Measurement]:
                              .read_text())
         baseline_load = load()
         if not smoke:
-            pack, iterations = 3, 2
+            pack, iterations = 5, 1  # mealpy takes at least 5 wolves
             per_identify_evaluation, counted = mealpy_ivp_seconds_per_evaluation(pack, iterations)
             per_gesture_evaluation = synthesis_ivp_seconds_per_evaluation()
     identify_runs = [pair[0] for pair in warm]
