@@ -19,7 +19,8 @@ from bemore.errors import BemoreError
 
 # The capabilities' commands in the coach's workflow order (the order `bemore --help` lists them:
 # look at the recording, identify, synthesize, drive, replay; then the whole-squad batch, the
-# model tool and the records; `config` follows): name → (module, attribute, one-line summary for `bemore --help`).
+# model tool and the records; `config` follows): name → (module, attribute, one-line summary for
+# `bemore --help`).
 # A command's module is imported only when that command runs, so that `bemore --help` and each
 # command start without the others' heavy imports (numba kernels, scipy.signal, matplotlib).
 # Register a command here only once it really works; tests/test_bemore_cli.py checks each summary

@@ -302,7 +302,7 @@ def _export_rows(connection: sqlite3.Connection) -> dict[str, list[dict[str, Any
             "SELECT a.name AS athlete, m.run_id, m.sha256, m.trial_sha256, m.trial_utc, "
             "m.verdict, m.rms_distance_mm, m.parameters_json FROM model m LEFT JOIN athlete a "
             "ON a.id = m.athlete_id ORDER BY m.trial_utc, m.id"):
-        base = {k: row[k] for k in row.keys() if k != "parameters_json"}
+        base = {k: row[k] for k in dict(row) if k != "parameters_json"}
         for name, entry in json.loads(row["parameters_json"]).items():
             parameters.append({**base, "parameter": name, **entry})
     tables["model_parameters"] = parameters

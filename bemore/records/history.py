@@ -123,7 +123,8 @@ def history_lines(data: Season) -> list[str]:
                      f"{data.models[-1]['trial_utc'][:10]} (z = change / combined standard error;"
                      " * identifiable in both, |z| > 2)")
         for row in rows:
-            mark = "*" if row["identifiable"] and row["z"] is not None and abs(row["z"]) > 2 else " "
+            told_apart = row["z"] is not None and abs(row["z"]) > 2
+            mark = "*" if row["identifiable"] and told_apart else " "
             change = "—" if row["change_pct"] is None else f"{row['change_pct']:+.1f} %"
             z = "—" if row["z"] is None else f"{row['z']:+.1f}"
             lines.append(f"  {mark} {row['parameter']:<24}{_number(row['first'], 5):>10} → "

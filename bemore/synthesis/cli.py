@@ -255,7 +255,8 @@ def synthesize_command(
 
     \b
     Reads:  ATHLETE_JSON (written by `bemore identify`; without it, with --athlete NAME her
-            latest model in the records, else the seed's identified values), configs/synthesis.toml (bounds, constraints, solver) or --config,
+            latest model in the records, else the seed's identified values),
+            configs/synthesis.toml (bounds, constraints, solver) or --config,
             configs/identification.toml (parameter names and defaults).
     Writes: OUT/gesture.json (design, objective, constraints, evaluations, elapsed_s, inputs),
             OUT/profiles.csv (1 kHz: angle, velocity, acceleration, jerk, torques, rotation,
