@@ -134,3 +134,33 @@ def test_a_season_identify_synthesize_drive_then_history(tmp_path: Path) -> None
     again = runner.invoke(cli, ["import", str(tmp_path), "--db", db])
     assert again.exit_code == 0, again.output
     assert "registered" not in again.stdout and again.stdout.count("skipped") == 9
+
+    # export: the models in long form, one row per model and parameter, the values recorded
+    exported = _invoke(runner, ["export", str(tmp_path / "export"), "--db", db])
+    assert "model_parameters.csv (39 rows)" in exported and "sessions.csv (3 rows)" in exported
+    import csv
+
+    with open(tmp_path / "export" / "model_parameters.csv", newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["parameter"] == "bar.stiffness_x"]
+    assert [float(row["value"]) for row in rows] == [
+        m["parameters"]["bar.stiffness_x"]["value"] for m in season["models"]]
+    _invoke(runner, ["export", str(tmp_path / "records.json"), "--db", db])
+    exported_json = json.loads((tmp_path / "records.json").read_text())
+    assert len(exported_json["runs"]) == 9 and len(exported_json["body_mass"]) == 3
+
+    # the same season imported from its output folders into a new database
+    fresh = str(tmp_path / "imported.sqlite")
+    _invoke(runner, ["athlete", "add", "Ada", "--body-mass", "41.1", "--stature", "1.48",
+                     "--sex", "F", "--db", fresh])
+    imported = _invoke(runner, ["import", str(tmp_path), "--athlete", "Ada", "--db", fresh])
+    assert [line.split()[1] for line in imported.splitlines()] == (
+        ["model"] * 3 + ["gesture"] * 3 + ["session"] * 3)
+    rebuilt = json.loads(_invoke(runner, ["history", "Ada", "--db", fresh, "--json",
+                                          "--no-plot"]))
+    for key in ("sha256", "trial_sha256", "trial_utc", "verdict", "parameters"):
+        assert [m[key] for m in rebuilt["models"]] == [m[key] for m in season["models"]]
+    assert [g["model_sha256"] for g in rebuilt["gestures"]] == [
+        g["model_sha256"] for g in season["gestures"]]
+    drop = ("id", "run_id")
+    assert [{k: v for k, v in s.items() if k not in drop} for s in rebuilt["sessions"]] == [
+        {k: v for k, v in s.items() if k not in drop} for s in season["sessions"]]
