@@ -90,7 +90,7 @@ def drift(models: list[dict[str, Any]]) -> list[dict[str, Any]]:
         spread = math.hypot(*se) if all(s is not None and math.isfinite(s) for s in se) else None
         rows.append({"parameter": name, "unit": start.get("unit", ""), "first": start["value"],
                      "last": end["value"],
-                     "change_pct": 100.0 * delta / start["value"] if start["value"] else None,
+                     "change_pct": 100.0 * delta / abs(start["value"]) if start["value"] else None,
                      "z": delta / spread if spread else None,
                      "identifiable": bool(start.get("identifiable") and end.get("identifiable"))})
     return rows
@@ -167,8 +167,8 @@ def plot_history(data: Season, path: Path) -> Path:
     figure = Figure(figsize=(4.0 * columns, 2.6 * rows), layout="constrained")
     figure.suptitle(f"{data.athlete.name}: the season (bands ±{BAND_SE:g} standard errors)")
     axes = figure.subplots(rows, columns, squeeze=False).ravel()
-    locator = AutoDateLocator()
-    for ax in axes:
+    for ax in axes:  # one locator per axis: a locator follows the axis it is set on
+        locator = AutoDateLocator(maxticks=5)
         ax.xaxis.set_major_locator(locator)
         ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
     for ax, name in zip(axes, names, strict=False):
