@@ -11,6 +11,7 @@ indexes the session log it wrote (whatever the outcome: completed, stopped or fa
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,25 +33,42 @@ def _drive(**options: Any) -> None:
     if athlete is None:
         context.invoke(bench_drive_command.callback, **options)
         return
+    from bemore.errors import BemoreError
     from bemore.records import open_athlete
     from bemore.records.register import register_session
     from bemore.records.store import utc_now
 
-    connection, record = open_athlete(athlete, db_path, options.get("profile_path"))
+    connection, athlete_record = open_athlete(athlete, db_path, options.get("profile_path"))
     started = utc_now()
+    started_s = time.time()
     with tempfile.TemporaryDirectory(prefix="bemore-profile-") as folder:
         profile = Path(folder) / "athlete.toml"
-        profile.write_text(record.profile_toml(), encoding="utf-8")
+        profile.write_text(athlete_record.profile_toml(), encoding="utf-8")
         options["profile_path"] = profile
         log = options.get("log")
+        settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in options.items()
+                    if k != "profile_path"}
+
+        def record() -> None:
+            # only a log this run wrote (a refusal before arming writes none)
+            if (log is None or options.get("plan_only") or not Path(log).is_file()
+                    or Path(log).stat().st_mtime < started_s - 1.0):
+                return
+            register_session(connection, Path(log), athlete_record.name, "drive", started,
+                             settings)
+            click.echo(f"recorded session of {athlete_record.name} in the records")
+
         try:
             context.invoke(bench_drive_command.callback, **options)
-        finally:
-            if log is not None and not options.get("plan_only") and Path(log).is_file():
-                settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in options.items()
-                            if k != "profile_path"}
-                register_session(connection, Path(log), record.name, "drive", started, settings)
-                click.echo(f"recorded session of {record.name} in the records")
+        except BaseException:
+            # a stopped or faulted session is recorded too; the drive's own error stays the one
+            # reported (a failure to record is one more line, never a mask over it)
+            try:
+                record()
+            except BemoreError as error:
+                click.echo(f"bemore: error: the session was not recorded: {error}", err=True)
+            raise
+        record()
 
 
 drive_command = click.Command(

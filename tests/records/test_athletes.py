@@ -69,3 +69,37 @@ def test_drive_with_athlete_and_profile_is_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.strip() == ("bemore: error: --athlete and --profile both give her "
                                      "profile: use one of them")
+
+
+def test_a_drive_refused_before_arming_records_nothing(tmp_path: Path) -> None:
+    from controller.setpoints import write_setpoints
+    from tests.controller.gestures import make_gesture
+
+    db = tmp_path / "records.sqlite"
+    # her range ends at 150 deg: the 160 deg test gesture is refused by the pre-flight
+    _run(["athlete", "add", "Ada", "--body-mass", "41.1", "--stature", "1.48", "--sex", "F",
+          "--flexion-range", "-10", "150"], db)
+    setpoints = tmp_path / "setpoints.csv"
+    write_setpoints(setpoints, make_gesture(peak_deg=160.0))
+    log = tmp_path / "session.jsonl"
+    result = CliRunner().invoke(cli, ["drive", str(setpoints), "--athlete", "Ada", "--log",
+                                      str(log), "--no-view", "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    assert "150.00" in result.stderr and "athlete profile" in result.stderr  # her limit
+    assert not log.exists()
+    assert store.runs(connect(db)) == []
+
+
+def test_import_refuses_what_it_cannot_read_one_line_each(tmp_path: Path) -> None:
+    db = tmp_path / "records.sqlite"
+    folder = tmp_path / "out"
+    (folder / "a").mkdir(parents=True)
+    (folder / "a" / "notes.jsonl").write_text("not json\n")
+    (folder / "a" / "athlete.json").write_text('{"format": "something else"}')
+    result = CliRunner().invoke(cli, ["import", str(folder), "--db", str(db)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"bemore: error: {folder / 'a' / 'athlete.json'}: not an athlete.json of bemore identify",
+        f"bemore: error: {folder / 'a' / 'notes.jsonl'}: not a bemore session log (no header "
+        "line)"]
+    assert store.runs(connect(db)) == []
