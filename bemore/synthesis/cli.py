@@ -436,38 +436,17 @@ def synthesize_command(
 def _write_figures(folder: Path, profiles: Any, result: SynthesisResult,
                    athlete_json: Path | None, limits: dict[str, float], animation: bool) -> None:
     """The plots (folder/plots/), the coach's view and the animated stick figure (folder/
-    gesture.gif unless ``animation`` is False), written after the result; one line says so.
-
-    The GIF is drawn in a forked child process while this one draws the plots (each is about
-    one core's second); the child only writes gesture.gif, and its failure is reported here.
-    """
-    import os
-
+    gesture.gif unless ``animation`` is False), written after the result; one line says so."""
     from bemore.phases import mark
     from bemore.synthesis.outputs import write_animation, write_coach_plot, write_plots
 
-    child = 0
-    if animation and hasattr(os, "fork"):
-        child = os.fork()
-        if child == 0:  # the child: the GIF only, then leave without the parent's exit handlers
-            code = 1
-            try:
-                write_animation(folder / "gesture.gif", profiles)
-                code = 0
-            finally:
-                os._exit(code)
     flexion_end = result.design.flexion_end_time_s
     write_plots(folder / "plots", profiles, flexion_end, limits=limits)
     write_coach_plot(folder / "plots" / "coach_view.png", profiles, flexion_end,
                      _recorded_flexion(athlete_json))
     mark("synthesize", "plots")
     if animation:
-        if child:
-            _, status = os.waitpid(child, 0)
-            if os.waitstatus_to_exitcode(status) != 0:
-                raise DataError(f"{folder / 'gesture.gif'}: the animation could not be written")
-        else:
-            write_animation(folder / "gesture.gif", profiles)
+        write_animation(folder / "gesture.gif", profiles)
         mark("synthesize", "animation")
     click.echo(f"wrote {folder}/plots/" + (", gesture.gif" if animation else ""))
 

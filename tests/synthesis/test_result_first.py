@@ -42,7 +42,7 @@ def test_the_result_is_written_before_the_figures(tmp_path, monkeypatch) -> None
     assert text.index("every constraint holds") < text.index("plotting…")
     assert text.index("bench requirements") < text.index("plotting…")
     assert text.rstrip().endswith("plots/, gesture.gif")
-    # the GIF (drawn by a forked child) and the plots are there after the command
+    # the GIF and the plots are there after the command
     assert (out / "gesture.gif").read_bytes()[:6] in (b"GIF87a", b"GIF89a")
     assert len(list((out / "plots").glob("*.png"))) == 8
     assert json.loads((out / "gesture.json").read_text())["feasible"] is True
