@@ -6,6 +6,7 @@ The setpoint format is the contract with ``bemore drive`` (``docs/formats.md``,
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -74,12 +75,16 @@ def write_setpoints(
         "gesture": gesture,
     }
     metadata.update(extra or {})
-    lines = [f"# {key}: {value}" for key, value in metadata.items()]
-    lines.append(",".join(SETPOINT_COLUMNS))
     table = np.column_stack([t, profiles.angle_rad, profiles.velocity_rad_s, torque])
-    body = [f"{row[0]:.6f},{row[1]:.10g},{row[2]:.10g},{row[3]:.10g}" for row in table.tolist()]
+    rows = [f"{row[0]:.6f},{row[1]:.10g},{row[2]:.10g},{row[3]:.10g}" for row in table.tolist()]
+    body = "\n".join([",".join(SETPOINT_COLUMNS), *rows]) + "\n"
+    # completeness, checked by the reader (controller/setpoints.py): row count, time of the last
+    # row, SHA-256 of the body's UTF-8 bytes (CSV header line to the end, final newline included)
+    metadata.update({"rows": str(len(rows)), "duration_s": f"{t[-1]:.6f}",
+                     "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest()})
+    head = "".join(f"# {key}: {value}\n" for key, value in metadata.items())
     path = Path(path)
-    path.write_text("\n".join(lines + body) + "\n", encoding="utf-8")
+    path.write_text(head + body, encoding="utf-8")
     return path
 
 
