@@ -89,7 +89,7 @@ def drive_command(setpoints: Path, port: str | None, mode: str, load_pct: float 
     if load_pct is None:
         load_pct = 0.0 if mode == "guided" else 50.0
     settings = ModeSettings(mode=mode, load_pct=load_pct, speed=speed, reps=reps, rest_s=rest_s,
-                            rate_hz=rate_hz or bench.streaming.rate_hz,
+                            rate_hz=bench.streaming.rate_hz if rate_hz is None else rate_hz,
                             ramp_down_s=bench.streaming.ramp_down_s)
     view = None
     if not no_view:

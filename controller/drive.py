@@ -19,7 +19,7 @@ from controller.log import LogWriter
 from controller.modes import ModeSettings, Plan, build_plan
 from controller.preflight import require_clear
 from controller.scheduler import REALTIME_PRIORITY, other_cpus, pinned, realtime_priority
-from controller.session import Session, SessionResult
+from controller.session import Session, SessionResult, check_stream_settings
 from controller.setpoints import Gesture, read_setpoints
 
 
@@ -56,7 +56,11 @@ def drive(
     (the live view). ``plan`` replaces the plan built from the gesture (``replay --stream``).
     ``dump`` also records every byte on the link (``controller.dump``).
     Raises PreflightError (before connecting, or before arming once the firmware's limits are
-    known) and BenchError when the bench cannot be reached or armed.
+    known), ConfigError (a rate or lead the watchdog or the firmware's queue cannot take, before
+    connecting) and BenchError when the bench cannot be reached or refuses to arm. From ARM on
+    nothing is raised: every end (signal, exception, stop) goes through the stop sequence and is
+    returned as a :class:`SessionResult` (:meth:`Session.run`); Ctrl-C and SIGTERM request a
+    controlled stop from the connection on.
     """
     bench = bench or load_bench()
     gesture = setpoints if isinstance(setpoints, Gesture) else read_setpoints(setpoints)
@@ -64,6 +68,7 @@ def drive(
         settings = ModeSettings(rate_hz=bench.streaming.rate_hz,
                                 ramp_down_s=bench.streaming.ramp_down_s)
     plan = plan if plan is not None else build_plan(gesture, settings)
+    check_stream_settings(plan.rate_hz, bench)
     require_clear(gesture, plan, bench, torque_gain=settings.torque_gain)
     with bench_port(port) as (device, simulated):
         header = session_header(gesture, settings, bench, device, simulated is not None)
@@ -73,13 +78,13 @@ def drive(
                 closing.callback(dump_writer.close)
             session = Session(device, bench, log, settings, dump=dump_writer)
             try:
-                session.connect(clear_fault=clear_fault)
-                require_clear(gesture, plan, bench, session.firmware,
-                              torque_gain=settings.torque_gain)
-                session.check_start(plan)
-                with view(session) if view is not None else contextlib.nullcontext():
-                    session.arm()
-                    return session.stream(plan)
+                with session.signals():
+                    session.connect(clear_fault=clear_fault)
+                    require_clear(gesture, plan, bench, session.firmware,
+                                  torque_gain=settings.torque_gain)
+                    session.check_start(plan)
+                    with view(session) if view is not None else contextlib.nullcontext():
+                        return session.run(plan)
             except BenchError as error:
                 log.event("error", str(error))
                 raise
