@@ -65,12 +65,14 @@ BAD_FRAME_BUDGET = 20  # frames lost on the link (either way) tolerated in one s
 # The firmware's counters, over one session (telemetry): more than this stops it (controlled stop).
 LATE_SETPOINT_BUDGET = 50  # setpoints in force after their due tick (50 ms of stream at 1 kHz)
 SEQ_GAP_BUDGET = 20  # host frames that never reached the firmware (missing sequence numbers)
-# Telemetry frames carrying a limit flag tolerated in one session: the clamp and cut-off flags
-# mean the firmware overrode the output (a pre-flighted plan never needs it); SLEW_LIMITED is not
-# a stop criterion: the feedback's steps between setpoints (every period below 1 kHz) and fast
-# transients meet the slew limit routinely, and it only delays the torque by a tick or two.
-LIMIT_FLAG_BUDGETS = {"POSITION_CLAMPED": 0, "VELOCITY_CLAMPED": 0, "TORQUE_CLAMPED": 0,
-                      "SPEED_LIMITED": 2, "RANGE_LIMITED": 2}
+# Telemetry frames carrying a limit flag tolerated in one session: the refusal, clamp and cut-off
+# flags mean the firmware overrode the plan (a pre-flighted plan never needs it). Not stop
+# criteria: SLEW_LIMITED (the feedback's steps between setpoints, every period below 1 kHz, and
+# fast transients meet the slew limit routinely; it delays the torque by a tick or two) and
+# FEEDFORWARD_DROPPED (a host late by more than the lead: the late-setpoint budget counts it, and
+# it is routine once the last setpoint of a stream is in force).
+LIMIT_FLAG_BUDGETS = {"POSITION_REFUSED": 0, "VELOCITY_REFUSED": 0, "TORQUE_REFUSED": 0,
+                      "TORQUE_CLAMPED": 0, "SPEED_LIMITED": 2, "RANGE_LIMITED": 2}
 # The stop sequence: DISARM is sent again every watchdog_ms / DISARM_ATTEMPTS until an ACK (of any
 # attempt) or telemetry shows the bench disarmed, with a HEARTBEAT every STOP_HEARTBEAT_S between.
 DISARM_ATTEMPTS = 4

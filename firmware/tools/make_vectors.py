@@ -25,8 +25,10 @@ from controller.protocol import (
 OUT = Path(__file__).resolve().parents[1] / "tests" / "vectors.json"
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
 
+SPEC = load_spec()
+VERSION = SPEC.protocol_version
 FRAMES = [
-    ("hello", "HELLO", 0, {"protocol_version": 2, "telemetry_period_ms": 10}),
+    ("hello", "HELLO", 0, {"protocol_version": VERSION, "telemetry_period_ms": 10}),
     ("arm_defaults", "ARM", 1, {"watchdog_ms": 0, "lead_ms": 0}),
     ("arm_100ms_lead_30ms", "ARM", 2, {"watchdog_ms": 100, "lead_ms": 30}),
     ("disarm", "DISARM", 3, {}),
@@ -43,7 +45,8 @@ FRAMES = [
     ("clear_fault", "CLEAR_FAULT", 7, {}),
     ("flush", "FLUSH", 8, {}),
     ("hello_reply", "HELLO_REPLY", 0,
-     {"protocol_version": 2, "fw_major": 2, "fw_minor": 0, "fw_patch": 0, "tick_hz": 1000,
+     {"protocol_version": VERSION, "fw_major": SPEC.firmware_version[0],
+      "fw_minor": SPEC.firmware_version[1], "fw_patch": SPEC.firmware_version[2], "tick_hz": 1000,
       "max_payload": 48, "torque_max_mNm": 150000, "velocity_max_urad_s": 8000000,
       "position_min_urad": -500000, "position_max_urad": 3200000, "slew_max_mNm_per_tick": 2000,
       "watchdog_default_ms": 50, "watchdog_min_ms": 10, "watchdog_max_ms": 500,
@@ -85,7 +88,7 @@ def rejected_streams() -> list[dict]:
 def session(seed: int) -> bytes:
     """A plausible host session (handshake, arm, setpoints, heartbeat, e-stop, clear)."""
     seq = iter(range(seed, seed + 1000))
-    out = b"\x00" + encode_message("HELLO", next(seq) % 256, protocol_version=2,
+    out = b"\x00" + encode_message("HELLO", next(seq) % 256, protocol_version=VERSION,
                                     telemetry_period_ms=1)
     out += encode_message("ARM", next(seq) % 256, watchdog_ms=20, lead_ms=5)
     for k in range(12):
@@ -111,7 +114,7 @@ def write_corpus() -> None:
         garbled[index] ^= 0x21
     (CORPUS / "session_garbled").write_bytes(bytes(garbled))
     # Structured seeds (odd first byte): [id][len][payload] chunks the harness frames itself.
-    chunks = [(0x01, encode_payload("HELLO", protocol_version=2, telemetry_period_ms=1)),
+    chunks = [(0x01, encode_payload("HELLO", protocol_version=VERSION, telemetry_period_ms=1)),
               (0x02, encode_payload("ARM", watchdog_ms=10, lead_ms=3))]
     for k in range(20):
         chunks.append((0x04, encode_payload("SETPOINT", time_ms=k, mode=k % 3,

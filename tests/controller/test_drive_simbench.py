@@ -24,13 +24,15 @@ from controller.simbench import SimFaults, start_simulated_bench
 
 SPEC = load_spec()
 
+PROTOCOL_VERSION = load_spec().protocol_version
+
 
 def bench_state(port: str) -> tuple[str, str, float]:
     """(state, fault, |torque| N·m) of the bench, read over a fresh connection."""
     frames = []
     link = Link(port, lambda message, _: frames.append(message))
     try:
-        link.request("HELLO", "HELLO_REPLY", timeout_s=1.0, protocol_version=2,
+        link.request("HELLO", "HELLO_REPLY", timeout_s=1.0, protocol_version=PROTOCOL_VERSION,
                      telemetry_period_ms=5)
         deadline = time.monotonic() + 1.0
         while not frames and time.monotonic() < deadline:

@@ -22,6 +22,8 @@ SPEC = load_spec()
 ARMED, FAULT, DISARMED = SPEC.states["ARMED"], SPEC.states["FAULT"], SPEC.states["DISARMED"]
 OK = SPEC.results["OK"]
 
+PROTOCOL_VERSION = load_spec().protocol_version
+
 
 class Client:
     """A minimal synchronous host: send messages, collect what the bench answers."""
@@ -204,7 +206,7 @@ def test_corrupted_bytes_are_counted_and_never_applied():
         try:
             # Commands may be garbled too: retry the handshake until it gets through.
             for _ in range(20):
-                client.send("HELLO", protocol_version=2, telemetry_period_ms=1)
+                client.send("HELLO", protocol_version=PROTOCOL_VERSION, telemetry_period_ms=1)
                 try:
                     client.wait_for(lambda m: m.name == "TELEMETRY", timeout_s=0.1)
                     break
@@ -253,7 +255,7 @@ def test_stall_drop_and_delay_injection():
         client = Client(running.port)
         try:
             started = time.monotonic()
-            client.send("HELLO", protocol_version=2, telemetry_period_ms=1)
+            client.send("HELLO", protocol_version=PROTOCOL_VERSION, telemetry_period_ms=1)
             time.sleep(0.8)
             client.drain()
             host_ms = (time.monotonic() - started) * 1000
