@@ -105,7 +105,7 @@ def test_handshake_ramp_tracking_then_watchdog(simulated_bench):
     try:
         reply = handshake_and_arm(client, watchdog_ms)
         armed_at = client.cursor  # messages from here on were sent after the ARM's ACK
-        assert reply.fields["protocol_version"] == 2
+        assert reply.fields["protocol_version"] == SPEC.protocol_version
         assert reply.si("torque_max_mNm") == pytest.approx(150.0)
         assert reply.fields["watchdog_default_ms"] == 50
 
