@@ -65,10 +65,16 @@ def _run(run, log: Path) -> None:
 @click.option("--no-view", is_flag=True, help="No live view (plain output).")
 @click.option("--dump", type=click.Path(path_type=Path), default=None,
               help="Also record every byte on the link (decode: bemore replay DUMP).")
+@click.option("--sim-fault", "sim_fault", default=None, metavar="KEY=VALUE[,...]",
+              help="Dry run: start the simulated bench with faults: drop, corrupt (per byte), "
+                   "direction (rx|tx|both), delay_ms, stall_at_ms + stall_ms, reset_at_ms, seed.")
+@click.option("--sim-inject", "sim_inject", multiple=True, metavar="SECONDS:COMMAND",
+              help="Dry run: inject a fault SECONDS after arming: 'estop on', 'driver on', "
+                   "'stall MS', 'reset', 'drop P', 'corrupt P', 'delay MS' (repeatable).")
 def drive_command(setpoints: Path, port: str | None, mode: str, load_pct: float | None,
                   speed: float, reps: int, rest_s: float, rate_hz: float | None, log: Path,
                   bench_config: Path | None, clear_fault: bool, no_view: bool,
-                  dump: Path | None) -> None:
+                  dump: Path | None, sim_fault: str | None, sim_inject: tuple[str, ...]) -> None:
     """Stream a gesture to the bench, safely, and log the session.
 
     \b
@@ -77,14 +83,18 @@ def drive_command(setpoints: Path, port: str | None, mode: str, load_pct: float 
     Writes: the session log (--log, JSON Lines, docs/drive.md); a summary on stdout.
     The whole session is checked against every limit before arming and refused with a table
     of the violations. Ctrl-C or q: controlled stop (ramp down, disarm); e or space: E-STOP.
-    Without --port, the simulated bench is started (a dry run).
+    Without --port, the simulated bench is started (a dry run); --sim-fault and --sim-inject
+    rehearse a fault on it, e.g. --sim-inject '0.8:driver on'.
     Exit codes: 0 completed, 1 stopped by the operator, 2 refused (data/config), 3 bench fault.
     Example:
         bemore drive out/gesture/setpoints.csv --mode resistive --load 30 --reps 3 \\
             --log out/session.jsonl
     """
     from controller.drive import drive
+    from controller.simbench import SimFaults, parse_injection
 
+    faults = SimFaults.parse(sim_fault) if sim_fault is not None else None
+    injections = [parse_injection(text) for text in sim_inject]
     bench = load_bench(bench_config)
     if load_pct is None:
         load_pct = 0.0 if mode == "guided" else 50.0
@@ -95,7 +105,8 @@ def drive_command(setpoints: Path, port: str | None, mode: str, load_pct: float 
     if not no_view:
         from controller.liveview import live_view as view
     _run(lambda: drive(setpoints, log, settings, port=port, bench=bench,
-                       clear_fault=clear_fault, view=view, dump=dump), log)
+                       clear_fault=clear_fault, view=view, dump=dump, sim_faults=faults,
+                       sim_inject=injections), log)
 
 
 @click.command("replay")

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from bemore.errors import BenchError
+from bemore.errors import BenchError, ConfigError
 from bemore.settings import Bench, load_bench
 from controller.dump import DumpWriter
 from controller.log import LogWriter
@@ -24,15 +25,16 @@ from controller.setpoints import Gesture, read_setpoints
 
 
 @contextlib.contextmanager
-def bench_port(port: str | None) -> Iterator[tuple[str, object | None]]:
-    """Yield (port, simulated bench or None): ``port`` itself, or a fresh simulated bench."""
+def bench_port(port: str | None, faults=None) -> Iterator[tuple[str, object | None]]:
+    """Yield (port, simulated bench or None): ``port`` itself, or a fresh simulated bench (with
+    the start-up fault injection ``faults``, a :class:`controller.simbench.SimFaults`)."""
     if port is not None:
         yield port, None
         return
     from controller.simbench import start_simulated_bench
 
     # the simulated bench stands in for a microcontroller: give it real-time priority too
-    with start_simulated_bench() as simulated, realtime_priority(
+    with start_simulated_bench(faults=faults) as simulated, realtime_priority(
             simulated.process.pid, REALTIME_PRIORITY + 1), pinned(other_cpus(),
                                                                   simulated.process.pid):
         yield simulated.port, simulated
@@ -48,13 +50,17 @@ def drive(
     view: Callable[[Session], contextlib.AbstractContextManager] | None = None,
     plan: Plan | None = None,
     dump: str | Path | None = None,
+    sim_faults=None,
+    sim_inject: Sequence[tuple[float, str]] = (),
 ) -> SessionResult:
     """Drive the bench through the gesture of ``setpoints``; the session is logged to ``log_path``.
 
     ``settings`` default to guided, full speed, one repetition at the configured rate.
     ``view(session)`` is a context manager open from before arming to the end of the stream
     (the live view). ``plan`` replaces the plan built from the gesture (``replay --stream``).
-    ``dump`` also records every byte on the link (``controller.dump``).
+    ``dump`` also records every byte on the link (``controller.dump``). A dry run (no ``port``)
+    can rehearse a fault: ``sim_faults`` (:class:`controller.simbench.SimFaults`) from the start,
+    ``sim_inject`` [(seconds after ARM, command)] at run time (``SimulatedBench.command``).
     Raises PreflightError (before connecting, or before arming once the firmware's limits are
     known), ConfigError (a rate or lead the watchdog or the firmware's queue cannot take, before
     connecting) and BenchError when the bench cannot be reached or refuses to arm. From ARM on
@@ -63,6 +69,8 @@ def drive(
     controlled stop from the connection on.
     """
     bench = bench or load_bench()
+    if port is not None and (sim_faults is not None or sim_inject):
+        raise ConfigError("fault injection rehearses on the simulated bench: drop --port")
     gesture = setpoints if isinstance(setpoints, Gesture) else read_setpoints(setpoints)
     if settings is None:
         settings = ModeSettings(rate_hz=bench.streaming.rate_hz,
@@ -70,7 +78,7 @@ def drive(
     plan = plan if plan is not None else build_plan(gesture, settings)
     check_stream_settings(plan.rate_hz, bench)
     require_clear(gesture, plan, bench, torque_gain=settings.torque_gain)
-    with bench_port(port) as (device, simulated):
+    with bench_port(port, sim_faults) as (device, simulated):
         header = session_header(gesture, settings, bench, device, simulated is not None)
         dump_writer = DumpWriter(dump) if dump is not None else None
         with LogWriter(log_path, header) as log, contextlib.ExitStack() as closing:
@@ -83,13 +91,30 @@ def drive(
                     require_clear(gesture, plan, bench, session.firmware,
                                   torque_gain=settings.torque_gain)
                     session.check_start(plan)
-                    with view(session) if view is not None else contextlib.nullcontext():
+                    with (view(session) if view is not None else contextlib.nullcontext(),
+                          _injecting(simulated, sim_inject)):
                         return session.run(plan)
             except BenchError as error:
                 log.event("error", str(error))
                 raise
             finally:
                 session.close()
+
+
+@contextlib.contextmanager
+def _injecting(simulated, injections: Sequence[tuple[float, str]]) -> Iterator[None]:
+    """Run each (seconds, command) fault injection on the simulated bench that long from now
+    (just before ARM); pending ones are cancelled at the end."""
+    timers = [threading.Timer(at_s, simulated.command, (command,))
+              for at_s, command in injections]
+    for timer in timers:
+        timer.daemon = True
+        timer.start()
+    try:
+        yield
+    finally:
+        for timer in timers:
+            timer.cancel()
 
 
 def session_header(gesture: Gesture, settings: ModeSettings, bench: Bench, port: str,

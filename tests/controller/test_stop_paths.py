@@ -287,3 +287,33 @@ def test_the_watchdog_row_of_the_stop_table_says_it_latches_a_fault():
     text = (default_config("bench.toml").parents[1] / "docs" / "drive.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| link lost"))
     assert "latches fault WATCHDOG" in row and "and disarms" not in row
+
+
+# ---------------------------------------------------------------- rehearsing a fault (dry run)
+def test_a_dry_run_rehearses_an_injected_fault(setpoint_file, tmp_path):
+    log = tmp_path / "session.jsonl"
+    result = CliRunner().invoke(cli, ["drive", str(setpoint_file), "--log", str(log),
+                                      "--no-view", "--sim-inject", "0.6:driver on"])
+    assert result.exit_code == 3, result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("bemore: error: the bench reports fault DRIVER at t ")
+    session = read_log(log)
+    assert session.end["reason"] == "fault"
+    assert session.telemetry["fault"][-1] == 6  # DRIVER
+    assert session.telemetry["torque_mNm"][-1] == 0
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--sim-fault", "drop=lots"], "--sim-fault 'drop=lots': 'lots' is not a float"),
+    (["--sim-fault", "speed=2"], "expected KEY=VALUE with KEY one of drop, corrupt"),
+    (["--sim-inject", "soon:estop on"], "expected SECONDS:COMMAND"),
+    (["--sim-inject", "0.5:estop maybe"], "estop takes ('on', 'off')"),
+    (["--sim-inject", "0.5:reset", "--port", "/dev/null"], "drop --port"),
+])
+def test_bad_fault_injection_options_are_refused(setpoint_file, tmp_path, options, message):
+    log = tmp_path / "session.jsonl"
+    result = CliRunner().invoke(cli, ["drive", str(setpoint_file), "--log", str(log),
+                                      "--no-view", *options])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert not log.exists()
