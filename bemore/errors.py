@@ -38,6 +38,13 @@ class OptimisationError(BemoreError):
     exit_code = 1
 
 
+class PoorFitError(BemoreError):
+    """An identification ran to its end but the model does not follow the trial (its results
+    are written, marked poor); or a poorly fitted athlete was given where a good one is needed."""
+
+    exit_code = 1
+
+
 class BenchError(BemoreError):
     """The bench, its link or its protocol failed; the bench has been brought to a safe state."""
 

@@ -105,7 +105,7 @@ class Optimiser(Section):
     pack: int = Field(200, ge=2, le=100_000, description="population size (wolves, particles)")
     iterations: PositiveInt = 50
     seed: int = Field(0, ge=0)
-    polish: bool = False
+    polish: bool = True
     polish_starts: int = Field(
         3, ge=1, le=50, description="distinct points of the global run the polish starts from"
     )

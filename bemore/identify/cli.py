@@ -35,7 +35,9 @@ from bemore.optimize.driver import ALGORITHMS
 @click.option("--algorithm", type=click.Choice(ALGORITHMS), default=None, help="Default: gwo.")
 @click.option("--pack", type=int, default=None, help="Population size (default 200).")
 @click.option("--iterations", type=int, default=None, help="Population evaluations (default 50).")
-@click.option("--polish/--no-polish", default=None, help="Least-squares polish after the run.")
+@click.option("--polish/--no-polish", default=None,
+              help="Least-squares polish after the global run (default: on; --no-polish runs "
+              "the seed protocol alone).")
 @click.option("--seed", type=int, default=None, help="Random seed (default 0).")
 @click.option("--workers", type=int, default=None, help="Threads for the engine (0 = all cores).")
 @click.option(
@@ -132,6 +134,11 @@ def identify_command(
     click.echo(f"wrote {out}/trajectories.png, stick_figures.png, convergence.png")
     if outcome.interrupted:
         sys.exit(1)
+    if outcome.verdict is not None and outcome.verdict.poor:
+        from bemore.errors import PoorFitError
+
+        raise PoorFitError(f"{trial}: {outcome.verdict.message} (results written to {out}, "
+                           "marked poor)")
 
 
 def _check(settings: Any) -> None:

@@ -5,15 +5,23 @@ to the normalised parameters (0 → lower bound, 1 → upper bound). Three quant
 
 * **sensitivity**: the RMS displacement of the joint-centre coordinates when the parameter moves
   by 10 % of its range, ``0.1·‖J_k‖/√m`` (mm);
-* **standard error**: from the linearised covariance ``σ²·(JᵀJ)⁻¹`` with ``σ² = Σr²/(m − d)``
-  (white-noise assumption: optimistic when the residual is mostly model error), in SI units and
-  relative to the value;
+* **standard error**: from the linearised least-squares covariance, in SI units and relative to
+  the value. The residuals of a trial are not independent samples: the markers are filtered
+  (6 Hz) and resampled (100 Hz → 1 kHz), so neighbouring frames carry the same noise, and model
+  error is correlated over the whole trial. With ``frames`` given, the covariance is the
+  sandwich ``(JᵀJ)⁻¹·S·(JᵀJ)⁻¹`` whose middle S is the long-run covariance of the per-frame
+  scores ``s_t = J_tᵀ r_t`` (Newey–West, Bartlett weights, the bandwidth the lag at which the
+  residuals' pooled autocorrelation falls below ``BANDWIDTH_CORRELATION``). Without it, the
+  white-noise ``σ²·(JᵀJ)⁻¹`` with ``σ² = Σr²/(m − d)`` (7–15 times too small on the sample,
+  a 1 kHz trial of 100 Hz markers: docs/identify.md, "Standard errors");
 * **correlation** with every other parameter, from the same covariance.
 
 A parameter is flagged as not determined by the trial when its sensitivity is below
 ``SENSITIVITY_FLOOR`` of the largest one, when it is correlated beyond ``MAX_CORRELATION`` with
 another one (the trial sees only their combination), or when its relative standard error exceeds
-``MAX_RELATIVE_ERROR``. The trial's nuisance unknowns (initial rotation rate, bar rest offsets)
+``MAX_RELATIVE_ERROR``, or when it sits at a bound of its box (within ``BOUND_MARGIN`` of the
+range: the box, not the trial, decided its value, and the linearised error means nothing there).
+The trial's nuisance unknowns (initial rotation rate, bar rest offsets)
 are part of J — they are estimated with the parameters, so they widen the parameters' errors —
 but they are not flagged, do not set the sensitivity floor (the near-critical initial rate is
 by far the most sensitive unknown), and their relative error is relative to their search range.
@@ -28,6 +36,8 @@ import numpy as np
 SENSITIVITY_FLOOR = 0.01  # fraction of the most sensitive parameter's sensitivity
 MAX_CORRELATION = 0.95  # |correlation| above which two parameters are not told apart
 MAX_RELATIVE_ERROR = 0.25  # standard error / |value| above which a value is not trusted
+BOUND_MARGIN = 0.005  # fraction of the box's width within which a value sits at a bound
+BANDWIDTH_CORRELATION = 0.05  # residual autocorrelation below which lags are not summed
 
 
 @dataclass
@@ -53,6 +63,8 @@ class Identifiability:
     correlation_matrix: list[list[float]]
     residual_rms_mm: float
     nuisance: list[str]
+    covariance: str = "white"  # "long-run (Newey-West, N frames)" or "white"
+    bandwidth_frames: int = 0
 
     @property
     def flagged(self) -> list[str]:
@@ -71,21 +83,35 @@ def analyse(
     values: np.ndarray,
     widths: np.ndarray,
     nuisance: int = 0,
+    frames: int | None = None,
+    positions: np.ndarray | None = None,
+    untrusted: str | None = None,
 ) -> Identifiability:
     """Identifiability at the optimum.
 
     ``jacobian``: (m, d) in metres per normalised unit; ``residuals``: (m,) m; ``values``: (d,)
     SI values at the optimum; ``widths``: (d,) upper − lower (SI); the last ``nuisance``
-    columns are the trial's nuisance unknowns (see the module docstring).
+    columns are the trial's nuisance unknowns (see the module docstring). ``frames``: the rows
+    are ``frames`` consecutive frames of m/frames residuals each (long-run covariance; None:
+    white noise). ``positions``: (d,) the values in their box (0 = lower, 1 = upper), to flag
+    the parameters at a bound. ``untrusted``: a reason every parameter is flagged for (e.g. a
+    poor fit, whose errors bound the noise's effect, not the model error's).
     """
     J = np.asarray(jacobian, dtype=float)
     r = np.asarray(residuals, dtype=float)
     m, d = J.shape
     column_norms = np.linalg.norm(J, axis=0)
     sensitivity_mm = 0.1 * column_norms / np.sqrt(m) * 1e3
-    sigma2 = float(r @ r) / max(m - d, 1)
     # Pseudo-inverse: a parameter with no effect at all must not break the analysis.
-    covariance = sigma2 * np.linalg.pinv(J.T @ J)
+    bread = np.linalg.pinv(J.T @ J)
+    bandwidth = 0
+    if frames and frames > 1 and m % frames == 0:
+        meat, bandwidth = long_run_score_covariance(J, r, frames)
+        covariance = bread @ meat @ bread * frames / max(frames - d, 1)
+        kind = f"long-run (Newey-West, bandwidth {bandwidth} frames)"
+    else:
+        covariance = float(r @ r) / max(m - d, 1) * bread
+        kind = "white"
     standard_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     with np.errstate(divide="ignore", invalid="ignore"):
         correlation = covariance / np.outer(standard_error_n, standard_error_n)
@@ -114,6 +140,12 @@ def analyse(
             )
         if relative[k] > MAX_RELATIVE_ERROR:
             reasons.append(f"relative standard error {relative[k]:.0%} > {MAX_RELATIVE_ERROR:.0%}")
+        if positions is not None and k < parameters and not (
+                BOUND_MARGIN < positions[k] < 1.0 - BOUND_MARGIN):
+            side = "lower" if positions[k] <= BOUND_MARGIN else "upper"
+            reasons.append(f"at its {side} bound: the box, not the trial, set its value")
+        if untrusted and k < parameters:
+            reasons.append(untrusted)
         rows.append(
             ParameterIdentifiability(
                 name=name,
@@ -132,4 +164,50 @@ def analyse(
         correlation_matrix=[[float(value) for value in row] for row in correlation],
         residual_rms_mm=float(np.sqrt(r @ r / max(m, 1))) * 1e3,
         nuisance=list(names[parameters:]),
+        covariance=kind,
+        bandwidth_frames=bandwidth,
     )
+
+
+def long_run_score_covariance(jacobian: np.ndarray, residuals: np.ndarray, frames: int
+                              ) -> tuple[np.ndarray, int]:
+    """Long-run covariance (d, d) of the per-frame scores ``s_t = J_tᵀ r_t`` and the
+    bandwidth (frames) used: Σ over lags |l| ≤ L of (1 − |l|/(L + 1))·Σ_t s_t s_{t+l}ᵀ
+    (Newey–West's Bartlett weights: positive semi-definite). L is the first lag at which the
+    residuals' autocorrelation, pooled over their columns, falls below
+    ``BANDWIDTH_CORRELATION`` (at most a quarter of the frames).
+
+    With independent residuals L = 0 and the sandwich is the white-noise covariance:
+
+    >>> rng = np.random.default_rng(0)
+    >>> J, r = rng.normal(size=(4000, 2)), rng.normal(size=4000)
+    >>> meat, bandwidth = long_run_score_covariance(J, r, 2000)
+    >>> bandwidth
+    0
+    """
+    m, d = jacobian.shape
+    columns = m // frames
+    r = residuals.reshape(frames, columns)
+    scores = np.einsum("fcd,fc->fd", jacobian.reshape(frames, columns, d), r)
+    bandwidth = _bandwidth(r)
+    meat = scores.T @ scores
+    for lag in range(1, bandwidth + 1):
+        weight = 1.0 - lag / (bandwidth + 1.0)
+        cross = scores[lag:].T @ scores[:-lag]
+        meat += weight * (cross + cross.T)
+    return meat, bandwidth
+
+
+def _bandwidth(r: np.ndarray) -> int:
+    """First lag (frames) at which the pooled autocorrelation of the columns of ``r``
+    (F, C) falls below BANDWIDTH_CORRELATION, at most F // 4."""
+    centred = r - r.mean(axis=0)
+    frames = centred.shape[0]
+    size = 1 << int(np.ceil(np.log2(2 * frames)))
+    spectrum = np.fft.rfft(centred, size, axis=0)
+    autocovariance = np.fft.irfft(np.abs(spectrum) ** 2, size, axis=0)[:frames].sum(axis=1)
+    if autocovariance[0] <= 0.0:
+        return 0
+    correlation = autocovariance / autocovariance[0]
+    below = np.flatnonzero(correlation[1 : frames // 4 + 1] < BANDWIDTH_CORRELATION)
+    return int(below[0]) if below.size else frames // 4

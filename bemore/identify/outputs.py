@@ -41,6 +41,8 @@ def athlete_record(
         "parameters": report.parameter_rows(problem.space, outcome.values, outcome.identifiability),
         "initial_state": outcome.initial_state,
         **outcome.metrics,
+        # Does the model follow the trial? (bemore.identify.verdict; None: interrupted)
+        "fit_verdict": outcome.verdict.to_dict() if outcome.verdict else None,
         "algorithm": settings.algorithm,
         "pack": settings.pack,
         "iterations": settings.iterations,

@@ -36,7 +36,8 @@ class IdentificationProblem(Problem):
 
     ``measured`` is (F, 7, 2) m (joint centres ``cost_points``, NaN = not seen), ``motion`` the
     engine's DrivenMotion, ``free_q0``/``free_qd0`` the recorded initial free state; ``start``
-    (optional) the initial-state unknowns fitted with the parameters.
+    (optional) the initial-state unknowns fitted with the parameters; ``marker_noise_m`` the
+    trial's marker noise (m, what the fit is judged against; NaN: unknown).
     """
 
     @classmethod
@@ -56,7 +57,7 @@ class IdentificationProblem(Problem):
             start = StartState.from_trial(trial, space.initial_state)
         return cls(model, space, trial.driven, trial.free_q0, trial.free_qd0,
                    trial.joint_centres, tuple(trial.joint_centre_names), start,
-                   samples_per_step)
+                   samples_per_step, trial.marker_noise_m)
 
     def __init__(
         self,
@@ -69,6 +70,7 @@ class IdentificationProblem(Problem):
         cost_points: tuple[str, ...],
         start: StartState | None = None,
         samples_per_step: int = 1,
+        marker_noise_m: float = float("nan"),
     ) -> None:
         frames = measured.shape[0]
         nuisance = start.names if start is not None else ()
@@ -91,6 +93,7 @@ class IdentificationProblem(Problem):
                 f"({motion.t.size}, {len(cost_points)}, 2)"
             )
         self.model, self.space, self.motion, self.start = model, space, motion, start
+        self.marker_noise_m = float(marker_noise_m)
         self.free_q0 = np.asarray(free_q0, dtype=float)
         self.free_qd0 = np.asarray(free_qd0, dtype=float)
         self.measured = np.ascontiguousarray(measured, dtype=float)

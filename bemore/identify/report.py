@@ -142,6 +142,9 @@ def summary_text(athlete: dict[str, Any]) -> str:
         "RMS distance per joint centre (mm): "
         + ", ".join(f"{name} {value:.3g}" for name, value in athlete["rms_mm"].items())
     )
+    verdict = athlete.get("fit_verdict")
+    if verdict:
+        lines.append(verdict["message"])
     flagged = (athlete.get("identifiability") or {}).get("flagged", [])
     if flagged:
         lines.append(

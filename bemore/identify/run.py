@@ -21,6 +21,7 @@ from bemore.errors import ConfigError
 from bemore.identify.identifiability import Identifiability, analyse
 from bemore.identify.problem import IdentificationProblem
 from bemore.identify.report import fit_metrics
+from bemore.identify.verdict import FitVerdict, judge_fit
 from bemore.optimize import make_algorithm, minimize
 from bemore.optimize.driver import Callback
 from bemore.optimize.polish import LocalFit, distinct_starts, finite_difference_jacobian, polish
@@ -35,7 +36,7 @@ class RunSettings:
     pack: int = 200
     iterations: int = 50
     seed: int = 0
-    polish: bool = False
+    polish: bool = True
     workers: int = 0
     polish_iterations: int = 100
     polish_starts: int = 3  # distinct points of the global run polished (1 = its best only)
@@ -76,6 +77,7 @@ class Outcome:
     analysis_evaluations: int = 0  # simulations of the final Jacobian (identifiability)
     initial_state: dict[str, Any] | None = None  # nuisance unknowns found (JSON-ready)
     polish_starts: list[PolishStart] = field(default_factory=list)  # every start, winner marked
+    verdict: FitVerdict | None = None  # does the model follow the trial (None: interrupted)
 
     @property
     def interrupted(self) -> bool:
@@ -153,21 +155,26 @@ def _identify(
         # The polish's cost is exact; so must be the global best it is compared with.
         if fit.result.fun <= _exact(problem, result):
             x, jacobian, residuals = fit.result.x, fit.jacobian, fit.residuals
-    identifiability, analysis_evaluations = None, 0
+    points = problem.simulated_points(x[None, :])[0]
+    cost_index = [problem.model.point_names.index(name) for name in problem.cost_points]
+    metrics = fit_metrics(problem.measured, points[:, cost_index], list(problem.cost_points))
+    identifiability, analysis_evaluations, verdict = None, 0, None
     if not (result.interrupted or any(start.status == 1 for start in starts)):
         if on_phase:
             on_phase("analysis")
+        verdict = judge_fit(problem.measured, points[:, cost_index], problem.cost_points,
+                            problem.marker_noise_m)
         if jacobian is None:
             jacobian, residuals, analysis_evaluations = finite_difference_jacobian(
                 problem.residuals, x, problem.lower, problem.upper
             )
         identifiability = analyse(
             jacobian, residuals, problem.names, *_values_and_widths(problem, x),
-            nuisance=problem.dim - problem.space.dim,
+            nuisance=problem.dim - problem.space.dim, frames=problem.measured.shape[0],
+            positions=x,
+            untrusted="fit poor: the model does not follow the trial, so the standard errors "
+                      "do not bound its error" if verdict.poor else None,
         )
-    points = problem.simulated_points(x[None, :])[0]
-    cost_index = [problem.model.point_names.index(name) for name in problem.cost_points]
-    metrics = fit_metrics(problem.measured, points[:, cost_index], list(problem.cost_points))
     return Outcome(
         values=problem.space.to_physical(x[: problem.space.dim]),
         initial_state=problem.start_record(x),
@@ -180,6 +187,7 @@ def _identify(
         elapsed_s=time.perf_counter() - start,
         analysis_evaluations=analysis_evaluations,
         polish_starts=starts,
+        verdict=verdict,
     )
 
 

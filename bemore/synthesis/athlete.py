@@ -3,6 +3,10 @@
 ``athlete.json`` (written by ``bemore identify``) holds ``parameters``: a mapping name →
 ``{value, unit, lower, upper}`` with the twelve names of ``configs/identification.toml``.
 Without one, the seed's identified values (``seed_value``) are used. Values are SI.
+
+An athlete whose identification was interrupted, or whose fit is poor (``fit_verdict``: the
+model did not follow her trial, :mod:`bemore.identify.verdict`), is refused unless the caller
+accepts it explicitly (``accept_poor_fit``); what was accepted is recorded with the gesture.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from bemore.errors import DataError
+from bemore.errors import DataError, PoorFitError
 from bemore.settings import Identification
 
 
@@ -22,6 +26,7 @@ class AthleteParameters:
 
     values: dict[str, float]
     source: str  # the athlete.json path, or "default"
+    fit: dict | None = None  # status, message, accepted (None for the seed's values)
 
 
 def default_parameters(identification: Identification) -> AthleteParameters:
@@ -30,11 +35,13 @@ def default_parameters(identification: Identification) -> AthleteParameters:
     return AthleteParameters(values=values, source="default")
 
 
-def load_athlete(path: str | Path, identification: Identification) -> AthleteParameters:
+def load_athlete(path: str | Path, identification: Identification,
+                 accept_poor_fit: bool = False) -> AthleteParameters:
     """Read the identified parameters of ``athlete.json``; any problem is one DataError line.
 
     Every parameter named in ``identification`` must be present with a finite numeric
-    ``value``; its ``unit``, if given, must match the configured one.
+    ``value``; its ``unit``, if given, must match the configured one. An interrupted or poorly
+    fitted athlete raises :class:`~bemore.errors.PoorFitError` unless ``accept_poor_fit``.
     """
     path = Path(path)
     if not path.is_file():
@@ -64,4 +71,19 @@ def load_athlete(path: str | Path, identification: Identification) -> AthletePar
                 f"{path}: parameters.{item.name}.unit = {unit!r}: expected {item.unit!r}"
             )
         values[item.name] = float(value)
-    return AthleteParameters(values=values, source=str(path))
+    return AthleteParameters(values=values, source=str(path),
+                             fit=fit_record(data, path, accept_poor_fit))
+
+
+def fit_record(data: dict, path: str | Path, accept_poor_fit: bool) -> dict:
+    """What the athlete file says of its fit (status, message, accepted); raises
+    :class:`~bemore.errors.PoorFitError` for an interrupted or poor fit unless accepted."""
+    verdict = data.get("fit_verdict") if isinstance(data.get("fit_verdict"), dict) else {}
+    status = "interrupted" if data.get("interrupted") else verdict.get("status", "unjudged")
+    message = ("the identification was interrupted: its parameters are the best found so far"
+               if status == "interrupted" else verdict.get("message", "no fit verdict recorded"))
+    if status in ("poor", "interrupted") and not accept_poor_fit:
+        raise PoorFitError(f"{path}: {message}; refusing this athlete (--accept-poor-fit "
+                           "synthesizes with it all the same, and says so in gesture.json)")
+    return {"status": status, "message": message,
+            "accepted_by_flag": status in ("poor", "interrupted")}

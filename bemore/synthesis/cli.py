@@ -169,6 +169,12 @@ def difference_sentence(
     help="Lump the body with the athlete's identified trunk mass and CoMs, or with the "
     "segment table's (only the bar and shoulder springs identified, DESIGN §1.3).",
 )
+@click.option(
+    "--accept-poor-fit",
+    is_flag=True,
+    help="Synthesize for an athlete whose identification was poor or interrupted (refused "
+    "otherwise); gesture.json records it.",
+)
 @click.option("--no-animation", is_flag=True, help="Skip the animated GIF (saves ≈ 1.5 s).")
 @click.option(
     "--dask",
@@ -196,6 +202,7 @@ def synthesize_command(
     start_rate_deg_s: float,
     torque_limit: str | None,
     segments: str,
+    accept_poor_fit: bool,
     no_animation: bool,
     dask_address: str | None,
     out_dir: Path,
@@ -226,7 +233,7 @@ def synthesize_command(
     synthesis = load_synthesis(config_path)
     identification = load_identification()
     athlete = (
-        load_athlete(athlete_json, identification)
+        load_athlete(athlete_json, identification, accept_poor_fit)
         if athlete_json
         else default_parameters(identification)
     )

@@ -325,6 +325,7 @@ def synthesize(
         inputs={
             "athlete": athlete.source,
             "athlete_parameters": athlete.values,
+            "athlete_fit": athlete.fit,
             "exemplary_parameters": values,
             "synthesis_config": str(config_path) if config_path else "default",
             "seed": options.seed,

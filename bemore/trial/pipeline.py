@@ -45,6 +45,7 @@ from bemore.trial.markerset import (
     load_markerset,
     load_trial_settings,
 )
+from bemore.trial.noise import marker_noise_m
 from bemore.trial.plane import Plane, bar_axis, study_plane
 from bemore.trial.readers import read_markers
 
@@ -70,6 +71,8 @@ class Trial:
         source: the file read; rate_hz_original: its rate (Hz); notes: what was filled/trimmed.
         plane_origin, plane_axes: lab position (3,) m of the model origin and (3, 3) rows e_x,
             e_y, e_z of the model frame in lab coordinates.
+        marker_noise_m: the markers' noise (m, one coordinate's standard deviation) estimated
+            from the recording (:mod:`bemore.trial.noise`); NaN if it could not be.
     """
 
     t: np.ndarray
@@ -88,6 +91,7 @@ class Trial:
     plane_origin: np.ndarray
     plane_axes: np.ndarray
     rate_hz: float = 1000.0
+    marker_noise_m: float = float("nan")
     joint_centre_names: tuple[str, ...] = JOINT_CENTRE_NAMES
     point_names: tuple[str, ...] = POINT_NAMES
     driven_names: tuple[str, ...] = DRIVEN_NAMES
@@ -127,6 +131,7 @@ class Trial:
             "free_qd0": dict(zip(self.free_names, map(float, self.free_qd0), strict=True)),
             "plane_origin_m": self.plane_origin.tolist(),
             "plane_axes": self.plane_axes.tolist(),
+            "marker_noise_mm": self.marker_noise_m * 1e3,
             "notes": list(self.notes),
         }
 
@@ -297,6 +302,10 @@ def prepare_markers(
     settings = settings or load_trial_settings()
     filled, indices = fill_markers(markers, markerset, settings)
     clean = low_pass_markers(filled, indices, settings)
+    noise = marker_noise_m(filled.positions[:, indices], clean.positions[:, indices],
+                           filled.rate_hz, settings.filter.cutoff_hz, settings.filter.order,
+                           round(settings.filter.edge_cycles * filled.rate_hz
+                                 / settings.filter.cutoff_hz))
     plane = find_plane(clean, markerset, settings)
     free_qd0 = initial_free_rates(filled, plane, markerset, settings)
     points = plane.project(joint_centres_3d(clean, markerset))
@@ -338,6 +347,7 @@ def prepare_markers(
         plane_origin=plane.origin,
         plane_axes=np.stack([plane.e_x, plane.e_y, plane.e_z]),
         rate_hz=settings.resample.rate_hz,
+        marker_noise_m=noise,
         markers=clean,
     )
 

@@ -33,9 +33,17 @@ def one_error_line(result) -> str:
 
 def test_short_run_on_the_sample_trial_writes_athlete_json(tmp_path) -> None:
     out = tmp_path / "out"
-    result = run(str(SAMPLE), "--pack", "6", "--iterations", "2", "--seed", "3", "--out", str(out))
-    assert result.exit_code == 0, result.output
+    result = run(str(SAMPLE), "--no-polish", "--pack", "6", "--iterations", "2", "--seed", "3",
+                 "--out", str(out))
+    # 12 simulations cannot fit the trial: everything is written, then the verdict fails the run.
+    assert result.exit_code == 1, result.output
     athlete = json.loads((out / "athlete.json").read_text())
+    verdict = athlete["fit_verdict"]
+    assert verdict["status"] == "poor" and athlete["polish"] is False
+    assert verdict["mean_distance_mm"] > verdict["limit_mm"] == pytest.approx(
+        2 * athlete["trial"]["marker_noise_mm"])
+    assert result.output.strip().splitlines()[-1].startswith(f"bemore: error: {SAMPLE}: fit poor")
+    assert (out / "trajectories.png").is_file()
     assert list(athlete["parameters"]) == [item["name"] for item in athlete["config"]["box"]]
     assert len(athlete["parameters"]) == 12
     assert athlete["pack"] == 6 and athlete["iterations"] == 2 and athlete["seed"] == 3
@@ -132,8 +140,8 @@ def test_odd_sample_intervals_are_searched_exactly_and_the_summary_says_so(tmp_p
                       .replace("rate_hz = 1000.0", "rate_hz = 999.0"))
     out = tmp_path / "out"
     result = run(str(SAMPLE), "--trial-config", str(config), "--pack", "4", "--iterations", "1",
-                 "--out", str(out))
-    assert result.exit_code == 0, result.output
+                 "--no-polish", "--out", str(out))
+    assert result.exit_code == 1, result.output  # a poor fit: 4 simulations
     athlete = json.loads((out / "athlete.json").read_text())
     assert athlete["trial"]["frames"] == 590
     assert athlete["search_samples_per_step"] == 1

@@ -1,0 +1,147 @@
+"""Does the fitted model follow the trial? A verdict against the trial's own marker noise.
+
+OpenSim reports every fit's marker errors so that a user sees at once where the model does not
+follow; bemore goes one step further and judges them. A model that follows the trial leaves
+joint-centre distances of the order of the noise the markers carry (a joint centre averages
+2–12 filtered markers: with 1 mm of marker noise the mean distance of a right model is
+0.4–0.6 mm). So, with σ the marker noise estimated from the recording
+(:func:`bemore.trial.noise.marker_noise_m`, floored at ``NOISE_FLOOR_M``):
+
+* the fit is **poor** when the mean joint-centre distance exceeds ``MEAN_DISTANCE_LIMIT``·σ, or
+  when one joint centre's RMS distance exceeds ``JOINT_RMS_LIMIT``·σ (it "does not follow");
+* a joint centre whose mean residual vector is at least ``SYSTEMATIC_FRACTION`` of its RMS and
+  above ``MEAN_DISTANCE_LIMIT``·σ has a **systematic offset**: the model's point is not where
+  the markers put it (a convention or a segment length), not noise;
+* each joint centre that does not follow is given its likely causes (``LIKELY_CAUSES``).
+
+A poor fit's parameters are not trusted: the standard errors bound the noise's effect, not a
+model error's (docs/identify.md, "Fit verdict").
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+MEAN_DISTANCE_LIMIT = 2.0  # mean joint-centre distance / marker noise above which a fit is poor
+JOINT_RMS_LIMIT = 4.0  # one joint centre's RMS distance / marker noise above which it is named
+SYSTEMATIC_FRACTION = 0.5  # |mean residual| / RMS from which an offset is systematic
+NOISE_FLOOR_M = 1e-4  # marker noise used at least (m): the engine's own error is ~0.01 mm
+
+LIKELY_CAUSES = {
+    "bar": "the bar markers, or a bar that does not move as the model's spring-damper",
+    "wrist": "the hand length (bar to wrist) or the wrist markers",
+    "elbow": "the arm chain: the forearm markers, or the acromion side of the shoulder springs "
+             "([conventions] acromion_side in the marker set)",
+    "neck": "the neck convention: the C7/STERNUM centre is not where the model hinges the head "
+            "([conventions] neck_offset in the marker set)",
+    "hip": "the trunk: its length, the hip markers, or the neck convention",
+    "knee": "the thigh length or the knee markers",
+    "ankle": "the shank length or the ankle markers",
+}
+
+
+@dataclass
+class JointCentreFit:
+    """How one joint centre is followed (mm)."""
+
+    name: str
+    rms_mm: float
+    offset_mm: list[float]  # mean of simulated − measured (x, y), model plane
+    follows: bool
+    systematic: bool
+
+
+@dataclass
+class FitVerdict:
+    """The verdict on a fit (JSON-ready with :meth:`to_dict`)."""
+
+    status: str  # "good" | "poor" | "unjudged" (the trial's noise is unknown)
+    mean_distance_mm: float
+    marker_noise_mm: float  # as estimated from the trial (NaN if it could not be)
+    noise_used_mm: float  # the noise the limits are scaled by (estimate, floored)
+    limit_mm: float  # mean distance above which the fit is poor
+    joint_centres: list[JointCentreFit]
+    not_following: list[str] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def poor(self) -> bool:
+        """True when the model does not follow the trial."""
+        return self.status == "poor"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready record (athlete.json ``fit_verdict``; an unknown noise is null)."""
+        return {key: None if isinstance(value, float) and not np.isfinite(value) else value
+                for key, value in asdict(self).items()}
+
+
+def judge_fit(measured: np.ndarray, simulated: np.ndarray, names: list[str] | tuple[str, ...],
+              marker_noise_m: float) -> FitVerdict:
+    """Judge a fit of the joint centres ``measured`` by ``simulated`` ((F, J, 2) m, NaN = not
+    seen) against ``marker_noise_m`` (m; NaN: unknown, the fit is "unjudged"); see the module
+    docstring for the rules.
+
+    >>> rng = np.random.default_rng(0)
+    >>> measured = rng.normal(0.0, 1.0, (500, 2, 2))
+    >>> right = measured + rng.normal(0.0, 0.0005, measured.shape)
+    >>> judge_fit(measured, right, ["hip", "knee"], 0.001).status
+    'good'
+    >>> wrong = right.copy(); wrong[:, 1, 0] += 0.01   # the knee 10 mm off along x
+    >>> verdict = judge_fit(measured, wrong, ["hip", "knee"], 0.001)
+    >>> verdict.status, verdict.not_following, verdict.joint_centres[1].systematic
+    ('poor', ['knee'], True)
+    """
+    difference = simulated - measured  # (F, J, 2)
+    distance = np.sqrt(np.sum(difference**2, axis=-1))  # (F, J), NaN where not seen
+    mean_distance = float(np.nanmean(distance))
+    judged = bool(np.isfinite(marker_noise_m))
+    noise = max(marker_noise_m, NOISE_FLOOR_M) if judged else float("nan")
+    rows = []
+    for k, name in enumerate(names):
+        rms = float(np.sqrt(np.nanmean(distance[:, k] ** 2)))
+        offset = np.nanmean(difference[:, k], axis=0)
+        systematic = bool(np.hypot(*offset) >= SYSTEMATIC_FRACTION * rms
+                          and np.hypot(*offset) > MEAN_DISTANCE_LIMIT * noise)
+        rows.append(JointCentreFit(name, rms * 1e3, [float(v) * 1e3 for v in offset],
+                                   follows=not judged or rms <= JOINT_RMS_LIMIT * noise,
+                                   systematic=systematic))
+    not_following = [row.name for row in rows if not row.follows]
+    poor = mean_distance > MEAN_DISTANCE_LIMIT * noise or bool(not_following)
+    verdict = FitVerdict(
+        status=("poor" if poor else "good") if judged else "unjudged",
+        mean_distance_mm=mean_distance * 1e3,
+        marker_noise_mm=float(marker_noise_m) * 1e3,
+        noise_used_mm=noise * 1e3,
+        limit_mm=MEAN_DISTANCE_LIMIT * noise * 1e3,
+        joint_centres=rows,
+        not_following=not_following,
+    )
+    verdict.message = _message(verdict)
+    return verdict
+
+
+def _message(verdict: FitVerdict) -> str:
+    """One line: the verdict, the worst joint centres (at most three, worst first) and the
+    likely cause of the worst one."""
+    if verdict.status == "unjudged":
+        return (f"fit not judged: mean distance {verdict.mean_distance_mm:.3g} mm, the trial's "
+                "marker noise is unknown")
+    head = (f"mean distance {verdict.mean_distance_mm:.3g} mm against a marker noise of "
+            f"{verdict.noise_used_mm:.3g} mm (limit {verdict.limit_mm:.3g} mm)")
+    if not verdict.poor:
+        return f"fit good: {head}"
+    worst = sorted(verdict.joint_centres, key=lambda row: -row.rms_mm)
+    parts = []
+    for row in worst[:3]:
+        text = f"{row.name} {row.rms_mm:.3g} mm RMS"
+        if row.systematic:
+            text += f" (systematic offset {np.hypot(*row.offset_mm):.3g} mm)"
+        parts.append(text)
+    count = len(verdict.not_following)
+    following = (f"{count} of {len(worst)} joint centres do not follow" if count
+                 else "every joint centre within its own limit")
+    return (f"fit poor: {head}; worst: {', '.join(parts)}; {following}; likely: "
+            f"{LIKELY_CAUSES.get(worst[0].name, 'its markers')}")
