@@ -549,8 +549,11 @@ class Session:
             return reason, f"{message}: the bench restarted disarmed (zero torque)"
         if reason == "fault":
             self._armed = False
-            return reason, (f"{message}; the firmware ramps its torque to zero (fault latched, "
-                            "clear it with --clear-fault)")
+            # the e-stop input and a driver fault cut the torque at once; other faults ramp it
+            cut = self.status.fault in ("ESTOP_INPUT", "ESTOP_MESSAGE", "DRIVER")
+            action = "cut its torque at once" if cut else "ramps its torque to zero"
+            return reason, (f"{message}; the firmware {action} (fault latched, clear it with "
+                            "--clear-fault)")
         if reason == "estop":
             try:
                 self._expect_ack("ESTOP")

@@ -472,20 +472,19 @@ static int host_silent(const struct bm_core *core)
 }
 
 /* The control law of the setpoint in force, before the output limits, mN·m. A silent host
- * leaves only the position hold (no feed-forward, zero velocity setpoint; in velocity and
- * torque modes, only the damping) until it speaks again or the watchdog trips. */
+ * leaves only the held setpoint's tracking (its position and velocity, as PROTOCOL.md §6
+ * holds a setpoint): the torque feed-forward is dropped until a setpoint comes in force again
+ * or the watchdog trips. (Not a brake to zero velocity: at 2–3 rad/s that would ask for more
+ * than the motor's limit after a 10 ms hiccup of the link.) */
 static int32_t control_law(struct bm_core *core)
 {
     int64_t torque = core->sp_torque_mNm;
     int64_t velocity_error = (int64_t)core->sp_velocity_urad_s - core->velocity_urad_s;
     if (host_silent(core)) {
         core->limit_flags |= BM_FLAG_FEEDFORWARD_DROPPED;
-        torque = -(core->gains.kd_q16 * (int64_t)core->velocity_urad_s) / 65536;
-        if (core->sp_mode == BM_MODE_POSITION) {
-            torque += core->gains.kp_q16 *
-                      ((int64_t)core->sp_position_urad - core->position_urad) / 65536;
-        }
-    } else if (core->sp_mode == BM_MODE_POSITION) {
+        torque = 0;
+    }
+    if (core->sp_mode == BM_MODE_POSITION) {
         int64_t position_error = (int64_t)core->sp_position_urad - core->position_urad;
         torque += (core->gains.kp_q16 * position_error + core->gains.kd_q16 * velocity_error) /
                   65536;

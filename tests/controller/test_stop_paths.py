@@ -212,7 +212,7 @@ def test_a_persistent_link_delay_stops_on_late_setpoints(setpoint_file, tmp_path
         simulated.command("delay 0")
         time.sleep(0.1)
         state = bench_state(simulated.port)
-    assert result.reason == "late setpoints" and result.exit_code == 3
+    assert result.reason == "late setpoints" and result.exit_code == 3, result.message
     assert f"setpoints reached the firmware after their due tick (budget " \
            f"{LATE_SETPOINT_BUDGET})" in result.message
     assert result.message.endswith("ramped down over 0.3 s and disarmed")
