@@ -158,7 +158,7 @@ def run_once(scenario: Scenario, gesture: Path, folder: Path, seed: int) -> dict
         time.sleep(SETTLE_S)
     result = {"exit": host.exitcode, **_read_trace(trace, fault_ns), **_read_log(log)}
     if scenario.kill_bench:  # the motor's command went with the process
-        result["final"] = f"bench process gone (last traced: {result['final']})"
+        result["final"] = "bench process gone"
     return result
 
 
@@ -197,7 +197,7 @@ def _read_log(log: Path) -> dict:
 
 def summarise(name: str, runs: list[dict]) -> dict:
     """One row of the table."""
-    ended = Counter(f"{run['ended']} → {run['final']}" for run in runs)
+    ended = Counter(f"{run['ended']} → {run['final'].split(' (last traced')[0]}" for run in runs)
     zeros = [run["zero_ms"] for run in runs if run["zero_ms"] is not None]
     peaks = [run["peak_nm"] for run in runs if run["peak_nm"] is not None]
     return {
@@ -234,7 +234,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("-k", dest="only", default="", help="only scenarios containing this")
     parser.add_argument("--json", type=Path, default=None, help="also write every run here")
+    parser.add_argument("--from-json", type=Path, default=None,
+                        help="print the table of the runs written by an earlier --json")
     args = parser.parse_args()
+    if args.from_json is not None:
+        raw = json.loads(args.from_json.read_text())
+        print(table([summarise(name, runs) for name, runs in raw.items()]))
+        return
     rows, raw = [], {}
     with tempfile.TemporaryDirectory(prefix="fault-matrix-") as tmp:
         folder = Path(tmp)

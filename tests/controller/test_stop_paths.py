@@ -317,3 +317,22 @@ def test_bad_fault_injection_options_are_refused(setpoint_file, tmp_path, option
     assert result.exit_code == 2, result.output
     assert message in result.stderr
     assert not log.exists()
+
+
+def test_the_simulated_bench_traces_state_fault_and_torque(tmp_path):
+    """One line per tick on the monotonic clock (what tools/fault_matrix.py reads)."""
+    from controller.simbench import SimFaults
+
+    trace = tmp_path / "trace.txt"
+    start_ns = time.monotonic_ns()
+    with start_simulated_bench(faults=SimFaults(trace=str(trace))) as simulated:
+        simulated.command("estop on")
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and trace.read_text().count(" 2 3 ") < 20:
+            time.sleep(0.01)  # polling the file the bench writes (flushed every 10 ms)
+    rows = [[int(cell) for cell in line.split()] for line in trace.read_text().splitlines()]
+    assert len(rows) >= 30
+    times = [row[0] for row in rows]
+    assert start_ns < times[0] and times == sorted(times)
+    assert rows[0][1:] == [0, 0, 0]  # DISARMED, no fault, no torque
+    assert rows[-1][1:] == [2, 3, 0]  # FAULT ESTOP_INPUT once the input was asserted
