@@ -250,13 +250,13 @@ class Session:
 
     def arm(self) -> None:
         """Arm the axis with the configured watchdog and lead; wait for telemetry showing ARMED."""
-        self._arm_sent = True
-        try:
-            self._expect_ack("ARM", watchdog_ms=self.watchdog_ms, lead_ms=self.lead_ms)
-        except BenchError as error:
-            if "refused ARM" in str(error):
-                self._arm_sent = False  # refused: the bench stayed disarmed
-            raise
+        self._arm_sent = True  # from here on, an unanswered ARM may have armed the bench
+        ack = self.link.request("ARM", "ACK", timeout_s=0.5, watchdog_ms=self.watchdog_ms,
+                                lead_ms=self.lead_ms)
+        result = self.spec.name_of("results", ack.fields["result"])
+        if result != "OK":
+            self._arm_sent = False  # refused: the bench stayed disarmed
+            raise BenchError(f"{self.port}: the bench refused ARM: {result}")
         self._armed = True
         self.log.event("armed", f"watchdog {self.watchdog_ms} ms, lead {self.lead_ms} ms")
         armed = self.spec.states["ARMED"]
