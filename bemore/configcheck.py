@@ -18,6 +18,7 @@ from bemore.settings import CONFIG_SCHEMAS
 
 # File name → "module:schema class" of the capabilities that own them.
 CAPABILITY_SCHEMAS = {
+    "athlete.example.toml": "bemore.profile:ProfileFile",
     "markerset.toml": "bemore.trial.markerset:MarkerSet",
     "trial.toml": "bemore.trial.markerset:TrialSettings",
 }

@@ -130,6 +130,11 @@ class InitialState(Section):
     rate_margin_rad_per_s: PositiveFloat = Field(
         0.3, description="initial rotation rate searched within prepared rate ± this"
     )
+    angle_margin_rad: float = Field(
+        0.02, ge=0.0, le=0.2,
+        description="initial rotation angle about the bar searched within prepared ± this; 0 = "
+        "as prepared"
+    )
     bar_rest_margin_m: float = Field(
         0.005, ge=0.0, description="bar rest searched within its equilibrium estimate ± this"
     )

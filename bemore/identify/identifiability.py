@@ -86,6 +86,7 @@ def analyse(
     frames: int | None = None,
     positions: np.ndarray | None = None,
     untrusted: str | None = None,
+    lowers: np.ndarray | None = None,
 ) -> Identifiability:
     """Identifiability at the optimum.
 
@@ -95,7 +96,9 @@ def analyse(
     are ``frames`` consecutive frames of m/frames residuals each (long-run covariance; None:
     white noise). ``positions``: (d,) the values in their box (0 = lower, 1 = upper), to flag
     the parameters at a bound. ``untrusted``: a reason every parameter is flagged for (e.g. a
-    poor fit, whose errors bound the noise's effect, not the model error's).
+    poor fit, whose errors bound the noise's effect, not the model error's). ``lowers``: (d,)
+    the lower bounds (SI); a parameter whose box spans zero has its relative error taken
+    relative to its range.
     """
     J = np.asarray(jacobian, dtype=float)
     r = np.asarray(residuals, dtype=float)
@@ -119,6 +122,12 @@ def analyse(
     np.fill_diagonal(correlation, 1.0)
     standard_error = standard_error_n * np.asarray(widths, dtype=float)
     relative = standard_error / np.maximum(np.abs(values), 1e-300)
+    # A parameter whose box spans zero (an offset) has no scale of its own: its error is
+    # relative to its search range, as the nuisance unknowns' are.
+    spans_zero = np.zeros(d, dtype=bool)
+    if lowers is not None:
+        spans_zero = (np.asarray(lowers) < 0.0) & (np.asarray(lowers) + np.asarray(widths) > 0.0)
+    relative = np.where(spans_zero, standard_error_n, relative)
     parameters = d - nuisance
     relative[parameters:] = standard_error_n[parameters:]  # fraction of the search range
     floor = SENSITIVITY_FLOOR * float(sensitivity_mm[:parameters].max()) if parameters else 0.0

@@ -14,8 +14,11 @@ markers. Per simulated member (parameter vector ``p``):
 * **shoulder springs**: their equilibrium translation (``shoulder_start = "equilibrium"``) or
   the translation the markers see (``"seen"``; on real data it carries the C7/STERNUM neck's
   offset of a few cm, which would start the springs loaded by hundreds of newtons);
-* **rotation about the bar**: angle as seen; rate a nuisance unknown ``initial.rotation_rate``
-  within the prepared rate ± ``rate_margin_rad_per_s``; the other rates as prepared.
+* **rotation about the bar**: rate a nuisance unknown ``initial.rotation_rate`` within the
+  prepared rate ± ``rate_margin_rad_per_s``; angle a nuisance unknown ``initial.rotation_angle``
+  within the prepared angle ± ``angle_margin_rad`` (a few mrad of error in the filtered
+  markers' start angle bias a slow handstand start's trunk mass by tens of percent); the other
+  rates as prepared.
 
 The nuisance unknowns are normalised to [0, 1] like the parameters and appended after them.
 """
@@ -33,6 +36,7 @@ from bemore.model.equilibrium import oracle_motion, spring_equilibrium
 from bemore.settings import InitialState as InitialStateSettings
 
 RATE = "initial.rotation_rate"
+ANGLE = "initial.rotation_angle"
 REST_X, REST_Y = "bar.rest_offset_x", "bar.rest_offset_y"
 HAND_ROTATION = 2  # index of the rotation about the bar among the free coordinates
 BAR = slice(0, 2)  # bar_x, bar_y among the free coordinates
@@ -81,6 +85,12 @@ class StartState(Box):
         margin = settings.rate_margin_rad_per_s
         names, units = [RATE], ["rad/s"]
         lower, upper = [rate - margin], [rate + margin]
+        if settings.angle_margin_rad > 0:
+            angle = float(free_q0[HAND_ROTATION])
+            names.append(ANGLE)
+            units.append("rad")
+            lower.append(angle - settings.angle_margin_rad)
+            upper.append(angle + settings.angle_margin_rad)
         if settings.bar_rest_margin_m > 0:
             for name in (REST_X, REST_Y):
                 names.append(name)
@@ -120,13 +130,16 @@ class StartState(Box):
             ) from None
         P = P.copy()
         P[:, columns] = 0.0
-        equilibrium = spring_equilibrium(model, P, self.free_q0, self.oracle)
+        start = np.repeat(self.free_q0[None, :], B, axis=0)
+        if ANGLE in self.names:
+            start[:, HAND_ROTATION] = values[:, self.names.index(ANGLE)]
+        equilibrium = spring_equilibrium(model, P, start, self.oracle)
         offset = np.zeros((B, 2))
         for k, name in enumerate((REST_X, REST_Y)):
             if name in self.names:
                 offset[:, k] = values[:, self.names.index(name)]
         P[:, columns] = self.free_q0[BAR] - equilibrium[:, BAR] + offset
-        q0 = np.repeat(self.free_q0[None, :], B, axis=0)
+        q0 = start
         if self.shoulder_start == "equilibrium":
             q0[:, SHOULDER] = equilibrium[:, SHOULDER]
         else:

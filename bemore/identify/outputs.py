@@ -40,6 +40,9 @@ def athlete_record(
         "format": report.ATHLETE_FORMAT,
         "parameters": report.parameter_rows(problem.space, outcome.values, outcome.identifiability),
         "initial_state": outcome.initial_state,
+        # Model parameters measured on the trial and kept by the fit (SI; e.g. the neck-to-hip
+        # distance): the athlete's body as her markers show it.
+        "body": dict(getattr(problem, "body", {})),
         **outcome.metrics,
         # Does the model follow the trial? (bemore.identify.verdict; None: interrupted)
         "fit_verdict": outcome.verdict.to_dict() if outcome.verdict else None,

@@ -37,7 +37,8 @@ class IdentificationProblem(Problem):
     ``measured`` is (F, 7, 2) m (joint centres ``cost_points``, NaN = not seen), ``motion`` the
     engine's DrivenMotion, ``free_q0``/``free_qd0`` the recorded initial free state; ``start``
     (optional) the initial-state unknowns fitted with the parameters; ``marker_noise_m`` the
-    trial's marker noise (m, what the fit is judged against; NaN: unknown).
+    trial's marker noise (m, what the fit is judged against; NaN: unknown); ``body`` the model
+    parameters the trial measured and the fit keeps (SI, e.g. ``trunk.neck_to_hip``).
     """
 
     @classmethod
@@ -55,9 +56,11 @@ class IdentificationProblem(Problem):
         start = None
         if space.initial_state is not None:
             start = StartState.from_trial(trial, space.initial_state)
+        body = {name: value for name, value in trial.segment_lengths_m.items()
+                if name in model.parameter_names}
         return cls(model, space, trial.driven, trial.free_q0, trial.free_qd0,
                    trial.joint_centres, tuple(trial.joint_centre_names), start,
-                   samples_per_step, trial.marker_noise_m)
+                   samples_per_step, trial.marker_noise_m, body)
 
     def __init__(
         self,
@@ -71,6 +74,7 @@ class IdentificationProblem(Problem):
         start: StartState | None = None,
         samples_per_step: int = 1,
         marker_noise_m: float = float("nan"),
+        body: dict[str, float] | None = None,
     ) -> None:
         frames = measured.shape[0]
         nuisance = start.names if start is not None else ()
@@ -98,7 +102,8 @@ class IdentificationProblem(Problem):
         self.free_qd0 = np.asarray(free_qd0, dtype=float)
         self.measured = np.ascontiguousarray(measured, dtype=float)
         self.cost_points = tuple(cost_points)
-        self._defaults = model.parameter_matrix([{}])[0]
+        self.body = dict(body or {})
+        self._defaults = model.parameter_matrix([self.body])[0]
         self._columns = [model.parameter_names.index(name) for name in space.names]
         self._point_index = [model.point_names.index(name) for name in cost_points]
         if samples_per_step not in (1, 2):

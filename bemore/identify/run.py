@@ -171,7 +171,7 @@ def _identify(
         identifiability = analyse(
             jacobian, residuals, problem.names, *_values_and_widths(problem, x),
             nuisance=problem.dim - problem.space.dim, frames=problem.measured.shape[0],
-            positions=x,
+            positions=x, lowers=_lowers(problem),
             untrusted="fit poor: the model does not follow the trial, so the standard errors "
                       "do not bound its error" if verdict.poor else None,
         )
@@ -250,6 +250,12 @@ def _exact(problem: IdentificationProblem, result: OptimisationResult) -> float:
         return result.fun
     cost = float(problem.exact_cost(result.x[None, :])[0])
     return cost if np.isfinite(cost) else problem.penalty
+
+
+def _lowers(problem: IdentificationProblem) -> np.ndarray:
+    """Lower bounds (dim,) SI of the parameters then the nuisance unknowns (the latter are
+    reported relative to their range anyway: their lower bound is given as 0)."""
+    return np.r_[problem.space.lower, np.zeros(problem.dim - problem.space.dim)]
 
 
 def _values_and_widths(problem: IdentificationProblem, x: np.ndarray

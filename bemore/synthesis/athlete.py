@@ -71,6 +71,12 @@ def load_athlete(path: str | Path, identification: Identification,
                 f"{path}: parameters.{item.name}.unit = {unit!r}: expected {item.unit!r}"
             )
         values[item.name] = float(value)
+    body = data.get("body") or {}
+    if not isinstance(body, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in body.values()):
+        raise DataError(f"{path}: body: expected a mapping of parameter name → number (SI)")
+    values.update({name: float(value) for name, value in body.items()})
     return AthleteParameters(values=values, source=str(path),
                              fit=fit_record(data, path, accept_poor_fit))
 

@@ -51,6 +51,38 @@ from bemore.trial.readers import read_markers
 
 _COST_INDEX = [POINT_NAMES.index(name) for name in JOINT_CENTRE_NAMES]
 
+# Each segment's length as the joint centres show it: the two points it runs between.
+# ``trunk.neck_to_hip`` is the model parameter of the same name (configs/models/real_gymnast.toml).
+SEGMENT_ENDS = {
+    "hand": ("bar", "wrist"),
+    "forearm": ("wrist", "elbow"),
+    "upper_arm": ("elbow", "shoulder"),
+    "trunk.neck_to_hip": ("neck", "hip"),
+    "head": ("neck", "head_top"),
+    "thigh": ("hip", "knee"),
+    "shank": ("knee", "ankle"),
+    "foot": ("ankle", "toe"),
+}
+
+
+def segment_lengths(points: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+    """Median length (m) and spread (half the interquartile range, m) of each segment of
+    :data:`SEGMENT_ENDS` over the frames of ``points`` (F, 10, 2) in POINT_NAMES order.
+
+    >>> points = np.zeros((3, len(POINT_NAMES), 2))
+    >>> points[:, POINT_NAMES.index("hip"), 0] = [0.47, 0.48, 0.49]
+    >>> lengths, spread = segment_lengths(points)
+    >>> round(lengths["trunk.neck_to_hip"], 3), round(spread["trunk.neck_to_hip"], 3)
+    (0.48, 0.005)
+    """
+    lengths, spread = {}, {}
+    for name, (start, end) in SEGMENT_ENDS.items():
+        d = points[:, POINT_NAMES.index(end)] - points[:, POINT_NAMES.index(start)]
+        distance = np.hypot(d[:, 0], d[:, 1])
+        q1, median, q3 = np.percentile(distance, [25.0, 50.0, 75.0])
+        lengths[name], spread[name] = float(median), float(q3 - q1) / 2.0
+    return lengths, spread
+
 
 @dataclass
 class Trial:
@@ -73,6 +105,10 @@ class Trial:
             e_y, e_z of the model frame in lab coordinates.
         marker_noise_m: the markers' noise (m, one coordinate's standard deviation) estimated
             from the recording (:mod:`bemore.trial.noise`); NaN if it could not be.
+        segment_lengths_m, segment_length_spread_m: each segment's length as the joint centres
+            show it (:data:`SEGMENT_ENDS`; median over the frames, m) and its spread (half the
+            interquartile range, m): a rigid segment's length is constant, a spread well above
+            the marker noise says the markers are not where the recipe assumes.
     """
 
     t: np.ndarray
@@ -92,6 +128,8 @@ class Trial:
     plane_axes: np.ndarray
     rate_hz: float = 1000.0
     marker_noise_m: float = float("nan")
+    segment_lengths_m: dict[str, float] = field(default_factory=dict)
+    segment_length_spread_m: dict[str, float] = field(default_factory=dict)
     joint_centre_names: tuple[str, ...] = JOINT_CENTRE_NAMES
     point_names: tuple[str, ...] = POINT_NAMES
     driven_names: tuple[str, ...] = DRIVEN_NAMES
@@ -132,6 +170,9 @@ class Trial:
             "plane_origin_m": self.plane_origin.tolist(),
             "plane_axes": self.plane_axes.tolist(),
             "marker_noise_mm": self.marker_noise_m * 1e3,
+            "segment_lengths_m": self.segment_lengths_m,
+            "segment_length_spread_mm": {name: spread * 1e3 for name, spread
+                                         in self.segment_length_spread_m.items()},
             "notes": list(self.notes),
         }
 
@@ -327,6 +368,7 @@ def prepare_markers(
     driven_qdd = accelerations[:, :n_driven]
     free_seen = values[:, n_driven : n_driven + n_free]
     all_points = values[:, n_driven + n_free :].reshape(len(t_new), len(POINT_NAMES), 2)
+    lengths, spread = segment_lengths(all_points)
     notes = (*clean.notes, *_driven_note(settings),
              f"resampled {clean.rate_hz:g} Hz → {settings.resample.rate_hz:g} Hz (quintic spline)")
     return Trial(
@@ -348,6 +390,8 @@ def prepare_markers(
         plane_axes=np.stack([plane.e_x, plane.e_y, plane.e_z]),
         rate_hz=settings.resample.rate_hz,
         marker_noise_m=noise,
+        segment_lengths_m=lengths,
+        segment_length_spread_m=spread,
         markers=clean,
     )
 

@@ -54,4 +54,6 @@ def synthetic_case(
     problem = IdentificationProblem(
         model, space, motion, free_q0, free_qd0, noisy, tuple(COST_POINTS)
     )
-    return SyntheticCase(problem=problem, truth=truth, noise_m=noise_m)
+    # The truth of every identified parameter: the given values, the model's defaults elsewhere.
+    complete = {name: float(P[0, model.parameter_names.index(name)]) for name in space.names}
+    return SyntheticCase(problem=problem, truth={**complete, **truth}, noise_m=noise_m)

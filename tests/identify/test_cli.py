@@ -45,7 +45,7 @@ def test_short_run_on_the_sample_trial_writes_athlete_json(tmp_path) -> None:
     assert result.output.strip().splitlines()[-1].startswith(f"bemore: error: {SAMPLE}: fit poor")
     assert (out / "trajectories.png").is_file()
     assert list(athlete["parameters"]) == [item["name"] for item in athlete["config"]["box"]]
-    assert len(athlete["parameters"]) == 12
+    assert len(athlete["parameters"]) == 13  # the seed's twelve and the neck convention
     assert athlete["pack"] == 6 and athlete["iterations"] == 2 and athlete["seed"] == 3
     assert athlete["evaluations"] == 13  # 2 × 6 and the re-evaluated best
     assert athlete["trial"]["source"].endswith("sample_trial.c3d")
@@ -53,7 +53,8 @@ def test_short_run_on_the_sample_trial_writes_athlete_json(tmp_path) -> None:
     # The initial-state unknowns are reported apart from the athlete's parameters.
     unknowns = athlete["initial_state"]["unknowns"]
     assert list(unknowns) == [item["name"] for item in athlete["config"]["initial_state_box"]]
-    assert list(unknowns) == ["initial.rotation_rate", "bar.rest_offset_x", "bar.rest_offset_y"]
+    assert list(unknowns) == ["initial.rotation_rate", "initial.rotation_angle",
+                              "bar.rest_offset_x", "bar.rest_offset_y"]
     rate = unknowns["initial.rotation_rate"]
     assert rate["upper"] - rate["lower"] == pytest.approx(0.6)  # prepared ± 0.3 rad/s
     assert "initial state (trial nuisance" in result.output

@@ -9,6 +9,7 @@ import pytest
 
 from bemore.identify.identifiability import analyse
 from bemore.identify.initial import (
+    ANGLE,
     RATE,
     REST_X,
     REST_Y,
@@ -44,6 +45,8 @@ def _truth_points(problem: IdentificationProblem, rates: np.ndarray, offsets=(0.
     parameters = space.to_normalised(np.array([TRUTH["parameters"][n] for n in space.names]))
     nuisance = np.zeros((rates.size, start.dim))
     nuisance[:, start.names.index(RATE)] = (rates - start.lower[0]) / start.width[0]
+    if ANGLE in start.names:
+        nuisance[:, start.names.index(ANGLE)] = 0.5  # the prepared start angle
     for name, value in zip((REST_X, REST_Y), offsets, strict=True):
         k = start.names.index(name)
         nuisance[:, k] = (value - start.lower[k]) / start.width[k]
@@ -99,7 +102,8 @@ def test_each_member_starts_at_the_seen_bar_with_its_own_rest(problem, trial) ->
 
 
 def test_box_is_the_prepared_rate_plus_minus_the_margin(trial) -> None:
-    settings = InitialState(rate_margin_rad_per_s=0.2, bar_rest_margin_m=0.0, shoulder_start="seen")
+    settings = InitialState(rate_margin_rad_per_s=0.2, bar_rest_margin_m=0.0, angle_margin_rad=0.0,
+                            shoulder_start="seen")
     start = StartState.from_trial(trial, settings)
     assert start.names == (RATE,)  # no rest offsets with a zero margin
     assert start.lower == pytest.approx([trial.free_qd0[2] - 0.2])
@@ -125,12 +129,13 @@ def test_truth_with_the_fitted_rate_reproduces_the_file(problem) -> None:
 
 
 def test_problem_appends_the_nuisance_unknowns(problem) -> None:
-    assert problem.dim == 15
-    assert problem.names[12:] == [RATE, REST_X, REST_Y]
-    costs = problem.evaluate(np.full((3, 15), 0.5))
+    assert problem.dim == 17  # 13 parameters, rate, angle, two bar rest offsets
+    assert problem.names[13:] == [RATE, ANGLE, REST_X, REST_Y]
+    costs = problem.evaluate(np.full((3, problem.dim), 0.5))
     assert np.all(np.isfinite(costs)) and np.ptp(costs) == 0.0
-    record = problem.start_record(np.full(15, 0.5))
+    record = problem.start_record(np.full(problem.dim, 0.5))
     assert record["unknowns"][RATE]["value"] == pytest.approx(problem.start.free_qd0[2])
+    assert record["unknowns"][ANGLE]["value"] == pytest.approx(problem.start.free_q0[2])
     assert record["unknowns"][REST_Y]["value"] == pytest.approx(0.0, abs=1e-15)
 
 

@@ -31,9 +31,9 @@ def test_seed_2_recovers_the_truth_from_a_distinct_start_despite_its_second_mini
         assert found[name] == pytest.approx(truth[name], rel=0.10), name
     assert outcome.metrics["mean_distance_mm"] < 0.44  # measured 0.4337 (noise 1 mm)
     starts = outcome.polish_starts
-    # The run's best point (rank 0, what a single polish starts from) ends in the other
-    # minimum, measured 0.00342 m² / 0.449 mm; another start wins at 0.00309 m² / 0.434 mm.
-    assert starts[0].rank == 0 and not starts[0].won
-    assert starts[0].polished_cost_m2 > 1.05 * outcome.polish_result.fun
-    assert starts[0].mean_distance_mm > 0.445
+    # Every start is polished and the lowest exact cost is kept, whichever start reached it
+    # (the trunk parameters have a second minimum at +3 % of the cost, 0.449 mm).
+    kept = [start for start in starts if start.won]
+    assert len(kept) == 1 and len(starts) == 3
+    assert all(start.polished_cost_m2 >= kept[0].polished_cost_m2 for start in starts)
     assert outcome.metrics["cost_m2"] == pytest.approx(outcome.polish_result.fun, rel=1e-9)

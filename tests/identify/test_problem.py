@@ -24,10 +24,10 @@ def test_box_uses_the_trunk_mass_budget_bound() -> None:
     # trunk 17.529 + thighs 2 × 4.952 = 27.433 kg, minus 2 kg kept for the thighs.
     assert space.upper[k] == pytest.approx(25.433)
     assert space.configured_upper[k] == 29.8
-    assert space.dim == 12
-    assert np.allclose(space.to_physical(np.zeros(12)), space.lower)
-    assert np.allclose(space.to_physical(np.ones(12)), space.upper)
-    half = space.to_physical(np.full(12, 0.5))
+    assert space.dim == 13  # the seed's twelve and the neck convention
+    assert np.allclose(space.to_physical(np.zeros(space.dim)), space.lower)
+    assert np.allclose(space.to_physical(np.ones(space.dim)), space.upper)
+    half = space.to_physical(np.full(space.dim, 0.5))
     assert half[space.names.index("bar.stiffness_x")] == pytest.approx(27_500.0)
     assert np.allclose(space.to_normalised(half), 0.5)
 
@@ -48,7 +48,7 @@ def test_cost_at_the_truth_is_the_noise_and_residuals_agree_with_the_cost() -> N
     cost = problem.evaluate(truth[None, :])[0]
     # 300 frames × 7 centres × 2 coordinates of N(0, 1 mm²): expected 4.2e-3 m², sd 1.2 %.
     assert cost == pytest.approx(FRAMES * 14 * 1e-6, rel=0.05)
-    X = np.vstack([truth, np.random.default_rng(0).random((3, 12))])
+    X = np.vstack([truth, np.random.default_rng(0).random((3, problem.space.dim))])
     costs = problem.evaluate(X)
     r = problem.residuals(X)
     assert r.shape == (4, FRAMES * 14)
@@ -73,7 +73,7 @@ def test_a_parameter_set_the_engine_cannot_simulate_gets_the_finite_penalty() ->
         case.problem.measured,
         case.problem.cost_points,
     )
-    X = np.full((2, 12), 0.5)
+    X = np.full((2, space.dim), 0.5)
     X[1, space.names.index("trunk.mass")] = 1.0
     costs = problem.evaluate(X)
     assert np.isfinite(costs[0]) and costs[0] < 1e3
@@ -98,7 +98,8 @@ def test_search_cost_with_two_samples_per_step_is_close_and_the_exact_cost_is_ex
     case = synthetic_case(seed_truth(), noise_m=0.0, seed=1, frames=FRAMES + 1)  # 300 intervals
     exact, coarse = _with_samples_per_step(case, 1), _with_samples_per_step(case, 2)
     assert coarse.samples_per_step == 2 and coarse.notes == ()
-    X = np.vstack([np.full(12, 0.5), np.random.default_rng(2).random((3, 12))])
+    dim = case.problem.space.dim
+    X = np.vstack([np.full(dim, 0.5), np.random.default_rng(2).random((3, dim))])
     reference = exact.evaluate(X)
     searched = coarse.evaluate(X)
     # Different integrations (not the same numbers), within a fraction of a percent of costs of
@@ -115,7 +116,7 @@ def test_odd_sample_intervals_search_with_the_exact_cost_and_say_so() -> None:
     assert odd.samples_per_step == 1 and odd.requested_samples_per_step == 2
     assert odd.notes == ("299 sample intervals (odd): searched with the exact cost (one "
                          "integrator step per sample), not 2 per step",)
-    X = np.full((1, 12), 0.5)
+    X = np.full((1, case.problem.space.dim), 0.5)
     np.testing.assert_array_equal(odd.evaluate(X), _with_samples_per_step(case, 1, FRAMES)
                                   .evaluate(X))
 

@@ -45,7 +45,7 @@ def test_short_run_with_polish_writes_every_file(case, tmp_path) -> None:
     assert starts[0].rank == 0 and starts[0].search_cost_m2 == pytest.approx(
         outcome.global_result.fun, rel=1e-12
     )
-    assert len(outcome.identifiability.parameters) == 12
+    assert len(outcome.identifiability.parameters) == 13
     record = write_outputs(tmp_path, outcome, case.problem, settings, {"source": "synthetic"}, {})
     for name in FILES:
         assert (tmp_path / name).stat().st_size > 0, name

@@ -36,7 +36,7 @@ def test_defaults_are_the_seed_values() -> None:
     assert athlete.source == "default"
     assert athlete.values["bar.stiffness_x"] == 15326.0
     assert athlete.values["trunk.com"] == 0.194
-    assert len(athlete.values) == 12
+    assert len(athlete.values) == 13  # the seed's twelve and the neck convention
 
 
 def test_athlete_file_is_read(tmp_path) -> None:
