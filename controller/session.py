@@ -378,7 +378,16 @@ class Session:
             reason, message = self._stop_reason
         self.log.event("stop", message, sync=False, reason=reason)
         last = self._sent_fields[-1] if self._sent_fields else None
-        reason, message = self._finish(reason, message, self.scheduler, last)
+        try:
+            reason, message = self._finish(reason, message, self.scheduler, last)
+        except Exception as again:  # the stop sequence itself failed: DISARM is the safe side
+            try:
+                self.disarm()
+                message = f"{message}; stop sequence failed ({again}); disarmed"
+            except Exception as last_error:  # nothing else can be tried
+                message = (f"{message}; stop sequence failed ({again}; {last_error}); the "
+                           f"firmware watchdog ({self.watchdog_ms} ms) trips; "
+                           f"{self._bench_state_now()}")
         sent = len(self._sent_fields)
         timing = self.scheduler.stats().to_dict() if self.scheduler is not None and sent else {}
         self.log.end(reason, message=message, timing=timing, sent=sent,

@@ -336,3 +336,23 @@ def test_the_simulated_bench_traces_state_fault_and_torque(tmp_path):
     assert start_ns < times[0] and times == sorted(times)
     assert rows[0][1:] == [0, 0, 0]  # DISARMED, no fault, no torque
     assert rows[-1][1:] == [2, 3, 0]  # FAULT ESTOP_INPUT once the input was asserted
+
+
+def test_a_failing_stop_ramp_still_ends_disarmed(setpoint_file, tmp_path, monkeypatch):
+    """A bug in the stop ramp itself (after Ctrl-C mid-stream): DISARM, end record, no traceback."""
+
+    def broken_ramp(self, scheduler, last):
+        raise RuntimeError("ramp broken")
+
+    monkeypatch.setattr(Session, "_ramp_down", broken_ramp)
+    log_path = tmp_path / "session.jsonl"
+    with start_simulated_bench() as simulated:
+        result = drive(setpoint_file, log_path, port=simulated.port,
+                       view=lambda s: InjectAfter(s, 0.5, lambda: s.request_stop(
+                           "interrupted", "stopped by Ctrl-C")))
+        state = bench_state(simulated.port)
+    assert state == ("DISARMED", "NONE", 0.0)
+    assert result.reason == "interrupted" and result.exit_code == 1
+    assert result.message == "stopped by Ctrl-C; stop sequence failed (ramp broken); disarmed"
+    log = read_log(log_path)
+    assert log.events[-1]["kind"] == "disarmed" and log.end["reason"] == "interrupted"
