@@ -307,13 +307,15 @@ CONFIG_SCHEMAS = {
 }
 
 
-def trunk_mass_upper_bound_kg(identification: Identification, gymnast: Gymnast) -> float:
-    """Upper bound of ``trunk.mass`` actually searched (kg).
+def trunk_mass_upper_bound_kg(identification: Identification, gymnast: Gymnast,
+                              mass_scale: float = 1.0) -> float:
+    """Upper bound of ``trunk.mass`` actually searched (kg) for an athlete ``mass_scale``
+    times as heavy as the segment table (the configured bounds are the table's body's).
 
     The trunk+thighs total of the segment table is kept, so the thighs get
     ``total − trunk.mass``; the configured upper bound is lowered so that they keep at least
     ``mass_budget.min_thigh_pair_mass_kg``.
     """
     total = gymnast.segments["trunk"].total_mass_kg + gymnast.segments["thigh"].total_mass_kg
-    budget_bound = total - identification.mass_budget.min_thigh_pair_mass_kg
-    return min(identification.parameter("trunk.mass").upper, budget_bound)
+    budget_bound = total * mass_scale - identification.mass_budget.min_thigh_pair_mass_kg
+    return min(identification.parameter("trunk.mass").upper * mass_scale, budget_bound)

@@ -95,12 +95,18 @@ def _identify(spec: ItemSpec, out: Path) -> dict[str, Any]:
         workers=defaults.workers,
         polish_starts=defaults.polish_starts,
     )
-    space = ParameterSpace.from_config(identification, load_gymnast(), config_path)
-    problem, trial_summary = _problem(spec, space, defaults.samples_per_step)
+    body_mass_kg = spec.body_mass_kg
+    if body_mass_kg is None and spec.profile is not None:
+        from bemore.profile import load_profile
+
+        body_mass_kg = load_profile(spec.profile).body_mass_kg
+    space = ParameterSpace.from_config(identification, load_gymnast(), config_path, body_mass_kg)
+    problem, trial_summary = _problem(spec, space, defaults.samples_per_step, body_mass_kg)
     outcome = identify(problem, settings)
     if outcome.interrupted:
         raise KeyboardInterrupt
-    config = {"identification": config_path, "batch_athlete": spec.athlete}
+    config = {"identification": config_path, "batch_athlete": spec.athlete,
+              "body_mass_kg": body_mass_kg}
     record = _write_identification(
         out, spec.plots, outcome, problem, settings, trial_summary, config
     )
@@ -132,14 +138,17 @@ def _write_identification(out: Path, plots: bool, *args: Any) -> dict[str, Any]:
     return record
 
 
-def _problem(spec: ItemSpec, space: Any, samples_per_step: int) -> tuple[Any, dict[str, Any]]:
+def _problem(spec: ItemSpec, space: Any, samples_per_step: int,
+             body_mass_kg: float | None) -> tuple[Any, dict[str, Any]]:
     """The identification problem of the item's prepared trial on the real-gymnast model,
-    searched as ``bemore identify`` does (``samples_per_step`` samples per integrator step)."""
+    searched as ``bemore identify`` does (``samples_per_step`` samples per integrator step),
+    the body scaled to ``body_mass_kg``."""
     from bemore.identify.problem import IdentificationProblem
     from bemore.trial import prepare_trial
 
     trial = prepare_trial(spec.trial, spec.markerset, spec.trial_config)
-    problem = IdentificationProblem.from_trial(trial, space, samples_per_step=samples_per_step)
+    problem = IdentificationProblem.from_trial(trial, space, samples_per_step=samples_per_step,
+                                               body_mass_kg=body_mass_kg)
     return problem, trial.summary()
 
 

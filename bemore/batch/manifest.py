@@ -10,6 +10,7 @@ TOML::
     [[athletes]]
     athlete = "anna"
     trial = "trials/anna.c3d"       # relative to the manifest's folder
+    body_mass_kg = 47.5             # or profile = "athletes/anna.toml"
     seed = 3                        # overrides [defaults]
 
 CSV: a header with ``athlete,trial`` and any of the override columns (empty cell = default).
@@ -50,10 +51,13 @@ class ItemSettings(Section):
 
 
 class AthleteLine(ItemSettings):
-    """One athlete of the squad and the trial to identify it from."""
+    """One athlete of the squad, the trial to identify her from, and her body."""
 
     athlete: str = Field(pattern=ATHLETE_PATTERN, description="id, also the output folder name")
     trial: str = Field(min_length=1, description="C3D/TRC/CSV path, manifest-relative")
+    body_mass_kg: float | None = Field(None, ge=10.0, le=200.0,
+                                       description="her body mass (default: her profile's)")
+    profile: str | None = Field(None, description="athlete profile TOML, manifest-relative")
 
 
 class ClusterSettings(Section):
@@ -88,6 +92,8 @@ class ItemSpec:
     markerset: str | None = None
     trial_config: str | None = None
     plots: bool = True
+    body_mass_kg: float | None = None  # None: the profile's, else the segment table's
+    profile: str | None = None
 
 
 @dataclass(frozen=True)
@@ -163,4 +169,6 @@ def _spec(line: AthleteLine, defaults: ItemSettings, folder: Path) -> ItemSpec:
         markerset=absolute(pick("markerset")),
         trial_config=absolute(pick("trial_config")),
         plots=pick("plots") is not False,
+        body_mass_kg=line.body_mass_kg,
+        profile=absolute(line.profile),
     )

@@ -32,6 +32,21 @@ from bemore.optimize.driver import ALGORITHMS
     default=None,
     help="Marker-set TOML (default: configs/markerset.toml).",
 )
+@click.option(
+    "--body-mass",
+    "body_mass_kg",
+    type=click.FloatRange(10.0, 200.0),
+    default=None,
+    metavar="KG",
+    help="The athlete's body mass (kg): the segment table's masses and the trunk-mass bounds "
+    "scale to it (default: her profile's, else the table's 41.1 kg).",
+)
+@click.option(
+    "--profile",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The athlete's profile TOML (body mass, stature, limits; configs/athlete.example.toml).",
+)
 @click.option("--algorithm", type=click.Choice(ALGORITHMS), default=None, help="Default: gwo.")
 @click.option("--pack", type=int, default=None, help="Population size (default 200).")
 @click.option("--iterations", type=int, default=None, help="Population evaluations (default 50).")
@@ -54,6 +69,8 @@ def identify_command(
     config: Path | None,
     trial_config: Path | None,
     markerset: Path | None,
+    body_mass_kg: float | None,
+    profile: Path | None,
     algorithm: str | None,
     pack: int | None,
     iterations: int | None,
@@ -67,15 +84,19 @@ def identify_command(
 
     \b
     Reads:  TRIAL (C3D, TRC or CSV; see docs/trials.md), configs/identification.toml (bounds,
-            optimiser defaults), configs/gymnast.toml (segment table), configs/trial.toml and
-            configs/markerset.toml (trial preparation).
+            optimiser defaults), configs/gymnast.toml (segment table, scaled to the athlete's
+            body mass and to the segment lengths her trial shows), --profile FILE (her body
+            mass), configs/trial.toml and configs/markerset.toml (trial preparation).
     Writes: OUT/athlete.json (parameters, fit, identifiability, run record), OUT/convergence.csv,
             OUT/summary.txt, OUT/trajectories.png, OUT/stick_figures.png, OUT/convergence.png.
     Defaults: the seed protocol (Grey Wolf Optimizer, 200 wolves, 50 iterations), evaluated in
     this process on all cores; --dask ADDRESS evaluates the populations on a Dask cluster.
-    Ctrl-C stops cleanly: the best result so far is written, marked interrupted (exit code 1).
+    A least-squares polish follows (--no-polish: the seed protocol alone). The fit is judged
+    against the trial's own marker noise: a poor fit writes everything, then exits 1 naming the
+    joint centres that do not follow. Ctrl-C stops cleanly: the best result so far is written,
+    marked interrupted (exit code 1).
     Example:
-        bemore identify data/sample_trial.c3d --polish --out out/identify
+        bemore identify data/sample_trial.c3d --body-mass 41.1 --out out/identify
     """
     from bemore.evaluate import EvaluatedProblem, make_evaluator
     from bemore.identify.outputs import write_plots, write_results
@@ -87,6 +108,13 @@ def identify_command(
     config_path = config or default_config("identification.toml")
     identification = load_identification(config_path)
     gymnast = load_gymnast()
+    athlete_profile = None
+    if profile is not None:
+        from bemore.profile import load_profile
+
+        athlete_profile = load_profile(profile)
+        if body_mass_kg is None:
+            body_mass_kg = athlete_profile.body_mass_kg
     defaults = identification.optimiser
     settings = RunSettings(
         algorithm=algorithm or defaults.algorithm,
@@ -98,14 +126,16 @@ def identify_command(
         polish_starts=defaults.polish_starts,
     )
     _check(settings)
-    space = ParameterSpace.from_config(identification, gymnast, str(config_path))
+    space = ParameterSpace.from_config(identification, gymnast, str(config_path), body_mass_kg)
     problem, trial_summary = _problem(trial, space, markerset, trial_config,
-                                      defaults.samples_per_step)
+                                      defaults.samples_per_step, body_mass_kg)
     config_record = {
         "identification": str(config_path),
         "gymnast": str(default_config("gymnast.toml")),
         "trial": str(trial_config or default_config("trial.toml")),
         "markerset": str(markerset or default_config("markerset.toml")),
+        "profile": athlete_profile.to_dict() if athlete_profile else None,
+        "body_mass_kg": body_mass_kg,
         "trunk_mass_upper_bound_kg": float(space.upper[space.names.index("trunk.mass")])
         if "trunk.mass" in space.names
         else None,
@@ -153,15 +183,17 @@ def _check(settings: Any) -> None:
 
 def _problem(
     trial_path: Path, space: Any, markerset: Path | None, trial_config: Path | None,
-    samples_per_step: int = 1,
+    samples_per_step: int = 1, body_mass_kg: float | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Prepare the trial and build the identification problem on the real-gymnast model
-    (search cost: ``samples_per_step`` samples per integrator step)."""
+    (search cost: ``samples_per_step`` samples per integrator step; the body scaled to
+    ``body_mass_kg``, None: the segment table's)."""
     from bemore.identify.problem import IdentificationProblem
     from bemore.trial import prepare_trial
 
     trial = prepare_trial(trial_path, markerset, trial_config)
-    problem = IdentificationProblem.from_trial(trial, space, samples_per_step=samples_per_step)
+    problem = IdentificationProblem.from_trial(trial, space, samples_per_step=samples_per_step,
+                                               body_mass_kg=body_mass_kg)
     return problem, trial.summary()
 
 

@@ -43,10 +43,16 @@ class IdentificationProblem(Problem):
 
     @classmethod
     def from_trial(cls, trial: Any, space: ParameterSpace, model: Any = None,
-                   samples_per_step: int = 1) -> IdentificationProblem:
+                   samples_per_step: int = 1, body_mass_kg: float | None = None,
+                   segments: Any = None) -> IdentificationProblem:
         """The problem of a prepared ``bemore.trial.Trial`` on ``model`` (default: the
         real gymnast), with the initial-state unknowns of ``space.initial_state``; the search
-        cost steps ``samples_per_step`` samples at a time (see the module docstring)."""
+        cost steps ``samples_per_step`` samples at a time (see the module docstring).
+
+        The athlete's body (:func:`bemore.model.body.body_parameters`): the segment table
+        ``segments`` (default: ``configs/gymnast.toml``'s) scaled to ``body_mass_kg`` (None: the
+        table's) and to the segment lengths the trial's joint centres show; the model
+        parameters of that body that ``model`` has are kept fixed by the fit."""
         if trial.driven is None:
             raise DataError(f"{trial.source}: the trial has no driven motion for the engine")
         if model is None:
@@ -56,7 +62,13 @@ class IdentificationProblem(Problem):
         start = None
         if space.initial_state is not None:
             start = StartState.from_trial(trial, space.initial_state)
-        body = {name: value for name, value in trial.segment_lengths_m.items()
+        from bemore.model.body import body_parameters
+        from bemore.settings import load_gymnast
+
+        table = segments if segments is not None else load_gymnast().segments
+        body = {name: value
+                for name, value in body_parameters(table, body_mass_kg,
+                                                   trial.segment_lengths_m).items()
                 if name in model.parameter_names}
         return cls(model, space, trial.driven, trial.free_q0, trial.free_qd0,
                    trial.joint_centres, tuple(trial.joint_centre_names), start,

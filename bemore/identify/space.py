@@ -60,9 +60,17 @@ class ParameterSpace(Box):
 
     @classmethod
     def from_config(
-        cls, identification: Identification, gymnast: Gymnast, source: str = "identification.toml"
+        cls, identification: Identification, gymnast: Gymnast, source: str = "identification.toml",
+        body_mass_kg: float | None = None,
     ) -> ParameterSpace:
-        """The searched box: configured bounds, trunk-mass upper bound from the mass budget."""
+        """The searched box: configured bounds, trunk-mass upper bound from the mass budget.
+
+        The configured trunk-mass bounds are the segment table's body's; for an athlete of
+        ``body_mass_kg`` (None: the table's) both scale with her body mass.
+        """
+        from bemore.model.body import table_mass_kg
+
+        scale = body_mass_kg / table_mass_kg(gymnast.segments) if body_mass_kg else 1.0
         parameters = identification.parameters
         lower = np.array([item.lower for item in parameters])
         configured = np.array([item.upper for item in parameters])
@@ -70,7 +78,8 @@ class ParameterSpace(Box):
         names = tuple(item.name for item in parameters)
         if "trunk.mass" in names:
             index = names.index("trunk.mass")
-            upper[index] = trunk_mass_upper_bound_kg(identification, gymnast)
+            lower[index] *= scale
+            upper[index] = trunk_mass_upper_bound_kg(identification, gymnast, scale)
             if not lower[index] < upper[index]:
                 raise ConfigError(
                     f"{source}: trunk.mass lower = {lower[index]:g} kg is not below the searched "

@@ -149,7 +149,7 @@ class _Lane:
         self.used_fields: set[int] = set()
 
     def field(self, index: int) -> Sym:
-        if not np.any(self.tree.field_matrix[:, index]):
+        if self.tree.is_constant_field(index):
             return float(self.tree.field_offset[index])
         self.used_fields.add(index)
         return f"V{index}"

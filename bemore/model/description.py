@@ -2,8 +2,9 @@
 
 A description lists parameters (named numbers with units), bodies (each hung from its parent by a
 chain of elementary joints: revolute, prismatic or fixed), spring-dampers on free coordinates,
-gravity and named points. Every numeric field is a :class:`Expr`: a constant, a parameter, or a
-linear combination of parameters, so that a population of parameter vectors can set it per member.
+gravity and named points. Every numeric field is a :class:`Expr`: a constant, a parameter, a
+linear combination of parameters, and products of two parameters (an inertia = a mass × a squared
+radius of gyration), so that a population of parameter vectors can set it per member.
 The file format is documented in ``docs/model.md``; every error names the file, the body and the
 key, and is raised as :class:`~bemore.errors.ModelError`.
 """
@@ -39,19 +40,25 @@ JOINT_TYPES = ("revolute", "prismatic", "fixed")
 
 @dataclass(frozen=True)
 class Expr:
-    """A numeric field: ``offset + Σ coefficient × parameter`` (SI units)."""
+    """A numeric field: ``offset + Σ coefficient × parameter + Σ coefficient × a × b`` (SI).
+
+    >>> Expr(1.0, (("m", 2.0),), (("m", "r2", 0.5),)).evaluate({"m": 3.0, "r2": 0.04})
+    7.06
+    """
 
     offset: float = 0.0
     terms: tuple[tuple[str, float], ...] = ()
+    products: tuple[tuple[str, str, float], ...] = ()
 
     def evaluate(self, values: dict[str, float]) -> float:
         """Value for the parameter values ``values`` (name → SI value)."""
-        return self.offset + sum(c * values[name] for name, c in self.terms)
+        return (self.offset + sum(c * values[name] for name, c in self.terms)
+                + sum(c * values[a] * values[b] for a, b, c in self.products))
 
     @property
     def is_constant(self) -> bool:
         """True if the field depends on no parameter."""
-        return not self.terms
+        return not self.terms and not self.products
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,12 @@ class Description:
 
 
 def load_description(path: str | Path) -> Description:
-    """Read and validate a model description TOML file; errors raise one ModelError line."""
+    """Read and validate a model description TOML file; errors raise one ModelError line.
+
+    A description with ``segment_table = "NAME"`` takes the body parameters of
+    :func:`bemore.model.body.body_parameters` from ``configs/NAME.toml`` (the segment table is
+    their one definition; it may not declare them again).
+    """
     try:
         data = read_toml(path)
     except ConfigError as error:
@@ -127,9 +139,31 @@ def load_description(path: str | Path) -> Description:
     return parse_description(data, source=str(path))
 
 
+def with_segment_table(data: dict[str, Any], table: str, source: str) -> dict[str, Any]:
+    """``data`` with the body parameters of the segment table ``configs/<table>.toml`` added to
+    its ``[parameters]`` (SI numbers); a parameter declared in both is an error."""
+    from bemore.model.body import body_parameters
+    from bemore.paths import default_config
+    from bemore.settings import load_gymnast
+
+    values = body_parameters(load_gymnast(default_config(f"{table}.toml")).segments)
+    declared = dict(data.get("parameters", {}))
+    twice = sorted(set(values) & set(declared))
+    if twice:
+        raise ModelError(f"{source}: [parameters] {', '.join(twice)}: given by the segment "
+                         f"table configs/{table}.toml, not to be declared again")
+    return {**data, "parameters": {**declared, **values}}
+
+
 def parse_description(data: dict[str, Any], source: str) -> Description:
     """Validate an already-parsed description mapping; ``source`` names it in messages."""
-    allowed = {"name", "notes", "gravity", "parameters", "bodies", "springs", "points"}
+    allowed = {"name", "notes", "gravity", "parameters", "bodies", "springs", "points",
+               "segment_table"}
+    if data.get("segment_table") is not None:
+        try:
+            data = with_segment_table(data, str(data["segment_table"]), source)
+        except ConfigError as error:
+            raise ModelError(str(error)) from None
     _no_unknown(data, allowed, source, "(top level)")
     params, units = _parse_parameters(data.get("parameters", {}), source)
     ctx = _Context(source, params, units)
@@ -186,13 +220,24 @@ class _Context:
                 return Expr(0.0, ((raw, 1.0),))
             return Expr(_with_unit(raw, dimension, f"{self.source}: {where}"))
         if isinstance(raw, dict):
-            _no_unknown(raw, {"parameter", "scale", "offset", "linear"}, self.source, where)
+            _no_unknown(raw, {"parameter", "scale", "offset", "linear", "products"}, self.source,
+                        where)
             terms: dict[str, float] = {}
             if "parameter" in raw:
                 terms[str(raw["parameter"])] = float(raw.get("scale", 1.0))
             for name, coef in raw.get("linear", {}).items():
                 terms[name] = terms.get(name, 0.0) + float(coef)
-            for name in terms:
+            products = []
+            for item in raw.get("products", []):
+                if (not isinstance(item, list) or len(item) != 3
+                        or not all(isinstance(name, str) for name in item[:2])
+                        or isinstance(item[2], bool) or not isinstance(item[2], int | float)):
+                    raise ModelError(
+                        f"{self.source}: {where}: products: expected [parameter, parameter, "
+                        f"coefficient] items, got {item!r}"
+                    )
+                products.append((item[0], item[1], float(item[2])))
+            for name in [*terms, *(n for a, b, _ in products for n in (a, b))]:
                 if name not in self.params:
                     raise ModelError(
                         f"{self.source}: {where}: parameter {name!r} is not declared in "
@@ -204,7 +249,7 @@ class _Context:
                 if isinstance(offset, str)
                 else float(offset)
             )
-            return Expr(off, tuple(terms.items()))
+            return Expr(off, tuple(terms.items()), tuple(products))
         raise ModelError(
             f"{self.source}: {where}: expected a number, a '<value> <unit>' string or a "
             f"declared parameter name, got {raw!r}"

@@ -515,7 +515,8 @@ def _tree_key(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> str:
                   tree.frame_driven, tree.frame_at, tree.frame_angle, tree.body_frame,
                   tree.body_fields, tree.spring_fields, tree.point_frame, tree.point_fields,
                   np.array([tree.gravity_field, tree.n_free, tree.n_driven]),
-                  tree.field_offset, tree.field_matrix):
+                  tree.field_offset, tree.field_matrix, tree.field_products,
+                  tree.product_coefficients):
         digest.update(np.ascontiguousarray(value).tobytes())
     for module in (sys.modules[__name__], sys.modules[Emitter.__module__]):
         digest.update(Path(module.__file__).read_bytes())

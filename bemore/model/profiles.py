@@ -35,10 +35,12 @@ def raised_cosine(t: np.ndarray, duration_s: float) -> tuple[np.ndarray, np.ndar
 
 
 def clear_hip_circle_profile(duration_s: float = 1.52, rate_hz: float = 1000.0,
-                             amplitudes: dict[str, float] | None = None) -> DrivenMotion:
+                             amplitudes: dict[str, float] | None = None,
+                             starts: dict[str, float] | None = None) -> DrivenMotion:
     """Driven motion (real gymnast order, see docs/model.md) sampled at ``rate_hz`` (Hz).
 
-    ``amplitudes`` overrides the mid-trial excursion of some coordinates (SI units).
+    ``amplitudes`` overrides the mid-trial excursion of some coordinates, ``starts`` their
+    value at the start and end (SI units; e.g. another body's arm lengths).
     """
     if duration_s <= 0 or rate_hz <= 0:
         raise DataError("profile: duration_s and rate_hz must be positive")
@@ -50,6 +52,10 @@ def clear_hip_circle_profile(duration_s: float = 1.52, rate_hz: float = 1000.0,
         if name not in table:
             raise DataError(f"profile: unknown coordinate {name!r}")
         table[name] = (table[name][0], amplitude)
+    for name, start in (starts or {}).items():
+        if name not in table:
+            raise DataError(f"profile: unknown coordinate {name!r}")
+        table[name] = (start, table[name][1])
     base = np.array([v[0] for v in table.values()])
     amp = np.array([v[1] for v in table.values()])
     return DrivenMotion(t, base + s[:, None] * amp, sd[:, None] * amp, sdd[:, None] * amp)

@@ -8,7 +8,7 @@ batch of parameter vectors becomes a (B, n_fields) array in one product.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,10 +40,22 @@ class Tree:
     field_names: tuple[str, ...]
     n_free: int
     n_driven: int
+    # (K, 3) int field, parameter a, parameter b and (K,) coefficients: V[f] += c·P[a]·P[b]
+    field_products: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
+    product_coefficients: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def fields(self, P: np.ndarray) -> np.ndarray:
         """Per-member field vectors (B, n_fields) from a parameter matrix P (B, n_parameters)."""
-        return np.asarray(P, dtype=np.float64) @ self.field_matrix + self.field_offset
+        P = np.asarray(P, dtype=np.float64)
+        V = P @ self.field_matrix + self.field_offset
+        for (f, a, b), c in zip(self.field_products, self.product_coefficients, strict=True):
+            V[..., f] += c * P[..., a] * P[..., b]
+        return V
+
+    def is_constant_field(self, index: int) -> bool:
+        """True if field ``index`` depends on no parameter (its value is ``field_offset``)."""
+        return not (np.any(self.field_matrix[:, index])
+                    or np.any(self.field_products[:, 0] == index))
 
     def kernel_arrays(self) -> tuple:
         """The arrays in the order the numba kernels take them."""
@@ -103,10 +115,14 @@ def compile_tree(description: Description, parameter_names: tuple[str, ...]) -> 
     column = {name: j for j, name in enumerate(parameter_names)}
     matrix = np.zeros((len(parameter_names), len(exprs)))
     offset = np.zeros(len(exprs))
+    products, coefficients = [], []
     for j, expr in enumerate(exprs):
         offset[j] = expr.offset
         for name, coefficient in expr.terms:
             matrix[column[name], j] += coefficient
+        for a, b, coefficient in expr.products:
+            products.append([j, column[a], column[b]])
+            coefficients.append(coefficient)
     as_int = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
     return Tree(
         frame_parent=as_int(parent), frame_kind=as_int(kind), frame_axis=as_int(axis),
@@ -117,4 +133,6 @@ def compile_tree(description: Description, parameter_names: tuple[str, ...]) -> 
         point_fields=as_int(point_fields).reshape(-1, 2), gravity_field=gravity,
         field_offset=offset, field_matrix=matrix, field_names=tuple(names),
         n_free=len(free), n_driven=len(driven),
+        field_products=as_int(products).reshape(-1, 3),
+        product_coefficients=np.asarray(coefficients, dtype=np.float64),
     )

@@ -38,6 +38,8 @@ class SyntheticSpec:
         duration_s: handstand to handstand (1.5 to 2.5 s).
         parameters: model parameters overriding the engine's defaults (SI, docs/model.md names).
         amplitudes: mid-trial excursions of driven coordinates overriding the profile's (SI).
+        starts: start (and end) values of driven coordinates overriding the profile's (SI;
+            e.g. the arm lengths of another body).
         noise_mm: standard deviation of the Gaussian noise added to every marker coordinate (mm).
         gaps: number of gaps inserted; gap_frames: (shortest, longest) gap, frames.
         seed: seed of the noise and gap generator.
@@ -48,6 +50,7 @@ class SyntheticSpec:
     duration_s: float = 1.8
     parameters: dict[str, float] = field(default_factory=dict)
     amplitudes: dict[str, float] = field(default_factory=dict)
+    starts: dict[str, float] = field(default_factory=dict)
     noise_mm: float = 1.0
     gaps: int = 3
     gap_frames: tuple[int, int] = (2, 6)
@@ -107,18 +110,19 @@ def _simulate(spec: SyntheticSpec):
     if not 1.5 <= spec.duration_s <= 2.5:
         raise DataError(f"synthetic trial: duration {spec.duration_s:g} s outside 1.5–2.5 s")
     return _simulate_cached(spec.duration_s, tuple(sorted(spec.parameters.items())),
-                            tuple(sorted(spec.amplitudes.items())))
+                            tuple(sorted(spec.amplitudes.items())),
+                            tuple(sorted(spec.starts.items())))
 
 
 @functools.lru_cache(maxsize=4)
-def _simulate_cached(duration_s: float, parameters: tuple, amplitudes: tuple):
+def _simulate_cached(duration_s: float, parameters: tuple, amplitudes: tuple, starts: tuple):
     """The simulation of :func:`_simulate`, kept for specs differing only in noise or gaps."""
     from bemore.model import load_model, simulate
     from bemore.model.profiles import HANDSTAND_HAND_ROTATION, clear_hip_circle_profile
 
     model = load_model("real_gymnast")
     P = model.parameter_matrix([dict(parameters)])
-    motion = clear_hip_circle_profile(duration_s, SIM_RATE_HZ, dict(amplitudes))
+    motion = clear_hip_circle_profile(duration_s, SIM_RATE_HZ, dict(amplitudes), dict(starts))
     start = np.zeros(model.n_free)
     start[FREE_NAMES.index("hand_rotation")] = HANDSTAND_HAND_ROTATION
     q0 = model.equilibrium(P, motion.q[0], free_q=start, driven_qd0=motion.qd[0],

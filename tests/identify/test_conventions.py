@@ -1,6 +1,7 @@
-"""Trials made with another neck convention than the seed model's: the C7/STERNUM centre 3 or
-7 cm beyond the shoulder joint along the trunk (the seed's model hinges the head at the shoulder;
-real bodies put that centre a few centimetres beyond it).
+"""Trials made with another neck convention and another body than the seed model's: the
+C7/STERNUM centre 3, 5 or 7 cm beyond the shoulder joint along the trunk (the seed's model
+hinges the head at the shoulder; real bodies put that centre a few centimetres beyond it), and a
+body 7 % longer and 20 % heavier than the seed gymnast, of which the fit is told the body mass.
 
 The trial is written as a C3D with 1 mm of marker noise and read back through the whole trial
 chain; the fit must find the convention (``neck.offset``, identified) and measure the neck-to-hip
@@ -22,6 +23,7 @@ import pytest
 from bemore.identify.problem import IdentificationProblem
 from bemore.identify.run import RunSettings, identify
 from bemore.identify.space import ParameterSpace
+from bemore.model.body import body_parameters, table_mass_kg
 from bemore.settings import load_gymnast, load_identification
 from bemore.trial import prepare_trial
 from bemore.trial.synthetic import SyntheticSpec, write_synthetic_trial
@@ -35,24 +37,49 @@ CASES = {  # noise seed: the trial's own values (SI), the rest the model's defau
 }
 
 
-@pytest.fixture(scope="module", params=sorted(CASES))
+LONGER, HEAVIER = 1.07, 1.20
+
+
+def _other_body() -> tuple[dict[str, float], dict[str, float], float]:
+    """(parameters, driven start values, body mass kg) of a body 7 % longer and 20 % heavier
+    than the segment table's, the neck 5 cm beyond the shoulder joint."""
+    table = load_gymnast().segments
+    lengths = {name: LONGER * row.length_m for name, row in table.items()}
+    lengths["trunk.neck_to_hip"] = LONGER * table["trunk"].length_m + 0.05
+    body_mass = HEAVIER * table_mass_kg(table)
+    parameters = {**body_parameters(table, body_mass, lengths), "neck.offset": 0.05,
+                  "trunk.mass": HEAVIER * 13.0, "bar.stiffness_x": 20000.0}
+    starts = {"forearm_length": LONGER * 0.206, "upper_arm_length": LONGER * 0.290}
+    return parameters, starts, body_mass
+
+
+@pytest.fixture(scope="module", params=[*sorted(CASES), "longer-heavier"])
 def fitted(request, tmp_path_factory):
-    seed = request.param
-    path, _, truth = write_synthetic_trial(
-        SyntheticSpec(duration_s=1.6, parameters=CASES[seed], noise_mm=NOISE_MM, seed=seed),
-        tmp_path_factory.mktemp(f"neck{seed}") / "trial.c3d")
+    case = request.param
+    if case == "longer-heavier":
+        parameters, starts, body_mass = _other_body()
+        spec = SyntheticSpec(duration_s=1.7, parameters=parameters, starts=starts,
+                             noise_mm=NOISE_MM, seed=1)
+    else:
+        body_mass = None
+        spec = SyntheticSpec(duration_s=1.6, parameters=CASES[case], noise_mm=NOISE_MM,
+                             seed=case)
+    path, _, truth = write_synthetic_trial(spec, tmp_path_factory.mktemp("trial") / "t.c3d")
     trial = prepare_trial(path)
-    space = ParameterSpace.from_config(load_identification(), load_gymnast())
-    problem = IdentificationProblem.from_trial(trial, space, samples_per_step=2)
-    outcome = identify(problem, RunSettings(seed=seed))
+    space = ParameterSpace.from_config(load_identification(), load_gymnast(),
+                                       body_mass_kg=body_mass)
+    problem = IdentificationProblem.from_trial(trial, space, samples_per_step=2,
+                                               body_mass_kg=body_mass)
+    outcome = identify(problem, RunSettings(seed=spec.seed))
     return trial, space, outcome, truth.parameters
 
 
-def test_the_neck_to_hip_distance_is_measured_on_the_markers(fitted) -> None:
+def test_the_segment_lengths_are_measured_on_the_markers(fitted) -> None:
     trial, _, _, truth = fitted
-    assert trial.segment_lengths_m["trunk.neck_to_hip"] == pytest.approx(
-        truth["trunk.neck_to_hip"], abs=1e-3)
-    assert trial.segment_length_spread_m["trunk.neck_to_hip"] < 1e-3  # a rigid trunk
+    for name in ("trunk.neck_to_hip", "thigh", "shank", "head"):
+        key = name if "." in name else f"{name}.length"
+        assert trial.segment_lengths_m[name] == pytest.approx(truth[key], abs=1e-3), name
+        assert trial.segment_length_spread_m[name] < 1e-3, name  # rigid segments
 
 
 def test_the_fit_follows_and_recovers_the_convention(fitted) -> None:
