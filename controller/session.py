@@ -20,7 +20,7 @@ Every end of a stream is one of these, each logged as an event and returned in a
 * ``link lost`` — nothing can be sent: the firmware watchdog trips within ``watchdog_ms``
   (fault WATCHDOG latched, the torque ramps to zero);
 * ``late setpoints``, ``sequence gaps``, ``limit flags`` — the firmware's counters (telemetry)
-  passed their budget (:data:`LATE_SETPOINT_BUDGET`, :data:`SEQ_GAP_BUDGET`,
+  passed their budget (:data:`LATE_FRACTION` over :data:`LATE_WINDOW_S`, :data:`SEQ_GAP_BUDGET`,
   :data:`LIMIT_FLAG_BUDGETS`): controlled stop.
 
 :meth:`Session.run` is the guard from ARM to the end: every exception, signal or early return
@@ -31,6 +31,7 @@ the pre-flight, the start position) is made before it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import math
@@ -63,7 +64,11 @@ DRAIN_MARGIN_S = 0.015
 TELEMETRY_TIMEOUT_S = 0.1  # no telemetry for this long while streaming stops the session
 BAD_FRAME_BUDGET = 20  # frames lost on the link (either way) tolerated in one session
 # The firmware's counters, over one session (telemetry): more than this stops it (controlled stop).
-LATE_SETPOINT_BUDGET = 50  # setpoints in force after their due tick (50 ms of stream at 1 kHz)
+# Setpoints that reached the firmware after their due tick: more than this fraction of those sent
+# over the last LATE_WINDOW_S is a link or host persistently slower than the lead (a 30 ms delay
+# makes them all late); a single host stall (tens of late ones in a burst, then on time) is not.
+LATE_WINDOW_S = 0.5
+LATE_FRACTION = 0.5
 SEQ_GAP_BUDGET = 20  # host frames that never reached the firmware (missing sequence numbers)
 # Telemetry frames carrying a limit flag tolerated in one session: the refusal, clamp and cut-off
 # flags mean the firmware overrode the plan (a pre-flighted plan never needs it). Not stop
@@ -182,6 +187,9 @@ class Session:
         self._hello_answered = False  # did the last reset probe get a HELLO_REPLY?
         self._fault_baseline: tuple[int, int, int] | None = None  # bad, late, seq gaps
         self._flag_counts: dict[str, int] = {}  # telemetry frames carrying each limit flag
+        # (receive time s, firmware's late count, setpoints sent) per telemetry frame, for the
+        # late-setpoint window
+        self._late_window: collections.deque[tuple[float, int, int]] = collections.deque()
         self._signals_installed = False
         self._arm_sent = False  # ARM went out: the bench may be armed until DISARM is confirmed
         self._commanded_time = [-1] * COMMANDED_RING
@@ -760,16 +768,23 @@ class Session:
         if abs(status.measured_torque_nm) > torque_limit:
             self.request_stop("torque", f"measured torque {status.measured_torque_nm:.1f} N·m "
                               f"exceeds {torque_limit:g} N·m")
-        self._check_counters(fields)
+        self._check_counters(fields, perf_s)
 
-    def _check_counters(self, fields: dict[str, int]) -> None:
+    def _check_counters(self, fields: dict[str, int], perf_s: float) -> None:
         """The firmware's late setpoints, sequence gaps and limit flags against their budgets."""
         at = f"at t {fields['setpoint_time_ms'] / 1000:.3f} s"
         late = (fields["late_setpoints"] - self._fault_baseline[1]) & 0xFFFF
-        if late > LATE_SETPOINT_BUDGET:
-            self.request_stop("late setpoints", f"{late} setpoints reached the firmware after "
-                              f"their due tick (budget {LATE_SETPOINT_BUDGET}) {at}: link or "
-                              "host too slow")
+        window = self._late_window
+        window.append((perf_s, late, self.status.sent))
+        while window[0][0] < perf_s - LATE_WINDOW_S:
+            window.popleft()
+        late_recent = late - window[0][1]
+        sent_recent = self.status.sent - window[0][2]
+        if late_recent > LATE_FRACTION * max(sent_recent, 1) and late_recent >= 10:
+            self.request_stop("late setpoints", f"{late_recent} of the {sent_recent} setpoints "
+                              f"sent in the last {LATE_WINDOW_S:g} s reached the firmware after "
+                              f"their due tick ({late} in the session) {at}: link or host "
+                              "persistently slower than the lead")
         gaps = (fields["seq_gaps"] - self._fault_baseline[2]) & 0xFFFF
         if gaps > SEQ_GAP_BUDGET:
             self.request_stop("sequence gaps", f"{gaps} host frames never reached the firmware "
