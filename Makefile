@@ -24,11 +24,11 @@ firmware: sysdeps
 	@if [ -f firmware/Makefile ]; then $(MAKE) --no-print-directory -C firmware; fi
 
 ## The main job, end to end on the bundled sample (grows as capabilities land).
-demo: venv firmware
+demo: sysdeps venv firmware
 	@sh tools/demo.sh
 
 ## The whole test suite (what CI runs).
-test: venv sysdeps
+test: sysdeps venv
 	$(BIN)/python -m pytest
 
 ## Every benchmark (prints bemore's figure next to a baseline measured in the same run).

@@ -17,7 +17,9 @@ import click
 from bemore import __version__
 from bemore.errors import BemoreError
 
-# The capabilities' commands: name → (module, attribute, one-line summary for `bemore --help`).
+# The capabilities' commands in the coach's workflow order (the order `bemore --help` lists them:
+# look at the recording, identify, synthesize, drive, replay; then the whole-squad batch and the
+# model tool; `config` follows): name → (module, attribute, one-line summary for `bemore --help`).
 # A command's module is imported only when that command runs, so that `bemore --help` and each
 # command start without the others' heavy imports (numba kernels, scipy.signal, matplotlib).
 # Register a command here only once it really works; tests/test_bemore_cli.py checks each summary
@@ -25,8 +27,6 @@ from bemore.errors import BemoreError
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "trial": ("bemore.trial.cli", "trial_group",
               "Motion-capture trials: inspect a recording, synthesise a test trial."),
-    "simulate": ("bemore.model.cli", "simulate_command",
-                 "Simulate a gymnast model along a driven motion, from spring equilibrium."),
     "identify": ("bemore.identify.cli", "identify_command",
                  "Identify the gymnast model (twelve parameters) from a motion-capture trial."),
     "synthesize": ("bemore.synthesis.cli", "synthesize_command",
@@ -39,6 +39,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "batch": ("bemore.batch.cli", "batch_command",
               "Identify and synthesize every athlete of MANIFEST (TOML or CSV), in parallel, "
               "resumably."),
+    "simulate": ("bemore.model.cli", "simulate_command",
+                 "Simulate a gymnast model along a driven motion, from spring equilibrium."),
 }
 
 
@@ -47,7 +49,9 @@ class BemoreGroup(click.Group):
     clear line and an exit code."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *COMMANDS})
+        """The capabilities' commands in workflow order, then the group's own (config)."""
+        own = [name for name in super().list_commands(ctx) if name not in COMMANDS]
+        return [*COMMANDS, *own]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in COMMANDS and name not in self.commands:
@@ -96,19 +100,25 @@ def config_group() -> None:
 
 @config_group.command("check")
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
-def config_check(files: tuple[Path, ...]) -> None:
+@click.option("--kind", default=None, metavar="KIND",
+              help="Kind of every FILE, for a copy whose name does not tell it: gymnast, "
+              "identification, synthesis, bench, athlete, markerset, trial, bench_sim, batch, "
+              "model. "
+              "Default: told by the file name (bench.toml, models/*.toml, ...).")
+def config_check(files: tuple[Path, ...], kind: str | None) -> None:
     """Validate configuration files (default: every bundled file in configs/).
 
     \b
-    Reads:  TOML files; the schema is chosen by file name (gymnast.toml, identification.toml,
-            synthesis.toml, bench.toml, or files in configs/models/ for model descriptions).
+    Reads:  TOML files (and CSV batch manifests); the schema is the one the program loads the
+            file with, chosen by the file name (configs/ names, models/*.toml) or --kind.
     Writes: nothing; prints one line per file, or one error line and exit code 2.
     Example:
-        bemore config check configs/bench.toml
+        bemore config check
+        bemore config check my_bench.toml --kind bench
     """
     from bemore.configcheck import check_files
 
-    for line in check_files(list(files)):
+    for line in check_files(list(files), kind):
         click.echo(line)
 
 

@@ -1,13 +1,17 @@
 """``bemore config check``: validate bundled or given configuration files.
 
-The kind of a file is told by its name (the bundled names) or, for model descriptions, by its
-folder (``models/``). Schemas of capability modules are imported only when a file needs them.
+Every kind of configuration file has one entry in :data:`KINDS`: the name a bundled file of that
+kind has in ``configs/`` and the loader that validates it (the one the program itself uses, so
+that a file that passes the check is a file the program accepts). A file's kind is told by its
+name (or, for model descriptions, by its ``models/`` folder); ``--kind`` names it for a renamed
+copy. Loaders are imported only when a file needs them.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,47 +20,77 @@ from bemore.errors import ConfigError
 from bemore.paths import configs_dir
 from bemore.settings import CONFIG_SCHEMAS
 
-# File name → "module:schema class" of the capabilities that own them.
-CAPABILITY_SCHEMAS = {
-    "athlete.example.toml": "bemore.profile:ProfileFile",
-    "markerset.toml": "bemore.trial.markerset:MarkerSet",
-    "trial.toml": "bemore.trial.markerset:TrialSettings",
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of configuration file: its bundled name ("models/*.toml" for the folder of
+    model descriptions), its loader (a function of the path) or pydantic schema (loaded with
+    :func:`bemore.config.load_toml_model`), either one or as "module:attribute" to import
+    when needed, and what the check reports it as."""
+
+    bundled: str
+    loader: str | type
+    what: str
+
+    def load(self) -> Callable[[Path], Any]:
+        """The function that reads and validates a file of this kind."""
+        target = self.loader
+        if isinstance(target, str):
+            module, _, attribute = target.partition(":")
+            target = getattr(importlib.import_module(module), attribute)
+        if isinstance(target, type):
+            return lambda path: load_toml_model(path, target)
+        return target
+
+
+# Kind name → Kind, in the order `config check` lists the bundled files.
+KINDS: dict[str, Kind] = {
+    **{name.removesuffix(".toml"): Kind(name, schema, schema.__name__)
+       for name, schema in CONFIG_SCHEMAS.items()},
+    "athlete": Kind("athlete.example.toml", "bemore.profile:ProfileFile", "ProfileFile"),
+    "markerset": Kind("markerset.toml", "bemore.trial.markerset:MarkerSet", "MarkerSet"),
+    "trial": Kind("trial.toml", "bemore.trial.markerset:TrialSettings", "TrialSettings"),
+    # The simulated bench's plant and gains, validated by the bench side's own loader.
+    "bench_sim": Kind("bench_sim.toml", "controller.simbench:load_sim_config", "SimBenchConfig"),
+    "batch": Kind("batch.example.toml", "bemore.batch.manifest:load_manifest",
+                  "batch manifest"),
+    "model": Kind("models/*.toml", "bemore.model:load_model", "model description"),
 }
 
 
-def _checker(path: Path) -> tuple[str, Callable[[Path], Any]]:
-    """(kind, function that loads and validates ``path``) for a configuration file."""
-    name = path.name
-    if name in CONFIG_SCHEMAS:
-        schema = CONFIG_SCHEMAS[name]
-        return schema.__name__, lambda target: load_toml_model(target, schema)
-    if name in CAPABILITY_SCHEMAS:
-        module, _, attribute = CAPABILITY_SCHEMAS[name].partition(":")
-        schema = getattr(importlib.import_module(module), attribute)
-        return attribute, lambda target: load_toml_model(target, schema)
+def kind_of(path: Path) -> str:
+    """The kind name of ``path`` from its file name (or its ``models/`` folder)."""
+    for name, kind in KINDS.items():
+        if kind.bundled == path.name:
+            return name
     if path.parent.name == "models":
-        from bemore.model import load_model
-
-        return "model description", load_model
-    known = ", ".join([*CONFIG_SCHEMAS, *CAPABILITY_SCHEMAS, "models/*.toml"])
-    raise ConfigError(f"{path}: unknown kind of configuration (known: {known})")
+        return "model"
+    raise ConfigError(
+        f"{path}: unknown kind of configuration file; name it with --kind "
+        f"({', '.join(KINDS)})"
+    )
 
 
 def bundled_files() -> list[Path]:
-    """Every bundled configuration file that has a schema."""
+    """Every bundled configuration file: one per kind, and every model description."""
     folder = configs_dir()
-    names = sorted([*CONFIG_SCHEMAS, *CAPABILITY_SCHEMAS])
-    return [folder / name for name in names] + sorted((folder / "models").glob("*.toml"))
+    files = [folder / kind.bundled for kind in KINDS.values() if "*" not in kind.bundled]
+    return files + sorted((folder / "models").glob("*.toml"))
 
 
-def check_files(files: list[Path]) -> list[str]:
-    """Validate ``files`` (default: every bundled config); return one line per file.
+def check_files(files: list[Path], kind: str | None = None) -> list[str]:
+    """Validate ``files`` (default: every bundled configuration file); return one line per file.
 
-    Raises ConfigError at the first invalid file, naming the file, the key and what is allowed.
+    ``kind`` (a key of :data:`KINDS`) applies to every file given, for copies whose name does
+    not tell their kind. Raises ConfigError at the first invalid file, naming the file, the key
+    and what is allowed.
     """
+    if kind is not None and kind not in KINDS:
+        raise ConfigError(f"--kind {kind}: unknown kind (known: {', '.join(KINDS)})")
     lines = []
     for path in files or bundled_files():
-        kind, check = _checker(Path(path))
-        check(Path(path))
-        lines.append(f"{path}: ok ({kind})")
+        path = Path(path)
+        name = kind or kind_of(path)
+        KINDS[name].load()(path)
+        lines.append(f"{path}: ok ({KINDS[name].what})")
     return lines

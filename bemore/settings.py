@@ -48,7 +48,7 @@ SEGMENT_NAMES = ("head", "trunk", "upper_arm", "forearm", "hand", "thigh", "shan
 
 
 class Gymnast(Section):
-    """The segment table of one gymnast (DESIGN §1.2)."""
+    """The segment table of one gymnast (configs/gymnast.toml, docs/model.md §2)."""
 
     name: str
     sex: Literal["female", "male"]

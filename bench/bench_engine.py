@@ -12,7 +12,6 @@ numba compiling and loading the same generated source (``BEMORE_CC=none``) —, 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ from scipy.integrate import solve_ivp
 from bemore.model import IDENTIFIED_PARAMETERS, joint_centre_cost, load_model, simulate
 from bemore.model.profiles import HANDSTAND_HAND_ROTATION, clear_hip_circle_profile
 from bemore.settings import load_gymnast, load_identification, trunk_mass_upper_bound_kg
-from bench.common import Measurement, median_time
+from bench.common import Measurement, median_time, run_child
 
 _BASELINE_SCRIPT = """
 import sys, time, numpy as np
@@ -115,13 +114,13 @@ def _median_cpu(function, repeats: int) -> float:
 
 def _subprocess_seconds(script: str, args: list[str], env: dict | None = None) -> list[float]:
     """The numbers the script prints on its last line (seconds)."""
-    result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
-                            text=True, env={**os.environ, **(env or {})}, check=True)
+    result = run_child([sys.executable, "-c", script, *args],
+                       env={**os.environ, **(env or {})})
     return [float(x) for x in result.stdout.strip().splitlines()[-1].split()]
 
 
 def _pinocchio_lsoda(model, motion, q0) -> float:
-    from bemore.model.pinocchio_bridge import hybrid_rhs
+    from tests.model.pinocchio_bridge import hybrid_rhs
 
     V, _ = model.fields(model.parameter_matrix([{}]))
     t, dt = motion.t, motion.dt

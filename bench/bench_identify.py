@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import Measurement
+from bench.common import Measurement, run_child
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
@@ -170,8 +170,7 @@ def phases(duration_s: float, pack: int, iterations: int, folder: Path) -> dict[
     code = (f"import time; start = time.perf_counter(); from bench.bench_identify import "
             f"phases_child; phases_child(start, {duration_s}, {pack}, {iterations}, "
             f"{str(folder)!r})")
-    output = subprocess.run([sys.executable, "-c", code], cwd=REPOSITORY, capture_output=True,
-                            text=True, check=True).stdout
+    output = run_child([sys.executable, "-c", code], cwd=REPOSITORY).stdout
     return json.loads(output.splitlines()[-1])
 
 

@@ -21,13 +21,12 @@ Target (issue 6): the whole synthesis (multi-start SLSQP) in ≤ 0.5 s; the seed
 from __future__ import annotations
 
 import statistics
-import subprocess
 import sys
 import time
 
 import numpy as np
 
-from bench.common import Measurement, median_time
+from bench.common import Measurement, median_time, run_child
 
 SEED_ELAPSED_S = 23.82
 START = np.array([3.0, 2.0, np.deg2rad(140.0)])  # the box centre, the first screened start
@@ -128,7 +127,7 @@ def _fresh_process_seconds() -> float:
         "import time; c = time.perf_counter(); from bench.bench_synthesis import "
         "_whole_synthesis; _whole_synthesis(); print(time.perf_counter() - c)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_child([sys.executable, "-c", code])
     return float(out.stdout.strip().splitlines()[-1])
 
 

@@ -34,7 +34,7 @@ def run(smoke: bool) -> list[Measurement]:
         return ezc3d.c3d(str(sample))["data"]["points"]
 
     # [driven_filter] enabled = false: the driven coordinates from the filtered joint centres
-    # (session 1's chain), one low-pass fewer per driven coordinate than the default.
+    # (the chain without a driven filter), one low-pass fewer per driven coordinate.
     chain = settings.model_copy(update={
         "driven_filter": settings.driven_filter.model_copy(update={"enabled": False})})
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,15 @@ def median_time(function: Callable[[], object], repeats: int) -> float:
         function()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
+
+
+def run_child(args: list[str], **options) -> subprocess.CompletedProcess:
+    """Run a child process (output captured as text); a failure raises RuntimeError carrying
+    the end of the child's stderr, so that a failing benchmark says why."""
+    result = subprocess.run(args, capture_output=True, text=True, check=False, **options)
+    if result.returncode != 0:
+        raise RuntimeError(f"{args[:3]} exited with {result.returncode}:\n{result.stderr[-3000:]}")
+    return result
 
 
 def machine() -> str:

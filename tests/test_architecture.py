@@ -47,6 +47,40 @@ def test_bemore_reaches_the_bench_only_through_its_commands() -> None:
     assert _violations("bemore", "controller", BEMORE_MAY_IMPORT) == []
 
 
+# The foundation every layer may use: it imports nothing of bemore outside itself.
+FOUNDATION = {"bemore", "bemore.errors", "bemore.config", "bemore.paths", "bemore.settings"}
+
+
+def _bemore_imports(path: Path) -> set[str]:
+    return {name for name in _imports(path) if name == "bemore" or name.startswith("bemore.")}
+
+
+def test_the_foundation_imports_only_the_foundation() -> None:
+    found = [f"{module} imports {name}" for module in sorted(FOUNDATION - {"bemore"})
+             for name in _bemore_imports(ROOT / (module.replace(".", "/") + ".py"))
+             if name not in FOUNDATION]
+    assert found == []
+
+
+def test_the_model_imports_nothing_above_it() -> None:
+    # bemore/model is the engine the trial, identification and synthesis layers stand on.
+    found = [f"{path.relative_to(ROOT)} imports {name}"
+             for path in sorted((ROOT / "bemore" / "model").rglob("*.py"))
+             for name in _bemore_imports(path)
+             if name not in FOUNDATION and not name.startswith("bemore.model")]
+    assert found == []
+
+
+def test_no_module_outside_tests_imports_pinocchio() -> None:
+    # Pinocchio (PyPI `pin`, module `pinocchio`) is a test oracle, declared in the test extra.
+    found = [f"{path.relative_to(ROOT)} imports {name}"
+             for folder in ("bemore", "controller", "bench", "firmware")
+             for path in sorted((ROOT / folder).rglob("*.py"))
+             for name in _imports(path)
+             if name.split(".")[0] in ("pinocchio", "pin")]
+    assert found == []
+
+
 def test_ruff_is_clean() -> None:
     ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
     if not Path(ruff).exists():

@@ -86,7 +86,10 @@ def batch_command(
 def _client(stack: ExitStack, address: str | None, local_workers: int) -> Any:
     """A Dask client (closed with ``stack``), or None to run in this process."""
     if local_workers:
-        from distributed import Client, LocalCluster
+        from bemore.evaluate.cluster import require_distributed
+
+        distributed = require_distributed("--local-cluster")
+        Client, LocalCluster = distributed.Client, distributed.LocalCluster
 
         cluster = stack.enter_context(
             LocalCluster(

@@ -106,7 +106,7 @@ def _identify(spec: ItemSpec, out: Path) -> dict[str, Any]:
     if outcome.interrupted:
         raise KeyboardInterrupt
     config = {"identification": config_path, "batch_athlete": spec.athlete,
-              "body_mass_kg": body_mass_kg}
+              "body_mass_kg": body_mass_kg, "model": spec.model}
     record = _write_identification(
         out, spec.plots, outcome, problem, settings, trial_summary, config
     )
@@ -144,10 +144,13 @@ def _problem(spec: ItemSpec, space: Any, samples_per_step: int,
     searched as ``bemore identify`` does (``samples_per_step`` samples per integrator step),
     the body scaled to ``body_mass_kg``."""
     from bemore.identify.problem import IdentificationProblem
+    from bemore.model import load_model
     from bemore.trial import prepare_trial
 
+    model = load_model(spec.model)
     trial = prepare_trial(spec.trial, spec.markerset, spec.trial_config)
-    problem = IdentificationProblem.from_trial(trial, space, samples_per_step=samples_per_step,
+    problem = IdentificationProblem.from_trial(trial, space, model,
+                                               samples_per_step=samples_per_step,
                                                body_mass_kg=body_mass_kg)
     return problem, trial.summary()
 

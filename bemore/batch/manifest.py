@@ -48,6 +48,8 @@ class ItemSettings(Section):
     markerset: str | None = Field(None, description="marker-set TOML path, manifest-relative")
     trial_config: str | None = Field(None, description="trial TOML path, manifest-relative")
     plots: bool | None = Field(None, description="write the PNG plots (default true)")
+    model: str | None = Field(None, description="model fitted: a built-in name or a description "
+                              "TOML path, manifest-relative (default real_gymnast)")
 
 
 class AthleteLine(ItemSettings):
@@ -94,6 +96,7 @@ class ItemSpec:
     plots: bool = True
     body_mass_kg: float | None = None  # None: the profile's, else the segment table's
     profile: str | None = None
+    model: str = "real_gymnast"  # a built-in name or an absolute description path
 
 
 @dataclass(frozen=True)
@@ -171,4 +174,14 @@ def _spec(line: AthleteLine, defaults: ItemSettings, folder: Path) -> ItemSpec:
         plots=pick("plots") is not False,
         body_mass_kg=line.body_mass_kg,
         profile=absolute(line.profile),
+        model=_model(pick("model"), folder),
     )
+
+
+def _model(value: str | None, folder: Path) -> str:
+    """A built-in model name as it is; a description path made absolute."""
+    from bemore.model.gymnasts import BUILT_IN
+
+    if value is None:
+        return "real_gymnast"
+    return value if value in BUILT_IN else str((folder / value).resolve())

@@ -33,6 +33,21 @@ from bemore.evaluate.base import (
 CONNECT_TIMEOUT_S = 10.0
 
 
+def require_distributed(option: str = "--dask (or a configured Dask address)") -> Any:
+    """The ``distributed`` module (Dask's scheduler client), an optional extra of bemore.
+
+    Without it, ``option`` (the flag that asked for a cluster) gets one ConfigError line that
+    names the extra to install.
+    """
+    try:
+        import distributed
+    except ImportError:
+        raise ConfigError(
+            f"{option} needs Dask, which is not installed: pip install 'bemore[dask]'"
+        ) from None
+    return distributed
+
+
 def _run_chunk(fn: ChunkFunction, shared: Any, chunk: np.ndarray, engine_threads: int) -> Any:
     """Worker side: evaluate one chunk and check it gave one row per point.
 
@@ -62,9 +77,10 @@ def lost_errors() -> tuple[type[BaseException], ...]:
 def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> Any:
     """A ``distributed.Client`` connected to the scheduler at ``address`` (e.g. tcp://host:8786).
 
-    A scheduler that cannot be reached raises one ConfigError line naming the address.
+    A scheduler that cannot be reached raises one ConfigError line naming the address; without
+    Dask installed, one line naming the ``bemore[dask]`` extra.
     """
-    from distributed import Client
+    Client = require_distributed().Client
 
     try:
         return Client(address, timeout=timeout_s, set_as_default=False)

@@ -47,6 +47,14 @@ from bemore.optimize.driver import ALGORITHMS
     default=None,
     help="The athlete's profile TOML (body mass, stature, limits; configs/athlete.example.toml).",
 )
+@click.option(
+    "--model",
+    "model_name",
+    default="real_gymnast",
+    show_default=True,
+    help="Model fitted: a built-in name or a description TOML (docs/model.md); its driven "
+    "coordinates are matched to the trial's by name.",
+)
 @click.option("--algorithm", type=click.Choice(ALGORITHMS), default=None, help="Default: gwo.")
 @click.option("--pack", type=int, default=None, help="Population size (default 200).")
 @click.option("--iterations", type=int, default=None, help="Population evaluations (default 50).")
@@ -71,6 +79,7 @@ def identify_command(
     markerset: Path | None,
     body_mass_kg: float | None,
     profile: Path | None,
+    model_name: str,
     algorithm: str | None,
     pack: int | None,
     iterations: int | None,
@@ -128,13 +137,14 @@ def identify_command(
     _check(settings)
     space = ParameterSpace.from_config(identification, gymnast, str(config_path), body_mass_kg)
     problem, trial_summary = _problem(trial, space, markerset, trial_config,
-                                      defaults.samples_per_step, body_mass_kg)
+                                      defaults.samples_per_step, body_mass_kg, model_name)
     config_record = {
         "identification": str(config_path),
         "gymnast": str(default_config("gymnast.toml")),
         "trial": str(trial_config or default_config("trial.toml")),
         "markerset": str(markerset or default_config("markerset.toml")),
         "profile": athlete_profile.to_dict() if athlete_profile else None,
+        "model": model_name,
         "body_mass_kg": body_mass_kg,
         "trunk_mass_upper_bound_kg": float(space.upper[space.names.index("trunk.mass")])
         if "trunk.mass" in space.names
@@ -143,7 +153,7 @@ def identify_command(
         "initial_state_box": problem.start.describe() if problem.start is not None else None,
         "identification_settings": identification.model_dump(),
     }
-    # DESIGN §6: a lab hands population evaluation to a Dask cluster, nothing else changes.
+    # docs/scale.md: a lab hands population evaluation to a Dask cluster, nothing else changes.
     dask_address = dask_address or defaults.dask
     evaluator = make_evaluator(dask_address)
     try:
@@ -184,15 +194,19 @@ def _check(settings: Any) -> None:
 def _problem(
     trial_path: Path, space: Any, markerset: Path | None, trial_config: Path | None,
     samples_per_step: int = 1, body_mass_kg: float | None = None,
+    model_name: str = "real_gymnast",
 ) -> tuple[Any, dict[str, Any]]:
-    """Prepare the trial and build the identification problem on the real-gymnast model
-    (search cost: ``samples_per_step`` samples per integrator step; the body scaled to
-    ``body_mass_kg``, None: the segment table's)."""
+    """Prepare the trial and build the identification problem on ``model_name`` (a built-in
+    name or a description path; search cost: ``samples_per_step`` samples per integrator step;
+    the body scaled to ``body_mass_kg``, None: the segment table's)."""
     from bemore.identify.problem import IdentificationProblem
+    from bemore.model import load_model
     from bemore.trial import prepare_trial
 
+    model = load_model(model_name)
     trial = prepare_trial(trial_path, markerset, trial_config)
-    problem = IdentificationProblem.from_trial(trial, space, samples_per_step=samples_per_step,
+    problem = IdentificationProblem.from_trial(trial, space, model,
+                                               samples_per_step=samples_per_step,
                                                body_mass_kg=body_mass_kg)
     return problem, trial.summary()
 

@@ -38,6 +38,7 @@ MAX_CORRELATION = 0.95  # |correlation| above which two parameters are not told 
 MAX_RELATIVE_ERROR = 0.25  # standard error / |value| above which a value is not trusted
 BOUND_MARGIN = 0.005  # fraction of the box's width within which a value sits at a bound
 BANDWIDTH_CORRELATION = 0.05  # residual autocorrelation below which lags are not summed
+INPUT_NOISE_FACTOR = 1.5  # long-run standard errors × this (input noise; calibrated, see docs)
 
 
 @dataclass
@@ -110,8 +111,10 @@ def analyse(
     bandwidth = 0
     if frames and frames > 1 and m % frames == 0:
         meat, bandwidth = long_run_score_covariance(J, r, frames)
-        covariance = bread @ meat @ bread * frames / max(frames - d, 1)
-        kind = f"long-run (Newey-West, bandwidth {bandwidth} frames)"
+        covariance = (bread @ meat @ bread * frames / max(frames - d, 1)
+                      * INPUT_NOISE_FACTOR**2)
+        kind = (f"long-run (Newey-West, bandwidth {bandwidth} frames) × {INPUT_NOISE_FACTOR:g} "
+                "for the driven motion's noise")
     else:
         covariance = float(r @ r) / max(m - d, 1) * bread
         kind = "white"

@@ -7,8 +7,9 @@ rest offsets; :mod:`bemore.identify.initial`), and each member starts from its o
 state; without one, every member starts from the given ``free_q0``/``free_qd0``. One call of
 :meth:`evaluate` simulates the whole population over the trial (one engine call) and returns
 f1 = Σ over frames and over the seven joint centres of the squared distance between measured and
-simulated positions (m², DESIGN §2). Parameter vectors the engine cannot simulate get the finite
-penalty ``frames × 7 × (10 m)²``: as if every joint centre were 10 m away at every frame.
+simulated positions (m², docs/identify.md "The problem"). Parameter vectors the engine cannot
+simulate get the finite penalty ``frames × 7 × (10 m)²``: as if every joint centre were 10 m
+away at every frame.
 
 ``samples_per_step`` (2 by default from configs/identification.toml) lets :meth:`evaluate` take
 one integrator step per 2 samples: half the engine's work, 0.05 mm on the points against a
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from bemore.errors import DataError
-from bemore.identify.initial import StartState
+from bemore.identify.initial import SHOULDER, StartState
 from bemore.identify.space import ParameterSpace
 from bemore.optimize.problem import Problem
 
@@ -59,18 +60,21 @@ class IdentificationProblem(Problem):
             from bemore.model import load_model
 
             model = load_model("real_gymnast")
-        start = None
-        if space.initial_state is not None:
-            start = StartState.from_trial(trial, space.initial_state)
         from bemore.model.body import body_parameters
         from bemore.settings import load_gymnast
 
+        motion = _driven_by_name(trial, model)
+        start = None
+        if space.initial_state is not None:
+            start = StartState.from_arrays(trial.free_q0, trial.free_qd0,
+                                           trial.free_seen[0, SHOULDER], motion,
+                                           space.initial_state)
         table = segments if segments is not None else load_gymnast().segments
         body = {name: value
                 for name, value in body_parameters(table, body_mass_kg,
                                                    trial.segment_lengths_m).items()
                 if name in model.parameter_names}
-        return cls(model, space, trial.driven, trial.free_q0, trial.free_qd0,
+        return cls(model, space, motion, trial.free_q0, trial.free_qd0,
                    trial.joint_centres, tuple(trial.joint_centre_names), start,
                    samples_per_step, trial.marker_noise_m, body)
 
@@ -194,3 +198,22 @@ class IdentificationProblem(Problem):
         bad = ~np.all(np.isfinite(difference), axis=(1, 2, 3))
         difference[bad] = PENALTY_DISTANCE_M / np.sqrt(2.0)
         return difference.reshape(difference.shape[0], -1)
+
+
+def _driven_by_name(trial: Any, model: Any) -> Any:
+    """The trial's driven motion with its columns in ``model``'s driven-coordinate order,
+    matched by name (a model that drives a coordinate the trial does not give is refused)."""
+    from bemore.model import DrivenMotion
+
+    names = tuple(trial.driven_names)
+    missing = [name for name in model.driven_coordinates if name not in names]
+    if missing:
+        raise DataError(
+            f"{trial.source}: model {model.name} drives {', '.join(missing)}, which the trial "
+            f"does not give (it gives {', '.join(names)})"
+        )
+    if names == tuple(model.driven_coordinates):
+        return trial.driven
+    columns = [names.index(name) for name in model.driven_coordinates]
+    return DrivenMotion(trial.driven.t, trial.driven.q[:, columns], trial.driven.qd[:, columns],
+                        trial.driven.qdd[:, columns])

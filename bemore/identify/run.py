@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from bemore.errors import ConfigError
-from bemore.identify.identifiability import Identifiability, analyse
+from bemore.identify.identifiability import BOUND_MARGIN, Identifiability, analyse
 from bemore.identify.problem import IdentificationProblem
 from bemore.identify.report import fit_metrics
 from bemore.identify.verdict import FitVerdict, judge_fit
@@ -162,8 +162,11 @@ def _identify(
     if not (result.interrupted or any(start.status == 1 for start in starts)):
         if on_phase:
             on_phase("analysis")
+        position = x[: problem.space.dim]
+        at_bounds = [name for name, value in zip(problem.space.names, position, strict=True)
+                     if not BOUND_MARGIN < value < 1.0 - BOUND_MARGIN]
         verdict = judge_fit(problem.measured, points[:, cost_index], problem.cost_points,
-                            problem.marker_noise_m)
+                            problem.marker_noise_m, at_bounds)
         if jacobian is None:
             jacobian, residuals, analysis_evaluations = finite_difference_jacobian(
                 problem.residuals, x, problem.lower, problem.upper

@@ -12,7 +12,9 @@ joint-centre distances of the order of the noise the markers carry (a joint cent
 * a joint centre whose mean residual vector is at least ``SYSTEMATIC_FRACTION`` of its RMS and
   above ``MEAN_DISTANCE_LIMIT``·σ has a **systematic offset**: the model's point is not where
   the markers put it (a convention or a segment length), not noise;
-* each joint centre that does not follow is given its likely causes (``LIKELY_CAUSES``).
+* the worst joint centre is given its likely cause (``LIKELY_CAUSES``); a poor fit that pushed
+  the shoulder spring-dampers to their bounds points at the acromion markers instead: riding on
+  the trunk's side, they make the chain count the springs' deflection twice.
 
 A poor fit's parameters are not trusted: the standard errors bound the noise's effect, not a
 model error's (docs/identify.md, "Fit verdict").
@@ -30,6 +32,9 @@ JOINT_RMS_LIMIT = 4.0  # one joint centre's RMS distance / marker noise above wh
 SYSTEMATIC_FRACTION = 0.5  # |mean residual| / RMS from which an offset is systematic
 NOISE_FLOOR_M = 1e-4  # marker noise used at least (m): the engine's own error is ~0.01 mm
 
+ACROMION_CAUSE = ("the acromion markers ride on the trunk's side of the shoulder springs "
+                  "(the shoulder spring-dampers went to their bounds; docs/identify.md, "
+                  "\"Conventions\")")
 LIKELY_CAUSES = {
     "bar": "the bar markers, or a bar that does not move as the model's spring-damper",
     "wrist": "the hand length (bar to wrist) or the wrist markers",
@@ -66,6 +71,7 @@ class FitVerdict:
     joint_centres: list[JointCentreFit]
     not_following: list[str] = field(default_factory=list)
     message: str = ""
+    likely_cause: str = ""
 
     @property
     def poor(self) -> bool:
@@ -79,10 +85,10 @@ class FitVerdict:
 
 
 def judge_fit(measured: np.ndarray, simulated: np.ndarray, names: list[str] | tuple[str, ...],
-              marker_noise_m: float) -> FitVerdict:
+              marker_noise_m: float, at_bounds: list[str] | tuple[str, ...] = ()) -> FitVerdict:
     """Judge a fit of the joint centres ``measured`` by ``simulated`` ((F, J, 2) m, NaN = not
-    seen) against ``marker_noise_m`` (m; NaN: unknown, the fit is "unjudged"); see the module
-    docstring for the rules.
+    seen) against ``marker_noise_m`` (m; NaN: unknown, the fit is "unjudged"); ``at_bounds``
+    names the parameters the fit left at a bound of their box. See the module docstring.
 
     >>> rng = np.random.default_rng(0)
     >>> measured = rng.normal(0.0, 1.0, (500, 2, 2))
@@ -119,6 +125,11 @@ def judge_fit(measured: np.ndarray, simulated: np.ndarray, names: list[str] | tu
         joint_centres=rows,
         not_following=not_following,
     )
+    if verdict.poor:
+        worst = max(rows, key=lambda row: row.rms_mm).name
+        shoulder = [name for name in at_bounds if name.startswith("shoulder.")]
+        verdict.likely_cause = (ACROMION_CAUSE if len(shoulder) >= 2
+                                else LIKELY_CAUSES.get(worst, "its markers"))
     verdict.message = _message(verdict)
     return verdict
 
@@ -143,5 +154,5 @@ def _message(verdict: FitVerdict) -> str:
     count = len(verdict.not_following)
     following = (f"{count} of {len(worst)} joint centres do not follow" if count
                  else "every joint centre within its own limit")
-    return (f"fit poor: {head}; worst: {', '.join(parts)}; {following}; likely: "
-            f"{LIKELY_CAUSES.get(worst[0].name, 'its markers')}")
+    return f"fit poor: {head}; worst: {', '.join(parts)}; {following}; likely: " + (
+        verdict.likely_cause)

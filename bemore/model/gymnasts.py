@@ -1,4 +1,4 @@
-"""The two gymnast models of DESIGN §1.2-1.3, loaded by name, and the bridge between them.
+"""The two gymnast models of docs/model.md §1, loaded by name, and the bridge between them.
 
 ``load_model("real_gymnast")`` / ``load_model("exemplary_gymnast")`` read
 ``configs/models/<name>.toml``; any other argument is a path to a description file.
@@ -87,9 +87,11 @@ def _lump(real: Model, V: np.ndarray, names: tuple[str, ...], origin: np.ndarray
     return float(total), float(com[0] - origin[0]), float(np.sum(inertias) + masses_a @ spread)
 
 
-def exemplary_parameters(real_parameters: Mapping[str, float] | None = None) -> dict[str, float]:
-    """Exemplary-model parameters (SI) from real-gymnast ones (default: the seed's values)."""
-    real = load_model("real_gymnast")
+def exemplary_parameters(real_parameters: Mapping[str, float] | None = None,
+                         real_model: str | Path = "real_gymnast") -> dict[str, float]:
+    """Exemplary-model parameters (SI) from real-gymnast ones (default: the seed's values) of
+    the description ``real_model`` (a built-in name or a path)."""
+    real = load_model(real_model)
     P = real.parameter_matrix([dict(real_parameters or {})])
     V, valid = real.fields(P)
     if not valid[0]:

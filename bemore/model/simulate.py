@@ -1,8 +1,16 @@
 """Public batch API: simulate a trial for B parameter vectors at once.
 
->>> model = load_model("real_gymnast")                                     # doctest: +SKIP
->>> sim = simulate(model, model.parameter_matrix([{}]), motion, q0, qd0)   # doctest: +SKIP
->>> sim.free_q.shape  # (B, frames, n_free)                               # doctest: +SKIP
+>>> import numpy as np
+>>> from bemore.model import load_model
+>>> from bemore.model.profiles import HANDSTAND_HAND_ROTATION, clear_hip_circle_profile
+>>> model = load_model("real_gymnast")
+>>> motion = clear_hip_circle_profile(0.05)   # the driven coordinates, 0.05 s at 1 kHz
+>>> P = model.parameter_matrix([{}, {"bar.stiffness_y": 9000.0}])   # B = 2 members
+>>> q0 = np.zeros(model.n_free)
+>>> q0[2] = HANDSTAND_HAND_ROTATION             # rad; springs at rest, free velocities 0
+>>> sim = simulate(model, P, motion, q0, np.zeros(model.n_free))
+>>> sim.free_q.shape                           # (B, frames, n_free)
+(2, 51, 5)
 """
 
 from __future__ import annotations

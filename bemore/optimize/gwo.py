@@ -1,6 +1,6 @@
 """Grey Wolf Optimizer (Mirjalili, Mirjalili & Lewis 2014), the form its authors published and ran.
 
-The reference is the authors' MATLAB code, which produced the paper's table (DESIGN §2):
+The reference is the authors' MATLAB code, which produced the paper's table (docs/identify.md):
 
 * positions are clipped to the box, then each wolf is evaluated and compared *in turn* with α, β
   and δ, with strict inequalities; a new α replaces α **without** demoting the old α to β (nor β

@@ -1,4 +1,4 @@
-"""Synthesis of the optimal shoulder gesture for the clear hip circle (DESIGN §3).
+"""Synthesis of the optimal shoulder gesture for the clear hip circle (docs/synthesis.md).
 
 ``gesture``: the two joined 8th-order polynomials; ``athlete``: the identified parameters
 (athlete.json or the seed's); ``problem``: design variables, objective, constraints, evaluation

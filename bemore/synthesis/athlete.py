@@ -27,6 +27,7 @@ class AthleteParameters:
     values: dict[str, float]
     source: str  # the athlete.json path, or "default"
     fit: dict | None = None  # status, message, accepted (None for the seed's values)
+    model: str = "real_gymnast"  # the description the values belong to (name or path)
 
 
 def default_parameters(identification: Identification) -> AthleteParameters:
@@ -77,8 +78,10 @@ def load_athlete(path: str | Path, identification: Identification,
             for v in body.values()):
         raise DataError(f"{path}: body: expected a mapping of parameter name → number (SI)")
     values.update({name: float(value) for name, value in body.items()})
+    config = data.get("config") if isinstance(data.get("config"), dict) else {}
     return AthleteParameters(values=values, source=str(path),
-                             fit=fit_record(data, path, accept_poor_fit))
+                             fit=fit_record(data, path, accept_poor_fit),
+                             model=str(config.get("model") or "real_gymnast"))
 
 
 def fit_record(data: dict, path: str | Path, accept_poor_fit: bool) -> dict:

@@ -167,7 +167,14 @@ def difference_sentence(
     default="identified",
     show_default=True,
     help="Lump the body with the athlete's identified trunk mass and CoMs, or with the "
-    "segment table's (only the bar and shoulder springs identified, DESIGN §1.3).",
+    "segment table's (only the bar and shoulder springs identified, docs/synthesis.md).",
+)
+@click.option(
+    "--model",
+    "model_name",
+    default=None,
+    help="The real-gymnast description the athlete's values belong to, lumped into the "
+    "exemplary model (default: the one athlete.json names, else real_gymnast).",
 )
 @click.option(
     "--accept-poor-fit",
@@ -202,6 +209,7 @@ def synthesize_command(
     start_rate_deg_s: float,
     torque_limit: str | None,
     segments: str,
+    model_name: str | None,
     accept_poor_fit: bool,
     no_animation: bool,
     dask_address: str | None,
@@ -237,6 +245,10 @@ def synthesize_command(
         if athlete_json
         else default_parameters(identification)
     )
+    if model_name is not None:
+        from dataclasses import replace
+
+        athlete = replace(athlete, model=model_name)
     solver = synthesis.solver
     options = SynthesisOptions(
         method=method or solver.method,

@@ -1,4 +1,4 @@
-"""The shoulder gesture: two joined 8th-order polynomials (DESIGN §3, after Williams 2013).
+"""The shoulder gesture: two joined 8th-order polynomials (docs/synthesis.md, after Williams 2013).
 
 Phase 1 flexes the shoulder from 0 to φ_max on [0, t_flexmax]; phase 2 extends it back to 0 on
 [t_flexmax, t_f]. Each phase is a polynomial of degree 8 in the normalised time

@@ -88,7 +88,7 @@ def exemplary_matrix(
 
     ``segments="identified"`` lumps the arms and body with the athlete's identified trunk mass
     and trunk/thigh CoMs (bemore.model.exemplary_parameters as it is); ``"table"`` keeps only
-    the identified bar and shoulder springs (DESIGN §1.3) and lumps the segment table's trunk
+    the identified bar and shoulder springs (docs/model.md §1) and lumps the segment table's trunk
     and thighs (configs/gymnast.toml). See docs/synthesis.md, physics check.
     """
     if segments not in SEGMENT_SOURCES:
@@ -104,7 +104,7 @@ def exemplary_matrix(
             "thigh.com": table["thigh"].com_from_proximal_m,
         })
     model = load_model("exemplary_gymnast")
-    values = exemplary_parameters(real)
+    values = exemplary_parameters(real, athlete.model)
     return model, model.parameter_matrix([values]), values
 
 
@@ -326,6 +326,7 @@ def synthesize(
             "athlete": athlete.source,
             "athlete_parameters": athlete.values,
             "athlete_fit": athlete.fit,
+            "athlete_model": athlete.model,
             "exemplary_parameters": values,
             "synthesis_config": str(config_path) if config_path else "default",
             "seed": options.seed,

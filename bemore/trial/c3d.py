@@ -17,15 +17,22 @@ from bemore.trial.markers import Markers, metres_per_unit
 
 
 def read_c3d(path: str | Path) -> Markers:
-    """Read the 3D points of a C3D file; positions in m, missing samples (residual < 0) NaN."""
+    """Read the 3D points of a C3D file; positions in m, missing samples (residual < 0) NaN.
+
+    The frame count is the guard's (parameters before header, see
+    :mod:`bemore.trial.c3d_guard`): ezc3d reads a trial of 65 535 frames or more up to the end
+    of the file, block padding included, so its extra frames are dropped here. Labels past the
+    255th (POINT:LABELS2, LABELS3, …) follow POINT:LABELS; POINT:UNITS may hold one unit for
+    all markers or one per marker (as Optotrak writes it), which must then all be the same.
+    """
     path = Path(path)
-    check_c3d_bytes(path)
+    layout = check_c3d_bytes(path)
     try:
         import ezc3d
 
         acquisition = ezc3d.c3d(str(path), extract_forceplat_data=False)
         parameters = acquisition["parameters"]["POINT"]
-        labels = tuple(str(label).strip() for label in parameters["LABELS"]["value"])
+        labels = tuple(str(label).strip() for label in _all_labels(parameters))
         rate_hz = float(np.asarray(parameters["RATE"]["value"]).ravel()[0])
         units = parameters["UNITS"]["value"] if "UNITS" in parameters else ["mm"]
         points = np.asarray(acquisition["data"]["points"], dtype=float)
@@ -35,20 +42,43 @@ def read_c3d(path: str | Path) -> Markers:
     except Exception as error:  # ezc3d raises plain RuntimeError/IndexError on bad files
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise DataError(f"{path}: unreadable C3D file ({reason})") from None
-    unit = str(units[0]).strip() if len(units) else "mm"
+    distinct = sorted({str(unit).strip() for unit in units} - {""})
+    if len(distinct) > 1:
+        raise DataError(f"{path}: POINT:UNITS differ between markers ({', '.join(distinct)})")
+    unit = distinct[0] if distinct else "mm"
     scale = metres_per_unit(unit, f"{path}: POINT:UNITS")
     if points.ndim != 3 or points.shape[1] != len(labels):
         raise DataError(
             f"{path}: C3D declares {len(labels)} point labels but holds "
             f"{points.shape[1] if points.ndim == 3 else 0} points"
         )
+    if points.shape[2] < layout.n_frames:
+        raise DataError(
+            f"{path}: {layout.frames_from} declares {layout.n_frames} frames, the C3D reader "
+            f"found {points.shape[2]}"
+        )
     if not 1.0 <= rate_hz <= 100_000.0:
         raise DataError(f"{path}: C3D POINT:RATE is {rate_hz:g} Hz (expected 1 to 100000 Hz)")
+    points, residuals = points[:, :, : layout.n_frames], residuals[:, :, : layout.n_frames]
     positions = np.transpose(points[:3], (2, 1, 0)) * scale  # (F, M, 3)
     positions[np.transpose(residuals[0]) < 0] = np.nan
     n_frames = positions.shape[0]
     t = np.arange(n_frames) / rate_hz
-    return Markers(t, positions, labels, rate_hz, str(path), unit)
+    notes = ()
+    if layout.frames_from != "header" and layout.header_frames != layout.n_frames:
+        notes = (f"header declares {layout.header_frames} frames, {layout.frames_from} "
+                 f"{layout.n_frames} (the parameters are used)",)
+    return Markers(t, positions, labels, rate_hz, str(path), unit, notes)
+
+
+def _all_labels(parameters: dict) -> list[str]:
+    """POINT:LABELS followed by LABELS2, LABELS3, … (files with more than 255 points)."""
+    labels = list(parameters["LABELS"]["value"])
+    index = 2
+    while f"LABELS{index}" in parameters:
+        labels += list(parameters[f"LABELS{index}"]["value"])
+        index += 1
+    return labels
 
 
 def write_c3d(path: str | Path, markers: Markers, description: str = "") -> None:

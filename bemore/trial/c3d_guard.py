@@ -1,15 +1,24 @@
-"""Structural check of C3D bytes before ezc3d reads them.
+"""Structural check of C3D bytes before ezc3d reads them, and the file's frame count.
 
 ezc3d trusts the file: on a truncated or byte-corrupted file it may raise, hang on a huge
 allocation, or crash the interpreter. :func:`check_c3d_bytes` walks the header and every
 parameter record (C3D.org user guide, "The parameter section") and checks that the data section
-the header and the POINT parameters declare lies inside the file; any inconsistency becomes one
+the parameters declare lies inside the file; any inconsistency becomes one
 :class:`~bemore.errors.DataError` line naming the file and what is wrong.
+
+The number of frames follows the format's precedence, as ezc3d applies it: the parameters win
+over the header. POINT:FRAMES (an unsigned 16-bit count) is the count; when it is saturated at
+65 535, a longer trial states its first and last frames in TRIAL:ACTUAL_START_FIELD and
+TRIAL:ACTUAL_END_FIELD (two 16-bit words each, low word first) or its count in POINT:LONG_FRAMES;
+only a file without POINT:FRAMES falls back to the header's first/last-frame words. Those words
+are not trusted otherwise: real files get them wrong (an Optotrak export declares 1 149 frames
+there and holds 30) and they cannot count past 65 535.
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 from bemore.errors import DataError
@@ -17,6 +26,8 @@ from bemore.errors import DataError
 _BLOCK = 512  # bytes per C3D block
 _C3D_KEY = 0x50  # second byte of every C3D header (and of the parameter section)
 _ENDIAN = {84: "<", 85: "<", 86: ">"}  # processor type: Intel, DEC (little-endian words), MIPS
+_PROCESSOR_NAMES = {84: "Intel", 85: "DEC", 86: "MIPS"}
+_SATURATED = 0xFFFF  # POINT:FRAMES of a trial of 65 535 frames or more
 _TYPES = {-1: 1, 1: 1, 2: 2, 4: 4}  # parameter data type → bytes per element
 _PRINTABLE = set(range(32, 127))
 _CONTROL = set(range(1, 32)) - {9, 10, 13}  # never in a label, unit or description
@@ -92,6 +103,67 @@ def _walk_parameters(
     return table
 
 
+@dataclass(frozen=True)
+class C3DLayout:
+    """What the guard established about a C3D file.
+
+    n_frames: frames of 3D data, by the format's precedence (see the module doc);
+    frames_from: where that count comes from ("POINT:FRAMES", "TRIAL:ACTUAL_START_FIELD/
+    ACTUAL_END_FIELD", "POINT:LONG_FRAMES" or "header"); header_frames: what the header's
+    first/last-frame words say; n_points: POINT:USED; processor: "Intel" or "DEC";
+    floating_point: True for floating-point storage, False for scaled 16-bit integers.
+    """
+
+    n_frames: int
+    frames_from: str
+    header_frames: int
+    n_points: int
+    processor: str
+    floating_point: bool
+
+
+def _integers(table: dict, key: str, endian: str) -> list[int] | None:
+    """The unsigned 16-bit (or byte) values of an integer parameter, or None if it is absent
+    or not an integer parameter."""
+    if key not in table:
+        return None
+    data_type, _, raw = table[key]
+    if data_type == 2:
+        return list(struct.unpack(f"{endian}{len(raw) // 2}H", raw[: len(raw) // 2 * 2]))
+    if data_type == 1:
+        return list(raw)
+    return None
+
+
+def _frame_count(path: Path, table: dict, endian: str, processor: int,
+                 header_frames: int) -> tuple[int, str]:
+    """Number of frames and the parameter it comes from (the module doc's precedence)."""
+    if "POINT:FRAMES" in table and table["POINT:FRAMES"][0] == 4:
+        value = _float32(table["POINT:FRAMES"][2][:4], processor)
+        raise DataError(
+            f"{path}: POINT:FRAMES is a floating-point number ({value:g}); the C3D reader "
+            "(ezc3d) reads only an integer POINT:FRAMES"
+        )
+    frames = _integers(table, "POINT:FRAMES", endian)
+    count = frames[0] if frames else 0
+    if 0 < count < _SATURATED:
+        return count, "POINT:FRAMES"
+    start = _integers(table, "TRIAL:ACTUAL_START_FIELD", endian)
+    end = _integers(table, "TRIAL:ACTUAL_END_FIELD", endian)
+    if count == _SATURATED and start and end and len(start) >= 2 and len(end) >= 2:
+        first, last = start[0] | start[1] << 16, end[0] | end[1] << 16
+        if last >= first:
+            return last - first + 1, "TRIAL:ACTUAL_START_FIELD/ACTUAL_END_FIELD"
+    if count == _SATURATED and "POINT:LONG_FRAMES" in table:
+        data_type, _, raw = table["POINT:LONG_FRAMES"]
+        long_frames = _float32(raw[:4], processor) if data_type == 4 and len(raw) >= 4 else 0.0
+        if long_frames >= _SATURATED:
+            return int(long_frames), "POINT:LONG_FRAMES"
+    if count:
+        return count, "POINT:FRAMES"
+    return header_frames, "header"
+
+
 def _first_integer(table: dict, key: str, endian: str) -> int:
     """First element of an integer parameter (the C3D USED counts are unsigned 16-bit)."""
     data_type, _, raw = table[key]
@@ -119,8 +191,9 @@ def _check_channels(path: Path, table: dict, group: str, endian: str, per_channe
             )
 
 
-def check_c3d_bytes(path: Path) -> None:
-    """Refuse, with one DataError line, a file that is empty, not C3D, corrupted or truncated."""
+def check_c3d_bytes(path: Path) -> C3DLayout:
+    """Refuse, with one DataError line, a file that is empty, not C3D, corrupted, truncated or
+    of a kind the C3D reader (ezc3d) cannot read; return what the file declares."""
     size = path.stat().st_size
     if size == 0:
         raise DataError(f"{path}: empty file")
@@ -133,13 +206,18 @@ def check_c3d_bytes(path: Path) -> None:
     n_blocks, processor = data[parameter_start + 2], data[parameter_start + 3]
     if processor not in _ENDIAN or n_blocks == 0:
         raise DataError(f"{path}: corrupted C3D parameter section (processor type {processor})")
+    if processor == 86:
+        raise DataError(
+            f"{path}: C3D file of the MIPS processor type (big-endian), which the C3D reader "
+            "(ezc3d) does not read; export it with the Intel (PC) or DEC processor type"
+        )
     parameter_end = parameter_start + n_blocks * _BLOCK
     if parameter_end > size:
         raise DataError(
             f"{path}: truncated C3D file ({size} bytes, parameter section ends at {parameter_end})"
         )
     endian = _ENDIAN[processor]
-    n_points, n_analog, first, last = struct.unpack(endian + "HHHH", data[2:10])
+    _, n_analog, first, last = struct.unpack(endian + "HHHH", data[2:10])
     scale = _float32(data[12:16], processor)
     (data_block,) = struct.unpack(endian + "H", data[16:18])
     table = _walk_parameters(path, data[parameter_start:parameter_end], processor)
@@ -153,14 +231,17 @@ def check_c3d_bytes(path: Path) -> None:
         _check_channels(path, table, "ANALOG", endian, ["LABELS", "SCALE", "OFFSET", "UNITS"])
     if (data_block - 1) * _BLOCK < parameter_end:
         raise DataError(f"{path}: corrupted C3D header (data section at block {data_block})")
-    n_frames = last - first + 1
+    n_points = _first_integer(table, "POINT:USED", endian)
+    header_frames = max(last - first + 1, 0)
+    n_frames, frames_from = _frame_count(path, table, endian, processor, header_frames)
     if n_frames <= 0:
-        # Files longer than 65535 frames store the count elsewhere: leave that case to ezc3d.
-        return
+        raise DataError(f"{path}: C3D file declares no frames (POINT:FRAMES and header)")
     word = 4 if scale < 0 else 2
     expected = (data_block - 1) * _BLOCK + n_frames * (4 * n_points + n_analog) * word
     if expected > size:
         raise DataError(
-            f"{path}: truncated C3D file ({size} bytes, header declares {n_frames} frames of "
-            f"{n_points} markers needing {expected} bytes)"
+            f"{path}: truncated C3D file ({size} bytes, {frames_from} declares {n_frames} frames "
+            f"of {n_points} markers needing {expected} bytes)"
         )
+    return C3DLayout(n_frames, frames_from, header_frames, n_points, _PROCESSOR_NAMES[processor],
+                     scale < 0)

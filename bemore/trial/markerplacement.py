@@ -1,4 +1,4 @@
-"""Synthetic marker placement: the full marker set of ../shared/spec/markerset.md around the
+"""Synthetic marker placement: the full marker set of docs/markerset.md around the
 model's named points, in a 3D laboratory frame (Z up, bar along Y), in m.
 
 Each marker sits at a site given in its segment's frame (docs/model.md: origin at the bar-side

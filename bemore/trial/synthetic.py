@@ -45,6 +45,9 @@ class SyntheticSpec:
         seed: seed of the noise and gap generator.
         rate_hz: marker rate written to the C3D (Hz); bar_height_m: bar above the lab floor (m).
         prefix: subject prefix of every label ("" for none).
+        acromion_side: where the acromion markers ride: "arm" (the arm's end of the shoulder
+            spring-dampers, the convention the trial chain assumes) or "trunk" (the trunk's
+            side, the shoulder joint centre): another convention, to test what the chain says.
     """
 
     duration_s: float = 1.8
@@ -58,6 +61,7 @@ class SyntheticSpec:
     rate_hz: float = 100.0
     bar_height_m: float = 2.5
     prefix: str = "Gymnast:"
+    acromion_side: str = "arm"
 
 
 @dataclass
@@ -179,8 +183,11 @@ def synthesize(spec: SyntheticSpec) -> tuple[Markers, Truth]:
     # The acromion markers ride on the arm side of the shoulder spring (docs/model.md §2): the
     # measured shoulder is the upper arm's end; the engine's shoulder (trunk side) is the neck.
     points = sim.points[0, rows].copy()
-    points[:, POINT_NAMES.index("shoulder")] = arm_end(points, sim.free_q[0, rows],
-                                                       motion.q[rows])
+    if spec.acromion_side not in ("arm", "trunk"):
+        raise DataError(f"synthetic trial: acromion_side {spec.acromion_side!r}: arm or trunk")
+    if spec.acromion_side == "arm":
+        points[:, POINT_NAMES.index("shoulder")] = arm_end(points, sim.free_q[0, rows],
+                                                           motion.q[rows])
     labels, model_positions = model_marker_positions(points)
     lab = model_to_lab(model_positions, spec.bar_height_m)
     rng = np.random.default_rng(spec.seed)

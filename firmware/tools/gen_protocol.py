@@ -15,7 +15,10 @@ import json
 import sys
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the tomli backport (declared in pyproject.toml for python_version < 3.11)
+    import tomli as tomllib
 
 FIRMWARE = Path(__file__).resolve().parents[1]
 SPEC = FIRMWARE / "protocol.toml"

@@ -100,6 +100,8 @@ def test_sigkill_of_the_host_leaves_the_bench_to_its_watchdog(setpoint_file, tmp
         while time.monotonic() < deadline:  # wait until ~0.8 s of the gesture was streamed
             if log.exists() and log.read_text().count('"type": "sp"') > 800:
                 break
+            # A drive that ended (or failed) before streaming that much says why.
+            assert process.poll() is None, process.communicate()[1].decode()[-3000:]
             time.sleep(0.05)
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=5)

@@ -14,9 +14,7 @@ from bemore.identify.problem import IdentificationProblem
 from bemore.paths import data_dir, default_config
 
 SAMPLE = data_dir() / "sample_trial.c3d"
-REALDATA = Path("/work/shared/realdata")
-if not REALDATA.is_dir():  # the repository's sibling folder, wherever it is checked out
-    REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
+REALDATA = Path(__file__).resolve().parents[1] / "data"  # tests/data (see its README.md)
 REAL_NON_BAR_TRIAL = REALDATA / "pyomeca_markers.trc"
 
 

@@ -115,15 +115,16 @@ def test_box_is_the_prepared_rate_plus_minus_the_margin(trial) -> None:
 
 
 def test_truth_with_the_fitted_rate_reproduces_the_file(problem) -> None:
-    """The sample's true parameters, started as bemore starts them (no rest offset), meet the
-    prepared joint centres within 3 mm RMS at the best rate of a 5 mrad scan (measured 2.54 mm
-    at 1.470 rad/s with the driven filter on, configs/trial.toml; 2.3 mm at 1.155 rad/s with
-    it off); at the prepared rate (1.362 rad/s) the miss is more than 10× that (139 mm)."""
+    """The sample's true parameters, started as bemore starts them (no rest offset, the
+    prepared start angle), on the body the trial's markers show (segment lengths measured to
+    ±0.2 mm), meet the prepared joint centres within 4 mm RMS at the best rate of a 5 mrad scan
+    (measured 3.31 mm; 2.54 mm with the table's exact lengths); at the prepared rate
+    (1.362 rad/s) the miss is more than 10× that: the rate must be fitted."""
     rates = np.r_[np.arange(1.40, 1.5401, 0.005), problem.start.free_qd0[2]]
     residuals = problem.residuals(_truth_points(problem, rates))
     rms = np.sqrt(np.mean(residuals**2, axis=1) * 2)  # RMS distance (2 coordinates)
     best = int(np.argmin(rms[:-1]))
-    assert rms[best] < 3e-3
+    assert rms[best] < 4e-3
     assert 0 < best < rates.size - 2  # a minimum inside the scan
     assert rms[-1] > 10 * rms[best]
 

@@ -125,3 +125,27 @@ def test_samples_per_step_other_than_1_or_2_is_refused() -> None:
     case = synthetic_case(seed_truth(), noise_m=0.0, seed=1, frames=FRAMES + 1)
     with pytest.raises(DataError, match=r"samples_per_step 3: allowed 1 \(exact\) or 2"):
         _with_samples_per_step(case, 3)
+
+
+def test_the_driven_motion_is_matched_to_the_model_by_coordinate_name() -> None:
+    from dataclasses import replace
+
+    from bemore.model import DrivenMotion
+    from bemore.paths import data_dir
+    from bemore.trial import prepare_trial
+
+    trial = prepare_trial(data_dir() / "sample_trial.c3d")
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    reference = IdentificationProblem.from_trial(trial, space)
+    order = list(reversed(range(len(trial.driven_names))))  # another column order
+    motion = trial.driven
+    shuffled = replace(
+        trial, driven_names=tuple(trial.driven_names[k] for k in order),
+        driven=DrivenMotion(motion.t, motion.q[:, order], motion.qd[:, order],
+                            motion.qdd[:, order]))
+    problem = IdentificationProblem.from_trial(shuffled, space)
+    X = np.full((1, problem.dim), 0.5)
+    np.testing.assert_array_equal(problem.evaluate(X), reference.evaluate(X))
+    missing = replace(shuffled, driven_names=("wrist_angle", *shuffled.driven_names[1:]))
+    with pytest.raises(DataError, match=r"drives .* which the trial does not give"):
+        IdentificationProblem.from_trial(missing, space)

@@ -121,3 +121,26 @@ def test_a_right_model_on_noisy_data_is_judged_good_at_any_noise_level() -> None
         shifted[:, 3] += 3.0 * sigma  # the neck 3σ off along x and y: a convention, not noise
         verdict = judge_fit(measured, shifted, names, sigma)
         assert verdict.not_following == ["neck"] and verdict.joint_centres[3].systematic
+
+
+def test_acromions_on_the_trunk_side_give_a_poor_fit_that_names_them(tmp_path) -> None:
+    # Another convention than the chain assumes: the acromion markers on the trunk's side of
+    # the shoulder spring-dampers. The chain then counts the springs' deflection twice; the
+    # fit must not pass for good, and the verdict must point at the acromions.
+    from bemore.identify.problem import IdentificationProblem
+    from bemore.identify.run import RunSettings, identify
+    from bemore.identify.space import ParameterSpace
+    from bemore.settings import load_gymnast, load_identification
+    from bemore.trial import prepare_trial
+    from bemore.trial.synthetic import write_synthetic_trial
+
+    path, _, _ = write_synthetic_trial(
+        SyntheticSpec(duration_s=1.6, noise_mm=1.0, seed=4, acromion_side="trunk"),
+        tmp_path / "trunk_side.c3d")
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    problem = IdentificationProblem.from_trial(prepare_trial(path), space, samples_per_step=2)
+    outcome = identify(problem, RunSettings(seed=4))
+    assert outcome.verdict.status == "poor"
+    assert "acromion markers ride on the trunk's side" in outcome.verdict.message
+    flagged = outcome.identifiability.flagged
+    assert all(name in flagged for name in space.names if name.startswith("shoulder."))

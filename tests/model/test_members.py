@@ -7,15 +7,21 @@ member gives alone.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
-import tomllib
 
 from bemore.errors import DataError, ModelError
 from bemore.model import DrivenMotion, Model, joint_centre_cost, simulate, straight_posture
 from bemore.model.description import parse_description
 from bemore.model.gymnasts import model_path
 from bemore.model.profiles import HANDSTAND_HAND_ROTATION, shoulder_flexion_profile
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the tomli backport (declared for python_version < 3.11)
+    import tomli as tomllib
 
 
 def _relative(a: np.ndarray, b: np.ndarray) -> float:

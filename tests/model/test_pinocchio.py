@@ -6,7 +6,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from bemore.model.pinocchio_bridge import build
+from tests.model.pinocchio_bridge import build
 
 
 @pytest.mark.parametrize("name", ["real", "exemplary"])
@@ -49,7 +49,7 @@ def test_dynamics_match_pinocchio(name, request):
 
 def test_hybrid_dynamics_match_pinocchio(real):
     """Free accelerations with springs, driven q̈ prescribed: bemore vs a Pinocchio solve."""
-    from bemore.model.pinocchio_bridge import hybrid_rhs
+    from tests.model.pinocchio_bridge import hybrid_rhs
 
     rng = np.random.default_rng(5)
     P = real.parameter_matrix([{}])

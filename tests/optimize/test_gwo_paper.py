@@ -44,7 +44,8 @@ def test_mean_of_30_runs_within_an_order_of_magnitude_of_the_paper(name: str) ->
 
 
 def test_demotion_variant_is_not_the_default_and_changes_the_result() -> None:
-    # The F3 figure is what tells the two forms apart (DESIGN §2): same seed, other leaders.
+    # The F3 figure tells the two forms apart (docs/identify.md, "Algorithms"): same seed, other
+    # leaders.
     benchmark = BENCHMARKS["F3"]
     bound = np.full(30, benchmark.bound)
     results = {}

@@ -12,9 +12,7 @@ from bemore.trial.c3d import write_c3d
 from bemore.trial.markerplacement import model_marker_positions, model_to_lab
 from bemore.trial.markers import Markers
 
-REALDATA = Path("/work/shared/realdata")
-if not REALDATA.is_dir():  # the repository's sibling folder, wherever it is checked out
-    REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
+REALDATA = Path(__file__).resolve().parents[1] / "data"  # tests/data (see its README.md)
 REAL_C3D = REALDATA / "pyomeca_markers_analogs.c3d"
 REAL_TRC = REALDATA / "pyomeca_markers.trc"
 

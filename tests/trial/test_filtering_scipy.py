@@ -74,7 +74,7 @@ def test_nan_spreads_as_in_scipy():
 
 
 def _scipy_low_pass(monkeypatch):
-    """Make bemore's low_pass use scipy's design and filter (the previous implementation)."""
+    """Make bemore's low_pass use scipy's design and filter (the reference implementation)."""
     monkeypatch.setattr(filtering, "butterworth_sos",
                         lambda order, wn: butter(order, wn, btype="low", output="sos"))
     monkeypatch.setattr(filtering, "forward_backward",
@@ -148,7 +148,7 @@ def test_fill_gaps_on_a_real_marker(real_c3d):
 
 def test_prepared_sample_trial_is_unchanged(monkeypatch):
     """The whole preparation of the sample file with scipy's filter and splines patched in (the
-    previous implementation) gives the same trial to 1e-10 relative."""
+    reference implementations) gives the same trial to 1e-10 relative."""
     ours = pipeline.prepare_trial(SAMPLE)
     _scipy_low_pass(monkeypatch)
 

@@ -54,8 +54,8 @@ def test_inspect_corrupted_file_one_line(real_c3d, tmp_path):
     result = _run("trial", "inspect", str(copy))
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
-        f"bemore: error: {copy}: truncated C3D file (700000 bytes, header declares 580 frames of "
-        "51 markers needing 2250816 bytes)"
+        f"bemore: error: {copy}: truncated C3D file (700000 bytes, POINT:FRAMES declares 580 "
+        "frames of 51 markers needing 2250816 bytes)"
     ]
 
 

@@ -56,9 +56,9 @@ def test_arm_end_gives_the_driven_coordinates_and_the_spring_translation():
 
 
 def test_prepared_driven_coordinates_match_the_profile(trial, truth):
-    """Before the arm-end markers: upper arm 342 mm seen vs 290 mm simulated, elbow and
-    shoulder flexion off by up to 6.7°. Now (1 mm noise): lengths ≤ 0.96 mm, angles ≤ 0.19° RMS
-    (session 2, without the driven filter: 1.4 mm, 0.26°)."""
+    """With the acromion markers on the arm's end (docs/model.md §2), 1 mm noise: lengths ≤ 0.96
+    mm, angles ≤ 0.19° RMS (without the driven filter: 1.4 mm, 0.26°). Taking the shoulder as the
+    trunk's end instead would see a 342 mm upper arm for 290 mm and flexion angles off by 6.7°."""
     frames = np.round(np.array(truth["t_s"]) * 1000).astype(int)
     error = trial.driven_q[frames] - np.array(truth["driven_q"])
     assert np.abs(error[:, LENGTHS]).max() < 2e-3
@@ -73,12 +73,12 @@ def test_prepared_driven_coordinates_match_the_profile(trial, truth):
 def test_truth_parameters_reproduce_the_prepared_sample(trial, truth):
     """Simulating the truth parameters on the prepared driven motion, from the prepared initial
     positions (true origin, seen shoulder translations) with the rotation rate about the bar
-    that fits best: 1.29 mm RMS over the seven joint centres at 1.47 rad/s (session 2, driven
-    coordinates from the 6 Hz markers and the hand's start angle: 2.0 mm at 1.16 rad/s; before
-    the arm-end shoulder: 50 mm at best). The handstand-to-handstand circle is near-critical
-    (+0.01 rad/s turns the last handstand by 0.04 rad), so the rate must be fitted: at the
-    prepared 1.362 rad/s (truth 1.364; the best rate absorbs the driven coordinates' noise) the
-    miss is 141 mm RMS."""
+    that fits best: 1.29 mm RMS over the seven joint centres at 1.47 rad/s (with the driven
+    coordinates from the 6 Hz markers and the hand's start angle: 2.0 mm at 1.16 rad/s; with the
+    shoulder taken as the trunk's end: 50 mm at best). The handstand-to-handstand circle is
+    near-critical (+0.01 rad/s turns the last handstand by 0.04 rad), so the rate must be
+    fitted: at the prepared 1.362 rad/s (truth 1.364; the best rate absorbs the driven
+    coordinates' noise) the miss is 141 mm RMS."""
     from bemore.model import load_model, simulate
 
     model = load_model("real_gymnast")
@@ -93,7 +93,7 @@ def test_truth_parameters_reproduce_the_prepared_sample(trial, truth):
     distance = np.linalg.norm(points[:, :, index] - trial.joint_centres[None], axis=-1)
     rms = np.sqrt(np.mean(distance**2, axis=(1, 2)))
     best = int(np.argmin(rms))
-    assert rms[best] < 2e-3  # 1.29 mm (2.0 mm in session 2, before the start's rotation fix)
+    assert rms[best] < 2e-3  # 1.29 mm (2.0 mm with the hand's start angle and no driven filter)
     assert 1.0 < rates[best] < 1.5  # a minimum inside the scanned range
     at_prepared = rms[np.argmin(np.abs(rates - trial.free_qd0[2]))]
     assert at_prepared > 10 * rms[best]

@@ -22,8 +22,8 @@ def test_truncated_c3d(real_c3d, tmp_path):
     with pytest.raises(DataError) as error:
         read_markers(copy)
     assert _one_line(error) == (
-        f"{copy}: truncated C3D file (1000000 bytes, header declares 580 frames of 51 markers "
-        "needing 2250816 bytes)"
+        f"{copy}: truncated C3D file (1000000 bytes, POINT:FRAMES declares 580 frames of 51 "
+        "markers needing 2250816 bytes)"
     )
 
 

@@ -1,4 +1,4 @@
-"""The initial free state against the truth of engine-simulated circles (issue 4, session 2)."""
+"""The initial free state against the truth of engine-simulated circles."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def errors() -> dict[str, np.ndarray]:
 
 def test_initial_rotation_rate_from_forearm_minus_wrist(errors):
     """60 circles (3 durations × 20 noise seeds): forearm − wrist rates 0.060 rad/s RMS (worst
-    0.134), the hand angle's quadratic (session 1) 0.077 (worst 0.194). On 120 circles: 0.056
-    vs 0.079, the paired difference of squared errors 3.6 standard errors from 0."""
+    0.134), the hand angle's quadratic (rotation_from = "hand") 0.077 (worst 0.194). On 120
+    circles: 0.056 vs 0.079, the paired difference of squared errors 3.6 standard errors from 0."""
     forearm, hand = errors["forearm"], errors["hand"]
     rms_forearm = np.sqrt(np.mean(forearm**2))
     rms_hand = np.sqrt(np.mean(hand**2))

@@ -109,9 +109,10 @@ def test_round_trip_meets_the_criterion_at_every_frame_with_half_a_millimetre(tm
 @pytest.mark.parametrize(("kind", "seed"), TRIALS)
 def test_round_trip_without_the_driven_filter(tmp_path, kind, seed):
     """``[driven_filter] enabled = false`` (the driven coordinates from the 6 Hz joint
-    centres, the session-1 default), 1 mm noise: every angle but the wrist within 0.5° at every
-    frame inside the trial (0.46°); the wrist 0.24° RMS at most (0.17° at most with the filter
-    on) and 0.58° at its worst frame; lengths within 2 mm (1.44 mm, 0.93 mm with it on)."""
+    centres, one low-pass fewer per coordinate), 1 mm noise: every angle but the wrist within
+    0.5° at every frame inside the trial (0.46°); the wrist 0.24° RMS at most (0.17° at most
+    with the filter on) and 0.58° at its worst frame; lengths within 2 mm (1.44 mm, 0.93 mm with
+    it on)."""
     t, point_error, q_error = _round_trip(tmp_path, kind, seed, driven_filter=False)
     assert np.sqrt(np.mean(point_error**2)) < NOISE_M
     others = [i for i in ANGLES if i != WRIST]

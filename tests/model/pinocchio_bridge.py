@@ -1,5 +1,6 @@
 """A Pinocchio model built from the same description: the independent oracle of the tests and
-the baseline of the benchmark (Pinocchio, PyPI ``pin``, is a test dependency; import lazily)."""
+the baseline of the engine benchmark. Pinocchio (PyPI ``pin``) is a test dependency only, so
+this bridge lives in tests/ (tests/test_architecture.py: no module outside tests imports it)."""
 
 from __future__ import annotations
 
