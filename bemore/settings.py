@@ -2,7 +2,8 @@
 
 One definition of each fact: the segment table lives in ``configs/gymnast.toml``, the identified
 parameters and their bounds in ``configs/identification.toml``, the gesture bounds and constraints
-in ``configs/synthesis.toml``, the bench and athlete limits in ``configs/bench.toml``. Everything
+in ``configs/synthesis.toml``, the bench's limits in ``configs/bench.toml`` (the athlete's
+limits are in her profile, ``bemore.profile``). Everything
 else reads them through these schemas (loaded by :func:`bemore.config.load_toml_model`).
 Units are in the key names where they are not SI; degrees appear only here, at the edge.
 """
@@ -247,15 +248,6 @@ class BenchLimits(Section):
         return self
 
 
-class AthleteLimits(Section):
-    """Limits of the athlete's shoulder, whatever the bench could do."""
-
-    max_flexion_deg: float = Field(gt=0, le=200)
-    max_extension_deg: float = Field(ge=-90, le=0)
-    max_velocity_deg_s: PositiveFloat
-    max_torque_nm: PositiveFloat
-
-
 class Streaming(Section):
     """How the host streams setpoints."""
 
@@ -269,10 +261,9 @@ class Streaming(Section):
 
 
 class Bench(Section):
-    """The bench configuration: limits, athlete limits and streaming settings."""
+    """The bench configuration: the machine's limits and streaming settings."""
 
     limits: BenchLimits
-    athlete: AthleteLimits
     streaming: Streaming
 
 
@@ -295,7 +286,7 @@ def load_synthesis(path: str | Path | None = None) -> Synthesis:
 
 
 def load_bench(path: str | Path | None = None) -> Bench:
-    """Bench and athlete limits (default: ``configs/bench.toml``)."""
+    """Bench limits and streaming settings (default: ``configs/bench.toml``)."""
     return load_toml_model(path or default_config("bench.toml"), Bench)
 
 

@@ -9,9 +9,35 @@ from pathlib import Path
 import click
 
 from bemore.errors import BenchError
-from bemore.settings import load_bench
-from controller.modes import MODES, ModeSettings
-from controller.preflight import PreflightError
+from bemore.profile import DEFAULT_PROFILE, AthleteProfile, load_profile
+from bemore.settings import Bench, load_bench
+from controller.modes import DEFAULT_LOAD_PCT, DEFAULT_MODE, LOADED_MODES, MODES, ModeSettings
+from controller.preflight import PreflightError, compiled_firmware_limits
+
+MODE_HELP = (
+    "Share of the gesture's torque (athlete / bench): passive 0/100 % (the bench does the "
+    "gesture, she relaxes: learning the timing); guided 100/0 % (the bench only holds the "
+    "path); assistive P: 100−P / P %; resistive P: 100+P / −P %."
+)
+
+
+def plan_window(setpoints: str | Path, bench: Bench | None = None,
+                athlete: AthleteProfile | None = None, bench_source: str = "bench.toml",
+                template: ModeSettings | None = None) -> tuple[list, str]:
+    """The feasible window of a setpoint file: (cells, printable table).
+
+    The modes, loads and speeds that pass the pre-flight with ``bench`` (default
+    configs/bench.toml), ``athlete`` (default: the documented default profile) and the limits
+    compiled into the firmware. ``bemore synthesize`` calls it on the gesture it wrote.
+    """
+    from controller.setpoints import read_setpoints
+    from controller.window import feasible_window, format_window
+
+    gesture = read_setpoints(setpoints)
+    athlete = athlete or DEFAULT_PROFILE
+    cells = feasible_window(gesture, bench or load_bench(), athlete, compiled_firmware_limits(),
+                            template)
+    return cells, format_window(cells, gesture, athlete, bench_source)
 
 
 def _print_result(result) -> None:
@@ -25,18 +51,34 @@ def _print_result(result) -> None:
                "than a period late")
 
 
-def _run(run, log: Path) -> None:
-    """Run a drive, print the outcome; a refused or failed session becomes a BemoreError."""
+def _run(run, log: Path, window=None) -> None:
+    """Run a drive, print the outcome; a refused or failed session becomes a BemoreError.
+
+    A refused session prints its violations, then (``window()``) what would pass. A session
+    stopped by the operator (Ctrl-C, ``q``, SIGTERM) is reported as a stop, not as an error,
+    and exits 1.
+    """
     try:
         result = run()
     except PreflightError as error:
         click.echo(error.table(), err=True)
+        if window is not None:
+            click.echo(window(), err=True)
         raise
     _print_result(result)
     click.echo(f"log: {log}")
+    if result.reason == "interrupted":
+        click.echo(result.message)
+        raise SystemExit(result.exit_code)
     if not result.ok:
-        # the bench is already in a safe state: report why the session ended
-        error = BenchError(result.message)
+        # the bench is already in a safe state: report why the session ended; a firmware fault
+        # is attributed from the log exactly as `bemore replay` does (e.g. a stalled host)
+        message = result.message
+        if result.reason == "fault" and Path(log).exists():
+            from controller.replay import summarise_file
+
+            message += summarise_file(log).fault_cause()
+        error = BenchError(message)
         error.exit_code = result.exit_code
         raise error
     click.echo(result.message)
@@ -44,21 +86,28 @@ def _run(run, log: Path) -> None:
 
 @click.command("drive")
 @click.argument("setpoints", type=click.Path(path_type=Path))
+@click.option("--plan", "plan_only", is_flag=True,
+              help="Print the feasible window (modes, loads, speeds that pass the pre-flight) "
+                   "and exit, without connecting or arming.")
 @click.option("--port", help="Serial device of the bench (default: start the simulated bench).")
-@click.option("--mode", type=click.Choice(MODES), default="guided", show_default=True,
-              help="guided: the bench moves the arms; assistive/resistive: plus ±load % of the "
-                   "gesture's torque.")
+@click.option("--mode", type=click.Choice(MODES), default=DEFAULT_MODE, show_default=True,
+              help=MODE_HELP)
 @click.option("--load", "load_pct", type=float, default=None,
-              help="Load in % of the gesture's torque (assistive/resistive; default 50).")
+              help=f"Load in % of the gesture's torque (assistive/resistive; default "
+                   f"{DEFAULT_LOAD_PCT:g}).")
 @click.option("--speed", type=float, default=1.0, show_default=True,
-              help="Slow motion: fraction of the gesture's pace, 0.25..1.")
+              help="Slow motion: fraction of the gesture's pace, 0.25..1; the torque is the "
+                   "exemplary model's inverse dynamics at that pace.")
+@click.option("--profile", "profile_path", type=click.Path(path_type=Path), default=None,
+              help="Athlete profile TOML (her peak shoulder torque and range; default: the "
+                   "documented default athlete, bemore/profile.py).")
 @click.option("--reps", type=int, default=1, show_default=True, help="Repetitions.")
 @click.option("--rest", "rest_s", type=float, default=5.0, show_default=True,
               help="Rest between repetitions (s).")
 @click.option("--rate", "rate_hz", type=float, default=None,
               help="Setpoint rate in Hz, up to 1000 (default: bench.toml [streaming] rate_hz).")
-@click.option("--log", "log", type=click.Path(path_type=Path), required=True,
-              help="Session log to write (JSON Lines).")
+@click.option("--log", "log", type=click.Path(path_type=Path), default=None,
+              help="Session log to write (JSON Lines); required unless --plan.")
 @click.option("--bench-config", type=click.Path(path_type=Path), default=None,
               help="Bench configuration (default: configs/bench.toml).")
 @click.option("--clear-fault", is_flag=True, help="Clear a fault latched on the bench first.")
@@ -71,23 +120,30 @@ def _run(run, log: Path) -> None:
 @click.option("--sim-inject", "sim_inject", multiple=True, metavar="SECONDS:COMMAND",
               help="Dry run: inject a fault SECONDS after arming: 'estop on', 'driver on', "
                    "'stall MS', 'reset', 'drop P', 'corrupt P', 'delay MS' (repeatable).")
-def drive_command(setpoints: Path, port: str | None, mode: str, load_pct: float | None,
-                  speed: float, reps: int, rest_s: float, rate_hz: float | None, log: Path,
+def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
+                  load_pct: float | None, speed: float, profile_path: Path | None, reps: int,
+                  rest_s: float, rate_hz: float | None, log: Path | None,
                   bench_config: Path | None, clear_fault: bool, no_view: bool,
                   dump: Path | None, sim_fault: str | None, sim_inject: tuple[str, ...]) -> None:
     """Stream a gesture to the bench, safely, and log the session.
 
     \b
-    Reads:  SETPOINTS (setpoints.csv, docs/formats.md), configs/bench.toml (limits, athlete
-            limits, streaming), the firmware's limits (its HELLO reply).
+    Reads:  SETPOINTS (setpoints.csv, docs/formats.md), configs/bench.toml (the bench's limits,
+            streaming), the athlete profile (--profile: her peak shoulder torque and range of
+            motion), the firmware's limits (its HELLO reply).
     Writes: the session log (--log, JSON Lines, docs/drive.md); a summary on stdout.
-    The whole session is checked against every limit before arming and refused with a table
-    of the violations. Ctrl-C or q: controlled stop (ramp down, disarm); e or space: E-STOP.
+    Modes (athlete's / bench's share of the gesture's torque): passive 0/100 %, guided
+    100/0 %, assistive P 100−P/P %, resistive P 100+P/−P %; --speed X recomputes the torque at
+    the slowed pace. The whole session is checked against the athlete's, the bench's and the
+    firmware's limits before arming; a refusal prints the violations and the feasible window
+    (what would pass), which --plan prints without arming.
+    Ctrl-C or q: controlled stop (ramp down, disarm; exit 1); e or space: E-STOP.
     Without --port, the simulated bench is started (a dry run); --sim-fault and --sim-inject
     rehearse a fault on it, e.g. --sim-inject '0.8:driver on'.
     Exit codes: 0 completed, 1 stopped by the operator, 2 refused (data/config), 3 bench fault.
-    Example:
-        bemore drive out/gesture/setpoints.csv --mode resistive --load 30 --reps 3 \\
+    Examples:
+        bemore drive out/gesture/setpoints.csv --plan
+        bemore drive out/gesture/setpoints.csv --mode assistive --load 70 --reps 3 \\
             --log out/session.jsonl
     """
     from controller.drive import drive
@@ -96,17 +152,30 @@ def drive_command(setpoints: Path, port: str | None, mode: str, load_pct: float 
     faults = SimFaults.parse(sim_fault) if sim_fault is not None else None
     injections = [parse_injection(text) for text in sim_inject]
     bench = load_bench(bench_config)
-    if load_pct is None:
-        load_pct = 0.0 if mode == "guided" else 50.0
-    settings = ModeSettings(mode=mode, load_pct=load_pct, speed=speed, reps=reps, rest_s=rest_s,
+    athlete = load_profile(profile_path) if profile_path else DEFAULT_PROFILE
+    source = str(bench_config) if bench_config else "bench.toml"
+    template = ModeSettings(reps=reps, rest_s=rest_s,
                             rate_hz=bench.streaming.rate_hz if rate_hz is None else rate_hz,
                             ramp_down_s=bench.streaming.ramp_down_s)
+
+    def window() -> str:
+        return plan_window(setpoints, bench, athlete, source, template)[1]
+
+    if plan_only:
+        click.echo(window())
+        return
+    if log is None:
+        raise click.UsageError("--log FILE is required (or --plan to only print the window)")
+    if load_pct is None:
+        load_pct = DEFAULT_LOAD_PCT if mode in LOADED_MODES else 0.0
+    settings = ModeSettings(mode=mode, load_pct=load_pct, speed=speed, reps=reps, rest_s=rest_s,
+                            rate_hz=template.rate_hz, ramp_down_s=template.ramp_down_s)
     view = None
     if not no_view:
         from controller.liveview import live_view as view
     _run(lambda: drive(setpoints, log, settings, port=port, bench=bench,
-                       clear_fault=clear_fault, view=view, dump=dump, sim_faults=faults,
-                       sim_inject=injections), log)
+                       clear_fault=clear_fault, view=view, dump=dump, athlete=athlete,
+                       sim_faults=faults, sim_inject=injections), log, window)
 
 
 @click.command("replay")

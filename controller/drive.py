@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bemore.errors import BenchError, ConfigError
+from bemore.profile import DEFAULT_PROFILE, AthleteProfile
 from bemore.settings import Bench, load_bench
 from controller.dump import DumpWriter
 from controller.log import LogWriter
@@ -25,16 +26,19 @@ from controller.setpoints import Gesture, read_setpoints
 
 
 @contextlib.contextmanager
-def bench_port(port: str | None, faults=None) -> Iterator[tuple[str, object | None]]:
-    """Yield (port, simulated bench or None): ``port`` itself, or a fresh simulated bench (with
-    the start-up fault injection ``faults``, a :class:`controller.simbench.SimFaults`)."""
+def bench_port(port: str | None, load: tuple[Plan, float] | None = None,
+               ramp_down_s: float = 0.3, faults=None) -> Iterator[tuple[str, object | None]]:
+    """Yield (port, simulated bench or None): ``port`` itself, or a fresh simulated bench
+    carrying ``load`` = (plan, athlete's share): the gesture's load and the simulated athlete,
+    with the start-up fault injection ``faults`` (a :class:`controller.simbench.SimFaults`)."""
     if port is not None:
         yield port, None
         return
     from controller.simbench import start_simulated_bench
 
     # the simulated bench stands in for a microcontroller: give it real-time priority too
-    with start_simulated_bench(faults=faults) as simulated, realtime_priority(
+    with start_simulated_bench(load=load, ramp_down_s=ramp_down_s,
+                               faults=faults) as simulated, realtime_priority(
             simulated.process.pid, REALTIME_PRIORITY + 1), pinned(other_cpus(),
                                                                   simulated.process.pid):
         yield simulated.port, simulated
@@ -52,10 +56,12 @@ def drive(
     dump: str | Path | None = None,
     sim_faults=None,
     sim_inject: Sequence[tuple[float, str]] = (),
+    athlete: AthleteProfile | None = None,
 ) -> SessionResult:
     """Drive the bench through the gesture of ``setpoints``; the session is logged to ``log_path``.
 
-    ``settings`` default to guided, full speed, one repetition at the configured rate.
+    ``settings`` default to the passive mode, full speed, one repetition at the configured rate.
+    ``athlete`` is her profile (her limits; default: the documented default athlete).
     ``view(session)`` is a context manager open from before arming to the end of the stream
     (the live view). ``plan`` replaces the plan built from the gesture (``replay --stream``).
     ``dump`` also records every byte on the link (``controller.dump``). A dry run (no ``port``)
@@ -71,34 +77,44 @@ def drive(
     bench = bench or load_bench()
     if port is not None and (sim_faults is not None or sim_inject):
         raise ConfigError("fault injection rehearses on the simulated bench: drop --port")
+    athlete = athlete or DEFAULT_PROFILE
     gesture = setpoints if isinstance(setpoints, Gesture) else read_setpoints(setpoints)
     if settings is None:
         settings = ModeSettings(rate_hz=bench.streaming.rate_hz,
                                 ramp_down_s=bench.streaming.ramp_down_s)
     plan = plan if plan is not None else build_plan(gesture, settings)
     check_stream_settings(plan.rate_hz, bench)
-    require_clear(gesture, plan, bench, torque_gain=settings.torque_gain)
-    with bench_port(port, sim_faults) as (device, simulated):
+    require_clear(gesture, plan, bench, torque_gain=settings.torque_gain, athlete=athlete)
+    with bench_port(port, (plan, settings.athlete_share), settings.ramp_down_s, sim_faults) as (
+            device, simulated):
         header = session_header(gesture, settings, bench, device, simulated is not None)
+        header["athlete_profile"] = athlete.to_dict()
+        header["shares"] = {"athlete": settings.athlete_share, "bench": settings.torque_gain}
+        if simulated is not None:
+            header["simulated_athlete"] = simulated.config.athlete.model_dump()
         dump_writer = DumpWriter(dump) if dump is not None else None
         with LogWriter(log_path, header) as log, contextlib.ExitStack() as closing:
             if dump_writer is not None:
                 closing.callback(dump_writer.close)
-            session = Session(device, bench, log, settings, dump=dump_writer)
+            session = Session(device, bench, log, settings, dump=dump_writer, athlete=athlete)
             try:
                 with session.signals():
                     session.connect(clear_fault=clear_fault)
                     require_clear(gesture, plan, bench, session.firmware,
-                                  torque_gain=settings.torque_gain)
+                                  torque_gain=settings.torque_gain, athlete=athlete)
                     session.check_start(plan)
                     with (view(session) if view is not None else contextlib.nullcontext(),
                           _injecting(simulated, sim_inject)):
-                        return session.run(plan)
+                        result = session.run(plan)
             except BenchError as error:
                 log.event("error", str(error))
                 raise
             finally:
                 session.close()
+            # the link is closed: every frame is in the log, including those that came after
+            # the stream ended (DISARM's confirmation), so the summary counts what replay counts
+            result.telemetry, result.firmware_late = session.counts()
+            return result
 
 
 @contextlib.contextmanager

@@ -1,16 +1,28 @@
 """Training modes: turn a gesture into the exact stream of setpoints the host will send.
 
 A :class:`Plan` holds every setpoint of a session, already quantised to the wire units
-(µrad, µrad/s, mN·m), so that what the pre-flight checks is exactly what is sent:
+(µrad, µrad/s, mN·m), so that what the pre-flight checks is exactly what is sent.
 
-* **guided** — the bench moves the arms through the gesture (position mode, no torque
-  feed-forward: the position loop does the work).
-* **assistive** / **resistive** — the bench still follows the gesture, and adds (assistive) or
-  opposes (resistive) ``load_pct`` % of the gesture's shoulder torque as a feed-forward: to stay
-  on the gesture the athlete must produce (1 − load) or (1 + load) times the gesture's torque.
-* **slow motion** — ``speed`` in [0.25, 1] plays the gesture at that fraction of its pace
-  (gesture time τ = speed · t; velocities scale by ``speed``; the torque profile is replayed at τ,
-  not rescaled).
+The gesture needs a shoulder torque τ(t) (``setpoints.csv``: the exemplary model's inverse
+dynamics along the optimal gesture, per shoulder). Every mode splits it between the athlete and
+the bench; the bench sends its share as a torque feed-forward while its position loop keeps the
+arms on the gesture (:data:`SHARES`, one definition; docs/drive.md prints the same table):
+
+=================  ===============  ====================  =====================================
+mode               athlete's share  bench's share (ff)    for
+=================  ===============  ====================  =====================================
+passive (default)  0 %              100 %                 learning the timing: she relaxes
+guided             100 %            0 %                   the bench only holds the path
+assistive P        100 − P %        P %                   a gesture she cannot do alone yet
+resistive P        100 + P %        −P %                  strength: the bench pushes against her
+=================  ===============  ====================  =====================================
+
+* **slow motion** — ``speed`` X in [0.25, 1] plays the gesture at that fraction of its pace
+  (gesture time τ = X·t; velocities scale by X). The torque is the exemplary model's inverse
+  dynamics at the slowed pace: gravity unchanged, inertial terms (accelerations and velocity
+  products) scaled by X², i.e. τ_X = τ_g + X²·(τ − τ_g) with τ_g the static (gravity) torque
+  along the gesture, which ``bemore synthesize`` writes beside τ (``shoulder_static_torque_nm``).
+  A setpoint file without that column is played at full pace only.
 * **repetitions** — ``reps`` times, with ``rest_s`` between them: during a rest the setpoint
   blends smoothly (smoothstep) from the gesture's last sample to its first.
 
@@ -28,7 +40,18 @@ import numpy as np
 from bemore.errors import ConfigError
 from controller.setpoints import Gesture
 
-MODES = ("guided", "assistive", "resistive")
+MODES = ("passive", "guided", "assistive", "resistive")
+DEFAULT_MODE = "passive"
+LOADED_MODES = ("assistive", "resistive")  # the modes that take a load in %
+DEFAULT_LOAD_PCT = 50.0  # load of a loaded mode when none is given
+
+
+def shares(mode: str, load_pct: float = 0.0) -> tuple[float, float]:
+    """(athlete's share, bench's share) of the gesture's torque in ``mode`` (fractions, sum 1)."""
+    load = load_pct / 100.0
+    bench = {"passive": 1.0, "guided": 0.0, "assistive": load, "resistive": -load}[mode]
+    return 1.0 - bench, bench
+
 MIN_SPEED, MAX_SPEED = 0.25, 1.0
 MAX_RATE_HZ = 1000.0
 # Wire units (protocol.toml scales): SI value = wire integer × scale.
@@ -42,7 +65,7 @@ POSITION_MODE_CODE = 0  # protocol.toml [modes] POSITION
 class ModeSettings:
     """How a gesture is played: mode, load (%), speed (time scale), repetitions, rest (s)."""
 
-    mode: str = "guided"
+    mode: str = DEFAULT_MODE
     load_pct: float = 0.0
     speed: float = 1.0
     reps: int = 1
@@ -55,7 +78,7 @@ class ModeSettings:
             raise ConfigError(f"mode {self.mode!r}: must be one of {', '.join(MODES)}")
         if not 0.0 <= self.load_pct <= 100.0:
             raise ConfigError(f"load {self.load_pct:g} %: must be within 0..100 %")
-        if self.mode == "guided" and self.load_pct != 0.0:
+        if self.mode not in LOADED_MODES and self.load_pct != 0.0:
             raise ConfigError("load: only the assistive and resistive modes take a load")
         if not MIN_SPEED <= self.speed <= MAX_SPEED:
             raise ConfigError(f"speed {self.speed:g}: must be within {MIN_SPEED}..{MAX_SPEED}")
@@ -70,9 +93,18 @@ class ModeSettings:
 
     @property
     def torque_gain(self) -> float:
-        """Gesture torque factor: 0 (guided), +load (assistive), −load (resistive)."""
-        sign = {"guided": 0.0, "assistive": 1.0, "resistive": -1.0}[self.mode]
-        return sign * self.load_pct / 100.0
+        """The bench's share of the gesture's torque: its feed-forward is this × τ (fraction)."""
+        return shares(self.mode, self.load_pct)[1]
+
+    @property
+    def athlete_share(self) -> float:
+        """The athlete's share of the gesture's torque (fraction): 1 − :attr:`torque_gain`."""
+        return shares(self.mode, self.load_pct)[0]
+
+    def describe(self) -> str:
+        """'passive', 'assistive 60 %', with ', speed 0.5' when slowed."""
+        text = self.mode + (f" {self.load_pct:g} %" if self.mode in LOADED_MODES else "")
+        return text + (f", speed {self.speed:g}" if self.speed != 1.0 else "")
 
 
 @dataclass
@@ -81,7 +113,10 @@ class Plan:
 
     ``time_ms`` is the stream time of each setpoint (its deadline, ms from the first one);
     ``gesture_t_s`` the gesture time it plays (NaN in rests and ramps); ``rep`` the repetition
-    (1..N; 0 in a rest or the final ramp).
+    (1..N; 0 in a rest or the final ramp); ``need_nm`` the torque the gesture needs at each
+    setpoint (N·m, per shoulder, at the played pace; blended in rests, ramped to 0 at the end),
+    of which the athlete gives her share and the bench sends its share (``torque_mNm``); None
+    when unknown (a replayed stream whose bench share was 0).
     """
 
     rate_hz: float
@@ -91,6 +126,8 @@ class Plan:
     torque_mNm: np.ndarray  # noqa: N815 (the protocol's field name)
     gesture_t_s: np.ndarray
     rep: np.ndarray
+    need_nm: np.ndarray | None = None
+    ramp_down_s: float = 0.3  # of a controlled stop from any setpoint (stop_ramp)
 
     def __len__(self) -> int:
         return len(self.time_ms)
@@ -120,6 +157,13 @@ class Plan:
         """Stream time of the last setpoint (s)."""
         return float(self.time_ms[-1]) * 1e-3
 
+    @property
+    def stop_torque_rate_nm_s(self) -> np.ndarray:
+        """Torque rate (N·m/s) of a controlled stop from each setpoint: its feed-forward to zero
+        over the stop ramp (:func:`stop_ramp`: ``round(ramp_down_s · rate_hz)`` periods)."""
+        duration_s = max(1, round(self.ramp_down_s * self.rate_hz)) / self.rate_hz
+        return self.torque_nm / duration_s
+
 
 def quantise(values: np.ndarray, scale: float) -> np.ndarray:
     """SI values → wire integers, truncated towards zero.
@@ -128,6 +172,25 @@ def quantise(values: np.ndarray, scale: float) -> np.ndarray:
     within it after quantisation (rounding could step 0.5 unit past a limit).
     """
     return np.trunc(np.asarray(values, dtype=float) / scale).astype(np.int64)
+
+
+def paced_torque(gesture: Gesture, speed: float) -> np.ndarray:
+    """The torque the gesture needs at ``speed`` times its pace, at the gesture's samples (N·m).
+
+    Inverse dynamics along the same path played slower: the static (gravity) part τ_g is
+    unchanged, every inertial term (M·q̈ and the velocity products) scales with speed², so
+    τ_X = τ_g + X²·(τ − τ_g). Raises ConfigError when slowed and the file has no τ_g column.
+    """
+    if speed == 1.0:
+        return gesture.torque_nm
+    if gesture.static_torque_nm is None:
+        raise ConfigError(
+            f"{gesture.path}: --speed {speed:g} needs the gesture's static torque column "
+            "shoulder_static_torque_nm (written by bemore synthesize) to recompute the torque "
+            "at the slowed pace; this file has none"
+        )
+    static = gesture.static_torque_nm
+    return static + speed**2 * (gesture.torque_nm - static)
 
 
 def build_plan(gesture: Gesture, settings: ModeSettings) -> Plan:
@@ -139,15 +202,21 @@ def build_plan(gesture: Gesture, settings: ModeSettings) -> Plan:
         tau = np.append(tau, gesture.duration_s)  # always end on the gesture's last sample
     angle = np.interp(tau, gesture.t_s, gesture.angle_rad)
     velocity = np.interp(tau, gesture.t_s, gesture.velocity_rad_s) * settings.speed
-    torque = np.interp(tau, gesture.t_s, gesture.torque_nm) * settings.torque_gain
+    need = np.interp(tau, gesture.t_s, paced_torque(gesture, settings.speed))
+    torque = need * settings.torque_gain
     rest = _rest_blend(angle, torque, settings)
+    rest_need = _rest_blend(angle, need, settings)
     parts: list[tuple[np.ndarray, ...]] = []
+    needs: list[np.ndarray] = []
     for rep in range(1, settings.reps + 1):
         parts.append((angle, velocity, torque, tau, np.full(tau.size, rep)))
+        needs.append(need)
         if rep < settings.reps and rest is not None:
             parts.append(rest)
+            needs.append(rest_need[2])
     position = np.concatenate([part[0] for part in parts])
     ramp = stop_ramp(position[-1], 0.0, float(parts[-1][2][-1]), settings)
+    needs.append(stop_ramp(position[-1], 0.0, float(need[-1]), settings)[2])
     parts.append((*ramp, np.full(ramp[0].size, np.nan), np.zeros(ramp[0].size, dtype=int)))
     columns = [np.concatenate([part[i] for part in parts]) for i in range(5)]
     count = columns[0].size
@@ -159,6 +228,8 @@ def build_plan(gesture: Gesture, settings: ModeSettings) -> Plan:
         torque_mNm=quantise(columns[2], TORQUE_SCALE),
         gesture_t_s=columns[3],
         rep=columns[4].astype(np.int64),
+        need_nm=np.concatenate(needs),
+        ramp_down_s=settings.ramp_down_s,
     )
 
 

@@ -2,12 +2,14 @@
 
 Three sets of limits apply (each violation names its source):
 
-* the athlete's (``configs/bench.toml`` ``[athlete]``) — angle and velocity on the gesture file
-  and on the stream (what is done to the athlete, e.g. after slow motion), and the torque the
-  athlete must produce: the gesture's torque times 1 (guided), 1 − load (assistive) or
-  1 + load (resistive);
+* the athlete's (her athlete profile, ``bemore.profile``; the documented default when none is
+  given) — shoulder-flexion range on the gesture file and on the stream, and the torque she must
+  produce: her share of the torque the gesture needs at the played pace
+  (:func:`controller.modes.shares`: 0 passive, 1 guided, 1 − load assistive, 1 + load
+  resistive) against her peak shoulder torque;
 * the bench's (``configs/bench.toml`` ``[limits]``) — checked on the plan, i.e. on exactly the
-  setpoints that would be sent, in every mode, rest and ramp;
+  setpoints that would be sent, in every mode, rest and ramp, and on the controlled stop that
+  could start from any of them (its torque ramp's rate, ``stop torque rate``);
 * the firmware's own absolute limits (from its HELLO_REPLY) — checked on the plan too.
 
 Nothing is clipped: a violation refuses the session with a table of every violation (where,
@@ -22,6 +24,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from bemore.errors import DataError
+from bemore.profile import DEFAULT_PROFILE, AthleteProfile
 from bemore.settings import Bench
 from controller.modes import Plan
 from controller.setpoints import Gesture
@@ -34,6 +37,7 @@ DISPLAY = {
     "torque": ("N·m", 1.0),
     "athlete torque": ("N·m", 1.0),  # what the athlete must produce in this mode
     "torque rate": ("N·m/s", 1.0),
+    "stop torque rate": ("N·m/s", 1.0),  # a controlled stop from that setpoint (its ramp)
 }
 
 
@@ -58,6 +62,25 @@ class FirmwareLimits:
     slew_max_nm_s: float
 
 
+def compiled_firmware_limits() -> FirmwareLimits:
+    """The limits compiled into this repository's firmware (``firmware/protocol.toml``), SI.
+
+    What a bench running this firmware will report in its HELLO_REPLY: the feasible window is
+    computed with them before any bench is connected.
+    """
+    from controller.protocol import load_spec
+
+    spec = load_spec()
+    limits = spec.limits
+    return FirmwareLimits(
+        torque_max_nm=limits["torque_max_mNm"] * 1e-3,
+        velocity_max_rad_s=limits["velocity_max_urad_s"] * 1e-6,
+        position_min_rad=limits["position_min_urad"] * 1e-6,
+        position_max_rad=limits["position_max_urad"] * 1e-6,
+        slew_max_nm_s=limits["slew_max_mNm_per_tick"] * 1e-3 * spec.tick_hz,
+    )
+
+
 @dataclass(frozen=True)
 class Violation:
     """One run of consecutive samples beyond one limit (display units: deg, deg/s, N·m)."""
@@ -75,7 +98,7 @@ class Violation:
         """One line of the violation table."""
         when = f"{self.start_s:.3f}–{self.end_s:.3f}"
         return (
-            f"{self.where:<8} {when:<17} {self.quantity:<11} {self.value:>10.2f} "
+            f"{self.where:<8} {when:<17} {self.quantity:<16} {self.value:>10.2f} "
             f"{self.limit:>10.2f} {self.unit:<6} {self.source}"
         )
 
@@ -92,18 +115,14 @@ class PreflightError(DataError):
         return format_table(self.violations)
 
 
-def athlete_limits(bench: Bench) -> list[Limit]:
-    """The athlete's limits (SI) from the bench configuration."""
-    athlete = bench.athlete
+def athlete_limits(athlete: AthleteProfile = DEFAULT_PROFILE) -> list[Limit]:
+    """The athlete's limits (SI) from her profile: shoulder-flexion range and peak torque."""
+    source = "athlete profile"
+    low, high = athlete.shoulder_flexion_range_deg
+    torque = athlete.shoulder_torque_limit_Nm
     return [
-        Limit("angle", math.radians(athlete.max_extension_deg),
-              math.radians(athlete.max_flexion_deg), "bench.toml [athlete]"),
-        Limit("velocity", -math.radians(athlete.max_velocity_deg_s),
-              math.radians(athlete.max_velocity_deg_s), "bench.toml [athlete]"),
-        Limit("angle rate", -math.radians(athlete.max_velocity_deg_s),
-              math.radians(athlete.max_velocity_deg_s), "bench.toml [athlete]"),
-        Limit("athlete torque", -athlete.max_torque_nm, athlete.max_torque_nm,
-              "bench.toml [athlete]"),
+        Limit("angle", math.radians(low), math.radians(high), source),
+        Limit("athlete torque", -torque, torque, source),
     ]
 
 
@@ -120,6 +139,8 @@ def bench_limits(bench: Bench, firmware: FirmwareLimits | None = None) -> list[L
         Limit("torque", -config.max_torque_nm, config.max_torque_nm, "bench.toml [limits]"),
         Limit("torque rate", -config.max_torque_rate_nm_s, config.max_torque_rate_nm_s,
               "bench.toml [limits]"),
+        Limit("stop torque rate", -config.max_torque_rate_nm_s, config.max_torque_rate_nm_s,
+              "bench.toml [limits]"),
     ]
     if firmware is not None:
         limits += [
@@ -130,6 +151,8 @@ def bench_limits(bench: Bench, firmware: FirmwareLimits | None = None) -> list[L
                   "firmware"),
             Limit("torque", -firmware.torque_max_nm, firmware.torque_max_nm, "firmware"),
             Limit("torque rate", -firmware.slew_max_nm_s, firmware.slew_max_nm_s, "firmware"),
+            Limit("stop torque rate", -firmware.slew_max_nm_s, firmware.slew_max_nm_s,
+                  "firmware"),
         ]
     return limits
 
@@ -143,9 +166,10 @@ def envelope(limits: list[Limit]) -> dict[str, tuple[float, float]]:
     return result
 
 
-def safe_angle_range(bench: Bench, firmware: FirmwareLimits | None = None) -> tuple[float, float]:
+def safe_angle_range(bench: Bench, firmware: FirmwareLimits | None = None,
+                     athlete: AthleteProfile = DEFAULT_PROFILE) -> tuple[float, float]:
     """The angle interval allowed by the athlete, the bench and the firmware together (rad)."""
-    return envelope(athlete_limits(bench) + bench_limits(bench, firmware))["angle"]
+    return envelope(athlete_limits(athlete) + bench_limits(bench, firmware))["angle"]
 
 
 def rate_of_change(t_s: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -186,35 +210,36 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
 
 def preflight(
     gesture: Gesture, plan: Plan, bench: Bench, firmware: FirmwareLimits | None = None,
-    torque_gain: float = 0.0,
+    torque_gain: float = 0.0, athlete: AthleteProfile = DEFAULT_PROFILE,
 ) -> list[Violation]:
     """Every violation of the gesture (athlete) and of the plan (athlete, bench, firmware).
 
-    ``torque_gain`` is the mode's :attr:`~controller.modes.ModeSettings.torque_gain`: the
-    athlete must produce (1 − torque_gain) times the gesture's torque.
+    ``torque_gain`` is the bench's share of the gesture's torque
+    (:attr:`~controller.modes.ModeSettings.torque_gain`): the athlete must produce the rest,
+    (1 − torque_gain) times the torque the gesture needs at the played pace (``plan.need_nm``).
     """
-    gesture_series = {
-        "angle": gesture.angle_rad,
-        "velocity": gesture.velocity_rad_s,
-        "athlete torque": gesture.torque_nm * (1.0 - torque_gain),
-    }
+    gesture_series = {"angle": gesture.angle_rad}
     plan_series = {
         "angle": plan.position_rad,
         "velocity": plan.velocity_rad_s,
         "torque": plan.torque_nm,
         "angle rate": rate_of_change(plan.t_s, plan.position_rad),
         "torque rate": rate_of_change(plan.t_s, plan.torque_nm),
+        "stop torque rate": plan.stop_torque_rate_nm_s,
     }
-    athlete = athlete_limits(bench)
-    return check_series("file", gesture.t_s, gesture_series, athlete) + (
-        check_series("stream", plan.t_s, plan_series, athlete + bench_limits(bench, firmware))
+    if plan.need_nm is not None:
+        plan_series["athlete torque"] = plan.need_nm * (1.0 - torque_gain)
+    limits = athlete_limits(athlete)
+    return check_series("file", gesture.t_s, gesture_series, limits) + (
+        check_series("stream", plan.t_s, plan_series, limits + bench_limits(bench, firmware))
     )
 
 
 def require_clear(gesture: Gesture, plan: Plan, bench: Bench,
-                  firmware: FirmwareLimits | None = None, torque_gain: float = 0.0) -> None:
+                  firmware: FirmwareLimits | None = None, torque_gain: float = 0.0,
+                  athlete: AthleteProfile = DEFAULT_PROFILE) -> None:
     """Raise :class:`PreflightError` (naming every violation) unless within limits."""
-    violations = preflight(gesture, plan, bench, firmware, torque_gain)
+    violations = preflight(gesture, plan, bench, firmware, torque_gain, athlete)
     if violations:
         quantities = sorted({f"{v.quantity} ({v.source})" for v in violations})
         raise PreflightError(
@@ -226,7 +251,7 @@ def require_clear(gesture: Gesture, plan: Plan, bench: Bench,
 
 def format_table(violations: list[Violation]) -> str:
     """Text table of ``violations``; ``where`` is file (gesture time) or stream (stream time)."""
-    header = (f"{'where':<8} {'when (s)':<17} {'quantity':<11} {'value':>10} {'limit':>10} "
+    header = (f"{'where':<8} {'when (s)':<17} {'quantity':<16} {'value':>10} {'limit':>10} "
               f"{'unit':<6} source")
     return "\n".join([header] + [violation.row() for violation in violations])
 

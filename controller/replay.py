@@ -16,7 +16,7 @@ import numpy as np
 
 from bemore.errors import DataError
 from controller.log import SessionLog, read_log
-from controller.modes import ModeSettings, Plan, stop_setpoints
+from controller.modes import TORQUE_SCALE, ModeSettings, Plan, stop_setpoints
 from controller.protocol import load_spec
 from controller.scheduler import timing_stats
 from controller.setpoints import Gesture
@@ -39,7 +39,7 @@ class Summary:
     tracking_max_deg: float
     peak_commanded_torque_nm: float
     peak_measured_torque_nm: float
-    deadline_misses: int
+    deadline_misses: int  # by the host: sends later than due − 1 ms (controller.scheduler)
     late_sends: int
     skipped: int
     period_error_p50_ms: float
@@ -50,13 +50,19 @@ class Summary:
     firmware_counters: dict = field(default_factory=dict)
     end: str = ""
     truncated: bool = False
+    firmware_deadline_misses: int = 0  # setpoints that reached the firmware after their due tick
+    miss_threshold_ms: float = 0.0
+    longest_send_gap_ms: float = 0.0  # the host's longest silence (see host_silence_ms)
+    shares: dict = field(default_factory=dict)  # athlete's and bench's share of the torque
+    simulated_athlete: dict = field(default_factory=dict)
+    watchdog_ms: float = 0.0
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
         return asdict(self)
 
     def lines(self) -> list[str]:
-        """Human-readable report."""
+        """Human-readable report (the same counts, named the same way, as ``bemore drive``)."""
         return [
             f"session     {self.log}  ({self.start_utc}, firmware {self.firmware})",
             f"gesture     {self.gesture}  (athlete: {self.athlete}, mode: {self.mode})",
@@ -65,15 +71,48 @@ class Summary:
             f"tracking    RMS {self.tracking_rms_deg:.3f} deg, max {self.tracking_max_deg:.3f} deg",
             f"torque      peak commanded {self.peak_commanded_torque_nm:.1f} N·m, peak measured "
             f"{self.peak_measured_torque_nm:.1f} N·m",
-            f"timing      {self.deadline_misses} deadline misses, {self.late_sends} sends more "
-            f"than a period late, {self.skipped} slots skipped; period error p50 "
+            *self.torque_explanation(),
+            f"timing      deadline misses: {self.firmware_deadline_misses} at the firmware (after "
+            f"their due tick), {self.deadline_misses} by the host (sends > "
+            f"{self.miss_threshold_ms:g} ms late); {self.late_sends} sends more than a period "
+            f"late, {self.skipped} slots skipped; period error p50 "
             f"{self.period_error_p50_ms:.3f} ms, p99 {self.period_error_p99_ms:.3f} ms, max "
-            f"{self.period_error_max_ms:.3f} ms",
-            f"faults      {', '.join(self.faults) or 'none'}",
+            f"{self.period_error_max_ms:.3f} ms; longest host silence "
+            f"{self.longest_send_gap_ms:.1f} ms",
+            f"faults      {', '.join(self.faults) or 'none'}{self.fault_cause()}",
             f"limit flags {', '.join(self.limit_flags) or 'none'}",
             "firmware    " + ", ".join(f"{k} {v}" for k, v in self.firmware_counters.items()),
             f"end         {self.end}",
         ]
+
+    def torque_explanation(self) -> list[str]:
+        """Why commanded and measured torques differ, from the mode's shares (and the simulated
+        athlete's settings on a dry run)."""
+        if not self.shares:
+            return []
+        athlete, bench = self.shares["athlete"], self.shares["bench"]
+        text = (f"            commanded = the bench's share ({bench:.0%}) of the torque the "
+                f"gesture needs, the athlete gives {athlete:.0%}; measured = the motor's "
+                "torque: that feed-forward plus the position loop's correction, i.e. what the "
+                "athlete gave less than her share and the axis' own inertia and friction")
+        lines = [text]
+        if self.simulated_athlete:
+            sim = self.simulated_athlete
+            lines.append(f"            (simulated athlete: effort noise "
+                         f"{sim.get('effort_noise', 0):.0%} RMS, fatigue "
+                         f"{sim.get('fatigue_per_rep', 0):.0%} per repetition)")
+        return lines
+
+    def fault_cause(self) -> str:
+        """' (the host sent nothing for 63 ms: …)' when a WATCHDOG fault follows a host silence
+        longer than the firmware's watchdog, else ''."""
+        if "WATCHDOG" not in self.faults or not self.watchdog_ms:
+            return ""
+        if self.longest_send_gap_ms >= self.watchdog_ms:
+            return (f" (the host sent nothing for {self.longest_send_gap_ms:.0f} ms, longer than "
+                    f"the {self.watchdog_ms:g} ms watchdog: a stalled host)")
+        return (f" (the host's longest silence was {self.longest_send_gap_ms:.0f} ms, within the "
+                f"{self.watchdog_ms:g} ms watchdog: not a stalled host)")
 
 
 def tracking_errors(log: SessionLog) -> tuple[np.ndarray, np.ndarray]:
@@ -91,6 +130,22 @@ def tracking_errors(log: SessionLog) -> tuple[np.ndarray, np.ndarray]:
             host_time.append(tm["host_time"][i])
             errors.append((tm["position_urad"][i] - position) * 1e-6)
     return np.array(host_time), np.array(errors)
+
+
+def host_silence_ms(log: SessionLog) -> float:
+    """The host's longest silence (ms): between two consecutive sends, or from the last send to
+    the first telemetry frame that reports a firmware fault (a host frozen until the fault
+    sends nothing more of its plan: that silence is the one the firmware's watchdog saw)."""
+    sp, tm = log.setpoints, log.telemetry
+    sends = sp["host_time"]
+    longest = float(np.diff(sends).max()) if sends.size > 1 else 0.0
+    faulted = np.flatnonzero(tm["fault"] != 0) if tm["host_time"].size else np.array([], int)
+    if faulted.size and sends.size:
+        at = tm["host_time"][faulted[0]]
+        before = sends[sends <= at]
+        if before.size:
+            longest = max(longest, float(at - before[-1]))
+    return longest * 1e3
 
 
 def _event(log: SessionLog, kind: str) -> dict | None:
@@ -128,7 +183,15 @@ def summarise(log: SessionLog) -> Summary:
         stop = _event(log, "stop")
         end = ("no end record: the host stopped abruptly (killed or crashed)"
                + (f" after '{stop['message']}'" if stop else ""))
+    silence_ms = host_silence_ms(log)
+    bench = log.header.get("bench", {})
     return Summary(
+        firmware_deadline_misses=counters.get("late_setpoints", 0),
+        miss_threshold_ms=float(streaming.get("miss_threshold_ms", 0.0)) if streaming else 0.0,
+        longest_send_gap_ms=silence_ms,
+        shares=dict(log.header.get("shares", {})),
+        simulated_athlete=dict(log.header.get("simulated_athlete") or {}),
+        watchdog_ms=float(bench.get("streaming", {}).get("watchdog_ms", 0.0)),
         log=log.path,
         athlete=str(log.header.get("athlete", "")),
         gesture=str(log.header.get("gesture", "")),
@@ -171,7 +234,10 @@ def _mode_text(settings: dict) -> str:
 
 
 def plot(log: SessionLog, folder: str | Path) -> list[Path]:
-    """Commanded vs measured angle and torque, and the tracking error: PNG files in ``folder``."""
+    """The session's plots in ``folder``: ``tracking.png`` (angles, both shares of the torque
+    against their limits, tracking error; repetitions shaded, stop and faults marked; mode,
+    load and speed in the title) and ``summary.png`` (one page: the replay summary and the
+    torque plot)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -182,28 +248,106 @@ def plot(log: SessionLog, folder: str | Path) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise DataError(f"{folder}: cannot create the plot folder ({error})") from None
-    sp, tm = log.setpoints, log.telemetry
-    figure, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
-    axes[0].plot(sp["host_time"], np.degrees(sp["position_urad"] * 1e-6), label="commanded")
-    axes[0].plot(tm["host_time"], np.degrees(tm["position_urad"] * 1e-6), label="measured")
-    axes[0].set_ylabel("shoulder angle (deg)")
-    axes[1].plot(sp["host_time"], sp["torque_mNm"] * 1e-3, label="commanded feed-forward")
-    axes[1].plot(tm["host_time"], tm["torque_mNm"] * 1e-3, label="measured")
-    axes[1].set_ylabel("torque (N·m)")
+    summary = summarise(log)
+    figure, axes = plt.subplots(3, 1, figsize=(10, 8.5), sharex=True)
+    _angle_panel(axes[0], log)
+    _torque_panel(axes[1], log, summary)
     host_time, errors = tracking_errors(log)
-    axes[2].plot(host_time, np.degrees(errors))
+    axes[2].plot(host_time, np.degrees(errors), color="tab:purple")
     axes[2].set_ylabel("tracking error (deg)")
     axes[2].set_xlabel("host time (s)")
-    for axis in axes[:2]:
-        axis.legend(loc="upper right")
     for axis in axes:
+        _mark_session(axis, log)
         axis.grid(True, alpha=0.3)
-    figure.suptitle(f"{log.header.get('gesture', '')} — {Path(log.path).name}")
+    figure.suptitle(_title(log, summary))
     figure.tight_layout()
-    path = folder / "tracking.png"
-    figure.savefig(path, dpi=100)
+    tracking = folder / "tracking.png"
+    figure.savefig(tracking, dpi=100)
     plt.close(figure)
-    return [path]
+
+    figure = plt.figure(figsize=(8.27, 11.69))  # one A4 page
+    figure.suptitle(_title(log, summary), y=0.985, fontsize=10)
+    text = "\n".join(_wrapped(summary.lines(), 100))
+    figure.text(0.05, 0.945, text, family="monospace", fontsize=7, va="top")
+    upper = figure.add_axes((0.1, 0.37, 0.85, 0.2))
+    _angle_panel(upper, log)
+    lower = figure.add_axes((0.1, 0.06, 0.85, 0.27), sharex=upper)
+    _torque_panel(lower, log, summary)
+    for axis in (upper, lower):
+        _mark_session(axis, log)
+        axis.grid(True, alpha=0.3)
+    lower.set_xlabel("host time (s)")
+    page = folder / "summary.png"
+    figure.savefig(page, dpi=100)
+    plt.close(figure)
+    return [tracking, page]
+
+
+def _wrapped(lines: list[str], width: int) -> list[str]:
+    """``lines`` folded at ``width`` characters (continuations indented like the values)."""
+    import textwrap
+
+    out = []
+    for line in lines:
+        out += textwrap.wrap(line, width, subsequent_indent=" " * 12) or [""]
+    return out
+
+
+def _title(log: SessionLog, summary: Summary) -> str:
+    """'gesture — mode assistive 60 %, speed 1, reps 2 — log name'."""
+    return f"{log.header.get('gesture', '')}\nmode {summary.mode} — {Path(log.path).name}"
+
+
+def _angle_panel(axis, log: SessionLog) -> None:
+    sp, tm = log.setpoints, log.telemetry
+    axis.plot(sp["host_time"], np.degrees(sp["position_urad"] * 1e-6), label="commanded")
+    axis.plot(tm["host_time"], np.degrees(tm["position_urad"] * 1e-6), label="measured")
+    axis.set_ylabel("shoulder angle (deg)")
+    axis.legend(loc="upper right", fontsize=8)
+
+
+def _torque_panel(axis, log: SessionLog, summary: Summary) -> None:
+    """The bench's share (commanded feed-forward) and the athlete's, each against its limit,
+    and the measured motor torque."""
+    sp, tm = log.setpoints, log.telemetry
+    commanded = sp["torque_mNm"] * 1e-3
+    axis.plot(sp["host_time"], commanded, color="tab:blue", label="bench's share (commanded)")
+    axis.plot(tm["host_time"], tm["torque_mNm"] * 1e-3, color="tab:orange", linewidth=1,
+              label="measured (motor)")
+    bench = log.header.get("bench", {}).get("limits", {}).get("max_torque_nm")
+    if bench:
+        for sign in (1, -1):
+            axis.axhline(sign * bench, color="tab:blue", linestyle="--", linewidth=1,
+                         label="bench limit" if sign > 0 else None)
+    shares = summary.shares
+    if shares and shares.get("bench"):
+        athlete = commanded * shares["athlete"] / shares["bench"]
+        axis.plot(sp["host_time"], athlete, color="tab:green",
+                  label=f"athlete's share ({shares['athlete']:.0%})")
+    profile = log.header.get("athlete_profile", {})
+    if profile.get("shoulder_torque_limit_Nm") and shares.get("athlete", 0) > 0:
+        limit = profile["shoulder_torque_limit_Nm"]
+        for sign in (1, -1):
+            axis.axhline(sign * limit, color="tab:green", linestyle="--", linewidth=1,
+                         label="athlete's limit" if sign > 0 else None)
+    axis.set_ylabel("torque per shoulder (N·m)")
+    axis.legend(loc="upper right", fontsize=7, ncol=2)
+
+
+def _mark_session(axis, log: SessionLog) -> None:
+    """Repetitions shaded, the stop and the first frame of each fault marked."""
+    sp, tm = log.setpoints, log.telemetry
+    rep = sp["rep"]
+    for value in sorted(set(rep.tolist()) - {0, -1}):
+        times = sp["host_time"][rep == value]
+        if times.size and value % 2 == 1:
+            axis.axvspan(times[0], times[-1], color="grey", alpha=0.08)
+    stop = _event(log, "stop")
+    if stop is not None and stop.get("reason") != "completed" and "host_time" in stop:
+        axis.axvline(stop["host_time"], color="tab:red", linestyle="-.", linewidth=1)
+    faults = np.flatnonzero(tm["fault"] != 0) if tm["host_time"].size else []
+    if len(faults):
+        axis.axvline(tm["host_time"][faults[0]], color="black", linestyle=":", linewidth=1.5)
 
 
 def summarise_file(path: str | Path) -> Summary:
@@ -218,7 +362,8 @@ def replay_plan(log: SessionLog) -> tuple[Gesture, Plan, ModeSettings]:
     recorded stream times; slots the scheduler skipped in the original session are filled by
     linear interpolation between their neighbours. If the session was cut short, a
     controlled-stop ramp is appended. The returned
-    :class:`Gesture` is that stream, for the pre-flight's athlete check.
+    :class:`Gesture` is that stream, for the pre-flight's athlete check; the plan's ``need_nm``
+    (her share's base) is the feed-forward over the bench's share, unknown in guided mode.
     """
     sp = log.setpoints
     keep = sp["rep"] >= 0
@@ -243,9 +388,12 @@ def replay_plan(log: SessionLog) -> tuple[Gesture, Plan, ModeSettings]:
         columns["rep"] = np.append(columns["rep"], np.zeros(len(ramp), dtype=np.int64))
     count = columns["rep"].size
     period_s = 1.0 / settings.rate_hz
+    # the torque the gesture needed, where the bench's share tells it (not in guided mode)
+    gain = settings.torque_gain
+    need = columns["torque_mNm"] * TORQUE_SCALE / gain if gain else None
     plan = Plan(settings.rate_hz, np.round(np.arange(count) * period_s * 1000).astype(np.int64),
                 columns["position_urad"], columns["velocity_urad_s"], columns["torque_mNm"],
-                np.full(count, np.nan), columns["rep"])
+                np.full(count, np.nan), columns["rep"], need, settings.ramp_down_s)
     gesture = Gesture(log.path, settings.rate_hz, np.arange(count) * period_s,
                       plan.position_rad, plan.velocity_rad_s, plan.torque_nm,
                       metadata={"athlete": str(log.header.get("athlete", "")),

@@ -42,6 +42,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from bemore.errors import BenchError, ConfigError
+from bemore.profile import DEFAULT_PROFILE, AthleteProfile
 from bemore.settings import Bench
 from controller.dump import DumpWriter
 from controller.log import LogWriter
@@ -116,7 +117,11 @@ class SessionResult:
 
 @dataclass
 class Status:
-    """Snapshot for the live view (SI units; NaN before the first value)."""
+    """Snapshot for the live view (SI units; NaN before the first value).
+
+    ``t_s``, the commanded columns, the measured ones and the tracking error are all for the
+    instant of the latest telemetry frame (the setpoint in force then), not the latest sent.
+    """
 
     t_s: float = 0.0
     commanded_rad: float = math.nan
@@ -161,9 +166,11 @@ class Session:
 
     def __init__(self, port: str, bench: Bench, log: LogWriter, settings: ModeSettings,
                  telemetry_period_ms: int = TELEMETRY_PERIOD_MS,
-                 telemetry_timeout_s: float = TELEMETRY_TIMEOUT_S, dump: DumpWriter | None = None):
+                 telemetry_timeout_s: float = TELEMETRY_TIMEOUT_S, dump: DumpWriter | None = None,
+                 athlete: AthleteProfile = DEFAULT_PROFILE):
         self.port = port
         self.dump = dump
+        self.athlete = athlete  # her range of motion bounds the stop ramp too
         self.bench = bench
         self.log = log
         self.settings = settings
@@ -194,6 +201,7 @@ class Session:
         self._arm_sent = False  # ARM went out: the bench may be armed until DISARM is confirmed
         self._commanded_time = [-1] * COMMANDED_RING
         self._commanded_position = [0] * COMMANDED_RING
+        self._commanded_torque = [0] * COMMANDED_RING
         self._sent_fields: list[dict[str, int]] = []  # setpoints sent, by slot, until the stop
         self._last_send_ns = 0  # perf_counter_ns of the last SETPOINT written
         self._armed = False
@@ -503,10 +511,7 @@ class Session:
         """Bookkeeping of a setpoint just sent: log, tracking reference, live status."""
         self.log.setpoint(send_ns * 1e-9, k=k, seq=seq, rep=rep, **fields)
         self._remember(fields)
-        status = self.status
-        status.t_s = fields["time_ms"] * 1e-3
-        status.commanded_rad = fields["position_urad"] * 1e-6
-        status.commanded_torque_nm = fields["torque_mNm"] * 1e-3
+        status = self.status  # the commanded columns follow the telemetry (_on_telemetry)
         status.rep = rep
         status.sent += 1
         status.misses = self.scheduler.misses
@@ -517,6 +522,7 @@ class Session:
         slot = fields["time_ms"] % COMMANDED_RING
         self._commanded_time[slot] = fields["time_ms"]
         self._commanded_position[slot] = fields["position_urad"]
+        self._commanded_torque[slot] = fields.get("torque_mNm", 0)
 
     def _commanded(self, time_ms: int) -> int | None:
         """Commanded position (µrad) of the setpoint of stream time ``time_ms``, if recent."""
@@ -677,7 +683,7 @@ class Session:
         in_force = self._in_force(scheduler)
         self.log.event("flush", f"queue flushed; in force t {in_force['time_ms'] / 1000:.3f} s",
                        in_force_ms=in_force["time_ms"], last_sent_ms=last["time_ms"])
-        low, high = safe_angle_range(self.bench, self.firmware)
+        low, high = safe_angle_range(self.bench, self.firmware, self.athlete)
         ramp = stop_setpoints(in_force | {"time_ms": last["time_ms"]}, self.settings, low, high)
         self.log.event("ramp down", f"{len(ramp)} setpoints over "
                        f"{self.settings.ramp_down_s:g} s")
@@ -719,6 +725,11 @@ class Session:
                 "bad_frames": (fields["bad_frames"] - self._fault_baseline[0]) & 0xFFFF,
                 "limit_flag_frames": dict(self._flag_counts)}
 
+    def counts(self) -> tuple[int, int]:
+        """(telemetry frames received and logged, the firmware's late setpoints) so far; after
+        :meth:`close` these are final and equal what ``bemore replay`` finds in the log."""
+        return self._telemetry_count, self._firmware_late()
+
     def _firmware_late(self) -> int:
         """The firmware's late-setpoint count over the session (telemetry), -1 if unknown."""
         if self._fault_baseline is None or self._latest is None:
@@ -749,6 +760,9 @@ class Session:
         status.state = self.spec.name_of("states", fields["state"])
         status.fault = self.spec.name_of("faults", fields["fault"])
         if not self._armed:
+            # nothing commanded now: no column of an earlier instant beside this measurement
+            status.commanded_rad = status.commanded_torque_nm = math.nan
+            status.tracking_error_rad = math.nan
             return
         if fields["state"] != self.spec.states["ARMED"]:
             what = f"fault {status.fault}" if status.fault != "NONE" else f"state {status.state}"
@@ -757,6 +771,11 @@ class Session:
             return
         commanded = self._commanded(fields["setpoint_time_ms"])
         if commanded is not None:
+            # the live view's columns are all for this frame's instant: the setpoint in force
+            slot = fields["setpoint_time_ms"] % COMMANDED_RING
+            status.t_s = fields["setpoint_time_ms"] * 1e-3
+            status.commanded_rad = commanded * 1e-6
+            status.commanded_torque_nm = self._commanded_torque[slot] * 1e-3
             error = (fields["position_urad"] - commanded) * 1e-6
             status.tracking_error_rad = error
             limit = math.radians(self.bench.streaming.max_tracking_error_deg)

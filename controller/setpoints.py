@@ -24,6 +24,8 @@ from bemore.errors import DataError
 
 FORMAT_TAG = "bemore-setpoints 1"
 COLUMNS = ("t_s", "shoulder_angle_rad", "shoulder_velocity_rad_s", "shoulder_torque_nm")
+# Optional last column: the static (gravity) part of the torque, for slow motion (controller.modes)
+STATIC_COLUMN = "shoulder_static_torque_nm"
 REQUIRED_METADATA = (
     "format",
     "rate_hz",
@@ -53,7 +55,8 @@ class Gesture:
     """A validated gesture: sample times (s), shoulder angle (rad), velocity (rad/s), torque (N·m).
 
     ``torque_nm`` is the torque at ONE shoulder; ``metadata`` holds every ``key: value`` line of
-    the header as text.
+    the header as text; ``static_torque_nm`` the static (gravity) part of ``torque_nm`` (N·m,
+    per shoulder) when the file has that column, else None.
     """
 
     path: str
@@ -63,6 +66,7 @@ class Gesture:
     velocity_rad_s: np.ndarray
     torque_nm: np.ndarray
     metadata: dict[str, str] = field(default_factory=dict)
+    static_torque_nm: np.ndarray | None = None
 
     @property
     def duration_s(self) -> float:
@@ -104,7 +108,9 @@ def read_setpoints(path: str | Path) -> Gesture:
         raise DataError(f"{path}: line {len(lines)}: partial last row (no final newline): "
                         "the file was cut short")
     table = _parse_rows(path, lines, header_index)
-    gesture = Gesture(str(path), rate_hz, *table.T, metadata=metadata)
+    static = table[:, 4] if table.shape[1] > len(COLUMNS) else None
+    gesture = Gesture(str(path), rate_hz, *table[:, : len(COLUMNS)].T, metadata=metadata,
+                      static_torque_nm=static)
     _check_times(gesture)
     _check_complete(gesture, text, header_index)
     _check_peaks(gesture)
@@ -172,12 +178,13 @@ def _float_metadata(path: Path, metadata: dict[str, str], key: str) -> float:
 
 
 def _parse_rows(path: Path, lines: list[str], header_index: int) -> np.ndarray:
-    """The numeric rows as an (n, 4) array in the order of :data:`COLUMNS`."""
+    """The numeric rows as an (n, 4) array in the order of :data:`COLUMNS` (n, 5 with the
+    optional :data:`STATIC_COLUMN`)."""
     header = [name.strip() for name in lines[header_index].split(",")]
-    if tuple(header) != COLUMNS:
+    if tuple(header) not in (COLUMNS, (*COLUMNS, STATIC_COLUMN)):
         raise DataError(
             f"{path}: line {header_index + 1}: header {','.join(header)!r}: "
-            f"expected {','.join(COLUMNS)!r}"
+            f"expected {','.join(COLUMNS)!r} (optionally then {STATIC_COLUMN!r})"
         )
     rows = []
     for index in range(header_index + 1, len(lines)):
@@ -185,9 +192,9 @@ def _parse_rows(path: Path, lines: list[str], header_index: int) -> np.ndarray:
         if not line.strip():
             continue
         cells = line.split(",")
-        if len(cells) != len(COLUMNS):
+        if len(cells) != len(header):
             raise DataError(
-                f"{path}: line {index + 1}: {len(cells)} values, expected {len(COLUMNS)}"
+                f"{path}: line {index + 1}: {len(cells)} values, expected {len(header)}"
             )
         try:
             values = [float(cell) for cell in cells]
@@ -247,10 +254,15 @@ def write_setpoints(path: str | Path, gesture: Gesture) -> None:
     )
     metadata.setdefault("athlete", "default")
     metadata.setdefault("gesture", "unnamed")
-    body = [",".join(COLUMNS)]
-    columns = (gesture.t_s, gesture.angle_rad, gesture.velocity_rad_s, gesture.torque_nm)
+    body = []
+    columns = [gesture.t_s, gesture.angle_rad, gesture.velocity_rad_s, gesture.torque_nm]
+    names = list(COLUMNS)
+    if gesture.static_torque_nm is not None:
+        columns.append(gesture.static_torque_nm)
+        names.append(STATIC_COLUMN)
+    body.append(",".join(names))
     for row in zip(*columns, strict=True):
-        body.append(f"{row[0]:.6f},{row[1]:.9g},{row[2]:.9g},{row[3]:.9g}")
+        body.append(f"{row[0]:.6f}," + ",".join(f"{value:.9g}" for value in row[1:]))
     body_text = "\n".join(body) + "\n"
     metadata.update({"rows": str(len(gesture.t_s)), "duration_s": f"{gesture.t_s[-1]:.6f}",
                      "sha256": body_digest(body_text)})

@@ -17,16 +17,19 @@ import math
 import re
 import selectors
 import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from pydantic import Field
 
 from bemore.config import Section, load_toml_model
 from bemore.errors import BenchError, ConfigError
 from bemore.paths import REPOSITORY_DIR, default_config
+from controller.modes import Plan
 
 FIRMWARE_DIR = REPOSITORY_DIR / "firmware"
 SIMBENCH_BINARY = FIRMWARE_DIR / "build" / "simbench"
@@ -53,11 +56,65 @@ class ControllerSection(Section):
     kd_nm_s_per_rad: float = Field(62.8, ge=0, le=10000)
 
 
+class AthleteSection(Section):
+    """[athlete] of bench_sim.toml: the simulated athlete on the simulated bench.
+
+    She gives her share of the torque the gesture needs (``controller.modes.shares``), times an
+    effort that wanders around 1 (Gaussian, relative standard deviation ``effort_noise``,
+    correlated over ``effort_time_s``) and drops by ``fatigue_per_rep`` at each repetition.
+    """
+
+    effort_noise: float = Field(0.05, ge=0, le=0.5)
+    effort_time_s: float = Field(0.2, gt=0, le=10)
+    fatigue_per_rep: float = Field(0.03, ge=0, le=0.5)
+    seed: int = Field(0, ge=0)
+
+
 class SimBenchConfig(Section):
     """Schema of ``configs/bench_sim.toml``."""
 
     plant: PlantSection = PlantSection()
     controller: ControllerSection = ControllerSection()
+    athlete: AthleteSection = AthleteSection()
+
+
+def athlete_effort(plan: Plan, athlete: AthleteSection) -> np.ndarray:
+    """The simulated athlete's effort at every setpoint of ``plan`` (1 = exactly her share).
+
+    (1 + noise) · (1 − fatigue_per_rep)^(repetition − 1); the noise is a first-order low-pass
+    of white Gaussian noise (time constant ``effort_time_s``) scaled to ``effort_noise`` RMS.
+    Rests and the final ramp keep the fatigue of the repetition before them.
+    """
+    rng = np.random.default_rng(athlete.seed)
+    count = len(plan)
+    alpha = math.exp(-1.0 / (athlete.effort_time_s * plan.rate_hz))
+    white = rng.standard_normal(count) * math.sqrt(1.0 - alpha**2)
+    noise = np.empty(count)
+    level = rng.standard_normal()
+    for k in range(count):
+        level = alpha * level + white[k]
+        noise[k] = level
+    rep = np.maximum.accumulate(np.maximum(plan.rep, 1))
+    return (1.0 + athlete.effort_noise * noise) * (1.0 - athlete.fatigue_per_rep) ** (rep - 1)
+
+
+def load_table(plan: Plan, athlete_share: float, athlete: AthleteSection) -> str:
+    """The simulated bench's ``--load-file`` for ``plan``: one line per setpoint,
+    ``time_ms ff_mNm position_urad external_nm``, external = athlete's torque − the need (N·m).
+
+    The axis carries the torque the gesture needs (its body's dynamics, −need), the athlete
+    gives ``athlete_share`` of it times :func:`athlete_effort`, the bench its feed-forward; its
+    position loop makes up the athlete's shortfall. A plan without ``need_nm`` loads nothing.
+    """
+    if plan.need_nm is None:
+        return ""
+    external = plan.need_nm * (athlete_share * athlete_effort(plan, athlete) - 1.0)
+    return "".join(
+        f"{t} {ff} {position} {value:.6f}\n"
+        for t, ff, position, value in zip(plan.time_ms.tolist(), plan.torque_mNm.tolist(),
+                                          plan.position_urad.tolist(), external.tolist(),
+                                          strict=True)
+    )
 
 
 @dataclass(frozen=True)
@@ -194,10 +251,12 @@ def build_simbench() -> Path:
 class SimulatedBench:
     """A running simulated bench; open ``port`` with pyserial. Use as a context manager."""
 
-    def __init__(self, process: subprocess.Popen, port: str):
+    def __init__(self, process: subprocess.Popen, port: str,
+                 config: SimBenchConfig | None = None):
         self.process = process
         self.port = port
         self.stats = ""
+        self.config = config or SimBenchConfig()
 
     def command(self, line: str) -> None:
         """Run-time fault injection: ``"estop on|off"``, ``"driver on|off"``, ``"stall MS"``,
@@ -242,13 +301,18 @@ class SimulatedBench:
 
 def start_simulated_bench(config: Path | SimBenchConfig | None = None,
                           faults: SimFaults | None = None, build: bool = True,
-                          realtime: bool = True, timeout_s: float = 5.0) -> SimulatedBench:
+                          realtime: bool = True, timeout_s: float = 5.0,
+                          load: tuple[Plan, float] | None = None,
+                          ramp_down_s: float = 0.3) -> SimulatedBench:
     """Build (if ``build``) and start the simulated bench; returns once its pty exists.
 
     ``config`` is a bench_sim.toml path or an already loaded :class:`SimBenchConfig` (default:
     the bundled one); ``faults`` the fault injection; ``realtime`` lets it ask for a real-time
     scheduling priority (when the system grants it) so that its 1 kHz tick stays on time on a
-    busy machine. Raises BenchError if it does not start.
+    busy machine; ``load`` = (plan, athlete's share): the gesture's load and the simulated
+    athlete on the axis (:func:`load_table`), unloaded over ``ramp_down_s`` when a stop leaves
+    the plan. The process runs in its own session: a terminal's Ctrl-C reaches only the host,
+    which stops the session under control. Raises BenchError if it does not start.
     """
     binary = build_simbench() if build else SIMBENCH_BINARY
     if not isinstance(config, SimBenchConfig):
@@ -256,19 +320,31 @@ def start_simulated_bench(config: Path | SimBenchConfig | None = None,
     argv = [str(binary), *plant_flags(config), *(faults or SimFaults()).flags()]
     if not realtime:
         argv.append("--no-realtime")
+    table = load_table(load[0], load[1], config.athlete) if load is not None else ""
+    load_file = None
+    if table:
+        # closed (and deleted) once simbench has read it, below: not a with-block
+        load_file = tempfile.NamedTemporaryFile("w", prefix="bemore-load-", suffix=".txt")  # noqa: SIM115
+        load_file.write(table)
+        load_file.flush()
+        argv += ["--load-file", load_file.name, "--load-ramp-ms", str(round(ramp_down_s * 1000))]
     try:
         process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE)
+                                   stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
+        if load_file is not None:
+            load_file.close()
         raise BenchError(f"{binary}: cannot start the simulated bench ({exc})") from None
     selector = selectors.DefaultSelector()
     selector.register(process.stdout, selectors.EVENT_READ)
     ready = selector.select(timeout_s)
     selector.close()
     line = process.stdout.readline().decode().strip() if ready else ""
+    if load_file is not None:
+        load_file.close()  # simbench read it while parsing its arguments, before its first line
     if not line.startswith("/dev/"):
         process.kill()
         _, err = process.communicate()
         why = err.decode(errors="replace").strip() or f"no pty path within {timeout_s} s"
         raise BenchError(f"{binary}: the simulated bench did not start: {why}")
-    return SimulatedBench(process, line)
+    return SimulatedBench(process, line, config)

@@ -67,7 +67,7 @@ def test_trunk_mass_bound_keeps_the_thighs_massive() -> None:
 
 
 def test_unknown_key_names_key_and_allowed_keys(tmp_path: Path) -> None:
-    path = _write(tmp_path, BENCH_TOML.replace("max_torque_nm = 120.0", "max_torqe_nm = 120.0"))
+    path = _write(tmp_path, BENCH_TOML.replace("max_torque_nm = 240.0", "max_torqe_nm = 240.0"))
     message = _error(path)
     assert "[limits] max_torqe_nm: unknown key" in message
     assert "max_torque_nm" in message  # the allowed keys are listed

@@ -1,10 +1,9 @@
 #!/bin/sh
 # The main job end to end on the bundled (synthetic) sample trial:
 # check configs → inspect the trial → identify the athlete → synthesize the gesture →
-# drive the simulated bench with it (assisted at 64 %: the gesture peaks at ≈ 184 N·m per
-# shoulder; the athlete then produces 0.36 × 184 ≈ 66 N·m, under her 70 N·m limit, and the bench
-# 0.64 × 184 ≈ 118 N·m, under its 120 N·m — configs/bench.toml; preflight refuses any load
-# outside 62–65 %) → replay the session.
+# print the modes, loads and speeds the bench and the athlete can take → drive the simulated
+# bench with it in the default mode (passive: the bench gives the whole gesture's torque, which
+# configs/bench.toml is sized for) → replay the session.
 # Everything is written under out/.
 set -eu
 bin=.venv/bin
@@ -20,9 +19,10 @@ step "bemore identify: Grey Wolf Optimizer, 200 wolves x 50 iterations (the seed
 $bin/bemore identify data/sample_trial.c3d --polish --out "$out/identify"
 step "bemore synthesize: the least-torque clear hip circle for this athlete"
 $bin/bemore synthesize "$out/identify/athlete.json" --out "$out/gesture"
+step "bemore drive --plan: what the bench and the athlete can take of this gesture"
+$bin/bemore drive "$out/gesture/setpoints.csv" --plan
 step "bemore drive: the gesture on the simulated bench (the firmware's own C code behind a pty)"
-$bin/bemore drive "$out/gesture/setpoints.csv" --mode assistive --load 64 \
-    --log "$out/session.jsonl" --no-view
+$bin/bemore drive "$out/gesture/setpoints.csv" --log "$out/session.jsonl" --no-view
 step "bemore replay: the session's summary and plots"
 $bin/bemore replay "$out/session.jsonl" --plot "$out/replay"
 printf '\nAll outputs are in %s/.\n' "$out"

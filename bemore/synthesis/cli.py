@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 import numpy as np
@@ -158,8 +158,22 @@ def difference_sentence(
     "torque_limit",
     default=None,
     metavar="NM|athlete",
-    help="Constrain the peak torque of each shoulder (N·m), or 'athlete' for "
-    "configs/bench.toml [athlete] max_torque_nm.",
+    help="Constrain the peak torque of each shoulder (N·m), or 'athlete' for the athlete "
+    "profile's shoulder_torque_limit_Nm (--profile).",
+)
+@click.option(
+    "--profile",
+    "profile_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Athlete profile TOML (her peak shoulder torque and range; default: the documented "
+    "default athlete, bemore/profile.py).",
+)
+@click.option(
+    "--bench-config",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Bench configuration the requirements are compared with (default: configs/bench.toml).",
 )
 @click.option(
     "--segments",
@@ -208,6 +222,8 @@ def synthesize_command(
     free_midpoints: bool,
     start_rate_deg_s: float,
     torque_limit: str | None,
+    profile_path: Path | None,
+    bench_config: Path | None,
     segments: str,
     model_name: str | None,
     accept_poor_fit: bool,
@@ -223,14 +239,22 @@ def synthesize_command(
             configs/identification.toml (parameter names and defaults).
     Writes: OUT/gesture.json (design, objective, constraints, evaluations, elapsed_s, inputs),
             OUT/profiles.csv (1 kHz: angle, velocity, acceleration, jerk, torques, rotation,
-            bar displacement), OUT/setpoints.csv (what `bemore drive` plays), OUT/plots/*.png,
-            OUT/gesture.gif. Exit code 1 if no feasible gesture exists (setpoints not written).
+            bar displacement), OUT/setpoints.csv (what `bemore drive` plays, with the static
+            torque for slow motion), OUT/plots/*.png, OUT/gesture.gif. gesture.json and the
+            console give the bench requirements: peak/RMS torque, torque rate, velocity and
+            power per shoulder against configs/bench.toml and the athlete profile, and the
+            modes, loads and speeds that pass (as `bemore drive --plan`).
+            Exit code 1 if no feasible gesture exists (setpoints not written); with
+            --torque-limit, one line then gives the lowest peak reachable within the bounds.
     Example:
         bemore synthesize out/identify/athlete.json --out out/gesture
     """
     # The engine (numba) loads only when the command runs, not for `bemore --help`.
+    from bemore.profile import DEFAULT_PROFILE, load_profile
+    from bemore.settings import load_bench
     from bemore.synthesis.outputs import (
         write_animation,
+        write_coach_plot,
         write_gesture_json,
         write_plots,
         write_profiles,
@@ -240,6 +264,8 @@ def synthesize_command(
 
     synthesis = load_synthesis(config_path)
     identification = load_identification()
+    profile = load_profile(profile_path) if profile_path else DEFAULT_PROFILE
+    bench = load_bench(bench_config)
     athlete = (
         load_athlete(athlete_json, identification, accept_poor_fit)
         if athlete_json
@@ -257,7 +283,7 @@ def synthesize_command(
         seed=solver.seed if seed is None else seed,
         free_midpoints=free_midpoints,
         start_rate_deg_s=start_rate_deg_s,
-        torque_limit_nm=_torque_limit(torque_limit),
+        torque_limit_nm=_torque_limit(torque_limit, profile.shoulder_torque_limit_Nm),
         segments=segments,
     )
     out_dir = Path(out_dir)
@@ -286,9 +312,22 @@ def synthesize_command(
     result.inputs["seed_gesture_objective"] = seed_objective
     x = problem.vector(result.design)
     profiles = problem.profiles(x, SETPOINT_RATE_HZ)
-    write_gesture_json(out_dir / "gesture.json", result)
     write_profiles(out_dir / "profiles.csv", profiles)
-    write_plots(out_dir / "plots", profiles, result.design.flexion_end_time_s)
+    write_plots(
+        out_dir / "plots",
+        profiles,
+        result.design.flexion_end_time_s,
+        limits={
+            "athlete": profile.shoulder_torque_limit_Nm,
+            "bench": bench.limits.max_torque_nm,
+        },
+    )
+    write_coach_plot(
+        out_dir / "plots" / "coach_view.png",
+        profiles,
+        result.design.flexion_end_time_s,
+        _recorded_flexion(athlete_json),
+    )
     if not no_animation:
         write_animation(out_dir / "gesture.gif", profiles)
     bounds = _bounds(problem)
@@ -296,6 +335,7 @@ def synthesize_command(
         click.echo(line)
     click.echo(difference_sentence(result, seed_result, seed_rotation, seed_objective))
     if not result.feasible:
+        write_gesture_json(out_dir / "gesture.json", result)
         failing = [s for s in result.constraints if not s.satisfied]
         for status in failing:
             allowed = (
@@ -312,6 +352,8 @@ def synthesize_command(
             f"{out_dir / 'gesture.json'} (no setpoints.csv)",
             err=True,
         )
+        if options.torque_limit_nm is not None:
+            click.echo(_lowest_peak_line(athlete, synthesis, options, config_path), err=True)
         sys.exit(1)
     design = result.design
     description = (
@@ -332,21 +374,87 @@ def synthesize_command(
             "objective": f"{result.objective} {result.objective_value:.6g} {result.objective_unit}",
         },
     )
+    from bemore.synthesis.requirements import bench_requirements, requirement_lines
+
+    result.bench_requirements = bench_requirements(
+        profiles,
+        out_dir / "setpoints.csv",
+        bench,
+        str(bench_config) if bench_config else "bench.toml",
+        profile,
+    )
+    write_gesture_json(out_dir / "gesture.json", result)
     click.echo(f"{result.message}")
+    for line in requirement_lines(result.bench_requirements):
+        click.echo(line)
     click.echo(
         f"wrote {out_dir}/gesture.json, profiles.csv, setpoints.csv, plots/"
         + ("" if no_animation else ", gesture.gif")
     )
 
 
-def _torque_limit(text: str | None) -> float | None:
-    """Per-shoulder torque limit (N·m) from ``--torque-limit``: a number or 'athlete'."""
+def _recorded_flexion(athlete_json: Path | None) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """(time s, shoulder flexion rad, source) of the trial the athlete's model was identified
+    from (athlete.json ``trial.source``), or None without one (the default athlete) or when the
+    file is no longer there."""
+    import json
+
+    if athlete_json is None:
+        return None
+    try:
+        source = json.loads(Path(athlete_json).read_text(encoding="utf-8"))["trial"]["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(source, str) or not Path(source).is_file():
+        return None
+    from bemore.trial import prepare_trial
+
+    trial = prepare_trial(source)
+    column = trial.driven_names.index("shoulder_flexion")
+    return trial.t, trial.driven_q[:, column], source
+
+
+def _lowest_peak_line(
+    athlete: Any, synthesis: Any, options: Any, config_path: Path | None
+) -> str:
+    """One line: the lowest per-shoulder peak torque reachable within the bounds (found by
+    minimising the peak with the other constraints kept) and what would have to change."""
+    from dataclasses import replace
+
+    from bemore.synthesis.synthesize import synthesize
+
+    search = replace(options, objective="peak_torque", torque_limit_nm=None)
+    lowest, _ = synthesize(athlete, synthesis, search, config_path)
+    if not lowest.feasible:
+        return (
+            f"bemore: not even without the torque limit is a gesture feasible within the "
+            f"bounds (closest peak {lowest.peak_torque_per_shoulder_nm:.1f} N·m per shoulder)"
+        )
+    at_bounds = [
+        name for name, position in lowest.design_position.items()
+        if position <= 1e-3 or position >= 1 - 1e-3
+    ]
+    where = (
+        f"; at that gesture {' and '.join(at_bounds)} "
+        f"{'is on its bound' if len(at_bounds) == 1 else 'are on their bounds'} in "
+        f"{config_path or 'configs/synthesis.toml'}: widening "
+        f"{'it' if len(at_bounds) == 1 else 'them'} may lower the peak"
+        if at_bounds else ""
+    )
+    return (
+        f"bemore: the lowest peak torque reachable within the bounds is "
+        f"{lowest.peak_torque_per_shoulder_nm:.1f} N·m per shoulder (minimising the peak), above "
+        f"the limit {options.torque_limit_nm:g} N·m: the limit must be at least that{where}"
+    )
+
+
+def _torque_limit(text: str | None, athlete_limit_nm: float) -> float | None:
+    """Per-shoulder torque limit (N·m) from ``--torque-limit``: a number, or 'athlete' for
+    ``athlete_limit_nm`` (her profile's peak shoulder torque)."""
     if text is None:
         return None
     if text.strip().lower() == "athlete":
-        from bemore.settings import load_bench
-
-        return float(load_bench().athlete.max_torque_nm)
+        return float(athlete_limit_nm)
     try:
         value = float(text)
     except ValueError:

@@ -18,6 +18,8 @@ from bemore.synthesis.results import Profiles, SynthesisResult
 
 SETPOINT_FORMAT = "bemore-setpoints 1"
 SETPOINT_COLUMNS = ("t_s", "shoulder_angle_rad", "shoulder_velocity_rad_s", "shoulder_torque_nm")
+# optional last column (slow motion: controller.modes.paced_torque)
+STATIC_TORQUE_COLUMN = "shoulder_static_torque_nm"
 PROFILE_COLUMNS = (
     "t_s",
     "shoulder_angle_rad",
@@ -59,7 +61,8 @@ def write_setpoints(
     """Write the ``bemore-setpoints 1`` file that ``bemore drive`` plays.
 
     One row per sample of ``profiles`` (which must be sampled at ``rate_hz`` from 0 s): time (s),
-    per-shoulder angle (rad), velocity (rad/s) and torque (N·m, half the total). The header holds
+    per-shoulder angle (rad), velocity (rad/s) and torque (N·m, half the total), and when known
+    its static (gravity) part (N·m, per shoulder; for slow motion). The header holds
     the per-shoulder absolute peak values in degrees and N·m. Returns the path written.
     """
     t = np.asarray(profiles.t_s, float)
@@ -75,9 +78,15 @@ def write_setpoints(
         "gesture": gesture,
     }
     metadata.update(extra or {})
-    table = np.column_stack([t, profiles.angle_rad, profiles.velocity_rad_s, torque])
-    rows = [f"{row[0]:.6f},{row[1]:.10g},{row[2]:.10g},{row[3]:.10g}" for row in table.tolist()]
-    body = "\n".join([",".join(SETPOINT_COLUMNS), *rows]) + "\n"
+    columns = [t, profiles.angle_rad, profiles.velocity_rad_s, torque]
+    names = list(SETPOINT_COLUMNS)
+    if profiles.static_torque_per_shoulder_nm is not None:
+        columns.append(profiles.static_torque_per_shoulder_nm)
+        names.append(STATIC_TORQUE_COLUMN)
+    table = np.column_stack(columns)
+    rows = [f"{row[0]:.6f}," + ",".join(f"{value:.10g}" for value in row[1:])
+            for row in table.tolist()]
+    body = "\n".join([",".join(names), *rows]) + "\n"
     # completeness, checked by the reader (controller/setpoints.py): row count, time of the last
     # row, SHA-256 of the body's UTF-8 bytes (CSV header line to the end, final newline included)
     metadata.update({"rows": str(len(rows)), "duration_s": f"{t[-1]:.6f}",
@@ -138,9 +147,9 @@ PLOTS = (
     ),
     (
         "shoulder_torque.png",
-        "Shoulder flexion torque (both shoulders; one takes half)",
-        "torque (N·m)",
-        lambda p: p.torque_total_nm,
+        "Shoulder flexion torque, per shoulder",
+        "torque per shoulder (N·m)",
+        lambda p: p.torque_per_shoulder_nm,
     ),
     (
         "rotation_about_bar.png",
@@ -151,8 +160,21 @@ PLOTS = (
 )
 
 
-def write_plots(folder: Path, profiles: Profiles, flexion_end_time_s: float) -> list[Path]:
-    """One PNG per profile (the seed's Figures 35–40) plus the bar displacement; returns paths."""
+TORQUE_PLOT = "shoulder_torque.png"
+LIMIT_STYLES = ("tab:red", "tab:orange", "tab:purple")
+
+
+def write_plots(
+    folder: Path,
+    profiles: Profiles,
+    flexion_end_time_s: float,
+    limits: dict[str, float] | None = None,
+) -> list[Path]:
+    """One PNG per profile (the seed's Figures 35–40) plus the bar displacement; returns paths.
+
+    ``limits`` (label → N·m per shoulder, e.g. the athlete's and the bench's) are drawn as
+    ±limit lines on the torque plot, which is per shoulder like the console and setpoints.csv.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -161,12 +183,23 @@ def write_plots(folder: Path, profiles: Profiles, flexion_end_time_s: float) -> 
     folder = _ensure_dir(folder)
     written = []
     for name, title, label, values in PLOTS:
-        figure, axes = plt.subplots(figsize=(6.4, 3.6))
+        figure, axes = plt.subplots(figsize=(6.4, 4.4 if name == TORQUE_PLOT else 3.6))
         axes.plot(profiles.t_s, values(profiles), color="tab:blue")
         axes.axvline(flexion_end_time_s, color="grey", linestyle=":", label="t_flexmax")
+        if name == TORQUE_PLOT:
+            if profiles.static_torque_per_shoulder_nm is not None:
+                axes.plot(profiles.t_s, profiles.static_torque_per_shoulder_nm, color="tab:green",
+                          linewidth=1, label="of which gravity (slow-motion floor)")
+            for (what, value), color in zip((limits or {}).items(), LIMIT_STYLES, strict=False):
+                axes.axhline(value, color=color, linestyle="--", linewidth=1,
+                             label=f"{what} limit ±{value:g} N·m")
+                axes.axhline(-value, color=color, linestyle="--", linewidth=1)
         axes.set(title=title, xlabel="time (s)", ylabel=label)
         axes.grid(alpha=0.3)
-        axes.legend(loc="best")
+        if name == TORQUE_PLOT:
+            axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=7)
+        else:
+            axes.legend(loc="best")
         figure.tight_layout()
         figure.savefig(folder / name, dpi=100)
         plt.close(figure)
@@ -182,6 +215,51 @@ def write_plots(folder: Path, profiles: Profiles, flexion_end_time_s: float) -> 
     plt.close(figure)
     written.append(folder / "bar_displacement.png")
     return written
+
+
+def write_coach_plot(
+    path: Path,
+    profiles: Profiles,
+    flexion_end_time_s: float,
+    recorded: tuple[np.ndarray, np.ndarray, str] | None,
+) -> Path:
+    """The coach's view: the athlete's recorded shoulder flexion (from the trial her model came
+    from: (time s, angle rad, source)) beside the optimal gesture, on one time axis from the
+    start of the circle, with the key instants marked (start, maximal flexion, end)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 4.2))
+    angle = np.rad2deg(profiles.angle_rad)
+    axes.plot(profiles.t_s, angle, color="tab:blue", linewidth=2, label="optimal gesture")
+    peak = int(np.argmax(angle))
+    marks = [(profiles.t_s[peak], angle[peak], "tab:blue",
+              f"max flexion {angle[peak]:.0f}° at {profiles.t_s[peak]:.2f} s"),
+             (profiles.t_s[-1], angle[-1], "tab:blue", f"end {profiles.t_s[-1]:.2f} s")]
+    if recorded is not None:
+        t, recorded_rad, source = recorded
+        recorded_deg = np.rad2deg(recorded_rad)
+        axes.plot(t - t[0], recorded_deg, color="tab:orange", linewidth=2,
+                  label=f"her recorded circle ({Path(source).name})")
+        top = int(np.argmax(recorded_deg))
+        marks += [(t[top] - t[0], recorded_deg[top], "tab:orange",
+                   f"max flexion {recorded_deg[top]:.0f}° at {t[top] - t[0]:.2f} s"),
+                  (t[-1] - t[0], recorded_deg[-1], "tab:orange", f"end {t[-1] - t[0]:.2f} s")]
+    for x, y, color, text in marks:
+        axes.plot([x], [y], "o", color=color)
+        axes.annotate(text, (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8,
+                      color=color)
+    axes.axvline(flexion_end_time_s, color="grey", linestyle=":", linewidth=1)
+    axes.set(title="Shoulder flexion: what she did, what the optimal gesture does",
+             xlabel="time from the handstand (s)", ylabel="shoulder flexion (deg)")
+    axes.grid(alpha=0.3)
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return Path(path)
 
 
 def write_animation(path: Path, profiles: Profiles, fps: int = 25) -> Path:

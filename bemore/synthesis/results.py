@@ -24,7 +24,9 @@ class Profiles:
     Angles in rad, velocities rad/s, accelerations rad/s², jerk rad/s³, torques N·m, lengths m.
     ``rotation_rad`` is the rotation about the bar accumulated since the start (positive in the
     circle direction). ``points`` maps a named point to its (F, 2) trajectory in the bar frame, in
-    the order in which the stick figure joins them.
+    the order in which the stick figure joins them. ``static_torque_total_nm`` is the static
+    (gravity) part of ``torque_total_nm``: the shoulder row of the exemplary model's inverse
+    dynamics at the same configurations with zero velocity and acceleration (both shoulders).
     """
 
     t_s: np.ndarray
@@ -37,11 +39,19 @@ class Profiles:
     bar_x_m: np.ndarray
     bar_y_m: np.ndarray
     points: dict[str, np.ndarray] = field(default_factory=dict)
+    static_torque_total_nm: np.ndarray | None = None
 
     @property
     def torque_per_shoulder_nm(self) -> np.ndarray:
         """Torque at one shoulder (N·m): each shoulder takes half of the total."""
         return 0.5 * self.torque_total_nm
+
+    @property
+    def static_torque_per_shoulder_nm(self) -> np.ndarray | None:
+        """Static (gravity) torque at one shoulder (N·m), or None when not computed."""
+        if self.static_torque_total_nm is None:
+            return None
+        return 0.5 * self.static_torque_total_nm
 
 
 @dataclass
@@ -87,6 +97,8 @@ class SynthesisResult:
     batches: int = 0  # batched evaluation requests of the optimisers
     engine_calls: int = 0  # simulate() calls of the in-process problems (0 on a Dask cluster)
     timings_s: dict[str, float] = field(default_factory=dict)  # wall time of each stage
+    # what the gesture asks of the bench and the athlete (bemore.synthesis.requirements)
+    bench_requirements: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form (design variables in SI and φ_max also in degrees)."""

@@ -117,7 +117,7 @@ static void test_handshake(void)
     CHECK_EQ(fake.frames[0].id, BM_MSG_HELLO_REPLY);
     CHECK(bm_unpack_hello_reply(fake.frames[0].payload, fake.frames[0].len, &reply));
     CHECK_EQ(reply.protocol_version, BM_PROTOCOL_VERSION);
-    CHECK_EQ(reply.torque_max_mNm, 150000);
+    CHECK_EQ(reply.torque_max_mNm, BM_LIMIT_TORQUE_MAX_MNM);
     CHECK_EQ(reply.watchdog_default_ms, 50);
     CHECK_EQ(arm(0), BM_RESULT_NO_HANDSHAKE);
     CHECK_EQ(hello(BM_PROTOCOL_VERSION, 1001), BM_RESULT_BAD_ARGUMENT);
@@ -311,12 +311,12 @@ static void test_setpoint_limits(void)
 
     /* torque mode is bounded by the same limits: up to ±torque_max, refused beyond */
     start_armed();
-    for (uint32_t k = 0; k < 100u; k++) {
+    for (uint32_t k = 0; k < 200u; k++) { /* the slew limit: 150 ticks to the limit */
         setpoint(k, BM_MODE_TORQUE, 0, 0, -BM_LIMIT_TORQUE_MAX_MNM);
         run(1);
     }
     CHECK_EQ(fake.torque_mNm, -BM_LIMIT_TORQUE_MAX_MNM);
-    setpoint(100, BM_MODE_TORQUE, 0, 0, -BM_LIMIT_TORQUE_MAX_MNM - 1);
+    setpoint(200, BM_MODE_TORQUE, 0, 0, -BM_LIMIT_TORQUE_MAX_MNM - 1);
     CHECK_EQ(core.fault, BM_FAULT_LIMIT);
 
     /* the output clamp stays, as the output stage's last barrier: a within-limits setpoint

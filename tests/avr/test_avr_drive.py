@@ -22,7 +22,6 @@ import time
 import numpy as np
 import pytest
 
-from bemore.paths import REPOSITORY_DIR
 from controller.log import read_log
 from controller.replay import summarise
 from tests.avr.emulated import SPEC, Client
@@ -51,25 +50,26 @@ def synthesized_setpoints(tmp_path_factory):
     return path, float(np.rad2deg(profiles.rotation_rad[-1]))
 
 
-def bench_config(tmp_path) -> str:
-    """configs/bench.toml with the athlete torque limit raised to the gesture's 192 N·m.
+def athlete_profile(tmp_path) -> str:
+    """An athlete profile whose peak shoulder torque (200 N·m) takes the whole gesture.
 
-    The default athlete's optimal gesture asks 192 N·m per shoulder of the athlete, above the
-    70 N·m of bench.toml; in guided mode the bench sends no torque feed-forward, so only this
-    athlete check (not the bench's 80 N·m) is concerned.
+    The default athlete's optimal gesture asks 192 N·m per shoulder at full pace (98 N·m at half
+    pace) of the athlete in guided mode, above the 70 N·m of the default profile; in guided mode
+    the bench sends no torque feed-forward (the emulated board's plant carries no gesture load),
+    so only this athlete check is concerned.
     """
-    text = (REPOSITORY_DIR / "configs" / "bench.toml").read_text()
-    assert "max_torque_nm = 70.0" in text
-    path = tmp_path / "bench.toml"
-    path.write_text(text.replace("max_torque_nm = 70.0", "max_torque_nm = 200.0"))
+    path = tmp_path / "athlete.toml"
+    path.write_text('name = "strong"\nsex = "F"\nbody_mass_kg = 41.1\nstature_m = 1.48\n'
+                    "shoulder_torque_limit_Nm = 200.0\n"
+                    "shoulder_flexion_range_deg = [-10.0, 170.0]\n")
     return str(path)
 
 
-def drive_command(setpoints, port: str, log, bench: str) -> list[str]:
-    """`bemore drive` of the test's gesture at 500 Hz, half speed, on ``port``."""
+def drive_command(setpoints, port: str, log, profile: str) -> list[str]:
+    """`bemore drive` of the test's gesture at 500 Hz, half speed, guided, on ``port``."""
     return [sys.executable, "-m", "bemore", "drive", str(setpoints), "--port", port,
-            "--rate", "500", "--speed", "0.5", "--no-view", "--log", str(log),
-            "--bench-config", bench]
+            "--rate", "500", "--speed", "0.5", "--mode", "guided", "--no-view", "--log",
+            str(log), "--profile", profile]
 
 
 def test_drive_follows_a_synthesized_gesture_on_the_emulated_board(
@@ -77,7 +77,7 @@ def test_drive_follows_a_synthesized_gesture_on_the_emulated_board(
     setpoints, rotation_deg = synthesized_setpoints
     assert 360.0 <= rotation_deg <= 362.0  # it is the synthesized circle, not any curve
     log = tmp_path / "session.jsonl"
-    result = subprocess.run(drive_command(setpoints, board.port, log, bench_config(tmp_path)),
+    result = subprocess.run(drive_command(setpoints, board.port, log, athlete_profile(tmp_path)),
                             capture_output=True, text=True, timeout=180)
     stats = board.stop()
     assert result.returncode == 0, result.stdout + result.stderr + board.stats
@@ -105,7 +105,7 @@ def test_killing_bemore_drive_mid_gesture_trips_the_firmware_watchdog(
         board, synthesized_setpoints, tmp_path):
     setpoints, _ = synthesized_setpoints
     log = tmp_path / "session.jsonl"
-    host = subprocess.Popen(drive_command(setpoints, board.port, log, bench_config(tmp_path)),
+    host = subprocess.Popen(drive_command(setpoints, board.port, log, athlete_profile(tmp_path)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         end = time.monotonic() + 120

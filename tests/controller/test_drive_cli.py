@@ -36,9 +36,12 @@ def test_out_of_limits_file_is_refused_before_arming(tmp_path):
     lines = result.stderr.splitlines()
     # the table names every violation: where, when, quantity, value, limit, source
     assert lines[0].split()[:6] == ["where", "when", "(s)", "quantity", "value", "limit"]
-    rows = [line.split() for line in lines[1:-1]]
-    assert {(row[0], row[2], row[-1]) for row in rows} == {
-        ("file", "angle", "[athlete]"), ("stream", "angle", "[athlete]")}
+    window = next(i for i, line in enumerate(lines) if line.startswith("feasible window"))
+    rows = [line.split() for line in lines[1:window]]
+    assert {(row[0], row[2], " ".join(row[-2:])) for row in rows} == {
+        ("file", "angle", "athlete profile"), ("stream", "angle", "athlete profile")}
+    # then what would pass: nothing, in any mode or speed (the angle is beyond her range)
+    assert [line.split()[1:] for line in lines[window + 2: window + 6]] == [["—"] * 4] * 4
     assert all(row[3] == "172.00" and row[4] == "170.00" for row in rows)
     assert lines[-1].startswith(f"bemore: error: {path}: refused before arming: 2 limit")
     assert not log.exists()  # refused before anything was started or armed
@@ -65,6 +68,7 @@ def test_drive_then_replay_json_and_plot(setpoint_file, tmp_path):
     # the feed-forward is 20 % of the gesture's 26.5 N·m peak
     assert abs(summary["peak_commanded_torque_nm"] - 0.2 * 26.47) < 0.1
     assert (tmp_path / "p" / "tracking.png").stat().st_size > 10_000
+    assert (tmp_path / "p" / "summary.png").stat().st_size > 10_000  # the one-page summary
     # Without --stream, a replay only reads: nothing is sent to a bench, no new session log.
     assert not (tmp_path / "session.replay.jsonl").exists()
 
@@ -142,7 +146,7 @@ def test_ctrl_c_ramps_down_and_disarms(setpoint_file, tmp_path):
                 break
             time.sleep(0.05)
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=10)
+        stdout, stderr = process.communicate(timeout=10)
         frames = []
         link = Link(simulated.port, lambda message, _: frames.append(message))
         link.request("HELLO", "HELLO_REPLY", protocol_version=PROTOCOL_VERSION,
@@ -150,8 +154,10 @@ def test_ctrl_c_ramps_down_and_disarms(setpoint_file, tmp_path):
         time.sleep(0.05)
         link.close()
     assert process.returncode == 1
-    assert stderr.strip().splitlines()[-1] == (
-        "bemore: error: stopped by Ctrl-C; ramped down over 0.3 s and disarmed")
+    # an operator stop is reported as a stop, not as an error
+    assert "error" not in stderr
+    assert stdout.strip().splitlines()[-1] == (
+        "stopped by Ctrl-C; ramped down over 0.3 s and disarmed")
     spec = load_spec()
     assert spec.name_of("states", frames[-1].fields["state"]) == "DISARMED"
     session = read_log(log)

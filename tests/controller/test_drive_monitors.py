@@ -10,6 +10,7 @@ from bemore.errors import BenchError
 from bemore.paths import default_config
 from controller.drive import drive
 from controller.log import read_log
+from controller.modes import ModeSettings
 from controller.simbench import start_simulated_bench
 from tests.controller.test_drive_simbench import InjectAfter, bench_state
 
@@ -37,9 +38,11 @@ def test_tracking_monitor_stops_the_session(setpoint_file, tmp_path, bench):
 
 def test_torque_monitor_stops_the_session(setpoint_file, tmp_path, bench):
     # the bench needs ~13-19 N·m to move the arms through the gesture: a 5 N·m limit trips
+    # (guided: no feed-forward, which the pre-flight would refuse against 5 N·m)
     weak = with_limits(bench, max_torque_nm=5.0)
     with start_simulated_bench() as simulated:
-        result = drive(setpoint_file, tmp_path / "s.jsonl", port=simulated.port, bench=weak)
+        result = drive(setpoint_file, tmp_path / "s.jsonl", ModeSettings(mode="guided"),
+                       port=simulated.port, bench=weak)
         state = bench_state(simulated.port)
     assert result.reason == "torque"
     assert result.message.startswith("measured torque ")
@@ -74,9 +77,10 @@ def test_live_view_renders_and_the_exit_code_says_how_it_ended(setpoint_file, tm
     """With the view on (not a terminal: no keys), a session stopped by a fault exits with 3."""
     config = tmp_path / "bench.toml"
     source = default_config("bench.toml")
-    config.write_text(source.read_text().replace("max_torque_nm = 120.0", "max_torque_nm = 5.0"))
+    config.write_text(source.read_text().replace("max_torque_nm = 240.0", "max_torque_nm = 5.0"))
     result = CliRunner().invoke(cli, ["drive", str(setpoint_file), "--log",
-                                      str(tmp_path / "s.jsonl"), "--bench-config", str(config)])
+                                      str(tmp_path / "s.jsonl"), "--bench-config", str(config),
+                                      "--mode", "guided"])
     assert result.exit_code == 3
     assert "bemore drive — e/space: E-STOP, q or Ctrl-C: stop" in result.stderr
     assert "angles in deg, torques in N·m; misses: sent after due − 1 ms" in result.stderr

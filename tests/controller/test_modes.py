@@ -1,4 +1,5 @@
-"""Mode transforms: guided, assistive/resistive load, slow motion, repetitions with rest."""
+"""Mode transforms: the shares of passive, guided, assistive/resistive load; slow motion with the
+torque at the slowed pace; repetitions with rest."""
 
 from __future__ import annotations
 
@@ -8,11 +9,29 @@ import numpy as np
 import pytest
 
 from bemore.errors import ConfigError
-from controller.modes import ModeSettings, build_plan, quantise, stop_ramp
+from controller.modes import MODES, ModeSettings, build_plan, quantise, shares, stop_ramp
+
+
+@pytest.mark.parametrize(
+    ("mode", "load", "athlete", "bench"),
+    [("passive", 0.0, 0.0, 1.0), ("guided", 0.0, 1.0, 0.0), ("assistive", 30.0, 0.7, 0.3),
+     ("resistive", 30.0, 1.3, -0.3)],
+)
+def test_every_mode_splits_the_gesture_torque(gesture, mode, load, athlete, bench):
+    assert shares(mode, load) == pytest.approx((athlete, bench))
+    plan = build_plan(gesture, ModeSettings(mode=mode, load_pct=load))
+    k = 600
+    assert plan.need_nm[k] == pytest.approx(gesture.torque_nm[k])
+    assert plan.torque_nm[k] == pytest.approx(bench * gesture.torque_nm[k], abs=1e-3)
+
+
+def test_the_default_mode_is_passive():
+    assert ModeSettings().mode == "passive" and MODES[0] == "passive"
+    assert ModeSettings().torque_gain == 1.0 and ModeSettings().athlete_share == 0.0
 
 
 def test_guided_plan_follows_the_gesture_with_no_torque(gesture):
-    plan = build_plan(gesture, ModeSettings(rate_hz=1000.0, ramp_down_s=0.3))
+    plan = build_plan(gesture, ModeSettings(mode="guided", rate_hz=1000.0, ramp_down_s=0.3))
     # 2401 gesture samples then 300 ramp samples, one per ms
     assert len(plan) == 2401 + 300
     assert plan.time_ms[:5].tolist() == [0, 1, 2, 3, 4]
@@ -32,6 +51,7 @@ def test_assistive_and_resistive_scale_the_torque(gesture):
 
 
 def test_slow_motion_stretches_time_and_scales_velocity(gesture):
+    assert np.array_equal(gesture.static_torque_nm, 25.0 * np.sin(gesture.angle_rad))
     plan = build_plan(gesture, ModeSettings(speed=0.5))
     # the 2.4 s gesture lasts 4.8 s: the peak (gesture t = 1.2 s) is reached at t = 2.4 s
     assert len(plan) == 4801 + 300
@@ -39,6 +59,17 @@ def test_slow_motion_stretches_time_and_scales_velocity(gesture):
     assert plan.position_rad[2400] == pytest.approx(math.radians(160.0), abs=1e-6)
     k = 1200  # stream t = 1.2 s ↔ gesture t = 0.6 s, where velocity is maximal
     assert plan.velocity_rad_s[k] == pytest.approx(0.5 * gesture.velocity_rad_s[600], abs=1e-6)
+    # the torque is gravity plus a quarter of the inertial term (make_gesture: 2·acceleration)
+    k = 800  # stream t = 0.8 s ↔ gesture t = 0.4 s
+    inertial = gesture.torque_nm[400] - gesture.static_torque_nm[400]
+    assert plan.need_nm[k] == pytest.approx(gesture.static_torque_nm[400] + 0.25 * inertial)
+    assert abs(inertial) > 1.0  # not a vacuous check
+
+
+def test_slow_motion_needs_the_static_torque(gesture):
+    gesture.static_torque_nm = None  # a hand-made file without the column
+    with pytest.raises(ConfigError, match="shoulder_static_torque_nm"):
+        build_plan(gesture, ModeSettings(speed=0.5))
 
 
 def test_repetitions_with_smooth_rest(gesture):
@@ -74,6 +105,7 @@ def test_quantise_truncates_towards_zero():
     [
         ({"mode": "freestyle"}, "mode 'freestyle'"),
         ({"mode": "guided", "load_pct": 20.0}, "only the assistive and resistive"),
+        ({"mode": "passive", "load_pct": 20.0}, "only the assistive and resistive"),
         ({"mode": "resistive", "load_pct": 120.0}, "load 120 %"),
         ({"speed": 0.1}, "speed 0.1"),
         ({"speed": 1.5}, "speed 1.5"),

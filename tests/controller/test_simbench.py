@@ -106,7 +106,8 @@ def test_handshake_ramp_tracking_then_watchdog(simulated_bench):
         reply = handshake_and_arm(client, watchdog_ms)
         armed_at = client.cursor  # messages from here on were sent after the ARM's ACK
         assert reply.fields["protocol_version"] == SPEC.protocol_version
-        assert reply.si("torque_max_mNm") == pytest.approx(150.0)
+        assert reply.si("torque_max_mNm") == pytest.approx(
+            load_spec().limits["torque_max_mNm"] * 1e-3)
         assert reply.fields["watchdog_default_ms"] == 50
 
         # Stream the ramp at ~500 Hz for 1.6 s (position mode, velocity feed-forward).

@@ -117,6 +117,41 @@ def test_real_gymnast_matches_the_segment_table(real):
             gymnast.segments["trunk"].inertia_kgm2 / gymnast.segments["trunk"].total_mass_kg)
 
 
+def test_another_body_scales_masses_lengths_and_inertias(real):
+    """A body 20 % heavier and 7 % longer than the table's: the bodies' masses add up to her
+    body mass (the bar aside), each segment keeps its share, lengths and CoMs scale by 1.07 and
+    inertias by 1.2 × 1.07² (the radius of gyration keeps its share of the length)."""
+    from bemore.model.body import body_parameters, table_mass_kg
+
+    table = load_gymnast().segments
+    mass = 1.2 * table_mass_kg(table)
+    lengths = {name: 1.07 * row.length_m for name, row in table.items()}
+    values = dict(real.default_parameters(), **body_parameters(table, mass, lengths))
+    bodies = {b.name: b for b in real.description.bodies}
+    total = sum(body.mass.evaluate(values) for name, body in bodies.items() if name != "bar")
+    assert total == pytest.approx(mass, rel=1e-12)
+    for name in ("head", "upper_arm", "forearm", "hand", "shank", "foot"):
+        segment, body = table[name], bodies[name]
+        assert body.mass.evaluate(values) == pytest.approx(1.2 * segment.total_mass_kg)
+        assert body.inertia.evaluate(values) == pytest.approx(
+            1.2 * 1.07**2 * segment.inertia_kgm2, rel=1e-12)
+        assert body.com_x.evaluate(values) == pytest.approx(1.07 * segment.com_from_proximal_m)
+    knee = next(e for e in bodies["shank"].joint if e.coordinate == "knee")
+    assert knee.at_x.evaluate(values) == pytest.approx(1.07 * table["thigh"].length_m)
+
+
+def test_products_must_name_two_parameters_and_a_coefficient():
+    def bad(data):
+        data["bodies"]["arm"]["inertia"] = {"products": [["arm.mass", 0.1]]}
+
+    assert "products: expected [parameter, parameter, coefficient]" in _refused(bad)
+
+    def unknown(data):
+        data["bodies"]["arm"]["inertia"] = {"products": [["arm.mass", "arm.k2", 1.0]]}
+
+    assert "parameter 'arm.k2' is not declared" in _refused(unknown)
+
+
 def test_exemplary_defaults_are_the_lumped_real_gymnast(exemplary):
     lumped = exemplary_parameters()
     defaults = exemplary.default_parameters()

@@ -136,3 +136,24 @@ def test_plots_and_animation_are_written(tmp_path) -> None:
     with Image.open(gif) as image:
         assert image.format == "GIF"
         assert image.n_frames == 21  # 2 s at 10 frames/s, plus the last frame
+
+
+def test_coach_view_puts_her_recorded_circle_beside_the_gesture(tmp_path) -> None:
+    from bemore.paths import REPOSITORY_DIR
+    from bemore.synthesis.cli import _recorded_flexion
+    from bemore.synthesis.outputs import write_coach_plot
+
+    athlete = tmp_path / "athlete.json"
+    athlete.write_text(json.dumps({"trial": {"source": str(REPOSITORY_DIR / "data" /
+                                                            "sample_trial.c3d")}}))
+    recorded = _recorded_flexion(athlete)
+    t, angle, _ = recorded
+    # the sample trial's circle: 1.6 s, the shoulder flexes to ≈ 109° at ≈ 0.8 s
+    assert t[-1] - t[0] == pytest.approx(1.6, abs=0.02)
+    assert np.rad2deg(angle.max()) == pytest.approx(109.0, abs=2.0)
+    path = write_coach_plot(tmp_path / "coach_view.png", _profiles(rate_hz=200.0), 1.2, recorded)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # without a trial (the default athlete, or a file no longer there): the gesture alone
+    assert _recorded_flexion(None) is None
+    athlete.write_text(json.dumps({"trial": {"source": str(tmp_path / "gone.c3d")}}))
+    assert _recorded_flexion(athlete) is None

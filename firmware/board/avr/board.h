@@ -35,7 +35,7 @@
 
 /* Motor PWM: Timer4 fast PWM with TOP = ICR4 = 799 (20 kHz, prescaler 1), non-inverting. */
 #define BOARD_PWM_TOP 799u
-#define BOARD_TORQUE_FULL_SCALE_MNM 150000L /* torque of the driver at 100 % duty, mN·m */
+#define BOARD_TORQUE_FULL_SCALE_MNM 300000L /* torque of the driver at 100 % duty, mN·m */
 
 /* Incremental quadrature encoder: 4096 lines, x4 decoding. Zero = position at power-up. */
 #define BOARD_ENCODER_COUNTS 16384L

@@ -231,11 +231,11 @@ int32_t hal_encoder_urad(void)
 }
 
 /* Duty steps ↔ mN·m without a 32-bit division (~600 cycles each on the AVR):
- * 799 / 150000 ≈ 349 / 65536 and 150000 / 799 ≈ 48060 / 256 (both within 0.03 %). */
-_Static_assert(BOARD_PWM_TOP == 799u && BOARD_TORQUE_FULL_SCALE_MNM == 150000L,
+ * 799 / 300000 ≈ 349 / 131072 and 300000 / 799 ≈ 96120 / 256 (both within 0.03 %). */
+_Static_assert(BOARD_PWM_TOP == 799u && BOARD_TORQUE_FULL_SCALE_MNM == 300000L,
                "recompute the duty scale factors");
-#define DUTY_PER_MNM_Q16 349UL
-#define MNM_PER_DUTY_Q8 48060UL
+#define DUTY_PER_MNM_Q17 349UL
+#define MNM_PER_DUTY_Q8 96120UL
 
 /* Torque the output stage is commanding now (duty × direction × full scale); the board has no
  * current sensing, so this is also what it reports as measured. */
@@ -260,8 +260,8 @@ void hal_motor_torque_mNm(int32_t torque)
     if (magnitude > BOARD_TORQUE_FULL_SCALE_MNM) {
         magnitude = BOARD_TORQUE_FULL_SCALE_MNM;
     }
-    /* Round to the nearest duty step: 150 N·m / 799 ≈ 0.19 N·m per step. */
-    uint16_t duty = (uint16_t)(((uint32_t)magnitude * DUTY_PER_MNM_Q16 + 32768UL) >> 16);
+    /* Round to the nearest duty step: 300 N·m / 799 ≈ 0.38 N·m per step. */
+    uint16_t duty = (uint16_t)(((uint32_t)magnitude * DUTY_PER_MNM_Q17 + 65536UL) >> 17);
     ATOMIC_BLOCK(ATOMIC_RESTORESTATE)
     {
         if (duty == 0u || estop_latched || estop_pin_asserted()) {

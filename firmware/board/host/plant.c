@@ -24,6 +24,7 @@ void plant_init(struct plant *plant, struct plant_params params)
     plant->position_rad = params.initial_position_rad;
     plant->velocity_rad_s = 0.0;
     plant->applied_torque_nm = 0.0;
+    plant->external_torque_nm = 0.0;
 }
 
 double plant_implicit_velocity(double inertia, double viscous, double coulomb, double velocity,
@@ -45,7 +46,8 @@ void plant_step(struct plant *plant, double torque_command_nm, double dt_s)
     double h = dt_s / plant->p.substeps;
     for (int i = 0; i < plant->p.substeps; i++) {
         /* Gravity explicit (smooth and slow); friction implicit (stiff and set-valued). */
-        double total = torque - plant->p.gravity_moment_nm * sin(plant->position_rad);
+        double total = torque + plant->external_torque_nm -
+                       plant->p.gravity_moment_nm * sin(plant->position_rad);
         plant->velocity_rad_s = plant_implicit_velocity(
             plant->p.inertia_kg_m2, plant->p.viscous_nm_s_per_rad, plant->p.coulomb_nm,
             plant->velocity_rad_s, total, h);

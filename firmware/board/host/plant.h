@@ -22,6 +22,7 @@ struct plant {
     double position_rad;
     double velocity_rad_s;
     double applied_torque_nm; /* motor torque after the motor limit */
+    double external_torque_nm; /* any other torque on the axis (the simulated load; 0 = none) */
 };
 
 struct plant_params plant_default_params(void);

@@ -13,6 +13,13 @@
  * Run with --help for the plant and controller flags. --trace FILE writes one line per tick:
  * CLOCK_MONOTONIC ns, state, fault, motor torque command (mN·m) — what a fault-matrix run reads
  * to see when the torque reached zero (flushed every 10 ms).
+ *
+ * The load (--load-file FILE, written by controller/simbench.py): what the gymnast's body and
+ * the simulated athlete put on the axis along the gesture. One line per stream millisecond
+ * `time_ms ff_mNm position_urad external_nm`: the planned setpoint of that time and the external
+ * torque (athlete's torque − the torque the gesture needs) while that setpoint is in force. When
+ * the setpoint in force leaves the plan (a controlled stop), the external torque ramps from its
+ * last value to zero over --load-ramp-ms, as the athlete and the bench unload together.
  */
 #define _DEFAULT_SOURCE
 #define _XOPEN_SOURCE 700
@@ -59,6 +66,89 @@ static struct bm_core core;
 static struct bm_gains gains;
 static struct faults faults = {.direction = DIR_RX, .stall_at_ms = -1, .reset_at_ms = -1};
 static struct stats stats;
+
+struct load {
+    uint32_t count;        /* entries, indexed by time_ms (0 beyond) */
+    int32_t *ff_mNm;       /* planned torque feed-forward of that time */
+    int32_t *position_urad;
+    double *external_nm;   /* athlete's torque − the gesture's need, N·m */
+    uint32_t ramp_ms;
+    int off_plan;          /* latched once the setpoint in force left the plan */
+    double off_value_nm;
+    uint32_t off_ticks;
+    double last_nm;
+};
+static struct load load = {.ramp_ms = 300};
+
+static void load_read(const char *path)
+{
+    FILE *file = fopen(path, "r");
+    if (file == NULL) {
+        fprintf(stderr, "simbench: --load-file %s: %s\n", path, strerror(errno));
+        exit(2);
+    }
+    unsigned long t;
+    long ff, position;
+    double external;
+    uint32_t capacity = 0;
+    while (fscanf(file, "%lu %ld %ld %lf", &t, &ff, &position, &external) == 4) {
+        if (t >= 10000000ul) {
+            break; /* beyond ~3 h of stream: refuse silently the rest */
+        }
+        if (t >= capacity) {
+            uint32_t grown = capacity ? capacity : 4096u;
+            while (grown <= t) {
+                grown *= 2u;
+            }
+            load.ff_mNm = realloc(load.ff_mNm, grown * sizeof *load.ff_mNm);
+            load.position_urad = realloc(load.position_urad, grown * sizeof *load.position_urad);
+            load.external_nm = realloc(load.external_nm, grown * sizeof *load.external_nm);
+            if (!load.ff_mNm || !load.position_urad || !load.external_nm) {
+                fprintf(stderr, "simbench: --load-file %s: out of memory\n", path);
+                exit(2);
+            }
+            for (uint32_t i = capacity; i < grown; i++) {
+                load.ff_mNm[i] = 0;
+                load.position_urad[i] = 0;
+                load.external_nm[i] = 0.0;
+            }
+            capacity = grown;
+        }
+        load.ff_mNm[t] = (int32_t)ff;
+        load.position_urad[t] = (int32_t)position;
+        load.external_nm[t] = external;
+        if (t + 1u > load.count) {
+            load.count = (uint32_t)t + 1u;
+        }
+    }
+    fclose(file);
+}
+
+/* External torque on the axis this tick (N·m): zero unless armed with a setpoint in force. */
+static double load_torque(void)
+{
+    if (load.count == 0u || core.state != BM_STATE_ARMED || !core.has_setpoint) {
+        load.off_plan = 0;
+        load.last_nm = 0.0;
+        return 0.0;
+    }
+    uint32_t t = core.sp_time_ms;
+    if (!load.off_plan &&
+        (t >= load.count || labs((long)core.sp_torque_mNm - load.ff_mNm[t]) > 2 ||
+         labs((long)core.sp_position_urad - load.position_urad[t]) > 2000)) {
+        load.off_plan = 1;
+        load.off_value_nm = load.last_nm;
+        load.off_ticks = 0;
+    }
+    if (load.off_plan) {
+        double left = load.ramp_ms ? 1.0 - (double)load.off_ticks / load.ramp_ms : 0.0;
+        load.off_ticks++;
+        load.last_nm = left > 0.0 ? load.off_value_nm * left : 0.0;
+    } else {
+        load.last_nm = load.external_nm[t];
+    }
+    return load.last_nm;
+}
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static FILE *trace;
 /* Received bytes waiting for their delivery tick (the --delay-ms fault). */
@@ -100,6 +190,8 @@ static void usage(FILE *out)
           "  control: --kp NM_PER_RAD (987) --kd NM_S_PER_RAD (62.8)\n"
           "  faults: --drop P --corrupt P --direction rx|tx|both (rx) --delay-ms MS\n"
           "          --stall-at-ms T --stall-ms MS --reset-at-ms T --seed N\n"
+          "  load:   --load-file FILE (time_ms ff_mNm position_urad external_nm per line)\n"
+          "          --load-ramp-ms MS (300): unloading after the setpoint leaves the plan\n"
           "  --ignore-stdin   keep serving when stdin closes (then only a signal stops it)\n"
           "  --no-realtime    do not ask for SCHED_FIFO (by default tried, silently optional)\n"
           "  --trace FILE     one line per tick: monotonic ns, state, fault, torque mN·m\n",
@@ -240,7 +332,7 @@ static void parse_args(int argc, char **argv, struct plant_params *p, int *ignor
 {
     enum { O_INERTIA = 256, O_VISCOUS, O_COULOMB, O_TLIM, O_GRAV, O_CPR, O_INIT, O_KP, O_KD,
            O_DROP, O_CORRUPT, O_DIR, O_DELAY, O_STALL_AT, O_STALL, O_RESET_AT, O_SEED, O_IGN,
-           O_NORT, O_TRACE };
+           O_NORT, O_LOAD, O_LOAD_RAMP, O_TRACE };
     static const struct option options[] = {
         {"inertia", 1, 0, O_INERTIA}, {"viscous", 1, 0, O_VISCOUS}, {"coulomb", 1, 0, O_COULOMB},
         {"torque-limit", 1, 0, O_TLIM}, {"gravity-moment", 1, 0, O_GRAV},
@@ -249,8 +341,9 @@ static void parse_args(int argc, char **argv, struct plant_params *p, int *ignor
         {"corrupt", 1, 0, O_CORRUPT}, {"direction", 1, 0, O_DIR}, {"delay-ms", 1, 0, O_DELAY},
         {"stall-at-ms", 1, 0, O_STALL_AT}, {"stall-ms", 1, 0, O_STALL},
         {"reset-at-ms", 1, 0, O_RESET_AT}, {"seed", 1, 0, O_SEED},
-        {"ignore-stdin", 0, 0, O_IGN}, {"no-realtime", 0, 0, O_NORT}, {"trace", 1, 0, O_TRACE},
-        {"help", 0, 0, 'h'},
+        {"ignore-stdin", 0, 0, O_IGN}, {"no-realtime", 0, 0, O_NORT},
+        {"load-file", 1, 0, O_LOAD}, {"load-ramp-ms", 1, 0, O_LOAD_RAMP},
+        {"trace", 1, 0, O_TRACE}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -278,6 +371,8 @@ static void parse_args(int argc, char **argv, struct plant_params *p, int *ignor
         case O_SEED: rng_state ^= (uint64_t)strtoull(optarg, NULL, 10) * 0x2545F4914F6CDD1Dull; break;
         case O_IGN: *ignore_stdin = 1; break;
         case O_NORT: *realtime = 0; break;
+        case O_LOAD: load_read(optarg); break;
+        case O_LOAD_RAMP: load.ramp_ms = (uint32_t)atol(optarg); break;
         case O_TRACE:
             trace = fopen(optarg, "w");
             if (trace == NULL) {
@@ -371,6 +466,7 @@ int main(int argc, char **argv)
             deliver(ms);
             bm_core_tick(&core);
         }
+        board.plant.external_torque_nm = load_torque();
         plant_step(&board.plant, board.torque_command_mNm / 1000.0, 1e-3);
         transmit(master);
         if (trace != NULL) {

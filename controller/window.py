@@ -1,0 +1,203 @@
+"""The feasible window of a gesture: which modes, loads and speeds pass the pre-flight.
+
+For every mode (:data:`controller.modes.MODES`) and every slow-motion speed of :data:`SPEEDS`,
+the window is found with the pre-flight itself (:func:`controller.preflight.preflight`, on the
+exact setpoints that would be sent), so it can never disagree with what ``bemore drive`` then
+accepts or refuses. Loads are whole percents. In the assistive mode the athlete's share
+(1 − load) falls and the bench's (load) rises with the load, so the passing loads form one
+interval [lowest the athlete can take, highest the bench can take]; in the resistive mode both
+shares rise with the load, so the interval starts at 1 %. Each bound is found by bisection on
+the load (the violations of one side are monotonic in it), then both ends are checked.
+
+``bemore drive --plan SETPOINTS`` prints :func:`format_window`; a refused drive prints it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bemore.errors import BemoreError
+from bemore.profile import DEFAULT_PROFILE, AthleteProfile
+from bemore.settings import Bench
+from controller.modes import LOADED_MODES, MODES, ModeSettings, build_plan
+from controller.preflight import FirmwareLimits, Violation, preflight
+from controller.setpoints import Gesture
+
+SPEEDS = (1.0, 0.75, 0.5, 0.25)
+ATHLETE_SIDE = ("athlete torque",)  # quantities that grow with the athlete's share
+BENCH_SIDE = ("torque", "torque rate", "stop torque rate")  # grow with the bench's share
+NO_STATIC = ("slow motion needs the static torque column shoulder_static_torque_nm (written by "
+             "bemore synthesize)")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One mode at one speed: the passing loads (whole %, inclusive) or why none passes.
+
+    ``loads`` is (0, 0) for a mode without a load that passes, (low, high) for a loaded mode,
+    None when nothing passes; ``reason`` then names the first violation (or the refusal).
+    """
+
+    mode: str
+    speed: float
+    loads: tuple[int, int] | None
+    reason: str = ""
+    worst: Violation | None = None  # the violation ``reason`` names, if one
+
+    @property
+    def passes(self) -> bool:
+        """Whether some load passes at this speed."""
+        return self.loads is not None
+
+    def text(self) -> str:
+        """'ok', '64–100 %' or '—' for the window table."""
+        if self.loads is None:
+            return "—"
+        if self.mode not in LOADED_MODES:
+            return "ok"
+        low, high = self.loads
+        return f"{low} %" if low == high else f"{low}–{high} %"
+
+
+def _violations(gesture: Gesture, bench: Bench, athlete: AthleteProfile,
+                firmware: FirmwareLimits | None, template: ModeSettings, mode: str,
+                load: float, speed: float) -> list[Violation]:
+    """Pre-flight violations of ``gesture`` played in ``mode`` at ``load`` % and ``speed``."""
+    settings = ModeSettings(mode=mode, load_pct=load, speed=speed, reps=template.reps,
+                            rest_s=template.rest_s, rate_hz=template.rate_hz,
+                            ramp_down_s=template.ramp_down_s)
+    plan = build_plan(gesture, settings)
+    return preflight(gesture, plan, bench, firmware, settings.torque_gain, athlete)
+
+
+def _worst(violations: list[Violation]) -> Violation:
+    """The violation furthest beyond its limit (relatively)."""
+    return max(violations, key=lambda v: abs(v.value - v.limit) / max(abs(v.limit), 1e-9))
+
+
+def _refused(mode: str, speed: float, violations: list[Violation]) -> Cell:
+    """A cell where nothing passes, naming the worst violation, e.g.
+    'athlete torque 191.7 N·m, limit 70.0 (athlete profile)'."""
+    if not violations:
+        return Cell(mode, speed, None, "no load passes")
+    worst = _worst(violations)
+    return Cell(mode, speed, None, f"{worst.quantity} {worst.value:.1f} {worst.unit}, limit "
+                f"{worst.limit:.1f} ({worst.source})", worst)
+
+
+def _bisect(ok, low: int, high: int, rising: bool) -> int | None:
+    """With ``ok(load)`` monotonic on [low, high]: the first passing load (``rising``: ok from
+    some load on) or the last passing one (ok up to some load); None if none passes."""
+    if rising:
+        if not ok(high):
+            return None
+        while low < high:
+            middle = (low + high) // 2
+            if ok(middle):
+                high = middle
+            else:
+                low = middle + 1
+        return low
+    if not ok(low):
+        return None
+    while low < high:
+        middle = (low + high + 1) // 2
+        if ok(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _cell(gesture: Gesture, bench: Bench, athlete: AthleteProfile,
+          firmware: FirmwareLimits | None, template: ModeSettings, mode: str,
+          speed: float) -> Cell:
+    """The passing loads of ``mode`` at ``speed`` (see the module doc)."""
+
+    def check(load: float) -> list[Violation]:
+        return _violations(gesture, bench, athlete, firmware, template, mode, load, speed)
+
+    try:
+        if mode not in LOADED_MODES:
+            found = check(0.0)
+            return _refused(mode, speed, found) if found else Cell(mode, speed, (0, 0))
+        clear_of = {
+            side: (lambda load, side=side: not any(v.quantity in side for v in check(load)))
+            for side in (ATHLETE_SIDE, BENCH_SIDE)
+        }
+        if mode == "assistive":
+            low = _bisect(clear_of[ATHLETE_SIDE], 1, 100, rising=True)
+            high = _bisect(clear_of[BENCH_SIDE], 1, 100, rising=False)
+        else:
+            low = 1
+            high_athlete = _bisect(clear_of[ATHLETE_SIDE], 1, 100, rising=False)
+            high_bench = _bisect(clear_of[BENCH_SIDE], 1, 100, rising=False)
+            high = None if None in (high_athlete, high_bench) else min(high_athlete,
+                                                                        high_bench)
+        if low is not None and high is not None and low <= high:
+            found = check(low) or check(high)
+            if not found:
+                return Cell(mode, speed, (low, high))
+        else:
+            # the side that fails everywhere on its own, at the load the other side likes best
+            probe = 100 if mode == "assistive" and low is None else 1
+            found = check(probe)
+        return _refused(mode, speed, found)
+    except BemoreError as error:
+        return Cell(mode, speed, None, str(error))
+
+
+def feasible_window(gesture: Gesture, bench: Bench, athlete: AthleteProfile = DEFAULT_PROFILE,
+                    firmware: FirmwareLimits | None = None,
+                    template: ModeSettings | None = None) -> list[Cell]:
+    """Every mode at every speed of :data:`SPEEDS`: which loads pass the pre-flight.
+
+    ``template`` gives the repetitions, rest, rate and ramp of the session (default: one
+    repetition at 1 kHz with a 0.3 s ramp).
+    """
+    template = template or ModeSettings()
+    cells = []
+    for mode in MODES:
+        for speed in SPEEDS:
+            if speed != 1.0 and gesture.static_torque_nm is None:
+                cells.append(Cell(mode, speed, None, NO_STATIC))
+            else:
+                cells.append(_cell(gesture, bench, athlete, firmware, template, mode, speed))
+    return cells
+
+
+def format_window(cells: list[Cell], gesture: Gesture, athlete: AthleteProfile,
+                  bench_source: str = "bench.toml") -> str:
+    """The window as a table (rows: modes, columns: speeds) and one line per reason."""
+    torque_limit = athlete.shoulder_torque_limit_Nm
+    low, high = athlete.shoulder_flexion_range_deg
+    lines = [
+        f"feasible window of {gesture.path} (peak {max(abs(gesture.torque_nm)):.1f} N·m per "
+        f"shoulder at full pace) for {athlete.name} ({torque_limit:g} N·m, {low:g}..{high:g} "
+        f"deg) on {bench_source}:",
+        f"{'mode':<11}" + "".join(f"{'speed ' + format(s, 'g'):>14}" for s in SPEEDS),
+    ]
+    for mode in MODES:
+        row = [cell for cell in cells if cell.mode == mode]
+        lines.append(f"{mode:<11}" + "".join(f"{cell.text():>14}" for cell in row))
+    if any(cell.reason == NO_STATIC for cell in cells):
+        lines.append(f"  speeds below 1: {NO_STATIC}; this file has none")
+    for mode in MODES:
+        refused = [cell for cell in cells if cell.mode == mode and not cell.passes
+                   and cell.reason != NO_STATIC]
+        groups: dict[tuple, list[Cell]] = {}
+        for cell in refused:
+            worst = cell.worst
+            key = ((worst.quantity, worst.unit, abs(worst.limit), worst.source) if worst
+                   else (cell.reason,))
+            groups.setdefault(key, []).append(cell)
+        for key, group in groups.items():
+            speeds = ", ".join(f"{cell.speed:g}" for cell in group)
+            if len(key) == 1:
+                lines.append(f"  {mode} at speed {speeds}: {key[0]}")
+                continue
+            quantity, unit, limit, source = key
+            values = ", ".join(f"{abs(cell.worst.value):.1f}" for cell in group)
+            lines.append(f"  {mode}: {quantity} up to {values} {unit} at speed {speeds}; "
+                         f"limit {limit:.1f} ({source})")
+    return "\n".join(lines)
