@@ -96,12 +96,14 @@ def test_synthesis_output_is_read_back(tmp_path):
     torque = gesture.torque_nm
     profiles = SimpleNamespace(t_s=gesture.t_s, angle_rad=gesture.angle_rad,
                                velocity_rad_s=gesture.velocity_rad_s,
-                               torque_per_shoulder_nm=torque)
+                               torque_per_shoulder_nm=torque,
+                               static_torque_per_shoulder_nm=0.5 * torque)
     path = synthesis_write(tmp_path / "s.csv", profiles, 1000.0, "default", "x",
                            {"final_time_s": "2.400000"})
     read = read_setpoints(path)
     assert len(read.t_s) == 2401 and read.metadata["rows"] == "2401"
     np.testing.assert_allclose(read.torque_nm, torque, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(read.static_torque_nm, 0.5 * torque, rtol=1e-9, atol=1e-12)
 
 
 @pytest.fixture
