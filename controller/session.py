@@ -75,8 +75,8 @@ SEQ_GAP_BUDGET = 20  # host frames that never reached the firmware (missing sequ
 # flags mean the firmware overrode the plan (a pre-flighted plan never needs it). Not stop
 # criteria: SLEW_LIMITED (the feedback's steps between setpoints, every period below 1 kHz, and
 # fast transients meet the slew limit routinely; it delays the torque by a tick or two) and
-# FEEDFORWARD_DROPPED (a host late by more than the lead: the late-setpoint budget counts it, and
-# it is routine once the last setpoint of a stream is in force).
+# FEEDFORWARD_DROPPED (the host fell behind by more than the lead: the late-setpoint monitor
+# judges that).
 LIMIT_FLAG_BUDGETS = {"POSITION_REFUSED": 0, "VELOCITY_REFUSED": 0, "TORQUE_REFUSED": 0,
                       "TORQUE_CLAMPED": 0, "SPEED_LIMITED": 2, "RANGE_LIMITED": 2}
 # The stop sequence: DISARM is sent again every watchdog_ms / DISARM_ATTEMPTS until an ACK (of any

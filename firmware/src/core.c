@@ -480,8 +480,8 @@ static int32_t control_law(struct bm_core *core)
 {
     int64_t torque = core->sp_torque_mNm;
     int64_t velocity_error = (int64_t)core->sp_velocity_urad_s - core->velocity_urad_s;
-    if (host_silent(core)) {
-        core->limit_flags |= BM_FLAG_FEEDFORWARD_DROPPED;
+    if (host_silent(core) && torque != 0) {
+        core->limit_flags |= BM_FLAG_FEEDFORWARD_DROPPED; /* flagged only when there was one */
         torque = 0;
     }
     if (core->sp_mode == BM_MODE_POSITION) {
