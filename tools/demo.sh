@@ -15,8 +15,8 @@ step "bemore $($bin/bemore --version | sed 's/.*version //'): checking the bundl
 $bin/bemore config check
 step "bemore trial inspect data/sample_trial.c3d (a synthetic trial, see data/README.md)"
 $bin/bemore trial inspect data/sample_trial.c3d --out "$out/trial"
-step "bemore identify: Grey Wolf Optimizer, 200 wolves x 50 iterations (the seed protocol), then a least-squares polish"
-$bin/bemore identify data/sample_trial.c3d --polish --out "$out/identify"
+step "bemore identify: her body scaled from the segment table, Grey Wolf Optimizer 200 wolves x 50 iterations (the seed protocol), then a least-squares polish; the fit judged against the trial's noise"
+$bin/bemore identify data/sample_trial.c3d --body-mass 41.1 --out "$out/identify"
 step "bemore synthesize: the least-torque clear hip circle for this athlete"
 $bin/bemore synthesize "$out/identify/athlete.json" --out "$out/gesture"
 step "bemore drive --plan: what the bench and the athlete can take of this gesture"
