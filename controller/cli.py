@@ -42,13 +42,20 @@ def plan_window(setpoints: str | Path, bench: Bench | None = None,
 
 def _print_result(result) -> None:
     timing = result.timing
-    click.echo(f"sent {result.sent} setpoints, received {result.telemetry} telemetry frames; "
+    counts = f"sent {result.sent} setpoints, received {result.telemetry} telemetry frames"
+    monitors = result.monitors
+    link = (f"; the firmware's counters: {monitors['seq_gaps']} sequence gaps, "
+            f"{monitors['bad_frames']} bad frames" if monitors else "")
+    if not timing:  # stopped before anything was streamed
+        click.echo(counts + link)
+        return
+    click.echo(f"{counts}; "
                f"period error p50 {timing['period_error_p50_ms']:.3f} ms, p99 "
                f"{timing['period_error_p99_ms']:.3f} ms, max {timing['period_error_max_ms']:.3f} "
                f"ms; deadline misses: {result.firmware_late} at the firmware (after their due "
                f"tick), {timing['deadline_misses']} by the host (sends > "
                f"{timing['miss_threshold_ms']:g} ms late); {timing['late_sends']} sends more "
-               "than a period late")
+               f"than a period late{link}")
 
 
 def _run(run, log: Path, window=None) -> None:

@@ -369,7 +369,8 @@ class Session:
                 self.log.end(reason, message=message, timing={}, sent=0,
                              telemetry=self._telemetry_count)
                 return SessionResult(reason, message, 0, self._telemetry_count, {},
-                                     _exit_code(reason), self.firmware_info)
+                                     _exit_code(reason), self.firmware_info,
+                                     monitors=self._monitor_counts())
             try:
                 self.arm()
                 return self.stream(plan, scheduler)

@@ -372,3 +372,33 @@ def test_a_failing_stop_ramp_still_ends_disarmed(setpoint_file, tmp_path, monkey
     assert result.message == "stopped by Ctrl-C; stop sequence failed (ramp broken); disarmed"
     log = read_log(log_path)
     assert log.events[-1]["kind"] == "disarmed" and log.end["reason"] == "interrupted"
+
+
+@pytest.mark.parametrize(("step", "message"), [
+    ("check_start", "stopped by SIGTERM before arming; the bench was not armed"),
+    ("arm", "stopped by SIGTERM; disarmed (no setpoint had been sent)"),
+])
+def test_the_command_reports_a_sigterm_around_arm(setpoint_file, tmp_path, monkeypatch, step,
+                                                  message):
+    """`bemore drive` itself: SIGTERM just before or just after ARM is a stop (exit 1) with
+    nothing streamed, and the summary line says what it can (no timing before the stream)."""
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    original = getattr(Session, step)
+
+    def then_signal(self, *args):
+        original(self, *args)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(Session, step, then_signal)
+    log = tmp_path / "session.jsonl"
+    try:
+        result = CliRunner().invoke(cli, ["drive", str(setpoint_file), "--log", str(log),
+                                          "--no-view"])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("sent 0 setpoints, received ")
+    assert lines[0].endswith(" 0 sequence gaps, 0 bad frames")
+    assert lines[-1] == message
+    assert read_log(log).end["reason"] == "interrupted"
