@@ -18,8 +18,9 @@ from bemore import __version__
 from bemore.errors import BemoreError
 
 # The capabilities' commands in the coach's workflow order (the order `bemore --help` lists them:
-# look at the recording, identify, synthesize, drive, replay; then the whole-squad batch and the
-# model tool; `config` follows): name → (module, attribute, one-line summary for `bemore --help`).
+# look at the recording, identify, synthesize, drive, replay; then the whole-squad batch, the
+# model tool and the records; `config` follows): name → (module, attribute, one-line summary for
+# `bemore --help`).
 # A command's module is imported only when that command runs, so that `bemore --help` and each
 # command start without the others' heavy imports (numba kernels, scipy.signal, matplotlib).
 # Register a command here only once it really works; tests/test_bemore_cli.py checks each summary
@@ -32,7 +33,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "synthesize": ("bemore.synthesis.cli", "synthesize_command",
                    "Synthesize the optimal shoulder gesture of a clear hip circle and its bench "
                    "setpoints."),
-    "drive": ("controller.cli", "drive_command",
+    "drive": ("bemore.records.drive", "drive_command",
               "Stream a gesture to the bench, safely, and log the session."),
     "replay": ("controller.cli", "replay_command",
                "Summarise a session log; plot it; stream it again."),
@@ -41,6 +42,21 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "resumably."),
     "simulate": ("bemore.model.cli", "simulate_command",
                  "Simulate a gymnast model along a driven motion, from spring equilibrium."),
+    # The coach's records (docs/records.md): the squad, the season, the database file.
+    "athlete": ("bemore.records.cli", "athlete_group",
+                "The squad's athletes: add, list, show, edit (a body mass is a dated series)."),
+    "import": ("bemore.records.cli", "import_command",
+               "Register existing output folders and session logs in the records."),
+    "history": ("bemore.records.cli", "history_command",
+                "An athlete's season: parameters with standard errors, gestures, bench sessions."),
+    "squad": ("bemore.records.cli", "squad_command",
+              "One line per athlete: last trial, model age, gesture current or stale, last "
+              "session."),
+    "export": ("bemore.records.cli", "export_command",
+               "Export the records: a folder of CSV files, or one JSON file (OUT ending in "
+               ".json)."),
+    "db": ("bemore.records.cli", "db_group",
+           "The records database file: where it is, its schema version, an online backup."),
 }
 
 

@@ -6,6 +6,10 @@ naming the file and the key. The athlete's limits — peak shoulder torque and s
 range — belong here, not to the bench: the bench file holds only what the machine can do.
 
 Without a profile, :data:`DEFAULT_PROFILE` is used (documented below with its source).
+
+A squad's profiles can also live in the coach's records (docs/records.md): ``--athlete NAME``
+takes her profile from the database (:meth:`bemore.records.store.AthleteRecord.to_profile`, her
+latest body mass), with the same bounds as :class:`ProfileFile`.
 """
 
 from __future__ import annotations

@@ -71,6 +71,13 @@ from bemore.optimize.driver import ALGORITHMS
     help="Evaluate populations on the Dask scheduler at ADDRESS (tcp://host:8786); "
     "default: in this process.",
 )
+@click.option("--athlete", default=None, metavar="NAME",
+              help="The athlete in the records database: her profile (body mass) instead of "
+              "--profile, and this run recorded under her name (trial and configs read, "
+              "athlete.json written, with hashes; docs/records.md).")
+@click.option("--db", "db_path", type=click.Path(path_type=Path), default=None, metavar="PATH",
+              help="Records database for --athlete (default: $BEMORE_DB, else "
+              "$XDG_DATA_HOME/bemore/records.sqlite).")
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
 def identify_command(
     trial: Path,
@@ -87,6 +94,8 @@ def identify_command(
     seed: int | None,
     workers: int | None,
     dask_address: str | None,
+    athlete: str | None,
+    db_path: Path | None,
     out: Path,
 ) -> None:
     """Identify the gymnast model (twelve parameters) from a motion-capture trial.
@@ -97,7 +106,8 @@ def identify_command(
             body mass and to the segment lengths her trial shows), --profile FILE (her body
             mass), configs/trial.toml and configs/markerset.toml (trial preparation).
     Writes: OUT/athlete.json (parameters, fit, identifiability, run record), OUT/convergence.csv,
-            OUT/summary.txt, OUT/trajectories.png, OUT/stick_figures.png, OUT/convergence.png.
+            OUT/summary.txt, OUT/trajectories.png, OUT/stick_figures.png, OUT/convergence.png;
+            with --athlete, the run in the records (trial and athlete.json with their hashes).
     Defaults: the seed protocol (Grey Wolf Optimizer, 200 wolves, 50 iterations), evaluated in
     this process on all cores; --dask ADDRESS evaluates the populations on a Dask cluster.
     A least-squares polish follows (--no-polish: the seed protocol alone). The fit is judged
@@ -118,6 +128,16 @@ def identify_command(
     identification = load_identification(config_path)
     gymnast = load_gymnast()
     athlete_profile = None
+    records = None
+    if athlete is not None:
+        from bemore.records import open_athlete
+        from bemore.records.store import utc_now
+
+        started_utc = utc_now()
+        records, athlete_record = open_athlete(athlete, db_path, profile)
+        athlete_profile = athlete_record.to_profile()
+        if body_mass_kg is None:
+            body_mass_kg = athlete_profile.body_mass_kg
     if profile is not None:
         from bemore.profile import load_profile
 
@@ -172,6 +192,20 @@ def identify_command(
     click.echo(f"wrote {out}/athlete.json, convergence.csv, summary.txt; plotting…")
     write_plots(out, outcome, problem, settings)
     click.echo(f"wrote {out}/trajectories.png, stick_figures.png, convergence.png")
+    if records is not None:
+        from bemore.records.register import register_identify
+
+        verdict = ("interrupted" if outcome.interrupted else
+                   "poor" if outcome.verdict is not None and outcome.verdict.poor else "good")
+        register_identify(records, athlete_record.name, started_utc, trial, out,
+                          {"algorithm": settings.algorithm, "pack": settings.pack,
+                           "iterations": settings.iterations, "seed": settings.seed,
+                           "polish": settings.polish, "model": model_name,
+                           "body_mass_kg": body_mass_kg},
+                          {key: config_record[key] for key in
+                           ("identification", "gymnast", "trial", "markerset")}, verdict)
+        click.echo(f"recorded in the records: {athlete_record.name}, model of "
+                   f"{trial} ({verdict} fit)")
     if outcome.interrupted:
         sys.exit(1)
     if outcome.verdict is not None and outcome.verdict.poor:

@@ -206,6 +206,24 @@ def difference_sentence(
     "default: in this process.",
 )
 @click.option(
+    "--athlete",
+    "athlete_name",
+    default=None,
+    metavar="NAME",
+    help="The athlete in the records database: her profile (limits) instead of --profile, "
+    "her latest identified model when ATHLETE_JSON is not given, and this run recorded under "
+    "her name (docs/records.md).",
+)
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="PATH",
+    help="Records database for --athlete (default: $BEMORE_DB, else "
+    "$XDG_DATA_HOME/bemore/records.sqlite).",
+)
+@click.option(
     "--out",
     "out_dir",
     required=True,
@@ -229,13 +247,16 @@ def synthesize_command(
     accept_poor_fit: bool,
     no_animation: bool,
     dask_address: str | None,
+    athlete_name: str | None,
+    db_path: Path | None,
     out_dir: Path,
 ) -> None:
     """Synthesize the optimal shoulder gesture of a clear hip circle and its bench setpoints.
 
     \b
-    Reads:  ATHLETE_JSON (written by `bemore identify`; without it, the seed's identified
-            values), configs/synthesis.toml (bounds, constraints, solver) or --config,
+    Reads:  ATHLETE_JSON (written by `bemore identify`; without it, with --athlete NAME her
+            latest model in the records, else the seed's identified values),
+            configs/synthesis.toml (bounds, constraints, solver) or --config,
             configs/identification.toml (parameter names and defaults).
     Writes: OUT/gesture.json (design, objective, constraints, evaluations, elapsed_s, inputs),
             OUT/profiles.csv (1 kHz: angle, velocity, acceleration, jerk, torques, rotation,
@@ -244,12 +265,15 @@ def synthesize_command(
             console give the bench requirements: peak/RMS torque, torque rate, velocity and
             power per shoulder against configs/bench.toml and the athlete profile, and the
             modes, loads and speeds that pass (as `bemore drive --plan`).
+            With --athlete, the run in the records (athlete.json read, gesture.json and
+            setpoints.csv written, with their hashes).
             Exit code 1 if no feasible gesture exists (setpoints not written); with
             --torque-limit, one line then gives the lowest peak reachable within the bounds.
     Example:
         bemore synthesize out/identify/athlete.json --out out/gesture
     """
     # The engine (numba) loads only when the command runs, not for `bemore --help`.
+    from bemore.paths import default_config
     from bemore.profile import DEFAULT_PROFILE, load_profile
     from bemore.settings import load_bench
     from bemore.synthesis.outputs import (
@@ -262,9 +286,20 @@ def synthesize_command(
     )
     from bemore.synthesis.synthesize import SynthesisOptions, synthesize
 
+    records = None
+    if athlete_name is not None:
+        from bemore.records import open_athlete
+        from bemore.records.store import latest_model_file, utc_now
+
+        started_utc = utc_now()
+        records, athlete_record = open_athlete(athlete_name, db_path, profile_path)
+        if athlete_json is None:
+            athlete_json = latest_model_file(records, athlete_record.name)
     synthesis = load_synthesis(config_path)
     identification = load_identification()
     profile = load_profile(profile_path) if profile_path else DEFAULT_PROFILE
+    if records is not None:
+        profile = athlete_record.to_profile()
     bench = load_bench(bench_config)
     athlete = (
         load_athlete(athlete_json, identification, accept_poor_fit)
@@ -334,8 +369,25 @@ def synthesize_command(
     for line in summary_lines(result, seed_result, seed_rotation, bounds):
         click.echo(line)
     click.echo(difference_sentence(result, seed_result, seed_rotation, seed_objective))
+    def record(outcome: str) -> None:
+        """With --athlete: the run in the records (what it read and wrote, with hashes)."""
+        if records is None:
+            return
+        from bemore.records.register import register_synthesis
+
+        register_synthesis(
+            records, athlete_record.name, started_utc, athlete_json, out_dir,
+            {"method": options.method, "objective": options.objective, "starts": options.starts,
+             "seed": options.seed, "free_midpoints": free_midpoints,
+             "start_rate_deg_s": start_rate_deg_s, "torque_limit_nm": options.torque_limit_nm,
+             "segments": segments, "accept_poor_fit": accept_poor_fit},
+            {"synthesis": str(config_path or default_config("synthesis.toml")),
+             "bench": str(bench_config or default_config("bench.toml"))}, outcome)
+        click.echo(f"recorded in the records: {athlete_record.name}, {outcome} gesture")
+
     if not result.feasible:
         write_gesture_json(out_dir / "gesture.json", result)
+        record("infeasible")
         failing = [s for s in result.constraints if not s.satisfied]
         for status in failing:
             allowed = (
@@ -384,6 +436,7 @@ def synthesize_command(
         profile,
     )
     write_gesture_json(out_dir / "gesture.json", result)
+    record("feasible")
     click.echo(f"{result.message}")
     for line in requirement_lines(result.bench_requirements):
         click.echo(line)

@@ -1,0 +1,29 @@
+"""The coach's records: athletes, trials, models, gestures and bench sessions over a season.
+
+An embedded SQLite database (docs/records.md): :mod:`bemore.records.db` opens and migrates it,
+:mod:`bemore.records.store` is the repository API, :mod:`bemore.records.register` records the
+runs of the commands and imports existing outputs, :mod:`bemore.records.history` reads a season
+back, :mod:`bemore.records.cli` holds the commands. Every command still works from files alone;
+the records are used when a command is given ``--athlete NAME``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from bemore.errors import ConfigError
+
+
+def open_athlete(name: str, db_path: str | Path | None, profile: object | None = None
+                 ) -> tuple[sqlite3.Connection, object]:
+    """(connection, :class:`~bemore.records.store.AthleteRecord`) for ``--athlete NAME``:
+    opened before a command runs, so that a bad database or an unknown athlete is one line
+    before any work. ``profile`` is the command's ``--profile``: both at once is refused."""
+    from bemore.records.db import connect
+    from bemore.records.store import get_athlete
+
+    if profile is not None:
+        raise ConfigError("--athlete and --profile both give her profile: use one of them")
+    connection = connect(db_path)
+    return connection, get_athlete(connection, name)
