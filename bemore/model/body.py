@@ -6,8 +6,9 @@ table (``configs/gymnast.toml``: the seed gymnast, de Leva / Davidson) scaled to
 OpenSim's "scale, then fit":
 
 * **masses**: each segment keeps the table's fraction of the body mass (the athlete's
-  ``body_mass_kg``, or the table's own total when not given). ``athlete.mass`` is a parameter and
-  the trunk-mass parameter of the identification moves mass between trunk and thighs only;
+  ``body_mass_kg``, or the table's own total when not given; the segments' masses carry it,
+  there is no body-mass parameter) and the trunk-mass parameter of the identification moves
+  mass between trunk and thighs only;
 * **lengths**: the athlete's own (measured on her trial's joint centres, or given in her
   profile), the table's where neither says. The trunk's shoulder-to-hip length is not seen (the
   shoulder joint is hidden in the shoulder springs): the trial shows the neck-to-hip distance,
@@ -21,7 +22,7 @@ OpenSim's "scale, then fit":
   (m², about the centre of mass) and multiplies it by the segment's mass, so that an identified
   trunk mass carries its inertia with it.
 
-Names of the parameters: ``athlete.mass``; ``<segment>.mass`` of the segments whose mass is not
+Names of the parameters: ``<segment>.mass`` of the segments whose mass is not
 identified and ``trunk_thighs.mass`` (the thighs get it minus ``trunk.mass``);
 ``<segment>.length``; ``<segment>.com`` (from the bar-side joint) of the segments whose centre of
 mass is not identified; ``<segment>.gyration_sq`` (the trunk's and thighs' too);
@@ -88,13 +89,14 @@ def body_parameters(segments: Mapping[str, SegmentRow], body_mass_kg: float | No
     >>> table = {"shank": Row(mass_kg=1.0, inertia_kgm2=0.02, length_m=0.4,
     ...                       com_from_proximal_m=0.16, count=2)}
     >>> values = body_parameters(table, 2.4, {"shank": 0.428})
-    >>> values["athlete.mass"], values["shank.length"]
+    >>> values["shank.mass"], values["shank.length"]
     (2.4, 0.428)
     >>> round(values["shank.gyration_sq"] / (0.02 / 2.0), 4)    # (0.428 / 0.4)²
     1.1449
     """
     lengths = dict(lengths_m or {})
-    values = {"athlete.mass": float(body_mass_kg or table_mass_kg(segments))}
+    mass = float(body_mass_kg or table_mass_kg(segments))
+    values: dict[str, float] = {}
     fractions = mass_fractions(segments)
     for name in LENGTH_SEGMENTS:
         if name in segments:
@@ -102,12 +104,11 @@ def body_parameters(segments: Mapping[str, SegmentRow], body_mass_kg: float | No
     for name in TABLE_SEGMENTS:
         if name in segments:
             row = segments[name]
-            values[f"{name}.mass"] = fractions[name] * values["athlete.mass"]
+            values[f"{name}.mass"] = fractions[name] * mass
             values[f"{name}.com"] = row.com_from_proximal_m / row.length_m * values[
                 f"{name}.length"]
     if "trunk" in segments and "thigh" in segments:
-        values["trunk_thighs.mass"] = (fractions["trunk"] + fractions["thigh"]) * values[
-            "athlete.mass"]
+        values["trunk_thighs.mass"] = (fractions["trunk"] + fractions["thigh"]) * mass
     if "trunk" in segments:
         values["trunk.neck_to_hip"] = float(lengths.get("trunk.neck_to_hip",
                                                         segments["trunk"].length_m))
