@@ -42,13 +42,20 @@ def plan_window(setpoints: str | Path, bench: Bench | None = None,
 
 def _print_result(result) -> None:
     timing = result.timing
-    click.echo(f"sent {result.sent} setpoints, received {result.telemetry} telemetry frames; "
+    counts = f"sent {result.sent} setpoints, received {result.telemetry} telemetry frames"
+    monitors = result.monitors
+    link = (f"; the firmware's counters: {monitors['seq_gaps']} sequence gaps, "
+            f"{monitors['bad_frames']} bad frames" if monitors else "")
+    if not timing:  # stopped before anything was streamed
+        click.echo(counts + link)
+        return
+    click.echo(f"{counts}; "
                f"period error p50 {timing['period_error_p50_ms']:.3f} ms, p99 "
                f"{timing['period_error_p99_ms']:.3f} ms, max {timing['period_error_max_ms']:.3f} "
                f"ms; deadline misses: {result.firmware_late} at the firmware (after their due "
                f"tick), {timing['deadline_misses']} by the host (sends > "
                f"{timing['miss_threshold_ms']:g} ms late); {timing['late_sends']} sends more "
-               "than a period late")
+               f"than a period late{link}")
 
 
 def _run(run, log: Path, window=None) -> None:
@@ -114,11 +121,17 @@ def _run(run, log: Path, window=None) -> None:
 @click.option("--no-view", is_flag=True, help="No live view (plain output).")
 @click.option("--dump", type=click.Path(path_type=Path), default=None,
               help="Also record every byte on the link (decode: bemore replay DUMP).")
+@click.option("--sim-fault", "sim_fault", default=None, metavar="KEY=VALUE[,...]",
+              help="Dry run: start the simulated bench with faults: drop, corrupt (per byte), "
+                   "direction (rx|tx|both), delay_ms, stall_at_ms + stall_ms, reset_at_ms, seed.")
+@click.option("--sim-inject", "sim_inject", multiple=True, metavar="SECONDS:COMMAND",
+              help="Dry run: inject a fault SECONDS after arming: 'estop on', 'driver on', "
+                   "'stall MS', 'reset', 'drop P', 'corrupt P', 'delay MS' (repeatable).")
 def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
                   load_pct: float | None, speed: float, profile_path: Path | None, reps: int,
                   rest_s: float, rate_hz: float | None, log: Path | None,
                   bench_config: Path | None, clear_fault: bool, no_view: bool,
-                  dump: Path | None) -> None:
+                  dump: Path | None, sim_fault: str | None, sim_inject: tuple[str, ...]) -> None:
     """Stream a gesture to the bench, safely, and log the session.
 
     \b
@@ -132,7 +145,8 @@ def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
     firmware's limits before arming; a refusal prints the violations and the feasible window
     (what would pass), which --plan prints without arming.
     Ctrl-C or q: controlled stop (ramp down, disarm; exit 1); e or space: E-STOP.
-    Without --port, the simulated bench is started (a dry run).
+    Without --port, the simulated bench is started (a dry run); --sim-fault and --sim-inject
+    rehearse a fault on it, e.g. --sim-inject '0.8:driver on'.
     Exit codes: 0 completed, 1 stopped by the operator, 2 refused (data/config), 3 bench fault.
     Examples:
         bemore drive out/gesture/setpoints.csv --plan
@@ -140,11 +154,15 @@ def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
             --log out/session.jsonl
     """
     from controller.drive import drive
+    from controller.simbench import SimFaults, parse_injection
 
+    faults = SimFaults.parse(sim_fault) if sim_fault is not None else None
+    injections = [parse_injection(text) for text in sim_inject]
     bench = load_bench(bench_config)
     athlete = load_profile(profile_path) if profile_path else DEFAULT_PROFILE
     source = str(bench_config) if bench_config else "bench.toml"
-    template = ModeSettings(reps=reps, rest_s=rest_s, rate_hz=rate_hz or bench.streaming.rate_hz,
+    template = ModeSettings(reps=reps, rest_s=rest_s,
+                            rate_hz=bench.streaming.rate_hz if rate_hz is None else rate_hz,
                             ramp_down_s=bench.streaming.ramp_down_s)
 
     def window() -> str:
@@ -163,8 +181,8 @@ def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
     if not no_view:
         from controller.liveview import live_view as view
     _run(lambda: drive(setpoints, log, settings, port=port, bench=bench,
-                       clear_fault=clear_fault, view=view, dump=dump, athlete=athlete), log,
-         window)
+                       clear_fault=clear_fault, view=view, dump=dump, athlete=athlete,
+                       sim_faults=faults, sim_inject=injections), log, window)
 
 
 @click.command("replay")

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from bemore.errors import BenchError
+from bemore.errors import BenchError, ConfigError
 from bemore.profile import DEFAULT_PROFILE, AthleteProfile
 from bemore.settings import Bench, load_bench
 from controller.dump import DumpWriter
@@ -20,22 +21,24 @@ from controller.log import LogWriter
 from controller.modes import ModeSettings, Plan, build_plan
 from controller.preflight import require_clear
 from controller.scheduler import REALTIME_PRIORITY, other_cpus, pinned, realtime_priority
-from controller.session import Session, SessionResult
+from controller.session import Session, SessionResult, check_stream_settings
 from controller.setpoints import Gesture, read_setpoints
 
 
 @contextlib.contextmanager
 def bench_port(port: str | None, load: tuple[Plan, float] | None = None,
-               ramp_down_s: float = 0.3) -> Iterator[tuple[str, object | None]]:
+               ramp_down_s: float = 0.3, faults=None) -> Iterator[tuple[str, object | None]]:
     """Yield (port, simulated bench or None): ``port`` itself, or a fresh simulated bench
-    carrying ``load`` = (plan, athlete's share): the gesture's load and the simulated athlete."""
+    carrying ``load`` = (plan, athlete's share): the gesture's load and the simulated athlete,
+    with the start-up fault injection ``faults`` (a :class:`controller.simbench.SimFaults`)."""
     if port is not None:
         yield port, None
         return
     from controller.simbench import start_simulated_bench
 
     # the simulated bench stands in for a microcontroller: give it real-time priority too
-    with start_simulated_bench(load=load, ramp_down_s=ramp_down_s) as simulated, realtime_priority(
+    with start_simulated_bench(load=load, ramp_down_s=ramp_down_s,
+                               faults=faults) as simulated, realtime_priority(
             simulated.process.pid, REALTIME_PRIORITY + 1), pinned(other_cpus(),
                                                                   simulated.process.pid):
         yield simulated.port, simulated
@@ -51,6 +54,8 @@ def drive(
     view: Callable[[Session], contextlib.AbstractContextManager] | None = None,
     plan: Plan | None = None,
     dump: str | Path | None = None,
+    sim_faults=None,
+    sim_inject: Sequence[tuple[float, str]] = (),
     athlete: AthleteProfile | None = None,
 ) -> SessionResult:
     """Drive the bench through the gesture of ``setpoints``; the session is logged to ``log_path``.
@@ -59,19 +64,28 @@ def drive(
     ``athlete`` is her profile (her limits; default: the documented default athlete).
     ``view(session)`` is a context manager open from before arming to the end of the stream
     (the live view). ``plan`` replaces the plan built from the gesture (``replay --stream``).
-    ``dump`` also records every byte on the link (``controller.dump``).
+    ``dump`` also records every byte on the link (``controller.dump``). A dry run (no ``port``)
+    can rehearse a fault: ``sim_faults`` (:class:`controller.simbench.SimFaults`) from the start,
+    ``sim_inject`` [(seconds after ARM, command)] at run time (``SimulatedBench.command``).
     Raises PreflightError (before connecting, or before arming once the firmware's limits are
-    known) and BenchError when the bench cannot be reached or armed.
+    known), ConfigError (a rate or lead the watchdog or the firmware's queue cannot take, before
+    connecting) and BenchError when the bench cannot be reached or refuses to arm. From ARM on
+    nothing is raised: every end (signal, exception, stop) goes through the stop sequence and is
+    returned as a :class:`SessionResult` (:meth:`Session.run`); Ctrl-C and SIGTERM request a
+    controlled stop from the connection on.
     """
     bench = bench or load_bench()
+    if port is not None and (sim_faults is not None or sim_inject):
+        raise ConfigError("fault injection rehearses on the simulated bench: drop --port")
     athlete = athlete or DEFAULT_PROFILE
     gesture = setpoints if isinstance(setpoints, Gesture) else read_setpoints(setpoints)
     if settings is None:
         settings = ModeSettings(rate_hz=bench.streaming.rate_hz,
                                 ramp_down_s=bench.streaming.ramp_down_s)
     plan = plan if plan is not None else build_plan(gesture, settings)
+    check_stream_settings(plan.rate_hz, bench)
     require_clear(gesture, plan, bench, torque_gain=settings.torque_gain, athlete=athlete)
-    with bench_port(port, (plan, settings.athlete_share), settings.ramp_down_s) as (
+    with bench_port(port, (plan, settings.athlete_share), settings.ramp_down_s, sim_faults) as (
             device, simulated):
         header = session_header(gesture, settings, bench, device, simulated is not None)
         header["athlete_profile"] = athlete.to_dict()
@@ -84,13 +98,14 @@ def drive(
                 closing.callback(dump_writer.close)
             session = Session(device, bench, log, settings, dump=dump_writer, athlete=athlete)
             try:
-                session.connect(clear_fault=clear_fault)
-                require_clear(gesture, plan, bench, session.firmware,
-                              torque_gain=settings.torque_gain, athlete=athlete)
-                session.check_start(plan)
-                with view(session) if view is not None else contextlib.nullcontext():
-                    session.arm()
-                    result = session.stream(plan)
+                with session.signals():
+                    session.connect(clear_fault=clear_fault)
+                    require_clear(gesture, plan, bench, session.firmware,
+                                  torque_gain=settings.torque_gain, athlete=athlete)
+                    session.check_start(plan)
+                    with (view(session) if view is not None else contextlib.nullcontext(),
+                          _injecting(simulated, sim_inject)):
+                        result = session.run(plan)
             except BenchError as error:
                 log.event("error", str(error))
                 raise
@@ -100,6 +115,22 @@ def drive(
             # the stream ended (DISARM's confirmation), so the summary counts what replay counts
             result.telemetry, result.firmware_late = session.counts()
             return result
+
+
+@contextlib.contextmanager
+def _injecting(simulated, injections: Sequence[tuple[float, str]]) -> Iterator[None]:
+    """Run each (seconds, command) fault injection on the simulated bench that long from now
+    (just before ARM); pending ones are cancelled at the end."""
+    timers = [threading.Timer(at_s, simulated.command, (command,))
+              for at_s, command in injections]
+    for timer in timers:
+        timer.daemon = True
+        timer.start()
+    try:
+        yield
+    finally:
+        for timer in timers:
+            timer.cancel()
 
 
 def session_header(gesture: Gesture, settings: ModeSettings, bench: Bench, port: str,

@@ -124,8 +124,7 @@ class Link:
 
     def request(self, name: str, reply: str, timeout_s: float = 0.5, **fields: int) -> Message:
         """Send ``name`` and wait for its ``reply`` (ACK matched by sequence number)."""
-        while not self._replies.empty():
-            self._replies.get_nowait()  # answers to earlier, abandoned requests
+        self.drop_replies()
         seq, _ = self.send(name, **fields)
         deadline = time.perf_counter() + timeout_s
         while True:
@@ -142,6 +141,21 @@ class Link:
             if reply == "ACK" and message.fields["acked_seq"] != seq:
                 continue
             return message
+
+    def drop_replies(self) -> None:
+        """Forget the replies received so far (answers to earlier, abandoned requests)."""
+        while not self._replies.empty():
+            self._replies.get_nowait()
+
+    def next_reply(self, timeout_s: float) -> Message | None:
+        """The next reply (ACK, HELLO_REPLY) received, waiting at most ``timeout_s`` s; None
+        if none came (or the link is lost)."""
+        if self.lost:
+            return None
+        try:
+            return self._replies.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
 
     def close(self) -> None:
         """Stop the reader and close the port (idempotent)."""

@@ -17,12 +17,21 @@ Every end of a stream is one of these, each logged as an event and returned in a
   telemetry says so): it is disarmed, zero torque;
 * ``fault`` — the firmware latched a fault: it ramps its torque to zero by itself, the host
   stops sending;
-* ``link lost`` — nothing can be sent: the firmware watchdog ramps the torque to zero and
-  disarms within ``watchdog_ms``.
+* ``link lost`` — nothing can be sent: the firmware watchdog trips within ``watchdog_ms``
+  (fault WATCHDOG latched, the torque ramps to zero);
+* ``late setpoints``, ``sequence gaps``, ``limit flags`` — the firmware's counters (telemetry)
+  passed their budget (:data:`LATE_FRACTION` over :data:`LATE_WINDOW_S`, :data:`SEQ_GAP_BUDGET`,
+  :data:`LIMIT_FLAG_BUDGETS`): controlled stop.
+
+:meth:`Session.run` is the guard from ARM to the end: every exception, signal or early return
+after ARM goes through the stop sequence (ramp if streaming, else DISARM) and the log's ``stop``
+and ``end`` records. Every check that can be made before ARM (:func:`check_stream_settings`,
+the pre-flight, the start position) is made before it.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import math
@@ -32,7 +41,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 
-from bemore.errors import BenchError
+from bemore.errors import BenchError, ConfigError
 from bemore.profile import DEFAULT_PROFILE, AthleteProfile
 from bemore.settings import Bench
 from controller.dump import DumpWriter
@@ -55,6 +64,25 @@ TELEMETRY_PERIOD_MS = 5
 DRAIN_MARGIN_S = 0.015
 TELEMETRY_TIMEOUT_S = 0.1  # no telemetry for this long while streaming stops the session
 BAD_FRAME_BUDGET = 20  # frames lost on the link (either way) tolerated in one session
+# The firmware's counters, over one session (telemetry): more than this stops it (controlled stop).
+# Setpoints that reached the firmware after their due tick: more than this fraction of those sent
+# over the last LATE_WINDOW_S is a link or host persistently slower than the lead (a 30 ms delay
+# makes them all late); a single host stall (tens of late ones in a burst, then on time) is not.
+LATE_WINDOW_S = 0.5
+LATE_FRACTION = 0.5
+SEQ_GAP_BUDGET = 20  # host frames that never reached the firmware (missing sequence numbers)
+# Telemetry frames carrying a limit flag tolerated in one session: the refusal, clamp and cut-off
+# flags mean the firmware overrode the plan (a pre-flighted plan never needs it). Not stop
+# criteria: SLEW_LIMITED (the feedback's steps between setpoints, every period below 1 kHz, and
+# fast transients meet the slew limit routinely; it delays the torque by a tick or two) and
+# FEEDFORWARD_DROPPED (the host fell behind by more than the lead: the late-setpoint monitor
+# judges that).
+LIMIT_FLAG_BUDGETS = {"POSITION_REFUSED": 0, "VELOCITY_REFUSED": 0, "TORQUE_REFUSED": 0,
+                      "TORQUE_CLAMPED": 0, "SPEED_LIMITED": 2, "RANGE_LIMITED": 2}
+# The stop sequence: DISARM is sent again every watchdog_ms / DISARM_ATTEMPTS until an ACK (of any
+# attempt) or telemetry shows the bench disarmed, with a HEARTBEAT every STOP_HEARTBEAT_S between.
+DISARM_ATTEMPTS = 4
+STOP_HEARTBEAT_S = 0.005
 START_DELAY_NS = 5_000_000  # the first setpoint leaves this long after the stream starts
 SWITCH_INTERVAL_S = 1e-4  # GIL hand-over while streaming, so the reader never waits 5 ms
 COMMANDED_RING = 2048  # ms of commanded positions kept for the tracking monitor (> watchdog)
@@ -75,6 +103,7 @@ class SessionResult:
     exit_code: int
     firmware: dict = field(default_factory=dict)
     firmware_late: int = -1  # setpoints that reached the firmware after their due tick (-1: ?)
+    monitors: dict = field(default_factory=dict)  # the firmware's counters over the session
 
     @property
     def ok(self) -> bool:
@@ -112,6 +141,26 @@ class StopRequestedError(Exception):
     """Raised inside the stream loop to leave it with a reason."""
 
 
+def check_stream_settings(rate_hz: float, bench: Bench) -> None:
+    """Refuse (ConfigError) a rate that would starve the watchdog, or a lead at that rate that
+    would overflow the firmware's setpoint queue; ``rate_hz`` in Hz. Needs no bench: called
+    before anything is started."""
+    spec = load_spec()
+    watchdog_ms = float(bench.streaming.watchdog_ms)
+    lead_ms = int(bench.streaming.lead_ms)
+    period_ms = 1000.0 / rate_hz
+    if period_ms > watchdog_ms / 2:
+        raise ConfigError(f"rate {rate_hz:g} Hz: one setpoint every {period_ms:g} ms would "
+                          f"starve the {watchdog_ms:g} ms watchdog (bench.toml [streaming] "
+                          f"watchdog_ms); use at least {2000 / watchdog_ms:g} Hz")
+    queued = math.ceil(lead_ms / period_ms) + 2  # in the firmware's queue at most
+    depth = int(spec.limits["setpoint_queue"])
+    if queued > depth:
+        raise ConfigError(f"bench.toml [streaming] lead_ms = {lead_ms}: at {rate_hz:g} Hz up "
+                          f"to {queued} setpoints would wait in the firmware's queue of "
+                          f"{depth}; lower lead_ms or the rate")
+
+
 class Session:
     """A session on one bench port (see the module docstring for the lifecycle)."""
 
@@ -143,7 +192,13 @@ class Session:
         self._ticks_seen = -1
         self._reset_seen = ""  # "mcu_ticks X after Y" once telemetry showed a restart
         self._hello_answered = False  # did the last reset probe get a HELLO_REPLY?
-        self._fault_baseline: tuple[int, int] | None = None
+        self._fault_baseline: tuple[int, int, int] | None = None  # bad, late, seq gaps
+        self._flag_counts: dict[str, int] = {}  # telemetry frames carrying each limit flag
+        # (receive time s, firmware's late count, setpoints sent) per telemetry frame, for the
+        # late-setpoint window
+        self._late_window: collections.deque[tuple[float, int, int]] = collections.deque()
+        self._signals_installed = False
+        self._arm_sent = False  # ARM went out: the bench may be armed until DISARM is confirmed
         self._commanded_time = [-1] * COMMANDED_RING
         self._commanded_position = [0] * COMMANDED_RING
         self._commanded_torque = [0] * COMMANDED_RING
@@ -211,29 +266,152 @@ class Session:
 
     def arm(self) -> None:
         """Arm the axis with the configured watchdog and lead; wait for telemetry showing ARMED."""
-        self._expect_ack("ARM", watchdog_ms=self.watchdog_ms, lead_ms=self.lead_ms)
+        self._arm_sent = True  # from here on, an unanswered ARM may have armed the bench
+        ack = self.link.request("ARM", "ACK", timeout_s=0.5, watchdog_ms=self.watchdog_ms,
+                                lead_ms=self.lead_ms)
+        result = self.spec.name_of("results", ack.fields["result"])
+        if result != "OK":
+            self._arm_sent = False  # refused: the bench stayed disarmed
+            raise BenchError(f"{self.port}: the bench refused ARM: {result}")
         self._armed = True
         self.log.event("armed", f"watchdog {self.watchdog_ms} ms, lead {self.lead_ms} ms")
         armed = self.spec.states["ARMED"]
         self._wait_telemetry(lambda m: m.fields["state"] == armed, 0.5, "telemetry showing ARMED",
                              heartbeat=True)
 
-    def disarm(self, attempts: int = 3) -> None:
-        """DISARM (zero torque at once); the bench must acknowledge (retried: it is idempotent)."""
-        for attempt in range(attempts):
-            try:
-                self._expect_ack("DISARM")
+    def disarm(self) -> None:
+        """DISARM (zero torque at once), confirmed by the bench, within the watchdog period.
+
+        DISARM is idempotent: it is sent again every ``watchdog_ms / DISARM_ATTEMPTS`` until an
+        ACK of any attempt, or a telemetry frame received after the first one showing DISARMED,
+        confirms it; a HEARTBEAT every :data:`STOP_HEARTBEAT_S` keeps the watchdog fed meanwhile.
+        Raises BenchError when it is refused (a fault latched) or not confirmed in time.
+        """
+        disarm_id = self.spec.messages["DISARM"].id
+        disarmed = self.spec.states["DISARMED"]
+        retry_s = self.watchdog_ms / 1000 / DISARM_ATTEMPTS
+        self.link.drop_replies()
+        sent: set[int] = set()
+        count = self._telemetry_count
+        start = time.perf_counter()
+        next_disarm = next_heartbeat = start
+        confirmed = ""
+        while not confirmed:
+            now = time.perf_counter()
+            if len(sent) >= DISARM_ATTEMPTS and now - start > DISARM_ATTEMPTS * retry_s:
                 break
-            except BenchError:
-                if attempt == attempts - 1 or self.link.lost:
-                    raise
+            if now >= next_disarm and len(sent) < DISARM_ATTEMPTS:
+                sent.add(self.link.send("DISARM")[0])
+                next_disarm, next_heartbeat = now + retry_s, now + STOP_HEARTBEAT_S
+            elif now >= next_heartbeat:
+                self.link.send("HEARTBEAT")
+                next_heartbeat = now + STOP_HEARTBEAT_S
+            reply = self.link.next_reply(min(STOP_HEARTBEAT_S, 0.002))
+            if (reply is not None and reply.name == "ACK" and reply.fields["acked_id"] == disarm_id
+                    and reply.fields["acked_seq"] in sent):
+                result = self.spec.name_of("results", reply.fields["result"])
+                if result != "OK":
+                    raise BenchError(f"{self.port}: the bench refused DISARM: {result}")
+                confirmed = "ACK"
+            latest = self._latest
+            if (not confirmed and self._telemetry_count > count and latest is not None
+                    and latest.fields["state"] == disarmed):
+                confirmed = "telemetry"
+        if not confirmed:
+            raise BenchError(f"{self.port}: DISARM sent {len(sent)} times over "
+                             f"{(time.perf_counter() - start) * 1000:.0f} ms, never confirmed")
         self._armed = False
-        self.log.event("disarmed", "bench disarmed by the host")
+        self._arm_sent = False
+        self.log.event("disarmed", "bench disarmed by the host", confirmed_by=confirmed,
+                       attempts=len(sent))
 
     def close(self) -> None:
         """Close the link (the log is closed by its owner)."""
         if self.link is not None:
             self.link.close()
+
+    # ------------------------------------------------------------------ the guard from ARM
+    @contextlib.contextmanager
+    def signals(self):
+        """Ctrl-C (SIGINT) and SIGTERM request a controlled stop while inside (main thread only;
+        nested uses are one)."""
+        if self._signals_installed or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum, frame):
+            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+            self.request_stop("interrupted", f"stopped by {name}")
+
+        previous = (signal.signal(signal.SIGINT, handler), signal.signal(signal.SIGTERM, handler))
+        self._signals_installed = True
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous[0])
+            signal.signal(signal.SIGTERM, previous[1])
+            self._signals_installed = False
+
+    def run(self, plan: Plan, scheduler: Scheduler | None = None) -> SessionResult:
+        """ARM, stream ``plan``, end: every way out after ARM goes through the stop sequence.
+
+        A stop asked for (signal, live view) before ARM returns without arming; after it, an
+        exception in :meth:`arm` or :meth:`stream` (or a stop asked for before the first
+        setpoint) ends with DISARM (a ramp if setpoints were sent), the log's ``stop`` and
+        ``end`` records, and a :class:`SessionResult` (exit code 3 for an error, 1 for a stop by
+        the operator). Call :func:`check_stream_settings` and the pre-flight before.
+        """
+        with self.signals():
+            if self._stop.is_set():
+                reason, message = self._stop_reason
+                message = f"{message} before arming; the bench was not armed"
+                self.log.event("stop", message, reason=reason)
+                self.log.end(reason, message=message, timing={}, sent=0,
+                             telemetry=self._telemetry_count)
+                return SessionResult(reason, message, 0, self._telemetry_count, {},
+                                     _exit_code(reason), self.firmware_info,
+                                     monitors=self._monitor_counts())
+            try:
+                self.arm()
+                return self.stream(plan, scheduler)
+            except BaseException as error:
+                if not (self._armed or self._arm_sent):
+                    raise
+                result = self._abort(error)
+                if not isinstance(error, Exception):
+                    raise
+                return result
+
+    def _abort(self, error: BaseException) -> SessionResult:
+        """Stop sequence after an exception between ARM and the end of a stream."""
+        with contextlib.suppress(Exception):
+            self.link.poll_mode(False)
+        reason = "link lost" if self.link.lost else "host error"
+        if isinstance(error, BenchError):
+            message = str(error)
+        else:
+            message = f"{type(error).__name__}: {error}".rstrip(": ")
+        if self._stop.is_set() and self._stop_reason[0] == "interrupted":
+            reason, message = self._stop_reason
+        self.log.event("stop", message, sync=False, reason=reason)
+        last = self._sent_fields[-1] if self._sent_fields else None
+        try:
+            reason, message = self._finish(reason, message, self.scheduler, last)
+        except Exception as again:  # the stop sequence itself failed: DISARM is the safe side
+            try:
+                self.disarm()
+                message = f"{message}; stop sequence failed ({again}); disarmed"
+            except Exception as last_error:  # nothing else can be tried
+                message = (f"{message}; stop sequence failed ({again}; {last_error}); the "
+                           f"firmware watchdog ({self.watchdog_ms} ms) trips; "
+                           f"{self._bench_state_now()}")
+        sent = len(self._sent_fields)
+        timing = self.scheduler.stats().to_dict() if self.scheduler is not None and sent else {}
+        self.log.end(reason, message=message, timing=timing, sent=sent,
+                     telemetry=self._telemetry_count, monitors=self._monitor_counts())
+        return SessionResult(reason, message, sent, self._telemetry_count, timing,
+                             _exit_code(reason), self.firmware_info, self._firmware_late(),
+                             self._monitor_counts())
 
     # ------------------------------------------------------------------ streaming
     def request_stop(self, reason: str, message: str) -> None:
@@ -248,23 +426,13 @@ class Session:
         ``scheduler`` replaces the absolute-time :class:`Scheduler` (the benchmark passes a
         naive sleep loop with the same interface to measure it in the same conditions).
         """
-        period_ms = 1000.0 / plan.rate_hz
-        if period_ms > self.watchdog_ms / 2:
-            raise BenchError(f"rate {plan.rate_hz:g} Hz: one setpoint every {period_ms:g} ms "
-                             f"would starve the {self.watchdog_ms} ms watchdog")
-        queued = math.ceil(self.lead_ms / period_ms) + 2  # in the firmware's queue at most
-        depth = int(self.spec.limits["setpoint_queue"])
-        if queued > depth:
-            raise BenchError(f"bench.toml [streaming] lead_ms = {self.lead_ms}: at "
-                             f"{plan.rate_hz:g} Hz up to {queued} setpoints would wait in the "
-                             f"firmware's queue of {depth}; lower lead_ms or the rate")
+        check_stream_settings(plan.rate_hz, self.bench)
         ramp_slots = math.ceil(self.settings.ramp_down_s * plan.rate_hz) + 1
         scheduler = scheduler or Scheduler(round(1e9 / plan.rate_hz),
                                            miss_threshold_ns(self.lead_ms * 1_000_000),
                                            capacity=len(plan) + ramp_slots)
         self.scheduler = scheduler
         scheduler.stats()  # the first call of numpy's percentile costs ~15 ms: not mid-stream
-        previous_handler = self._install_signal_handlers()
         previous_switch = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         collecting = gc.isenabled()
@@ -279,7 +447,7 @@ class Session:
         self._sent_fields = []
         sent = 0
         with contextlib.ExitStack() as restore:
-            restore.callback(self._restore_signal_handlers, previous_handler)
+            restore.enter_context(self.signals())
             restore.callback(sys.setswitchinterval, previous_switch)
             restore.callback(gc.unfreeze)
             if collecting:
@@ -333,9 +501,10 @@ class Session:
             reason, message = self._finish(reason, message, scheduler, last)
         timing = scheduler.stats()
         result = SessionResult(reason, message, sent, self._telemetry_count, timing.to_dict(),
-                               _exit_code(reason), self.firmware_info, self._firmware_late())
+                               _exit_code(reason), self.firmware_info, self._firmware_late(),
+                               self._monitor_counts())
         self.log.end(reason, message=message, timing=timing.to_dict(), sent=sent,
-                     telemetry=self._telemetry_count)
+                     telemetry=self._telemetry_count, monitors=result.monitors)
         return result
 
     def _after_send(self, k: int, seq: int, send_ns: int, fields: dict[str, int],
@@ -395,8 +564,8 @@ class Session:
 
         Returns the (possibly refined) reason and the full message.
         """
-        watchdog = f"the firmware watchdog ({self.watchdog_ms} ms) ramps the torque to zero and " \
-                   "disarms"
+        watchdog = f"the firmware watchdog ({self.watchdog_ms} ms) trips: fault WATCHDOG " \
+                   "latched, the torque ramps to zero"
         if reason == "link lost" or self.link.lost:
             return reason, f"{message}; {watchdog}"
         if reason == "firmware reset":
@@ -404,8 +573,11 @@ class Session:
             return reason, f"{message}: the bench restarted disarmed (zero torque)"
         if reason == "fault":
             self._armed = False
-            return reason, (f"{message}; the firmware ramps its torque to zero (fault latched, "
-                            "clear it with --clear-fault)")
+            # the e-stop input and a driver fault cut the torque at once; other faults ramp it
+            cut = self.status.fault in ("ESTOP_INPUT", "ESTOP_MESSAGE", "DRIVER")
+            action = "cut its torque at once" if cut else "ramps its torque to zero"
+            return reason, (f"{message}; the firmware {action} (fault latched, clear it with "
+                            "--clear-fault)")
         if reason == "estop":
             try:
                 self._expect_ack("ESTOP")
@@ -430,12 +602,12 @@ class Session:
                 self._wait_drained()
             self.disarm()
         except BenchError as error:
-            state = self.status.state
-            fault = f", fault {self.status.fault}" if self.status.fault != "NONE" else ""
-            return reason, (f"{message}; controlled stop failed ({error}); {watchdog} (bench "
-                            f"state {state}{fault})")
+            return reason, (f"{message}; controlled stop failed ({error}); {watchdog}; "
+                            f"{self._bench_state_now()}")
         if reason == "completed":
             return reason, f"{message}: ramped down and disarmed"
+        if not self._sent_fields:
+            return reason, f"{message}; disarmed (no setpoint had been sent)"
         if reason == "telemetry timeout":
             # the bench answers again: had it restarted while silent (its hardware watchdog resets
             # a firmware that stopped ticking)? Then the ramp went to a disarmed bench.
@@ -452,6 +624,24 @@ class Session:
                 return "firmware reset", f"{message}: the firmware reset ({restarted}) and " \
                        "restarted disarmed (zero torque)"
         return reason, f"{message}; ramped down over {self.settings.ramp_down_s:g} s and disarmed"
+
+    def _bench_state_now(self, timeout_s: float | None = None) -> str:
+        """The bench's state from the first telemetry frame received from now on (waiting up to
+        ``timeout_s``, default three telemetry periods), else the latest one with its age."""
+        timeout_s = 3 * self.telemetry_period_ms / 1000 if timeout_s is None else timeout_s
+        count, start = self._telemetry_count, time.perf_counter()
+        while self._telemetry_count == count and time.perf_counter() - start < timeout_s:
+            time.sleep(0.001)
+        latest = self._latest
+        if latest is None:
+            return "bench state unknown (no telemetry)"
+        state = self.spec.name_of("states", latest.fields["state"])
+        fault = self.spec.name_of("faults", latest.fields["fault"])
+        where = f"bench state {state}" + (f", fault {fault}" if fault != "NONE" else "")
+        if self._telemetry_count > count:
+            return f"{where} (telemetry now)"
+        age_ms = (time.perf_counter() - self._latest_perf) * 1000
+        return f"{where} (last telemetry, {age_ms:.0f} ms old)"
 
     def _probe_reset(self, timeout_s: float) -> str:
         """After silent telemetry: ask HELLO; a smaller mcu_ticks means the firmware restarted."""
@@ -526,6 +716,16 @@ class Session:
         except BenchError as error:
             self.log.event("not drained", str(error))
 
+    def _monitor_counts(self) -> dict:
+        """The firmware's counters over the session and the telemetry frames per limit flag."""
+        if self._fault_baseline is None or self._latest is None:
+            return {}
+        fields = self._latest.fields
+        return {"late_setpoints": (fields["late_setpoints"] - self._fault_baseline[1]) & 0xFFFF,
+                "seq_gaps": (fields["seq_gaps"] - self._fault_baseline[2]) & 0xFFFF,
+                "bad_frames": (fields["bad_frames"] - self._fault_baseline[0]) & 0xFFFF,
+                "limit_flag_frames": dict(self._flag_counts)}
+
     def counts(self) -> tuple[int, int]:
         """(telemetry frames received and logged, the firmware's late setpoints) so far; after
         :meth:`close` these are final and equal what ``bemore replay`` finds in the log."""
@@ -552,7 +752,8 @@ class Session:
                               f"{self._ticks_seen} to {fields['mcu_ticks']})")
         self._ticks_seen = fields["mcu_ticks"]
         if self._fault_baseline is None:
-            self._fault_baseline = (fields["bad_frames"], fields["late_setpoints"])
+            self._fault_baseline = (fields["bad_frames"], fields["late_setpoints"],
+                                    fields["seq_gaps"])
         self._latest, self._latest_perf = message, perf_s
         status = self.status
         status.measured_rad = fields["position_urad"] * 1e-6
@@ -587,6 +788,38 @@ class Session:
         if abs(status.measured_torque_nm) > torque_limit:
             self.request_stop("torque", f"measured torque {status.measured_torque_nm:.1f} N·m "
                               f"exceeds {torque_limit:g} N·m")
+        self._check_counters(fields, perf_s)
+
+    def _check_counters(self, fields: dict[str, int], perf_s: float) -> None:
+        """The firmware's late setpoints, sequence gaps and limit flags against their budgets."""
+        at = f"at t {fields['setpoint_time_ms'] / 1000:.3f} s"
+        late = (fields["late_setpoints"] - self._fault_baseline[1]) & 0xFFFF
+        window = self._late_window
+        window.append((perf_s, late, self.status.sent))
+        while window[0][0] < perf_s - LATE_WINDOW_S:
+            window.popleft()
+        late_recent = late - window[0][1]
+        sent_recent = self.status.sent - window[0][2]
+        if late_recent > LATE_FRACTION * max(sent_recent, 1) and late_recent >= 10:
+            self.request_stop("late setpoints", f"{late_recent} of the {sent_recent} setpoints "
+                              f"sent in the last {LATE_WINDOW_S:g} s reached the firmware after "
+                              f"their due tick ({late} in the session) {at}: link or host "
+                              "persistently slower than the lead")
+        gaps = (fields["seq_gaps"] - self._fault_baseline[2]) & 0xFFFF
+        if gaps > SEQ_GAP_BUDGET:
+            self.request_stop("sequence gaps", f"{gaps} host frames never reached the firmware "
+                              f"(budget {SEQ_GAP_BUDGET}) {at}: link unreliable")
+        flags = fields["limit_flags"]
+        if not flags:
+            return
+        for name, bit in self.spec.limit_flags.items():
+            if flags & bit:
+                count = self._flag_counts.get(name, 0) + 1
+                self._flag_counts[name] = count
+                if name in LIMIT_FLAG_BUDGETS and count > LIMIT_FLAG_BUDGETS[name]:
+                    self.request_stop("limit flags", f"the firmware limited the output "
+                                      f"({name}, in {count} telemetry frames; budget "
+                                      f"{LIMIT_FLAG_BUDGETS[name]}) {at}")
 
     # ------------------------------------------------------------------ helpers
     def _expect_ack(self, name: str, **fields: int) -> None:
@@ -611,26 +844,10 @@ class Session:
         raise BenchError(f"{self.port}: no {what} within {timeout_s} s"
                          + (f" (link lost: {self.link.lost_reason})" if self.link.lost else ""))
 
-    def _install_signal_handlers(self):
-        if threading.current_thread() is not threading.main_thread():
-            return None
-
-        def handler(signum, frame):
-            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-            self.request_stop("interrupted", f"stopped by {name}")
-
-        return (signal.signal(signal.SIGINT, handler), signal.signal(signal.SIGTERM, handler))
-
-    @staticmethod
-    def _restore_signal_handlers(previous) -> None:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous[0])
-            signal.signal(signal.SIGTERM, previous[1])
-
 
 def _exit_code(reason: str) -> int:
     """0 completed, 1 stopped by the operator, 3 any fault of the bench, link or host."""
     return {"completed": 0, "interrupted": 1}.get(reason, 3)
 
 
-__all__ = ["Session", "SessionResult", "Status", "TimingStats"]
+__all__ = ["Session", "SessionResult", "Status", "TimingStats", "check_stream_settings"]

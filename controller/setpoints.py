@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,11 +34,20 @@ REQUIRED_METADATA = (
     "peak_torque_nm",
     "athlete",
     "gesture",
+    "rows",
+    "duration_s",
+    "sha256",
 )
 # The declared peaks are rounded in the header; the data may exceed them by this much.
 PEAK_TOLERANCE = 0.01
 # Sample times may deviate from k / rate_hz by this fraction of a period (text rounding).
 TIME_TOLERANCE = 0.01
+
+
+def body_digest(body: str) -> str:
+    """SHA-256 (hex) of a setpoint file's body: the UTF-8 bytes from the CSV header line to the
+    end of the file, final newline included (``bemore.synthesis.outputs`` writes the same)."""
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -82,22 +92,57 @@ def read_setpoints(path: str | Path) -> Gesture:
     """Read and validate a setpoint file; any problem raises one DataError line."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise DataError(f"{path}: setpoint file not found") from None
     except (OSError, UnicodeDecodeError) as error:
         raise DataError(f"{path}: cannot read the setpoint file ({error})") from None
+    lines = text.splitlines()
     metadata, header_index = _parse_metadata(path, lines)
     rate_hz = _float_metadata(path, metadata, "rate_hz")
     if not rate_hz > 0:
         raise DataError(f"{path}: metadata rate_hz = {metadata['rate_hz']}: must be positive")
+    if not text.endswith("\n"):
+        # a file cut mid-row can still parse ("12.3" cut to "12"): only a complete file ends
+        # with a newline
+        raise DataError(f"{path}: line {len(lines)}: partial last row (no final newline): "
+                        "the file was cut short")
     table = _parse_rows(path, lines, header_index)
     static = table[:, 4] if table.shape[1] > len(COLUMNS) else None
     gesture = Gesture(str(path), rate_hz, *table[:, : len(COLUMNS)].T, metadata=metadata,
                       static_torque_nm=static)
     _check_times(gesture)
+    _check_complete(gesture, text, header_index)
     _check_peaks(gesture)
     return gesture
+
+
+def _check_complete(gesture: Gesture, text: str, header_index: int) -> None:
+    """The rows are all there: as many as the header's ``rows``, the last at its
+    ``duration_s`` (and, when synthesis wrote it, at the gesture's ``final_time_s`` within one
+    period), and the body hashes to its ``sha256``."""
+    path, metadata = gesture.path, gesture.metadata
+    try:
+        rows = int(metadata["rows"])
+    except ValueError:
+        raise DataError(f"{path}: metadata rows = {metadata['rows']!r}: not an integer") from None
+    if rows != len(gesture.t_s):
+        raise DataError(f"{path}: {len(gesture.t_s)} rows of setpoints, the header declares "
+                        f"{rows}: the file is incomplete or was edited")
+    period = 1.0 / gesture.rate_hz
+    declared = _float_metadata(Path(path), metadata, "duration_s")
+    if abs(gesture.duration_s - declared) > TIME_TOLERANCE * period:
+        raise DataError(f"{path}: last row at t_s = {gesture.duration_s:g}, the header declares "
+                        f"duration_s = {declared:g}")
+    if "final_time_s" in metadata:
+        final = _float_metadata(Path(path), metadata, "final_time_s")
+        if abs(gesture.duration_s - final) > period * (1 + TIME_TOLERANCE):
+            raise DataError(f"{path}: last row at t_s = {gesture.duration_s:g}, the gesture "
+                            f"ends at final_time_s = {final:g}")
+    body = text.split("\n", header_index)[header_index]
+    if body_digest(body) != metadata["sha256"]:
+        raise DataError(f"{path}: the rows do not match the header's sha256: the file was "
+                        "changed or damaged after it was written")
 
 
 def _parse_metadata(path: Path, lines: list[str]) -> tuple[dict[str, str], int]:
@@ -209,14 +254,18 @@ def write_setpoints(path: str | Path, gesture: Gesture) -> None:
     )
     metadata.setdefault("athlete", "default")
     metadata.setdefault("gesture", "unnamed")
-    order = list(REQUIRED_METADATA) + [key for key in metadata if key not in REQUIRED_METADATA]
-    lines = [f"# {key}: {metadata[key]}" for key in order]
+    body = []
     columns = [gesture.t_s, gesture.angle_rad, gesture.velocity_rad_s, gesture.torque_nm]
     names = list(COLUMNS)
     if gesture.static_torque_nm is not None:
         columns.append(gesture.static_torque_nm)
         names.append(STATIC_COLUMN)
-    lines.append(",".join(names))
+    body.append(",".join(names))
     for row in zip(*columns, strict=True):
-        lines.append(f"{row[0]:.6f}," + ",".join(f"{value:.9g}" for value in row[1:]))
-    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        body.append(f"{row[0]:.6f}," + ",".join(f"{value:.9g}" for value in row[1:]))
+    body_text = "\n".join(body) + "\n"
+    metadata.update({"rows": str(len(gesture.t_s)), "duration_s": f"{gesture.t_s[-1]:.6f}",
+                     "sha256": body_digest(body_text)})
+    order = list(REQUIRED_METADATA) + [key for key in metadata if key not in REQUIRED_METADATA]
+    head = "".join(f"# {key}: {metadata[key]}\n" for key in order)
+    Path(path).write_text(head + body_text, encoding="utf-8")

@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import Field
 
 from bemore.config import Section, load_toml_model
-from bemore.errors import BenchError
+from bemore.errors import BenchError, ConfigError
 from bemore.paths import REPOSITORY_DIR, default_config
 from controller.modes import Plan
 
@@ -126,7 +126,9 @@ class SimFaults:
     firmware this late; ``stall_at_ms``/``stall_ms``: the firmware freezes (no tick, no input, the
     last torque stays on) for ``stall_ms`` from ``stall_at_ms`` after start — from
     :data:`HW_WATCHDOG_MS` on, the board's hardware watchdog resets it, as on the AVR board;
-    ``reset_at_ms``: the firmware restarts then; ``seed``: of the injection's random draws.
+    ``reset_at_ms``: the firmware restarts then; ``seed``: of the injection's random draws;
+    ``trace``: a file the simulated bench writes one line per tick to (monotonic ns, state,
+    fault, motor torque mN·m).
     """
 
     drop: float = 0.0
@@ -137,6 +139,32 @@ class SimFaults:
     stall_ms: int = 0
     reset_at_ms: int | None = None
     seed: int = 0
+    trace: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> SimFaults:
+        """``"drop=0.01,direction=both"`` → SimFaults (the fields above; ConfigError if bad)."""
+        values: dict[str, object] = {}
+        types = {"drop": float, "corrupt": float, "direction": str, "delay_ms": int,
+                 "stall_at_ms": int, "stall_ms": int, "reset_at_ms": int, "seed": int}
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            key, _, value = item.partition("=")
+            key = key.strip().replace("-", "_")
+            if key not in types or not value:
+                raise ConfigError(f"--sim-fault {item!r}: expected KEY=VALUE with KEY one of "
+                                  f"{', '.join(types)}")
+            try:
+                values[key] = types[key](value.strip())
+            except ValueError:
+                raise ConfigError(f"--sim-fault {item!r}: {value!r} is not a "
+                                  f"{types[key].__name__}") from None
+        if values.get("direction", "rx") not in ("rx", "tx", "both"):
+            raise ConfigError(f"--sim-fault direction={values['direction']}: rx, tx or both")
+        faults = cls(**values)
+        if not (0.0 <= faults.drop <= 1.0 and 0.0 <= faults.corrupt <= 1.0):
+            raise ConfigError(f"--sim-fault {text!r}: drop and corrupt are probabilities in "
+                              "[0, 1]")
+        return faults
 
     def flags(self) -> list[str]:
         """Command-line flags of simbench for these faults."""
@@ -150,7 +178,43 @@ class SimFaults:
             out += ["--stall-at-ms", str(self.stall_at_ms), "--stall-ms", str(self.stall_ms)]
         if self.reset_at_ms is not None:
             out += ["--reset-at-ms", str(self.reset_at_ms)]
+        if self.trace is not None:
+            out += ["--trace", str(self.trace)]
         return out
+
+
+# Run-time fault injection commands of the simulated bench (SimulatedBench.command), with the
+# number of arguments each takes.
+RUNTIME_COMMANDS = {"estop": ("on", "off"), "driver": ("on", "off"), "stall": "MS", "reset": None,
+                    "drop": "P", "corrupt": "P", "delay": "MS"}
+
+
+def parse_injection(text: str) -> tuple[float, str]:
+    """``"0.5:estop on"`` → (0.5 s after ARM, "estop on"); ConfigError naming what is wrong."""
+    when, _, command = text.partition(":")
+    words = command.split()
+    try:
+        at_s = float(when)
+    except ValueError:
+        at_s = -1.0
+    if not at_s >= 0 or not words or words[0] not in RUNTIME_COMMANDS:
+        raise ConfigError(f"--sim-inject {text!r}: expected SECONDS:COMMAND with COMMAND one of "
+                          "estop on|off, driver on|off, stall MS, reset, drop P, corrupt P, "
+                          "delay MS")
+    allowed = RUNTIME_COMMANDS[words[0]]
+    if allowed is None:
+        ok = len(words) == 1
+    elif isinstance(allowed, tuple):
+        ok = len(words) == 2 and words[1] in allowed
+    else:
+        try:
+            ok = len(words) == 2 and float(words[1]) >= 0
+        except ValueError:
+            ok = False
+    if not ok:
+        raise ConfigError(f"--sim-inject {text!r}: {words[0]} takes "
+                          f"{'no argument' if allowed is None else allowed}")
+    return at_s, " ".join(words)
 
 
 def load_sim_config(path: Path | None = None) -> SimBenchConfig:

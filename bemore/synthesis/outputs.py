@@ -6,6 +6,7 @@ The setpoint format is the contract with ``bemore drive`` (``docs/formats.md``,
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -77,18 +78,22 @@ def write_setpoints(
         "gesture": gesture,
     }
     metadata.update(extra or {})
-    lines = [f"# {key}: {value}" for key, value in metadata.items()]
     columns = [t, profiles.angle_rad, profiles.velocity_rad_s, torque]
     names = list(SETPOINT_COLUMNS)
     if profiles.static_torque_per_shoulder_nm is not None:
         columns.append(profiles.static_torque_per_shoulder_nm)
         names.append(STATIC_TORQUE_COLUMN)
-    lines.append(",".join(names))
     table = np.column_stack(columns)
-    body = [f"{row[0]:.6f}," + ",".join(f"{value:.10g}" for value in row[1:])
+    rows = [f"{row[0]:.6f}," + ",".join(f"{value:.10g}" for value in row[1:])
             for row in table.tolist()]
+    body = "\n".join([",".join(names), *rows]) + "\n"
+    # completeness, checked by the reader (controller/setpoints.py): row count, time of the last
+    # row, SHA-256 of the body's UTF-8 bytes (CSV header line to the end, final newline included)
+    metadata.update({"rows": str(len(rows)), "duration_s": f"{t[-1]:.6f}",
+                     "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest()})
+    head = "".join(f"# {key}: {value}\n" for key, value in metadata.items())
     path = Path(path)
-    path.write_text("\n".join(lines + body) + "\n", encoding="utf-8")
+    path.write_text(head + body, encoding="utf-8")
     return path
 
 

@@ -49,16 +49,20 @@ void bm_core_init(struct bm_core *core, struct bm_gains gains)
     hal_motor_torque_mNm(0);
 }
 
-uint8_t bm_clamp_setpoint(int32_t *position_urad, int32_t *velocity_urad_s, int32_t *torque_mNm)
+uint8_t bm_setpoint_outside(int32_t position_urad, int32_t velocity_urad_s, int32_t torque_mNm)
 {
-    uint8_t p = 0, v = 0, t = 0;
-    *position_urad = clamp_i32(*position_urad, BM_LIMIT_POSITION_MIN_URAD,
-                               BM_LIMIT_POSITION_MAX_URAD, &p);
-    *velocity_urad_s = clamp_i32(*velocity_urad_s, -BM_LIMIT_VELOCITY_MAX_URAD_S,
-                                 BM_LIMIT_VELOCITY_MAX_URAD_S, &v);
-    *torque_mNm = clamp_i32(*torque_mNm, -BM_LIMIT_TORQUE_MAX_MNM, BM_LIMIT_TORQUE_MAX_MNM, &t);
-    return (uint8_t)((p ? BM_FLAG_POSITION_CLAMPED : 0u) | (v ? BM_FLAG_VELOCITY_CLAMPED : 0u) |
-                     (t ? BM_FLAG_TORQUE_CLAMPED : 0u));
+    uint8_t flags = 0;
+    if (position_urad < BM_LIMIT_POSITION_MIN_URAD || position_urad > BM_LIMIT_POSITION_MAX_URAD) {
+        flags |= BM_FLAG_POSITION_REFUSED;
+    }
+    if (velocity_urad_s < -BM_LIMIT_VELOCITY_MAX_URAD_S ||
+        velocity_urad_s > BM_LIMIT_VELOCITY_MAX_URAD_S) {
+        flags |= BM_FLAG_VELOCITY_REFUSED;
+    }
+    if (torque_mNm < -BM_LIMIT_TORQUE_MAX_MNM || torque_mNm > BM_LIMIT_TORQUE_MAX_MNM) {
+        flags |= BM_FLAG_TORQUE_REFUSED;
+    }
+    return flags;
 }
 
 int32_t bm_slew(int32_t previous, int32_t target, int32_t step)
@@ -235,7 +239,9 @@ static int32_t wrap_diff(uint32_t a, uint32_t b)
 /* Returns 1 when the setpoint was valid: queued (if armed), late or not; 0 when it was
  * malformed (bad length, unknown mode); 2 when it was a valid frame refused because its
  * time_ms is not after the newest accepted one (out of order or duplicate).
- * A full queue latches QUEUE_OVERFLOW: the host is sending further ahead than agreed. */
+ * A setpoint outside the limits latches LIMIT (refused, never clipped and applied: a host that
+ * sends one is not the host the limits were agreed with). A full queue latches QUEUE_OVERFLOW:
+ * the host is sending further ahead than agreed. */
 static int handle_setpoint(struct bm_core *core, const struct bm_frame *frame)
 {
     struct bm_msg_setpoint m;
@@ -245,15 +251,23 @@ static int handle_setpoint(struct bm_core *core, const struct bm_frame *frame)
     if (core->state != BM_STATE_ARMED) {
         return 1;
     }
+    uint8_t outside = bm_setpoint_outside(m.position_urad, m.velocity_urad_s, m.torque_mNm);
+    if (outside) {
+        core->limit_flags |= outside;
+        latch_fault(core, BM_FAULT_LIMIT, 0);
+        return 1;
+    }
     if (!core->has_origin) {
         /* the first setpoint of a stream is due `lead` after it arrived */
         core->origin_tick = core->ticks + core->lead_ticks - m.time_ms;
         core->has_origin = 1;
         core->last_apply_tick = core->ticks;
+        /* until a second one comes in force, the stream's period is unknown: no earlier drop
+         * of the feed-forward than the watchdog itself */
+        core->sp_period_ms = core->watchdog_ticks;
     } else if (wrap_diff(m.time_ms, core->last_queued_ms) <= 0) {
         return 2;
     }
-    core->limit_flags |= bm_clamp_setpoint(&m.position_urad, &m.velocity_urad_s, &m.torque_mNm);
     struct bm_queued entry = {.time_ms = m.time_ms, .position_urad = m.position_urad,
                               .velocity_urad_s = m.velocity_urad_s,
                               .torque_mNm = m.torque_mNm, .mode = m.mode};
@@ -297,6 +311,10 @@ static void apply_due(struct bm_core *core)
     }
     if (due == NULL) {
         return;
+    }
+    if (core->has_setpoint) {
+        uint32_t step = due->time_ms - core->sp_time_ms;
+        core->sp_period_ms = step > core->watchdog_ticks ? core->watchdog_ticks : (uint16_t)step;
     }
     core->has_setpoint = 1;
     core->sp_mode = due->mode;
@@ -446,11 +464,26 @@ static void supervise(struct bm_core *core)
     }
 }
 
-/* The control law of the setpoint in force, before the output limits, mN·m. */
-static int32_t control_law(const struct bm_core *core)
+/* The host fell silent: the queue is empty and the setpoint in force has been in force longer
+ * than the stream's period (the next one is overdue). */
+static int host_silent(const struct bm_core *core)
+{
+    return core->queue_count == 0u && core->ticks - core->last_apply_tick > core->sp_period_ms;
+}
+
+/* The control law of the setpoint in force, before the output limits, mN·m. A silent host
+ * leaves only the held setpoint's tracking (its position and velocity, as PROTOCOL.md §6
+ * holds a setpoint): the torque feed-forward is dropped until a setpoint comes in force again
+ * or the watchdog trips. (Not a brake to zero velocity: at 2–3 rad/s that would ask for more
+ * than the motor's limit after a 10 ms hiccup of the link.) */
+static int32_t control_law(struct bm_core *core)
 {
     int64_t torque = core->sp_torque_mNm;
     int64_t velocity_error = (int64_t)core->sp_velocity_urad_s - core->velocity_urad_s;
+    if (host_silent(core) && torque != 0) {
+        core->limit_flags |= BM_FLAG_FEEDFORWARD_DROPPED; /* flagged only when there was one */
+        torque = 0;
+    }
     if (core->sp_mode == BM_MODE_POSITION) {
         int64_t position_error = (int64_t)core->sp_position_urad - core->position_urad;
         torque += (core->gains.kp_q16 * position_error + core->gains.kd_q16 * velocity_error) /

@@ -19,7 +19,7 @@ struct bm_gains {
     int32_t kd_q16; /* velocity gain, mN·m per µrad/s (position and velocity modes) */
 };
 
-/* One queued setpoint, already clamped to the limits; due at origin + time_ms (mcu_ticks). */
+/* One queued setpoint, within the limits (checked on arrival); due at origin + time_ms. */
 struct bm_queued {
     uint32_t time_ms;
     int32_t position_urad;
@@ -45,8 +45,9 @@ struct bm_core {
     uint16_t telemetry_period;
     uint16_t telemetry_countdown;
     uint32_t last_feed_tick;
-    /* setpoint in force (already clamped to the limits) */
+    /* setpoint in force (within the limits) */
     uint8_t has_setpoint;
+    uint16_t sp_period_ms; /* time_ms step to the setpoint in force (≤ watchdog): the period */
     uint8_t sp_mode;
     uint32_t sp_time_ms;
     int32_t sp_position_urad;
@@ -76,8 +77,8 @@ void bm_core_init(struct bm_core *core, struct bm_gains gains);
 void bm_core_rx_byte(struct bm_core *core, uint8_t byte);
 /* One control tick: measure, supervise, control, limit, output, telemetry. */
 void bm_core_tick(struct bm_core *core);
-/* Apply the limits to one raw setpoint; returns the BM_FLAG_* bits of the clamps made. */
-uint8_t bm_clamp_setpoint(int32_t *position_urad, int32_t *velocity_urad_s, int32_t *torque_mNm);
+/* The BM_FLAG_*_REFUSED bits of the values of a setpoint outside the limits (0: within). */
+uint8_t bm_setpoint_outside(int32_t position_urad, int32_t velocity_urad_s, int32_t torque_mNm);
 /* Move `previous` towards `target` by at most `step` (≥ 0); the torque slew limiter. */
 int32_t bm_slew(int32_t previous, int32_t target, int32_t step);
 

@@ -240,54 +240,98 @@ static void test_driver_overspeed_overtravel(void)
 
 static void test_setpoint_limits(void)
 {
-    int32_t p = BM_LIMIT_POSITION_MAX_URAD + 1, v = -BM_LIMIT_VELOCITY_MAX_URAD_S - 1,
-            t = BM_LIMIT_TORQUE_MAX_MNM + 1;
-    uint8_t flags = bm_clamp_setpoint(&p, &v, &t);
-    CHECK_EQ(p, 3200000);
-    CHECK_EQ(v, -8000000);
-    CHECK_EQ(t, BM_LIMIT_TORQUE_MAX_MNM);
-    CHECK_EQ(flags, BM_FLAG_POSITION_CLAMPED | BM_FLAG_VELOCITY_CLAMPED | BM_FLAG_TORQUE_CLAMPED);
-    p = BM_LIMIT_POSITION_MIN_URAD - 5;
-    v = 100;
-    t = -BM_LIMIT_TORQUE_MAX_MNM - 50000;
-    flags = bm_clamp_setpoint(&p, &v, &t);
-    CHECK_EQ(p, -500000);
-    CHECK_EQ(v, 100);
-    CHECK_EQ(t, -BM_LIMIT_TORQUE_MAX_MNM);
-    CHECK_EQ(flags, BM_FLAG_POSITION_CLAMPED | BM_FLAG_TORQUE_CLAMPED);
-    p = 0;
-    t = BM_LIMIT_TORQUE_MAX_MNM;
-    CHECK_EQ(bm_clamp_setpoint(&p, &v, &t), 0);
+    CHECK_EQ(bm_setpoint_outside(BM_LIMIT_POSITION_MAX_URAD, BM_LIMIT_VELOCITY_MAX_URAD_S,
+                                 -BM_LIMIT_TORQUE_MAX_MNM), 0); /* the limits themselves */
+    CHECK_EQ(bm_setpoint_outside(BM_LIMIT_POSITION_MIN_URAD, -BM_LIMIT_VELOCITY_MAX_URAD_S,
+                                 BM_LIMIT_TORQUE_MAX_MNM), 0);
+    CHECK_EQ(bm_setpoint_outside(BM_LIMIT_POSITION_MAX_URAD + 1, -BM_LIMIT_VELOCITY_MAX_URAD_S - 1,
+                                 BM_LIMIT_TORQUE_MAX_MNM + 1),
+             BM_FLAG_POSITION_REFUSED | BM_FLAG_VELOCITY_REFUSED | BM_FLAG_TORQUE_REFUSED);
+    CHECK_EQ(bm_setpoint_outside(BM_LIMIT_POSITION_MIN_URAD - 1, 0, 0), BM_FLAG_POSITION_REFUSED);
+    CHECK_EQ(bm_setpoint_outside(0, 0, -BM_LIMIT_TORQUE_MAX_MNM - 1), BM_FLAG_TORQUE_REFUSED);
 
-    /* the out-of-limit value is never applied; the clamp is flagged in telemetry */
+    /* the audit's frame: valid CRC, position INT32_MIN, velocity INT32_MAX, torque INT32_MIN.
+     * Refused, LIMIT latched, nothing applied: the axis never gets a torque from it */
     start_armed();
+    setpoint(0, BM_MODE_POSITION, INT32_MIN, INT32_MAX, INT32_MIN);
+    CHECK_EQ(core.state, BM_STATE_FAULT);
+    CHECK_EQ(core.fault, BM_FAULT_LIMIT);
+    CHECK_EQ(core.queue_count, 0);
     int32_t peak = 0;
-    for (int i = 0; i < 200; i++) {
-        setpoint((uint32_t)i, BM_MODE_TORQUE, 0, 0, 1000000);
+    for (int i = 0; i < 100; i++) {
         run(1);
-        peak = fake.torque_mNm > peak ? fake.torque_mNm : peak;
+        int32_t size = fake.torque_mNm < 0 ? -fake.torque_mNm : fake.torque_mNm;
+        peak = size > peak ? size : peak;
     }
-    CHECK_EQ(peak, BM_LIMIT_TORQUE_MAX_MNM);
+    CHECK_EQ(peak, 0);
+    CHECK_EQ(core.has_setpoint, 0);
     struct bm_msg_telemetry tm = {0};
     CHECK(last_telemetry(&tm));
-    CHECK(tm.limit_flags & BM_FLAG_TORQUE_CLAMPED);
-    CHECK_EQ(core.sp_torque_mNm, BM_LIMIT_TORQUE_MAX_MNM);
+    CHECK_EQ(tm.fault, BM_FAULT_LIMIT);
+    CHECK_EQ(command(BM_MSG_CLEAR_FAULT), BM_RESULT_OK); /* latched until cleared */
+    CHECK_EQ(core.state, BM_STATE_DISARMED);
 
-    /* a position setpoint beyond the range is clamped to it */
+    /* mid-stream: the setpoint in force stays as it was, the torque ramps to zero */
+    start_armed();
+    for (uint32_t k = 0; k < 10u; k++) {
+        setpoint(k, BM_MODE_TORQUE, 0, 0, 6000);
+        run(1);
+    }
+    CHECK_EQ(fake.torque_mNm, 6000);
+    fake.n_frames = 0;
+    setpoint(10, BM_MODE_TORQUE, 0, 0, BM_LIMIT_TORQUE_MAX_MNM + 1);
+    run(1);
+    CHECK_EQ(core.fault, BM_FAULT_LIMIT);
+    CHECK_EQ(core.sp_torque_mNm, 6000);
+    CHECK_EQ(fake.torque_mNm, 6000 - BM_LIMIT_FAULT_RAMP_MNM_PER_TICK);
+    CHECK(last_telemetry(&tm));
+    CHECK_EQ(tm.limit_flags, BM_FLAG_TORQUE_REFUSED);
+
+    /* a position beyond the range, a velocity beyond the limit: refused likewise */
     start_armed();
     setpoint(0, BM_MODE_POSITION, 5000000, 0, 0);
     run(1);
-    CHECK_EQ(core.sp_position_urad, 3200000);
+    CHECK_EQ(core.fault, BM_FAULT_LIMIT);
     CHECK(last_telemetry(&tm));
-    CHECK(tm.limit_flags & BM_FLAG_POSITION_CLAMPED);
-
-    /* a velocity setpoint beyond the limit is clamped to it */
+    CHECK_EQ(tm.limit_flags, BM_FLAG_POSITION_REFUSED);
     start_armed();
     setpoint(0, BM_MODE_VELOCITY, 0, -9000000, 0);
     run(1);
-    CHECK_EQ(core.sp_velocity_urad_s, -8000000);
+    CHECK_EQ(core.fault, BM_FAULT_LIMIT);
     CHECK(last_telemetry(&tm));
-    CHECK_EQ(tm.limit_flags & BM_FLAG_VELOCITY_CLAMPED, BM_FLAG_VELOCITY_CLAMPED);
+    CHECK_EQ(tm.limit_flags, BM_FLAG_VELOCITY_REFUSED);
+
+    /* while disarmed setpoints are ignored, whatever they hold: no fault */
+    start();
+    hello(BM_PROTOCOL_VERSION, 1);
+    setpoint(0, BM_MODE_POSITION, INT32_MIN, INT32_MAX, INT32_MIN);
+    run(5);
+    CHECK_EQ(core.state, BM_STATE_DISARMED);
+    CHECK_EQ(fake.torque_mNm, 0);
+
+    /* torque mode is bounded by the same limits: up to ±torque_max, refused beyond */
+    start_armed();
+    for (uint32_t k = 0; k < 200u; k++) { /* the slew limit: 150 ticks to the limit */
+        setpoint(k, BM_MODE_TORQUE, 0, 0, -BM_LIMIT_TORQUE_MAX_MNM);
+        run(1);
+    }
+    CHECK_EQ(fake.torque_mNm, -BM_LIMIT_TORQUE_MAX_MNM);
+    setpoint(200, BM_MODE_TORQUE, 0, 0, -BM_LIMIT_TORQUE_MAX_MNM - 1);
+    CHECK_EQ(core.fault, BM_FAULT_LIMIT);
+
+    /* the output clamp stays, as the output stage's last barrier: a within-limits setpoint
+     * whose feedback would ask for more is clamped at ±torque_max and flagged */
+    start_armed();
+    fake.position_urad = -400000;
+    run(1);
+    for (uint32_t k = 0; k < 200u; k++) {
+        setpoint(k, BM_MODE_POSITION, 3000000, 0, BM_LIMIT_TORQUE_MAX_MNM);
+        run(1);
+    }
+    CHECK_EQ(fake.torque_mNm, BM_LIMIT_TORQUE_MAX_MNM);
+    CHECK(last_telemetry(&tm));
+    CHECK(tm.limit_flags & BM_FLAG_TORQUE_CLAMPED);
+    CHECK_EQ(core.state, BM_STATE_ARMED);
 
     /* speed cut: measured velocity above the limit, torque pushing further → zero */
     start_armed();
@@ -360,9 +404,8 @@ static void check_watchdog(uint16_t timeout)
     run(1);
     CHECK_EQ(core.state, BM_STATE_FAULT); /* within one more tick: tripped */
     CHECK_EQ(core.fault, BM_FAULT_WATCHDOG);
-    CHECK_EQ(fake.torque_mNm, 10000 - BM_LIMIT_FAULT_RAMP_MNM_PER_TICK);
-    CHECK_EQ(command(BM_MSG_CLEAR_FAULT), BM_RESULT_BAD_STATE); /* still ramping */
-    run(9);
+    /* the torque-mode feed-forward went as soon as the next setpoint was overdue (slew-limited,
+     * 5 ticks): nothing is left at the trip (the fault ramp: test_silent_host) */
     CHECK_EQ(fake.torque_mNm, 0);
     run(1000);
     CHECK_EQ(core.state, BM_STATE_FAULT);
@@ -667,6 +710,57 @@ static void test_stops_flush_the_queue(void)
     CHECK_EQ(core.late_setpoints, 0);
 }
 
+static void test_silent_host(void)
+{
+    /* lead 5, telemetry every tick; position mode, 10 mrad ahead of the axis, 40 N·m feed-forward:
+     * τ = 40000 + kp·10000 = 40000 + 9872 mN·m */
+    start_armed_lead(50, 5);
+    for (uint32_t k = 0; k < 50u; k++) {
+        setpoint(k, BM_MODE_POSITION, 10000, 0, 40000);
+        run(1);
+    }
+    /* the host falls silent: the 5 queued ahead still play; the last is in force 4 ticks on */
+    run(5);
+    CHECK_EQ(core.sp_time_ms, 49);
+    CHECK_EQ(fake.torque_mNm, 49872); /* in force for one period: still the setpoint */
+    run(1);
+    /* overdue: the feed-forward is dropped at once (the slew limit shapes the step) */
+    CHECK_EQ(fake.torque_mNm, 49872 - BM_LIMIT_SLEW_MAX_MNM_PER_TICK);
+    struct bm_msg_telemetry tm = {0};
+    CHECK(last_telemetry(&tm));
+    CHECK(tm.limit_flags & BM_FLAG_FEEDFORWARD_DROPPED);
+    run(19);
+    CHECK_EQ(fake.torque_mNm, 9872); /* only the position hold remains */
+    run(24);
+    CHECK_EQ(core.state, BM_STATE_ARMED);
+    CHECK_EQ(fake.torque_mNm, 9872);
+    run(1); /* 51 ticks after the last feed */
+    CHECK_EQ(core.fault, BM_FAULT_WATCHDOG);
+    CHECK_EQ(fake.torque_mNm, 9872 - BM_LIMIT_FAULT_RAMP_MNM_PER_TICK);
+    CHECK_EQ(command(BM_MSG_CLEAR_FAULT), BM_RESULT_BAD_STATE); /* still ramping */
+    run(9);
+    CHECK_EQ(fake.torque_mNm, 0);
+    CHECK_EQ(command(BM_MSG_CLEAR_FAULT), BM_RESULT_OK);
+
+    /* a slower stream (one setpoint every 4 ms, lead 1) keeps its feed-forward between two */
+    start_armed_lead(50, 1);
+    for (uint32_t k = 0; k < 30u; k++) {
+        setpoint(4u * k, BM_MODE_TORQUE, 0, 0, 8000);
+        run(4);
+        CHECK(fake.torque_mNm >= 6000 || k < 2u);
+    }
+    CHECK_EQ(fake.torque_mNm, 8000);
+    CHECK(last_telemetry(&tm));
+    CHECK_EQ(tm.limit_flags & BM_FLAG_FEEDFORWARD_DROPPED, 0);
+    /* and a setpoint coming in force again restores it */
+    run(3);
+    CHECK(fake.torque_mNm < 8000);
+    setpoint(4u * 30u, BM_MODE_TORQUE, 0, 0, 8000); /* late: in force at the next tick */
+    run(2);
+    CHECK_EQ(fake.torque_mNm, 8000);
+    CHECK_EQ(core.state, BM_STATE_ARMED);
+}
+
 static void test_position_mode_direction(void)
 {
     /* Position error and velocity error produce torque of the right sign and size. */
@@ -679,7 +773,10 @@ static void test_position_mode_direction(void)
     run(1);
     /* 500 + kd·100000 = 500 + 4116·100000/65536 = 500 + 6280, slew-limited to 987 + 2000 */
     CHECK_EQ(fake.torque_mNm, 2987);
-    run(3);
+    for (uint32_t k = 2; k < 5u; k++) {
+        setpoint(k, BM_MODE_VELOCITY, 0, 100000, 500);
+        run(1);
+    }
     CHECK_EQ(fake.torque_mNm, 6780);
 }
 
@@ -701,4 +798,5 @@ void run_core_tests(void)
     test_dry_queue_trips_the_watchdog();
     test_stops_flush_the_queue();
     test_position_mode_direction();
+    test_silent_host();
 }

@@ -25,8 +25,10 @@ from controller.protocol import (
 OUT = Path(__file__).resolve().parents[1] / "tests" / "vectors.json"
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
 
+SPEC = load_spec()
+VERSION = SPEC.protocol_version
 FRAMES = [
-    ("hello", "HELLO", 0, {"protocol_version": 2, "telemetry_period_ms": 10}),
+    ("hello", "HELLO", 0, {"protocol_version": VERSION, "telemetry_period_ms": 10}),
     ("arm_defaults", "ARM", 1, {"watchdog_ms": 0, "lead_ms": 0}),
     ("arm_100ms_lead_30ms", "ARM", 2, {"watchdog_ms": 100, "lead_ms": 30}),
     ("disarm", "DISARM", 3, {}),
@@ -43,7 +45,8 @@ FRAMES = [
     ("clear_fault", "CLEAR_FAULT", 7, {}),
     ("flush", "FLUSH", 8, {}),
     ("hello_reply", "HELLO_REPLY", 0,
-     {"protocol_version": 2, "fw_major": 2, "fw_minor": 0, "fw_patch": 0, "tick_hz": 1000,
+     {"protocol_version": VERSION, "fw_major": SPEC.firmware_version[0],
+      "fw_minor": SPEC.firmware_version[1], "fw_patch": SPEC.firmware_version[2], "tick_hz": 1000,
       "max_payload": 48, "torque_max_mNm": 150000, "velocity_max_urad_s": 8000000,
       "position_min_urad": -500000, "position_max_urad": 3200000, "slew_max_mNm_per_tick": 2000,
       "watchdog_default_ms": 50, "watchdog_min_ms": 10, "watchdog_max_ms": 500,
@@ -85,7 +88,7 @@ def rejected_streams() -> list[dict]:
 def session(seed: int) -> bytes:
     """A plausible host session (handshake, arm, setpoints, heartbeat, e-stop, clear)."""
     seq = iter(range(seed, seed + 1000))
-    out = b"\x00" + encode_message("HELLO", next(seq) % 256, protocol_version=2,
+    out = b"\x00" + encode_message("HELLO", next(seq) % 256, protocol_version=VERSION,
                                     telemetry_period_ms=1)
     out += encode_message("ARM", next(seq) % 256, watchdog_ms=20, lead_ms=5)
     for k in range(12):
@@ -111,7 +114,7 @@ def write_corpus() -> None:
         garbled[index] ^= 0x21
     (CORPUS / "session_garbled").write_bytes(bytes(garbled))
     # Structured seeds (odd first byte): [id][len][payload] chunks the harness frames itself.
-    chunks = [(0x01, encode_payload("HELLO", protocol_version=2, telemetry_period_ms=1)),
+    chunks = [(0x01, encode_payload("HELLO", protocol_version=VERSION, telemetry_period_ms=1)),
               (0x02, encode_payload("ARM", watchdog_ms=10, lead_ms=3))]
     for k in range(20):
         chunks.append((0x04, encode_payload("SETPOINT", time_ms=k, mode=k % 3,
@@ -122,8 +125,72 @@ def write_corpus() -> None:
                (0x03, b"")]
     structured = b"\x01" + b"".join(bytes([i, len(p)]) + p for i, p in chunks)
     (CORPUS / "structured_session").write_bytes(structured)
+    for name, operations in structured_scenarios().items():
+        (CORPUS / f"structured_{name}").write_bytes(b"\x01" + b"".join(operations))
     for vec in rejected_streams():
         (CORPUS / f"rejected_{vec['name']}").write_bytes(bytes.fromhex(vec["stream"]))
+
+
+# Operations of the fuzz harness's structured mode (firmware/tests/fuzz_frame.c).
+OP_TICK, OP_ESTOP, OP_DRIVER, OP_MOVE = 0xF0, 0xF1, 0xF2, 0xF3
+
+
+def op_message(name: str, **fields: int) -> bytes:
+    """A message operation: [id][len][payload] (the harness frames it with a valid CRC)."""
+    payload = encode_payload(name, **fields)
+    return bytes([SPEC.messages[name].id, len(payload)]) + payload
+
+
+def op_setpoint(time_ms: int, position_urad: int = 0, torque_mNm: int = 0,
+                mode: str = "POSITION") -> bytes:
+    """A SETPOINT operation (zero velocity)."""
+    return op_message("SETPOINT", time_ms=time_ms, mode=SPEC.modes[mode],
+                      position_urad=position_urad, velocity_urad_s=0, torque_mNm=torque_mNm)
+
+
+def structured_scenarios() -> dict[str, list[bytes]]:
+    """Seeds that reach the schedule's corners: ticks chosen by the input."""
+    def start(watchdog_ms: int, lead_ms: int) -> list[bytes]:
+        return [op_message("HELLO", protocol_version=VERSION, telemetry_period_ms=1),
+                op_message("ARM", watchdog_ms=watchdog_ms, lead_ms=lead_ms)]
+
+    tick = [bytes([OP_TICK, 1])]
+    # lead 5, one setpoint per tick, an 8-tick host stall, then the owed setpoints in one burst
+    # within a tick: the overdue ones replace each other in the queue
+    late = start(50, 5)
+    for k in range(10):
+        late += [op_setpoint(k, 1000 * k, 2000), *tick]
+    late += [bytes([OP_TICK, 8])] + [op_setpoint(k, 1000 * k, 2000) for k in range(10, 19)]
+    late += [bytes([OP_TICK, 10])]
+    # lead 100: 33 setpoints without a tick overflow the 32-deep queue
+    overflow = start(200, 100) + [op_setpoint(k) for k in range(33)] + [bytes([OP_TICK, 5])]
+    # the e-stop input, then the driver fault, while streaming with a feed-forward
+    inputs = start(100, 1)
+    for k in range(5):
+        inputs += [op_setpoint(k, 0, 30000), *tick]
+    inputs += [bytes([OP_ESTOP, 1]), *tick, bytes([OP_ESTOP, 0]), *tick]
+    inputs += [op_message("CLEAR_FAULT"), op_message("ARM", watchdog_ms=100, lead_ms=1)]
+    for k in range(5):
+        inputs += [op_setpoint(k, 0, 30000), *tick]
+    inputs += [bytes([OP_DRIVER, 1]), *tick, bytes([OP_DRIVER, 0]), bytes([OP_TICK, 3])]
+    # the host falls silent with a feed-forward in force; the axis drifts meanwhile
+    silent = start(50, 2)
+    for k in range(20):
+        silent += [op_setpoint(k, 20000, 40000), bytes([OP_MOVE, 1]), *tick]
+    silent += [bytes([OP_TICK, 60])]
+    # a setpoint outside the limits mid-stream
+    limit = [*start(50, 1), op_setpoint(0), *tick, op_setpoint(1, 0, 150001), *tick]
+    # torque mode pushing an axis that runs at 9 rad/s: the speed cut-off
+    speed = start(100, 1)
+    for k in range(30):
+        speed += [op_setpoint(k, 0, 4000, "TORQUE"), bytes([OP_MOVE, 9]), *tick]
+    # moved (disarmed) just beyond the range, then pushed further: the range cut-off, then,
+    # drifting at 1 rad/s, overtravel
+    beyond = [start(100, 1)[0]] + [bytes([OP_MOVE, 127])] * 26 + [start(100, 1)[1]]
+    for k in range(120):
+        beyond += [op_setpoint(k, 0, 3000, "TORQUE"), bytes([OP_MOVE, 1]), *tick]
+    return {"late_burst": late, "queue_overflow": overflow, "estop_driver": inputs,
+            "silent_host": silent, "limit": limit, "speed_cut": speed, "range_cut": beyond}
 
 
 def main() -> None:

@@ -73,7 +73,9 @@ def test_stopping_the_host_trips_the_watchdog_within_its_timeout(board, client):
 
 def test_estop_pin_cuts_the_motor_in_the_interrupt_and_faults_within_one_tick(board, client):
     client.handshake(telemetry_period_ms=1)
-    assert client.ack("ARM", watchdog_ms=200, lead_ms=1) == OK
+    # a 10 ms lead: the firmware's queue absorbs the host's jitter, so no setpoint is overdue
+    # (an overdue one drops the feed-forward) when the pin is pulled
+    assert client.ack("ARM", watchdog_ms=200, lead_ms=10) == OK
     stream_torque(client, 60)
     board.command("estop on")
     stream_torque(client, 20, start_ms=120)  # the host keeps streaming: the pin alone stops it

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from bemore.errors import BenchError
+from bemore.errors import ConfigError
 from bemore.settings import load_bench
 from controller.log import LogWriter, read_log
 from controller.modes import ModeSettings, build_plan
@@ -244,7 +244,7 @@ def test_a_lead_longer_than_the_firmware_queue_holds_is_refused(tmp_path):
     plan = build_plan(make_gesture(duration_s=0.5, peak_deg=10.0), settings)
     with LogWriter(tmp_path / "log.jsonl", {"test": "lead"}) as log:
         session = Session("/dev/null", bench, log, settings)
-        with pytest.raises(BenchError, match=r"bench.toml \[streaming\] lead_ms = 40: at 1000 Hz "
+        with pytest.raises(ConfigError, match=r"bench.toml \[streaming\] lead_ms = 40: at 1000 Hz "
                                              r"up to 42 setpoints would wait in the firmware's "
                                              r"queue of 32; lower lead_ms or the rate"):
             session.stream(plan)

@@ -24,6 +24,8 @@ from tests.controller.gestures import make_gesture
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
+PROTOCOL_VERSION = load_spec().protocol_version
+
 
 def test_out_of_limits_file_is_refused_before_arming(tmp_path):
     path = tmp_path / "big.csv"
@@ -111,7 +113,8 @@ def test_sigkill_of_the_host_leaves_the_bench_to_its_watchdog(setpoint_file, tmp
         time.sleep(0.2)  # watchdog 50 ms, then the torque ramps to zero
         frames = []
         link = Link(simulated.port, lambda message, _: frames.append(message))
-        link.request("HELLO", "HELLO_REPLY", protocol_version=2, telemetry_period_ms=5)
+        link.request("HELLO", "HELLO_REPLY", protocol_version=PROTOCOL_VERSION,
+                     telemetry_period_ms=5)
         time.sleep(0.05)
         link.close()
     assert process.returncode == -signal.SIGKILL
@@ -146,7 +149,8 @@ def test_ctrl_c_ramps_down_and_disarms(setpoint_file, tmp_path):
         stdout, stderr = process.communicate(timeout=10)
         frames = []
         link = Link(simulated.port, lambda message, _: frames.append(message))
-        link.request("HELLO", "HELLO_REPLY", protocol_version=2, telemetry_period_ms=5)
+        link.request("HELLO", "HELLO_REPLY", protocol_version=PROTOCOL_VERSION,
+                     telemetry_period_ms=5)
         time.sleep(0.05)
         link.close()
     assert process.returncode == 1

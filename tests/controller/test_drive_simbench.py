@@ -24,13 +24,15 @@ from controller.simbench import SimFaults, start_simulated_bench
 
 SPEC = load_spec()
 
+PROTOCOL_VERSION = load_spec().protocol_version
+
 
 def bench_state(port: str) -> tuple[str, str, float]:
     """(state, fault, |torque| N·m) of the bench, read over a fresh connection."""
     frames = []
     link = Link(port, lambda message, _: frames.append(message))
     try:
-        link.request("HELLO", "HELLO_REPLY", timeout_s=1.0, protocol_version=2,
+        link.request("HELLO", "HELLO_REPLY", timeout_s=1.0, protocol_version=PROTOCOL_VERSION,
                      telemetry_period_ms=5)
         deadline = time.monotonic() + 1.0
         while not frames and time.monotonic() < deadline:
@@ -83,7 +85,8 @@ def test_port_closed_mid_stream(setpoint_file, tmp_path):
         time.sleep(0.2)  # watchdog 50 ms + torque ramp
         state = bench_state(simulated.port)
     assert result.reason == "link lost"
-    assert "watchdog (50 ms) ramps the torque to zero and disarms" in result.message
+    assert "watchdog (50 ms) trips: fault WATCHDOG latched, the torque ramps to zero" in \
+        result.message
     assert state == ("FAULT", "WATCHDOG", 0.0)
     log = read_log(log_path)
     # the log holds the stream up to the cut at ~0.6 s (stream time of the last setpoint)
@@ -132,7 +135,7 @@ def test_silent_telemetry_stops_the_session(setpoint_file, tmp_path):
         assert result.message.endswith("ramped down over 0.3 s and disarmed")
     else:
         assert state[0] == "FAULT" and state[1] in ("OVERSPEED", "QUEUE_OVERFLOW")
-        assert result.message.endswith(f"(bench state FAULT, fault {state[1]})")
+        assert result.message.endswith(f"bench state FAULT, fault {state[1]} (telemetry now)")
     assert state[2] == 0.0
     log = read_log(log_path)
     assert any(event["kind"] == "ramp down" for event in log.events)

@@ -134,16 +134,18 @@ def test_bad_requests_raise_bench_errors():
 
 def test_spec_tables_match_the_protocol_document():
     spec = load_spec()
-    assert spec.protocol_version == VECTORS["protocol_version"] == 2
+    assert spec.protocol_version == VECTORS["protocol_version"] == 3
     assert spec.messages["SETPOINT"].size == 17
     assert spec.messages["ARM"].size == 4  # watchdog_ms, lead_ms
     assert spec.messages["FLUSH"].size == 0 and spec.messages["FLUSH"].id == 0x08
     assert spec.limits["setpoint_queue"] == 32 and spec.limits["lead_default_ms"] == 20
     assert spec.name_of("faults", 7) == "QUEUE_OVERFLOW"
+    assert spec.name_of("faults", 8) == "LIMIT"
     assert spec.messages["TELEMETRY"].size == 30  # 1+4+4+4+4+4+1+1+1+2+2+2
     assert spec.limits["watchdog_default_ms"] == 50
     assert spec.name_of("faults", 1) == "WATCHDOG"
-    assert spec.flag_names(9) == ["POSITION_CLAMPED", "SLEW_LIMITED"]
+    assert spec.flag_names(9) == ["POSITION_REFUSED", "SLEW_LIMITED"]
+    assert spec.flag_names(192) == ["TORQUE_REFUSED", "FEEDFORWARD_DROPPED"]
     assert all(m.size <= spec.max_payload for m in spec.messages.values())
 
 
@@ -159,7 +161,7 @@ def test_dump_stream_describes_messages_in_si_units():
         "velocity_urad_s=-0.25rad/s torque_mNm=12.5N·m",
         "TELEMETRY seq=200 seq_echo=4 mcu_ticks=70000 setpoint_time_ms=1234 "
         "position_urad=1.570001rad velocity_urad_s=-0.249rad/s torque_mNm=12.4N·m state=ARMED "
-        "fault=NONE limit_flags=POSITION_CLAMPED|SLEW_LIMITED bad_frames=3 late_setpoints=1 "
+        "fault=NONE limit_flags=POSITION_REFUSED|SLEW_LIMITED bad_frames=3 late_setpoints=1 "
         "seq_gaps=65535",
         "# 2 frames, 1 bad",
     ]

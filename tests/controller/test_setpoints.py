@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from bemore.errors import DataError
-from controller.setpoints import read_setpoints
+from controller.setpoints import read_setpoints, write_setpoints
+from tests.controller.gestures import make_gesture
 
-EXAMPLE = """\
+BODY = """\
+t_s,shoulder_angle_rad,shoulder_velocity_rad_s,shoulder_torque_nm
+0.000,0.0,0.0,0.0
+0.001,1.2e-09,4.8e-06,0.013
+0.002,9.6e-09,9.6e-06,0.026
+"""
+EXAMPLE = f"""\
 # format: bemore-setpoints 1
 # rate_hz: 1000
 # peak_angle_deg: 160.0
@@ -18,11 +27,10 @@ EXAMPLE = """\
 # peak_torque_nm: 41.2
 # athlete: out/identify/athlete.json
 # gesture: clear hip circle, t_f 2.405 s, t_flexmax 1.468 s, phi_max 160 deg
-t_s,shoulder_angle_rad,shoulder_velocity_rad_s,shoulder_torque_nm
-0.000,0.0,0.0,0.0
-0.001,1.2e-09,4.8e-06,0.013
-0.002,9.6e-09,9.6e-06,0.026
-"""
+# rows: 3
+# duration_s: 0.002
+# sha256: {hashlib.sha256(BODY.encode()).hexdigest()}
+""" + BODY
 
 
 def write(tmp_path, text):
@@ -56,11 +64,11 @@ def test_round_trip_of_the_writer(setpoint_file, gesture):
         (lambda text: text.replace("bemore-setpoints 1", "bemore-setpoints 2"),
          "expected 'bemore-setpoints 1'"),
         (lambda text: text.replace("rate_hz: 1000", "rate_hz: fast"), "rate_hz = 'fast'"),
-        (lambda text: text.replace("shoulder_torque_nm\n", "torque\n"), "line 8: header"),
-        (lambda text: text.replace("0.001,1.2e-09", "0.001,abc"), "line 10: not a number"),
-        (lambda text: text.replace("0.001,1.2e-09", "0.001,nan"), "line 10: NaN"),
+        (lambda text: text.replace("shoulder_torque_nm\n", "torque\n"), "line 11: header"),
+        (lambda text: text.replace("0.001,1.2e-09", "0.001,abc"), "line 13: not a number"),
+        (lambda text: text.replace("0.001,1.2e-09", "0.001,nan"), "line 13: NaN"),
         (lambda text: text.replace("0.002,9.6e-09,", "0.0035,9.6e-09,"), "row 3 (t_s = 0.0035)"),
-        (lambda text: text.replace(",0.026", ",0.026,1"), "line 11: 5 values"),
+        (lambda text: text.replace(",0.026", ",0.026,1"), "line 14: 5 values"),
         (lambda text: text.replace("peak_torque_nm: 41.2", "peak_torque_nm: 0.01"),
          "0.026 exceeds the declared peak_torque_nm = 0.01"),
     ],
@@ -78,3 +86,73 @@ def test_bad_files_give_one_line_naming_the_place(tmp_path, edit, message):
 def test_missing_file(tmp_path):
     with pytest.raises(DataError, match="setpoint file not found"):
         read_setpoints(tmp_path / "nope.csv")
+
+
+def test_synthesis_output_is_read_back(tmp_path):
+    """bemore.synthesis writes the completeness fields (rows, duration, hash) the reader checks."""
+    from bemore.synthesis.outputs import write_setpoints as synthesis_write
+
+    gesture = make_gesture()
+    torque = gesture.torque_nm
+    profiles = SimpleNamespace(t_s=gesture.t_s, angle_rad=gesture.angle_rad,
+                               velocity_rad_s=gesture.velocity_rad_s,
+                               torque_per_shoulder_nm=torque,
+                               static_torque_per_shoulder_nm=0.5 * torque)
+    path = synthesis_write(tmp_path / "s.csv", profiles, 1000.0, "default", "x",
+                           {"final_time_s": "2.400000"})
+    read = read_setpoints(path)
+    assert len(read.t_s) == 2401 and read.metadata["rows"] == "2401"
+    np.testing.assert_allclose(read.torque_nm, torque, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(read.static_torque_nm, 0.5 * torque, rtol=1e-9, atol=1e-12)
+
+
+@pytest.fixture
+def full_file(tmp_path):
+    path = tmp_path / "setpoints.csv"
+    write_setpoints(path, make_gesture())
+    return path
+
+
+def test_a_file_cut_mid_row_is_refused(full_file):
+    # cut inside the last number of a row: the row still parses, as a shorter number
+    text = full_file.read_text()
+    cut = text.index("\n", len(text) // 2) - 2
+    full_file.write_text(text[:cut])
+    with pytest.raises(DataError, match="partial last row"):
+        read_setpoints(full_file)
+
+
+def test_a_file_cut_to_half_its_rows_is_refused(full_file):
+    lines = full_file.read_text().splitlines(keepends=True)
+    full_file.write_text("".join(lines[:len(lines) // 2]))  # whole rows, final newline kept
+    with pytest.raises(DataError, match=r"1195 rows of setpoints, the header declares 2401"):
+        read_setpoints(full_file)
+
+
+def test_the_rows_must_reach_the_declared_duration_and_final_time(full_file):
+    text = full_file.read_text()
+    # rows and hash consistent with a shorter file, duration kept: the duration check refuses
+    lines = text.splitlines(keepends=True)
+    head = [line for line in lines if line.startswith("#")]
+    body = "".join(lines[len(head):len(head) + 1 + 1200])
+    edited = "".join(head).replace("# rows: 2401", "# rows: 1200").replace(
+        "# sha256: ", "# old: ") + f"# sha256: {hashlib.sha256(body.encode()).hexdigest()}\n"
+    full_file.write_text(edited + body)
+    with pytest.raises(DataError, match=r"last row at t_s = 1.199, the header declares "
+                                        r"duration_s = 2.4"):
+        read_setpoints(full_file)
+    edited = edited.replace("# duration_s: 2.400000", "# duration_s: 1.199000")
+    full_file.write_text(edited.replace("# athlete:", "# final_time_s: 2.4\n# athlete:") + body)
+    with pytest.raises(DataError, match=r"the gesture ends at final_time_s = 2.4"):
+        read_setpoints(full_file)
+
+
+def test_a_changed_row_breaks_the_hash(full_file):
+    text = full_file.read_text()
+    index = text.index("\n1.000000,") + 1
+    row_end = text.index("\n", index)
+    cells = text[index:row_end].split(",")
+    cells[3] = "99.5"  # a torque edited by hand, within the declared peak
+    full_file.write_text(text[:index] + ",".join(cells) + text[row_end:])
+    with pytest.raises(DataError, match="the rows do not match the header's sha256"):
+        read_setpoints(full_file)

@@ -22,6 +22,8 @@ SPEC = load_spec()
 ARMED, FAULT, DISARMED = SPEC.states["ARMED"], SPEC.states["FAULT"], SPEC.states["DISARMED"]
 OK = SPEC.results["OK"]
 
+PROTOCOL_VERSION = load_spec().protocol_version
+
 
 class Client:
     """A minimal synchronous host: send messages, collect what the bench answers."""
@@ -103,7 +105,7 @@ def test_handshake_ramp_tracking_then_watchdog(simulated_bench):
     try:
         reply = handshake_and_arm(client, watchdog_ms)
         armed_at = client.cursor  # messages from here on were sent after the ARM's ACK
-        assert reply.fields["protocol_version"] == 2
+        assert reply.fields["protocol_version"] == SPEC.protocol_version
         assert reply.si("torque_max_mNm") == pytest.approx(
             load_spec().limits["torque_max_mNm"] * 1e-3)
         assert reply.fields["watchdog_default_ms"] == 50
@@ -205,7 +207,7 @@ def test_corrupted_bytes_are_counted_and_never_applied():
         try:
             # Commands may be garbled too: retry the handshake until it gets through.
             for _ in range(20):
-                client.send("HELLO", protocol_version=2, telemetry_period_ms=1)
+                client.send("HELLO", protocol_version=PROTOCOL_VERSION, telemetry_period_ms=1)
                 try:
                     client.wait_for(lambda m: m.name == "TELEMETRY", timeout_s=0.1)
                     break
@@ -254,7 +256,7 @@ def test_stall_drop_and_delay_injection():
         client = Client(running.port)
         try:
             started = time.monotonic()
-            client.send("HELLO", protocol_version=2, telemetry_period_ms=1)
+            client.send("HELLO", protocol_version=PROTOCOL_VERSION, telemetry_period_ms=1)
             time.sleep(0.8)
             client.drain()
             host_ms = (time.monotonic() - started) * 1000

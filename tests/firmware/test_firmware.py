@@ -69,3 +69,30 @@ def test_core_compiles_for_the_atmega2560():
     assert shutil.which("clang"), "clang is missing: run `make sysdeps` (tools/system-packages.txt)"
     result = make("check-avr")
     assert result.returncode == 0, result.stderr
+
+
+def _executions(report: str, code: str) -> int:
+    """Execution count of the first line of an llvm-cov text report holding ``code``."""
+    for line in report.splitlines():
+        parts = line.split("|", 2)
+        if len(parts) == 3 and code in parts[2]:
+            count = parts[1].strip()
+            scale = {"k": 1_000, "M": 1_000_000}.get(count[-1:], 1)
+            return int(float(count.rstrip("kM") or 0) * scale)
+    raise AssertionError(f"{code!r} is not in the coverage report")
+
+
+def test_the_fuzz_corpus_reaches_the_schedule_corners():
+    """The harness lets the input choose the ticks: its seeds reach the late replacement (two
+    setpoints within one tick), QUEUE_OVERFLOW (33 without a tick), LIMIT and the silent host."""
+    assert shutil.which("clang") and shutil.which("llvm-cov"), \
+        "clang/llvm-cov missing: run `make sysdeps` (tools/system-packages.txt)"
+    result = make("fuzz-coverage", timeout_s=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    report = (FIRMWARE / "build" / "fuzz-coverage-core.txt").read_text()
+    assert _executions(report, "core->queue[tail] = entry;") > 0
+    assert _executions(report, "latch_fault(core, BM_FAULT_QUEUE_OVERFLOW, 0);") > 0
+    assert _executions(report, "latch_fault(core, BM_FAULT_LIMIT, 0);") > 0
+    assert _executions(report, "core->limit_flags |= BM_FLAG_FEEDFORWARD_DROPPED;") > 0
+    assert _executions(report, "core->limit_flags |= BM_FLAG_SPEED_LIMITED;") > 0
+    assert _executions(report, "core->limit_flags |= BM_FLAG_RANGE_LIMITED;") > 0

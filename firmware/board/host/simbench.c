@@ -10,7 +10,9 @@
  *   reset                  the firmware restarts (state lost, torque zero)
  *   estop on|off           the emergency-stop input
  *   driver on|off          the motor driver's fault signal
- * Run with --help for the plant and controller flags.
+ * Run with --help for the plant and controller flags. --trace FILE writes one line per tick:
+ * CLOCK_MONOTONIC ns, state, fault, motor torque command (mN·m) — what a fault-matrix run reads
+ * to see when the torque reached zero (flushed every 10 ms).
  *
  * The load (--load-file FILE, written by controller/simbench.py): what the gymnast's body and
  * the simulated athlete put on the axis along the gesture. One line per stream millisecond
@@ -148,6 +150,7 @@ static double load_torque(void)
     return load.last_nm;
 }
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static FILE *trace;
 /* Received bytes waiting for their delivery tick (the --delay-ms fault). */
 static uint8_t delay_bytes[DELAY_CAPACITY];
 static uint32_t delay_due[DELAY_CAPACITY];
@@ -190,7 +193,8 @@ static void usage(FILE *out)
           "  load:   --load-file FILE (time_ms ff_mNm position_urad external_nm per line)\n"
           "          --load-ramp-ms MS (300): unloading after the setpoint leaves the plan\n"
           "  --ignore-stdin   keep serving when stdin closes (then only a signal stops it)\n"
-          "  --no-realtime    do not ask for SCHED_FIFO (by default tried, silently optional)\n",
+          "  --no-realtime    do not ask for SCHED_FIFO (by default tried, silently optional)\n"
+          "  --trace FILE     one line per tick: monotonic ns, state, fault, torque mN·m\n",
           out);
 }
 
@@ -328,7 +332,7 @@ static void parse_args(int argc, char **argv, struct plant_params *p, int *ignor
 {
     enum { O_INERTIA = 256, O_VISCOUS, O_COULOMB, O_TLIM, O_GRAV, O_CPR, O_INIT, O_KP, O_KD,
            O_DROP, O_CORRUPT, O_DIR, O_DELAY, O_STALL_AT, O_STALL, O_RESET_AT, O_SEED, O_IGN,
-           O_NORT, O_LOAD, O_LOAD_RAMP };
+           O_NORT, O_LOAD, O_LOAD_RAMP, O_TRACE };
     static const struct option options[] = {
         {"inertia", 1, 0, O_INERTIA}, {"viscous", 1, 0, O_VISCOUS}, {"coulomb", 1, 0, O_COULOMB},
         {"torque-limit", 1, 0, O_TLIM}, {"gravity-moment", 1, 0, O_GRAV},
@@ -338,7 +342,8 @@ static void parse_args(int argc, char **argv, struct plant_params *p, int *ignor
         {"stall-at-ms", 1, 0, O_STALL_AT}, {"stall-ms", 1, 0, O_STALL},
         {"reset-at-ms", 1, 0, O_RESET_AT}, {"seed", 1, 0, O_SEED},
         {"ignore-stdin", 0, 0, O_IGN}, {"no-realtime", 0, 0, O_NORT},
-        {"load-file", 1, 0, O_LOAD}, {"load-ramp-ms", 1, 0, O_LOAD_RAMP}, {"help", 0, 0, 'h'},
+        {"load-file", 1, 0, O_LOAD}, {"load-ramp-ms", 1, 0, O_LOAD_RAMP},
+        {"trace", 1, 0, O_TRACE}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -368,6 +373,13 @@ static void parse_args(int argc, char **argv, struct plant_params *p, int *ignor
         case O_NORT: *realtime = 0; break;
         case O_LOAD: load_read(optarg); break;
         case O_LOAD_RAMP: load.ramp_ms = (uint32_t)atol(optarg); break;
+        case O_TRACE:
+            trace = fopen(optarg, "w");
+            if (trace == NULL) {
+                perror(optarg);
+                exit(2);
+            }
+            break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -457,6 +469,16 @@ int main(int argc, char **argv)
         board.plant.external_torque_nm = load_torque();
         plant_step(&board.plant, board.torque_command_mNm / 1000.0, 1e-3);
         transmit(master);
+        if (trace != NULL) {
+            struct timespec stamp;
+            clock_gettime(CLOCK_MONOTONIC, &stamp);
+            fprintf(trace, "%lld %u %u %ld\n",
+                    (long long)stamp.tv_sec * 1000000000LL + stamp.tv_nsec, (unsigned)core.state,
+                    (unsigned)core.fault, (long)board.torque_command_mNm);
+            if ((ms % 10u) == 9u) {
+                fflush(trace);
+            }
+        }
 
         add_ms(&next, 1);
         struct timespec now;
@@ -476,5 +498,8 @@ int main(int argc, char **argv)
             stats.dropped, stats.corrupted, stats.tx_lost, (unsigned)core.rx.bad_frames,
             stats.hw_watchdog_resets, realtime ? "real-time" : "normal", stats.late_ticks_1ms,
             stats.max_lag_ns * 1e-6);
+    if (trace != NULL) {
+        fclose(trace);
+    }
     return 0;
 }
