@@ -272,7 +272,7 @@ def synthesize_command(
     Example:
         bemore synthesize out/identify/athlete.json --out out/gesture
     """
-    # The engine (numba) loads only when the command runs, not for `bemore --help`.
+    # The engine and scipy load only when the command runs, not for `bemore --help`.
     from bemore.paths import default_config
     from bemore.phases import mark
     from bemore.profile import DEFAULT_PROFILE, load_profile
