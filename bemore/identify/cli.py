@@ -274,15 +274,14 @@ def _run_with_progress(problem: Any, settings: Any, identify: Any) -> Any:
             distance="-",
         )
 
+        distance = ["-"]  # the global run's best RMS distance, as last shown
+
         def callback(record: Any, best_x: Any) -> bool:
             # RMS distance over the seen joint centres, the seed's "mean marker distance".
             rms_mm = np.sqrt(record.best / observed) * 1e3
-            progress.update(
-                task,
-                completed=record.iteration,
-                best=f"{record.best:.4g} m²",
-                distance=f"{rms_mm:.3g} mm (rms)",
-            )
+            distance[0] = f"{rms_mm:.3g} mm (rms)"
+            progress.update(task, completed=record.iteration, best=f"{record.best:.4g} m²",
+                            distance=distance[0])
             return False
 
         ended = ["search"]  # the phase under way, which the next one ends
@@ -290,7 +289,8 @@ def _run_with_progress(problem: Any, settings: Any, identify: Any) -> Any:
         def on_phase(name: str) -> None:
             mark("identify", ended[0])
             ended[0] = name
-            progress.update(task, description=f"{name}…")
+            # The bar's figures are the global run's: say so once the next phase starts.
+            progress.update(task, description=f"{name}…", distance=f"{distance[0]} (global run)")
 
         outcome = identify(problem, settings, callback=callback, on_phase=on_phase)
         mark("identify", ended[0])
