@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import serial
 
-from bemore.errors import BenchError
 from controller.dump import DumpWriter
+from controller.errors import BenchError
 from controller.protocol import FrameDecoder, Message, decode_message, encode_message
 from controller.scheduler import REALTIME_PRIORITY, other_cpus, pinned, realtime_priority
 

@@ -2,8 +2,9 @@
 
 The simulated bench (``firmware/build/simbench``) closes the loop on a plant model, prints its pty
 path on its first stdout line and serves until its stdin closes. This module builds it with
-``make -C firmware``, starts it with the plant of ``configs/bench_sim.toml`` and optional fault
-injection, and gives back a :class:`SimulatedBench` whose ``.port`` a serial client opens::
+``make -C firmware``, starts it with the plant of ``controller/configs/bench_sim.toml`` and
+optional fault injection, and gives back a :class:`SimulatedBench` whose ``.port`` a serial
+client opens::
 
     with start_simulated_bench(faults=SimFaults(corrupt=0.01, seed=3)) as bench:
         link = serial.Serial(bench.port, timeout=0.1)
@@ -26,12 +27,13 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from bemore.config import Section, load_toml_model
-from bemore.errors import BenchError, ConfigError
-from bemore.paths import REPOSITORY_DIR, default_config
+from controller.config import Section, load_toml_model
+from controller.errors import BenchError, ConfigError
 from controller.modes import Plan
+from controller.settings import default_bench_config
 
-FIRMWARE_DIR = REPOSITORY_DIR / "firmware"
+# the firmware sources of the checkout this package sits in (the simulated bench is built there)
+FIRMWARE_DIR = Path(__file__).resolve().parents[1] / "firmware"
 SIMBENCH_BINARY = FIRMWARE_DIR / "build" / "simbench"
 HW_WATCHDOG_MS = 120  # the board's hardware watchdog (board/host/hal_host.h HOST_HW_WATCHDOG_MS)
 _build_lock = threading.Lock()
@@ -71,7 +73,7 @@ class AthleteSection(Section):
 
 
 class SimBenchConfig(Section):
-    """Schema of ``configs/bench_sim.toml``."""
+    """Schema of ``controller/configs/bench_sim.toml``."""
 
     plant: PlantSection = PlantSection()
     controller: ControllerSection = ControllerSection()
@@ -219,7 +221,7 @@ def parse_injection(text: str) -> tuple[float, str]:
 
 def load_sim_config(path: Path | None = None) -> SimBenchConfig:
     """Read and validate ``bench_sim.toml`` (default: the bundled one)."""
-    return load_toml_model(path or default_config("bench_sim.toml"), SimBenchConfig)
+    return load_toml_model(path or default_bench_config("bench_sim.toml"), SimBenchConfig)
 
 
 def plant_flags(config: SimBenchConfig) -> list[str]:
