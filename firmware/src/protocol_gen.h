@@ -7,7 +7,7 @@
 #include <string.h>
 
 #define BM_PROTOCOL_VERSION 4u
-#define BM_PROTOCOL_HASH UINT32_C(0x93E4B2A2)
+#define BM_PROTOCOL_HASH UINT32_C(0x4B72EB3E)
 #define BM_FW_MAJOR 4u
 #define BM_FW_MINOR 0u
 #define BM_FW_PATCH 0u
