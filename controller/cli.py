@@ -252,3 +252,38 @@ def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool
         gesture, plan, settings = replay_plan(session_log)
         out = log_out or log.with_suffix(".replay.jsonl")
         _run(lambda: drive(gesture, out, settings, port=port, plan=plan), out)
+
+
+class BenchGroup(click.Group):
+    """The bench side's own command group: every BemoreError becomes one line and its exit code
+    (0 ok, 1 not completed, 2 usage/config/data, 3 bench or protocol fault)."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BemoreError as error:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"bemore-bench: error: {error}", err=True)
+            raise SystemExit(error.exit_code) from None
+
+
+@click.group(cls=BenchGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show full tracebacks instead of one-line errors.")
+@click.pass_context
+def bench_cli(ctx: click.Context, debug: bool) -> None:
+    """Drive the bemore training bench: stream a gesture safely, replay a session.
+
+    The bench side alone (installed with ``pip install ./controller``): the same ``drive`` and
+    ``replay`` as ``bemore drive`` / ``bemore replay``.
+    """
+    ctx.obj = {"debug": debug}
+
+
+bench_cli.add_command(drive_command)
+bench_cli.add_command(replay_command)
+
+
+def main() -> None:
+    """Entry point of the ``bemore-bench`` command."""
+    bench_cli()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from controller.errors import DataError
+from controller.errors import ConfigError, DataError
 from controller.log import SessionLog, read_log
 from controller.modes import (
     POSITION_SCALE,
@@ -245,8 +245,11 @@ def plot(log: SessionLog, folder: str | Path) -> list[Path]:
     against their limits, tracking error; repetitions shaded, stop and faults marked; mode,
     load and speed in the title) and ``summary.png`` (one page: the replay summary and the
     torque plot)."""
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:
+        raise ConfigError("replay --plot needs matplotlib (the bench side alone: "
+                          "pip install './controller[plot]')") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -15,6 +15,7 @@ client opens::
 from __future__ import annotations
 
 import math
+import os
 import re
 import selectors
 import subprocess
@@ -34,7 +35,6 @@ from controller.settings import default_bench_config
 
 # the firmware sources of the checkout this package sits in (the simulated bench is built there)
 FIRMWARE_DIR = Path(__file__).resolve().parents[1] / "firmware"
-SIMBENCH_BINARY = FIRMWARE_DIR / "build" / "simbench"
 HW_WATCHDOG_MS = 120  # the board's hardware watchdog (board/host/hal_host.h HOST_HW_WATCHDOG_MS)
 _build_lock = threading.Lock()
 
@@ -236,18 +236,34 @@ def plant_flags(config: SimBenchConfig) -> list[str]:
     ]
 
 
+def firmware_dir() -> Path:
+    """The firmware sources the simulated bench is built from: ``BEMORE_FIRMWARE`` if set, else
+    the ``firmware/`` folder of the checkout this package sits in. An installed bench side
+    (``pip install ./controller``) has no checkout beside it: a dry run then needs
+    ``BEMORE_FIRMWARE``; a drive of the real bench (``--port``) needs neither."""
+    override = os.environ.get("BEMORE_FIRMWARE")
+    folder = Path(override) if override else FIRMWARE_DIR
+    if not (folder / "Makefile").is_file():
+        raise ConfigError(f"{folder}: no firmware sources here to build the simulated bench "
+                          "from; set BEMORE_FIRMWARE to the firmware/ folder of a bemore "
+                          "checkout, or drive a real bench with --port")
+    return folder
+
+
 def build_simbench() -> Path:
     """Build (or bring up to date) the simulated bench with ``make -C firmware``; its path."""
+    folder = firmware_dir()
+    binary = folder / "build" / "simbench"
     with _build_lock:
         try:
-            result = subprocess.run(["make", "-C", str(FIRMWARE_DIR), "build/simbench"],
+            result = subprocess.run(["make", "-C", str(folder), "build/simbench"],
                                     capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BenchError(f"{FIRMWARE_DIR}: cannot build the simulated bench ({exc})") from None
-    if result.returncode != 0 or not SIMBENCH_BINARY.is_file():
+            raise BenchError(f"{folder}: cannot build the simulated bench ({exc})") from None
+    if result.returncode != 0 or not binary.is_file():
         last = (result.stderr.strip().splitlines() or ["make failed"])[-1]
-        raise BenchError(f"{FIRMWARE_DIR}: building the simulated bench failed: {last}")
-    return SIMBENCH_BINARY
+        raise BenchError(f"{folder}: building the simulated bench failed: {last}")
+    return binary
 
 
 class SimulatedBench:
@@ -316,7 +332,7 @@ def start_simulated_bench(config: Path | SimBenchConfig | None = None,
     the plan. The process runs in its own session: a terminal's Ctrl-C reaches only the host,
     which stops the session under control. Raises BenchError if it does not start.
     """
-    binary = build_simbench() if build else SIMBENCH_BINARY
+    binary = build_simbench() if build else firmware_dir() / "build" / "simbench"
     if not isinstance(config, SimBenchConfig):
         config = load_sim_config(config)
     argv = [str(binary), *plant_flags(config), *(faults or SimFaults()).flags()]
