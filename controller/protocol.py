@@ -364,6 +364,20 @@ def decode_message(frame: Frame) -> Message:
     return Message(spec.name, frame.seq, fields)
 
 
+def hello_versions(frame: Frame) -> Message | None:
+    """The versions of a HELLO_REPLY whose layout is another protocol version's, else None.
+
+    Every protocol version starts HELLO_REPLY with ``protocol_version``, ``fw_major``,
+    ``fw_minor``, ``fw_patch`` (u8 each), so a host can name the firmware's protocol even when
+    the rest of the reply has another layout; the returned message holds those four fields only.
+    """
+    spec = load_spec().messages["HELLO_REPLY"]
+    if frame.msg_id != spec.id or len(frame.payload) == spec.size or len(frame.payload) < 4:
+        return None
+    names = ("protocol_version", "fw_major", "fw_minor", "fw_patch")
+    return Message(spec.name, frame.seq, dict(zip(names, frame.payload[:4], strict=True)))
+
+
 # ---------------------------------------------------------------- text form (parsedump)
 _SI_TEXT = {"µrad": ("rad", 6), "µrad/s": ("rad/s", 6), "mN·m": ("N·m", 3)}
 

@@ -229,6 +229,10 @@ class Session:
             raise BenchError(f"{self.port}: firmware {version} speaks protocol "
                              f"{fields['protocol_version']}, this host speaks "
                              f"{self.spec.protocol_version}: update one of them")
+        if "protocol_hash" not in fields:
+            raise BenchError(f"{self.port}: firmware {version}'s HELLO_REPLY does not have the "
+                             f"layout of protocol {self.spec.protocol_version}: rebuild the "
+                             "firmware from this host's definition (make -C firmware)")
         if fields["protocol_hash"] != self.spec.protocol_hash:
             raise BenchError(f"{self.port}: firmware {version} was built from protocol definition "
                              f"{fields['protocol_hash']:08x}, this host reads definition "
