@@ -122,8 +122,10 @@ def identify_command(
     from bemore.identify.run import RunSettings, identify
     from bemore.identify.space import ParameterSpace
     from bemore.paths import default_config
+    from bemore.phases import mark
     from bemore.settings import load_gymnast, load_identification
 
+    mark("identify", "start-up")
     config_path = config or default_config("identification.toml")
     identification = load_identification(config_path)
     gymnast = load_gymnast()
@@ -158,6 +160,7 @@ def identify_command(
     space = ParameterSpace.from_config(identification, gymnast, str(config_path), body_mass_kg)
     problem, trial_summary = _problem(trial, space, markerset, trial_config,
                                       defaults.samples_per_step, body_mass_kg, model_name)
+    mark("identify", "trial")
     config_record = {
         "identification": str(config_path),
         "gymnast": str(default_config("gymnast.toml")),
@@ -190,8 +193,10 @@ def identify_command(
     # The result first; the plots (matplotlib, 1–2 s) after it.
     click.echo(summary_text(record))
     click.echo(f"wrote {out}/athlete.json, convergence.csv, summary.txt; plotting…")
+    mark("identify", "result")
     write_plots(out, outcome, problem, settings)
     click.echo(f"wrote {out}/trajectories.png, stick_figures.png, convergence.png")
+    mark("identify", "plots")
     if records is not None:
         from bemore.records.register import register_identify
 
@@ -250,6 +255,8 @@ def _run_with_progress(problem: Any, settings: Any, identify: Any) -> Any:
     import numpy as np
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from bemore.phases import mark
+
     observed = max(int(np.sum(np.all(np.isfinite(problem.measured), axis=-1))), 1)
     columns = (
         TextColumn("{task.description}"),
@@ -278,7 +285,13 @@ def _run_with_progress(problem: Any, settings: Any, identify: Any) -> Any:
             )
             return False
 
+        ended = ["search"]  # the phase under way, which the next one ends
+
         def on_phase(name: str) -> None:
+            mark("identify", ended[0])
+            ended[0] = name
             progress.update(task, description=f"{name}…")
 
-        return identify(problem, settings, callback=callback, on_phase=on_phase)
+        outcome = identify(problem, settings, callback=callback, on_phase=on_phase)
+        mark("identify", ended[0])
+        return outcome

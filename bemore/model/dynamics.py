@@ -10,7 +10,8 @@ from frame p at ``d_k = R(A_p)·at_k (+ q_k·e_k if prismatic)``; ``ω_k = ω_p 
 q̈_k e_k``. Backward: body force ``m(a_c − g)``, moment ``I ε``; the generalised force of a
 coordinate is ``s·N_k`` (revolute) or ``e_k·F_k`` (prismatic). Units SI.
 
-Workspace rows (``ws`` is (N_ROWS, max(nF, nb)) float64, allocated once per member):
+Workspace rows (``ws`` is (N_ROWS, max(nF, nb)) float64, allocated once per member): see
+:mod:`bemore.model.kinematics`, whose plain-Python frame kinematics are compiled here.
 """
 
 from __future__ import annotations
@@ -18,87 +19,41 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-OX, OY, CA, SA, CP, SP, W, EPS, VX, VY, AX, AY, DX, DY, EX, EY = range(16)
-FX, FY, NZ, QF, QDF, QDDF, TAU, CD, SD = range(16, 25)
-N_ROWS = 25
+from bemore.model import kinematics as _kinematics
+from bemore.model.kinematics import (  # noqa: F401  (the workspace's rows, used below and by kernels)
+    AX,
+    AY,
+    CA,
+    CD,
+    CP,
+    DX,
+    DY,
+    EPS,
+    EX,
+    EY,
+    FX,
+    FY,
+    N_ROWS,
+    NZ,
+    OX,
+    OY,
+    QDDF,
+    QDF,
+    QF,
+    SA,
+    SD,
+    SP,
+    TAU,
+    VX,
+    VY,
+    W,
+    workspace,
+)
 
-
-def workspace(tree) -> np.ndarray:
-    """A zeroed workspace for one member of ``tree``."""
-    width = max(len(tree.frame_parent), len(tree.body_frame), 1)
-    return np.zeros((N_ROWS, width))
-
-
-@njit(cache=True)
-def driven_angles(T, q_driven, ws):
-    """cos/sin of each frame's driven angle sum (placement angles + driven revolutes) → ws."""
-    parent, kind, axis, _, fdrv = T[0], T[1], T[2], T[3], T[4]
-    angle = T[6]
-    n = parent.shape[0]
-    total = np.empty(n)
-    for k in range(n):
-        base = 0.0 if parent[k] < 0 else total[parent[k]]
-        base += angle[k]
-        if kind[k] == 1 and fdrv[k] >= 0:
-            base += axis[k] * q_driven[fdrv[k]]
-        total[k] = base
-        ws[CD, k] = np.cos(base)
-        ws[SD, k] = np.sin(base)
-
-
-@njit(cache=True)
-def load_coordinates(T, qf, vf, qd, vd, ad, ws):
-    """Copy the free and driven state into per-frame rows (q, q̇, q̈ with free q̈ = 0)."""
-    kind, ffree, fdrv = T[1], T[3], T[4]
-    for k in range(kind.shape[0]):
-        if ffree[k] >= 0:
-            ws[QF, k] = qf[ffree[k]]
-            ws[QDF, k] = vf[ffree[k]]
-            ws[QDDF, k] = 0.0
-        elif fdrv[k] >= 0:
-            ws[QF, k] = qd[fdrv[k]]
-            ws[QDF, k] = vd[fdrv[k]]
-            ws[QDDF, k] = ad[fdrv[k]]
-        else:
-            ws[QF, k] = 0.0
-            ws[QDF, k] = 0.0
-            ws[QDDF, k] = 0.0
-
-
-@njit(cache=True)
-def positions(T, V, ws):
-    """Frame origins, orientations, hang vectors d_k and prismatic axes e_k (needs CD/SD, QF)."""
-    parent, kind, axis, ffree = T[0], T[1], T[2], T[3]
-    at = T[5]
-    for k in range(parent.shape[0]):
-        p = parent[k]
-        if p < 0:
-            ox, oy, pc, ps, cp, sp = 0.0, 0.0, 1.0, 0.0, 1.0, 0.0
-        else:
-            ox, oy, pc, ps = ws[OX, p], ws[OY, p], ws[CA, p], ws[SA, p]
-            cp, sp = ws[CP, p], ws[SP, p]
-        if kind[k] == 1 and ffree[k] >= 0:
-            # Only free rotations need a sine and cosine here.
-            th = axis[k] * ws[QF, k]
-            c, s = np.cos(th), np.sin(th)
-            cp, sp = cp * c - sp * s, sp * c + cp * s
-        ws[CP, k], ws[SP, k] = cp, sp
-        ca = cp * ws[CD, k] - sp * ws[SD, k]
-        sa = sp * ws[CD, k] + cp * ws[SD, k]
-        ws[CA, k], ws[SA, k] = ca, sa
-        lx, ly = V[at[k, 0]], V[at[k, 1]]
-        dx = pc * lx - ps * ly
-        dy = ps * lx + pc * ly
-        if kind[k] == 2:
-            if axis[k] == 0:
-                ex, ey = ca, sa
-            else:
-                ex, ey = -sa, ca
-            dx += ws[QF, k] * ex
-            dy += ws[QF, k] * ey
-            ws[EX, k], ws[EY, k] = ex, ey
-        ws[DX, k], ws[DY, k] = dx, dy
-        ws[OX, k], ws[OY, k] = ox + dx, oy + dy
+# The kinematics' plain-Python definitions, compiled.
+driven_angles = njit(cache=True)(_kinematics.driven_angles)
+load_coordinates = njit(cache=True)(_kinematics.load_coordinates)
+positions = njit(cache=True)(_kinematics.positions)
 
 
 @njit(cache=True)

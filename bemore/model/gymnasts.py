@@ -63,21 +63,24 @@ def straight_posture(real: Model) -> np.ndarray:
 def _lump(real: Model, V: np.ndarray, names: tuple[str, ...], origin: np.ndarray
           ) -> tuple[float, float, float]:
     """Mass (kg), CoM distance from ``origin`` along +x (m), inertia about the CoM (kg·m²)."""
-    from bemore.model import dynamics as dyn  # numba: loaded only when lumping
+    # Plain Python (no numba to load): one posture's frames are a few dozen operations.
+    from bemore.model import kinematics as kin
 
-    ws = dyn.workspace(real.tree)
+    ws = kin.workspace(real.tree)
     nf = real.n_free
     qd = straight_posture(real)
     zeros_f = np.zeros(nf)
-    dyn.prepare(real._T, V, zeros_f, zeros_f, qd, qd * 0, qd * 0, ws)
+    kin.load_coordinates(real._T, zeros_f, zeros_f, qd, qd * 0, qd * 0, ws)
+    kin.driven_angles(real._T, qd, ws)
+    kin.positions(real._T, V, ws)
     index = {b.name: i for i, b in enumerate(real.description.bodies)}
     masses, centres, inertias = [], [], []
     for name in names:
         b = index[name]
         k = real.tree.body_frame[b]
         m, cx, cy, inertia = V[real.tree.body_fields[b]]
-        ca, sa = ws[dyn.CA, k], ws[dyn.SA, k]
-        centres.append([ws[dyn.OX, k] + ca * cx - sa * cy, ws[dyn.OY, k] + sa * cx + ca * cy])
+        ca, sa = ws[kin.CA, k], ws[kin.SA, k]
+        centres.append([ws[kin.OX, k] + ca * cx - sa * cy, ws[kin.OY, k] + sa * cx + ca * cy])
         masses.append(m)
         inertias.append(inertia)
     masses_a, centres_a = np.array(masses), np.array(centres)

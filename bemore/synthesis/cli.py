@@ -273,18 +273,12 @@ def synthesize_command(
     Example:
         bemore synthesize out/identify/athlete.json --out out/gesture
     """
-    # The engine (numba) loads only when the command runs, not for `bemore --help`.
+    # The engine and scipy load only when the command runs, not for `bemore --help`.
     from bemore.paths import default_config
+    from bemore.phases import mark
     from bemore.profile import DEFAULT_PROFILE, load_profile
     from bemore.settings import load_bench
-    from bemore.synthesis.outputs import (
-        write_animation,
-        write_coach_plot,
-        write_gesture_json,
-        write_plots,
-        write_profiles,
-        write_setpoints,
-    )
+    from bemore.synthesis.outputs import write_gesture_json, write_profiles, write_setpoints
     from bemore.synthesis.synthesize import SynthesisOptions, synthesize
 
     records = None
@@ -330,6 +324,7 @@ def synthesize_command(
         f"synthesizing ({options.method}, {options.objective}, {options.starts} start(s), "
         f"athlete: {athlete.source}) ..."
     )
+    mark("synthesize", "start-up")
     evaluator = None
     if dask_address:
         from bemore.evaluate import make_evaluator
@@ -342,6 +337,7 @@ def synthesize_command(
     finally:
         if evaluator is not None:
             evaluator.close()
+    mark("synthesize", "synthesis")
     seed_result = synthesis.seed_result.model_dump()
     seed_rotation, seed_objective = _seed_evaluation(problem, seed_result)
     result.inputs["seed_gesture_rotation_deg"] = seed_rotation
@@ -349,23 +345,6 @@ def synthesize_command(
     x = problem.vector(result.design)
     profiles = problem.profiles(x, SETPOINT_RATE_HZ)
     write_profiles(out_dir / "profiles.csv", profiles)
-    write_plots(
-        out_dir / "plots",
-        profiles,
-        result.design.flexion_end_time_s,
-        limits={
-            "athlete": profile.shoulder_torque_limit_Nm,
-            "bench": bench.limits.max_torque_nm,
-        },
-    )
-    write_coach_plot(
-        out_dir / "plots" / "coach_view.png",
-        profiles,
-        result.design.flexion_end_time_s,
-        _recorded_flexion(athlete_json),
-    )
-    if not no_animation:
-        write_animation(out_dir / "gesture.gif", profiles)
     bounds = _bounds(problem)
     for line in summary_lines(result, seed_result, seed_rotation, bounds):
         click.echo(line)
@@ -386,6 +365,13 @@ def synthesize_command(
              "bench": str(bench_config or default_config("bench.toml"))}, outcome)
         click.echo(f"recorded in the records: {athlete_record.name}, {outcome} gesture")
 
+    # The result first (gesture.json, setpoints.csv, the console); the figures after it.
+    figures = {
+        "folder": out_dir, "profiles": profiles, "result": result, "athlete_json": athlete_json,
+        "limits": {"athlete": profile.shoulder_torque_limit_Nm,
+                   "bench": bench.limits.max_torque_nm},
+        "animation": not no_animation,
+    }
     if not result.feasible:
         write_gesture_json(out_dir / "gesture.json", result)
         record("infeasible")
@@ -407,6 +393,8 @@ def synthesize_command(
         )
         if options.torque_limit_nm is not None:
             click.echo(_lowest_peak_line(athlete, synthesis, options, config_path), err=True)
+        mark("synthesize", "outputs")
+        _write_figures(**figures)
         sys.exit(1)
     design = result.design
     description = (
@@ -441,10 +429,27 @@ def synthesize_command(
     click.echo(f"{result.message}")
     for line in requirement_lines(result.bench_requirements):
         click.echo(line)
-    click.echo(
-        f"wrote {out_dir}/gesture.json, profiles.csv, setpoints.csv, plots/"
-        + ("" if no_animation else ", gesture.gif")
-    )
+    click.echo(f"wrote {out_dir}/gesture.json, profiles.csv, setpoints.csv; plotting…")
+    mark("synthesize", "outputs")
+    _write_figures(**figures)
+
+
+def _write_figures(folder: Path, profiles: Any, result: SynthesisResult,
+                   athlete_json: Path | None, limits: dict[str, float], animation: bool) -> None:
+    """The plots (folder/plots/), the coach's view and the animated stick figure (folder/
+    gesture.gif unless ``animation`` is False), written after the result; one line says so."""
+    from bemore.phases import mark
+    from bemore.synthesis.outputs import write_animation, write_coach_plot, write_plots
+
+    flexion_end = result.design.flexion_end_time_s
+    write_plots(folder / "plots", profiles, flexion_end, limits=limits)
+    write_coach_plot(folder / "plots" / "coach_view.png", profiles, flexion_end,
+                     _recorded_flexion(athlete_json))
+    mark("synthesize", "plots")
+    if animation:
+        write_animation(folder / "gesture.gif", profiles)
+        mark("synthesize", "animation")
+    click.echo(f"wrote {folder}/plots/" + (", gesture.gif" if animation else ""))
 
 
 def _recorded_flexion(athlete_json: Path | None) -> tuple[np.ndarray, np.ndarray, str] | None:

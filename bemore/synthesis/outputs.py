@@ -162,6 +162,10 @@ PLOTS = (
 
 TORQUE_PLOT = "shoulder_torque.png"
 LIMIT_STYLES = ("tab:red", "tab:orange", "tab:purple")
+# Fixed margins (fractions of the figure) that fit the labels of these sizes: matplotlib's
+# tight_layout drew every figure once more to measure them (a third of the plots' time).
+MARGINS = {"left": 0.12, "right": 0.97, "top": 0.91, "bottom": 0.15}
+TORQUE_MARGINS = {"left": 0.12, "right": 0.97, "top": 0.93, "bottom": 0.29}
 
 
 def write_plots(
@@ -175,15 +179,13 @@ def write_plots(
     ``limits`` (label → N·m per shoulder, e.g. the athlete's and the bench's) are drawn as
     ±limit lines on the torque plot, which is per shoulder like the console and setpoints.csv.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     folder = _ensure_dir(folder)
     written = []
     for name, title, label, values in PLOTS:
-        figure, axes = plt.subplots(figsize=(6.4, 4.4 if name == TORQUE_PLOT else 3.6))
+        figure = Figure(figsize=(6.4, 4.4 if name == TORQUE_PLOT else 3.6))
+        axes = figure.subplots()
         axes.plot(profiles.t_s, values(profiles), color="tab:blue")
         axes.axvline(flexion_end_time_s, color="grey", linestyle=":", label="t_flexmax")
         if name == TORQUE_PLOT:
@@ -198,21 +200,21 @@ def write_plots(
         axes.grid(alpha=0.3)
         if name == TORQUE_PLOT:
             axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=7)
+            figure.subplots_adjust(**TORQUE_MARGINS)
         else:
             axes.legend(loc="best")
-        figure.tight_layout()
+            figure.subplots_adjust(**MARGINS)
         figure.savefig(folder / name, dpi=100)
-        plt.close(figure)
         written.append(folder / name)
-    figure, axes = plt.subplots(figsize=(6.4, 3.6))
+    figure = Figure(figsize=(6.4, 3.6))
+    axes = figure.subplots()
     axes.plot(profiles.t_s, 1e3 * profiles.bar_x_m, label="horizontal")
     axes.plot(profiles.t_s, 1e3 * profiles.bar_y_m, label="vertical")
     axes.set(title="Bar displacement", xlabel="time (s)", ylabel="displacement (mm)")
     axes.grid(alpha=0.3)
     axes.legend(loc="best")
-    figure.tight_layout()
+    figure.subplots_adjust(**MARGINS)
     figure.savefig(folder / "bar_displacement.png", dpi=100)
-    plt.close(figure)
     written.append(folder / "bar_displacement.png")
     return written
 
@@ -226,12 +228,10 @@ def write_coach_plot(
     """The coach's view: the athlete's recorded shoulder flexion (from the trial her model came
     from: (time s, angle rad, source)) beside the optimal gesture, on one time axis from the
     start of the circle, with the key instants marked (start, maximal flexion, end)."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(8, 4.2))
+    figure = Figure(figsize=(8, 4.2))
+    axes = figure.subplots()
     angle = np.rad2deg(profiles.angle_rad)
     axes.plot(profiles.t_s, angle, color="tab:blue", linewidth=2, label="optimal gesture")
     peak = int(np.argmax(angle))
@@ -256,9 +256,8 @@ def write_coach_plot(
              xlabel="time from the handstand (s)", ylabel="shoulder flexion (deg)")
     axes.grid(alpha=0.3)
     axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8)
-    figure.tight_layout()
+    figure.subplots_adjust(left=0.09, right=0.97, top=0.92, bottom=0.25)
     figure.savefig(path, dpi=100)
-    plt.close(figure)
     return Path(path)
 
 
@@ -269,10 +268,8 @@ def write_animation(path: Path, profiles: Profiles, fps: int = 25) -> Path:
     figure and its caption (matplotlib's blitting). ``FuncAnimation.save`` redrew the whole
     figure — ticks and text layout — twice per frame: 16 s for a 3 s gesture, now ≈ 1 s.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
     from PIL import Image
 
     if not profiles.points:
@@ -284,15 +281,16 @@ def write_animation(path: Path, profiles: Profiles, fps: int = 25) -> Path:
     if frames[-1] != len(profiles.t_s) - 1:
         frames.append(len(profiles.t_s) - 1)
     reach = float(np.abs(stacked).max()) * 1.1
-    figure, axes = plt.subplots(figsize=(4, 4))
+    figure = Figure(figsize=(4, 4))
+    canvas = FigureCanvasAgg(figure)
+    axes = figure.subplots()
     axes.set(
         xlim=(-reach, reach), ylim=(-reach, reach), aspect="equal", xlabel="x (m)", ylabel="y (m)"
     )
     axes.plot([0.0], [0.0], "ko", markersize=6)
     (line,) = axes.plot([], [], "o-", color="tab:red", linewidth=3, animated=True)
     caption = axes.set_title("t = 0.00 s, shoulder 000°", animated=True)  # room for it
-    figure.tight_layout()
-    canvas = figure.canvas
+    figure.subplots_adjust(left=0.2, right=0.95, top=0.9, bottom=0.14)
     canvas.draw()  # everything but the animated artists
     background = canvas.copy_from_bbox(figure.bbox)
     images = []
@@ -309,7 +307,6 @@ def write_animation(path: Path, profiles: Profiles, fps: int = 25) -> Path:
         # One palette for every frame (the figure's few colours), fitted on the first: a
         # median cut per frame was most of the time left.
         images.append(frame.quantize(palette=images[0]) if images else frame.quantize())
-    plt.close(figure)
     images[0].save(path, save_all=True, append_images=images[1:],
                    duration=round(1000 / fps), loop=0)
     return Path(path)

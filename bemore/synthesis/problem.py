@@ -394,12 +394,12 @@ class GestureProblem:
         dynamics along any pace of the same path is τ_static + pace²·(τ − τ_static): velocity
         products and accelerations both scale with pace² (``bemore drive --speed``).
         """
-        q = np.column_stack([free_q, angle_rad])
-        zero = np.zeros(q.shape[1])
-        return np.array([
-            self.model.mass_matrix_and_inverse_dynamics(self.P[:1], row, zero, zero)[1][-1]
-            for row in q
-        ])
+        from bemore.model.kinematics import static_driven_effort
+
+        V, _ = self.model.fields(self.P[:1])
+        return static_driven_effort(self.model._T, V[0], np.atleast_2d(free_q),
+                                    np.asarray(angle_rad, dtype=float)[:, None],
+                                    self.model.n_driven - 1)
 
     def profiles(self, x: np.ndarray, rate_hz: float = 1000.0, substeps: int = 2) -> Profiles:
         """Every profile of design x sampled at ``rate_hz`` from 0 to the first sample ≥ t_f.

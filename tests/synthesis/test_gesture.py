@@ -166,3 +166,39 @@ def test_boundary_matrix_is_well_conditioned() -> None:
     # Normalised time keeps the system solvable to ~1e-10 whatever the phase duration.
     assert np.linalg.cond(boundary_matrix()) < 1e7
     assert SEED.to_dict()["max_flexion_rad"] == pytest.approx(2.792526803, rel=1e-9)
+
+
+def _scalar_samples(t, t_f, t_m, flexion, extension) -> np.ndarray:
+    """The sampling recurrence written sample by sample (Horner, then ÷ duration per order)."""
+    from math import factorial
+
+    out = np.zeros((4, t.size))
+    for i, ti in enumerate(t):
+        if ti < 0.0 or ti > t_f:
+            continue
+        start, duration, c = (0.0, t_m, flexion) if ti <= t_m else (t_m, t_f - t_m, extension)
+        s = min(max((ti - start) / duration, 0.0), 1.0)
+        scale = 1.0
+        for d in range(4):
+            acc = 0.0
+            for k in range(8, d - 1, -1):
+                acc = acc * s + (factorial(k) / factorial(k - d)) * c[k]
+            out[d, i] = acc * scale
+            scale /= duration
+    return out
+
+
+def test_batched_sampling_equals_the_scalar_recurrence_bit_for_bit() -> None:
+    rng = np.random.default_rng(4)
+    count = 6
+    t_f = rng.uniform(2.0, 4.0, count)
+    t_m = np.minimum(rng.uniform(0.5, 3.5, count), t_f - 0.5)
+    phi = rng.uniform(2.0, 2.8, count)
+    f1, f2 = rng.uniform(0.4, 0.6, (2, count))
+    t = np.r_[-0.01, np.arange(0.0, 4.2, 0.0137)]  # before the start and after every t_f too
+    batch = gesture_kinematics(t, t_f, t_m, phi, f1, f2)
+    # the coefficients as the batch solves them (one solve for all: same rounding)
+    flexion, extension = phase_coefficients(0.0, phi, f1), phase_coefficients(phi, 0.0, f2)
+    for b in range(count):
+        expected = _scalar_samples(t, t_f[b], t_m[b], flexion[b], extension[b])
+        np.testing.assert_array_equal(batch[:, b], expected)

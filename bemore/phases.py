@@ -1,0 +1,36 @@
+"""Phase timestamps of a command, for the benchmark of the coach's wait (``python -m bench coach``).
+
+When the environment variable ``BEMORE_PHASE_TIMES`` names a file, :func:`mark` appends one JSON
+line ``{"command": …, "phase": …, "end_unix_s": …}`` to it: the wall-clock instant (Unix time,
+s) at which that phase of the command ended. The benchmark knows when it started the process,
+so each phase's duration is the difference between consecutive marks (the first one, the
+start-up, from the process's start). Without the variable, :func:`mark` does nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+ENVIRONMENT = "BEMORE_PHASE_TIMES"
+
+
+def mark(command: str, phase: str) -> None:
+    """Record that ``phase`` of ``command`` ends now (no-op unless ``BEMORE_PHASE_TIMES`` is
+    set; a file that cannot be written is ignored: timing never fails a command)."""
+    path = os.environ.get(ENVIRONMENT)
+    if not path:
+        return
+    line = json.dumps({"command": command, "phase": phase, "end_unix_s": time.time()})
+    try:
+        with open(path, "a", encoding="utf-8") as stream:
+            stream.write(line + "\n")
+    except OSError:
+        pass
+
+
+def read(path: str | os.PathLike[str]) -> list[dict[str, object]]:
+    """The marks written to ``path``, in order (each a dict of command, phase, end_unix_s)."""
+    with open(path, encoding="utf-8") as stream:
+        return [json.loads(line) for line in stream if line.strip()]

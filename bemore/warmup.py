@@ -1,0 +1,60 @@
+"""Compile, once per machine, what a first ``bemore identify`` and ``bemore synthesize`` compile.
+
+``python -m bemore.warmup`` (run by ``make venv``) identifies the bundled sample with a tiny
+search (5 wolves, 1 iteration, the default polish) and synthesizes one start for the athlete it
+wrote, each in its own process and into a temporary folder that is then removed: the engine's
+generated kernels every path of the two commands uses are compiled and cached
+(``~/.cache/bemore``, or ``BEMORE_KERNEL_CACHE``), with numba's cache for the identification's
+numba parts, so that a coach's first real run only loads them. One progress line, then the
+seconds it took; a command that fails is one error line and exit code 1.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_trial.c3d"
+
+
+def warm_up() -> float:
+    """Run the two commands on a tiny problem (see the module docstring); return the seconds
+    taken. Raises RuntimeError naming the command that failed (exit code other than 0, or 1
+    for the tiny search's poor fit)."""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bemore-warmup-") as scratch:
+        folder = Path(scratch)
+        identify = [sys.executable, "-m", "bemore", "identify", str(SAMPLE), "--pack", "5",
+                    "--iterations", "1", "--out", str(folder / "identify")]
+        synthesize = [sys.executable, "-m", "bemore", "synthesize",
+                      str(folder / "identify" / "athlete.json"), "--accept-poor-fit",
+                      "--starts", "1", "--no-animation", "--out", str(folder / "gesture")]
+        for command, accepted in ((identify, (0, 1)), (synthesize, (0, 1))):
+            result = subprocess.run(command, capture_output=True, text=True, check=False)
+            if result.returncode not in accepted:
+                last = (result.stderr.strip().splitlines() or ["(no message)"])[-1]
+                raise RuntimeError(f"bemore {command[3]} exited with {result.returncode}: {last}")
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    """Entry point of ``python -m bemore.warmup``."""
+    if not SAMPLE.is_file():
+        print(f"bemore warm-up: {SAMPLE} not found; the first run will compile instead")
+        return 0
+    print("bemore: compiling the engine's kernels for identify and synthesize "
+          "(once per machine)…", flush=True)
+    try:
+        seconds = warm_up()
+    except RuntimeError as error:
+        print(f"bemore warm-up: error: {error}", file=sys.stderr)
+        return 1
+    print(f"bemore: kernels compiled and cached in {seconds:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""The install's warm-up (bemore.warmup) and the phase marks (bemore.phases)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import bemore.warmup as warmup
+from bemore import phases
+
+
+def test_a_failing_warm_up_command_is_one_line_and_exit_1(monkeypatch, capsys) -> None:
+    calls = []
+
+    def failing(command, **options):
+        calls.append(command)
+        return subprocess.CompletedProcess(command, 2, "", "Traceback…\nbemore: error: bad\n")
+
+    monkeypatch.setattr(warmup.subprocess, "run", failing)
+    assert warmup.main() == 1
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error == ["bemore warm-up: error: bemore identify exited with 2: bemore: error: bad"]
+    assert len(calls) == 1  # synthesize is not tried without an athlete
+
+
+def test_the_tiny_search_poor_fit_is_accepted(monkeypatch, capsys) -> None:
+    seen = []
+
+    def poor_fit(command, **options):
+        seen.append(command[3])
+        return subprocess.CompletedProcess(command, 1, "", "bemore: error: fit poor\n")
+
+    monkeypatch.setattr(warmup.subprocess, "run", poor_fit)
+    assert warmup.main() == 0
+    assert seen == ["identify", "synthesize"]
+    assert "kernels compiled and cached" in capsys.readouterr().out
+
+
+def test_marks_are_written_only_when_asked(tmp_path, monkeypatch) -> None:
+    target = tmp_path / "marks.jsonl"
+    monkeypatch.delenv(phases.ENVIRONMENT, raising=False)
+    phases.mark("synthesize", "start-up")
+    assert not target.exists()
+    monkeypatch.setenv(phases.ENVIRONMENT, str(target))
+    phases.mark("synthesize", "start-up")
+    phases.mark("synthesize", "synthesis")
+    marks = phases.read(target)
+    assert [item["phase"] for item in marks] == ["start-up", "synthesis"]
+    assert marks[0]["end_unix_s"] <= marks[1]["end_unix_s"]
+    # a folder that cannot be written never fails the command
+    monkeypatch.setenv(phases.ENVIRONMENT, str(tmp_path / "missing" / "marks.jsonl"))
+    phases.mark("synthesize", "outputs")
