@@ -5,6 +5,7 @@ bemore's scientific side."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,8 +32,11 @@ def test_the_bench_distribution_drives_and_replays_alone(tmp_path: Path) -> None
     created = _run([sys.executable, "-m", "venv", str(venv)], tmp_path, 120)
     assert created.returncode == 0, created.stderr[-3000:]
     python, bench = venv / "bin" / "python", venv / "bin" / "bemore-bench"
-    installed = _run([str(python), "-m", "pip", "install", "--quiet", str(ROOT / "controller")],
-                     tmp_path, 600)
+    # install a copy: the build writes build/ and *.egg-info beside the sources it is given
+    source = tmp_path / "controller"
+    shutil.copytree(ROOT / "controller", source,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    installed = _run([str(python), "-m", "pip", "install", "--quiet", str(source)], tmp_path, 600)
     assert installed.returncode == 0, installed.stderr[-3000:]
     # run from a folder without the checkout on the path: only the installed package is seen
     work = tmp_path / "bench-pc"
