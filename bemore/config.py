@@ -1,117 +1,17 @@
 """The one validated layer through which every TOML configuration is read.
 
-Each configuration file has a schema: a pydantic model with ``extra="forbid"`` (see
-:class:`Section`). :func:`load_toml_model` reads the file and validates it; whatever is wrong —
-a missing file, malformed TOML, an unknown key, a wrong type, a value out of range — becomes one
-:class:`~bemore.errors.ConfigError` line naming the file, the key and what is allowed::
-
-    configs/bench.toml: [limits] max_torque_nm = -5: must be greater than 0
+The layer itself (:class:`Section`, :func:`read_toml`, :func:`load_toml_model`,
+:func:`validate`) is the bench side's (``controller.config``: the bench installs alone and reads
+its own files with it); this module re-exports it through ``controller.cli``, the one door from
+the scientific side to the bench, and adds what only the scientific side's commands need.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from typing import Any, TypeVar
-
-from pydantic import BaseModel, ConfigDict, ValidationError
-
 from bemore.errors import ConfigError
+from controller.cli import Section, load_toml_model, read_toml, validate
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
-SchemaT = TypeVar("SchemaT", bound=BaseModel)
-
-
-class Section(BaseModel):
-    """Base of every configuration schema: unknown keys are refused, values are validated."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
-
-
-def read_toml(path: str | Path) -> dict[str, Any]:
-    """Read a TOML file into a dict; a missing or malformed file raises ConfigError."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: file not found")
-    try:
-        with path.open("rb") as stream:
-            return tomllib.load(stream)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: malformed TOML: {error}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: malformed TOML: not UTF-8 text") from None
-
-
-def load_toml_model(path: str | Path, schema: type[SchemaT]) -> SchemaT:
-    """Read ``path`` and validate it against ``schema``; any problem raises one ConfigError line."""
-    data = read_toml(path)
-    return validate(data, schema, source=str(path))
-
-
-def validate(data: dict[str, Any], schema: type[SchemaT], source: str) -> SchemaT:
-    """Validate an already-parsed mapping; ``source`` names it in error messages."""
-    try:
-        return schema.model_validate(data)
-    except ValidationError as error:
-        # A misspelt key also shows up as a missing one: report the unknown key first.
-        items = sorted(error.errors(), key=lambda item: item["type"] != "extra_forbidden")
-        problems = [_describe(item, data, schema) for item in items]
-        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-        raise ConfigError(f"{source}: {problems[0]}{more}") from None
-
-
-def _describe(item: dict[str, Any], data: dict[str, Any], schema: type[BaseModel]) -> str:
-    """One readable phrase for one pydantic error: where, what was found, what is allowed."""
-    location = [part for part in item["loc"] if part != "__root__"]
-    where = _format_location(location)
-    kind = item["type"]
-    if kind == "extra_forbidden":
-        allowed = _allowed_keys(schema, location[:-1])
-        return f"{where}: unknown key (allowed: {', '.join(allowed)})"
-    if kind == "missing":
-        return f"{where}: missing required key"
-    message = item["msg"]
-    for prefix in ("Value error, ", "Assertion failed, "):
-        message = message.removeprefix(prefix)
-    message = message[0].lower() + message[1:] if message else message
-    message = message.replace("input should be", "must be")
-    if location and "input" in item and not isinstance(item["input"], dict):
-        return f"{where} = {item['input']!r}: {message}"
-    return f"{where}: {message}"
-
-
-def _format_location(location: list[Any]) -> str:
-    """``["limits", "max_torque_nm"]`` → ``[limits] max_torque_nm``."""
-    if not location:
-        return "(top level)"
-    keys = [str(part) for part in location]
-    if len(keys) == 1:
-        return keys[0]
-    return f"[{'.'.join(keys[:-1])}] {keys[-1]}"
-
-
-def _allowed_keys(schema: type[BaseModel], location: list[Any]) -> list[str]:
-    """Field names of the (sub-)schema at ``location``, following nested models."""
-    model: Any = schema
-    for part in location:
-        fields = getattr(model, "model_fields", None)
-        if isinstance(part, int) and fields is not None:
-            continue  # an index into a list of models: the model is already found
-        if fields is None or part not in fields:
-            # Inside a dict or list of models: look at the value type.
-            args = getattr(model, "__args__", ())
-            model = args[-1] if args else None
-            continue
-        model = fields[part].annotation
-        args = getattr(model, "__args__", None)
-        if args and not hasattr(model, "model_fields"):
-            model = next((arg for arg in args if hasattr(arg, "model_fields")), args[-1])
-    fields = getattr(model, "model_fields", None)
-    return sorted(fields) if fields else []
+__all__ = ["Section", "load_toml_model", "parse_assignments", "read_toml", "validate"]
 
 
 def parse_assignments(items: tuple[str, ...] | list[str], option: str) -> dict[str, float]:

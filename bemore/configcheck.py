@@ -17,7 +17,7 @@ from typing import Any
 
 from bemore.config import load_toml_model
 from bemore.errors import ConfigError
-from bemore.paths import configs_dir
+from bemore.paths import configs_dir, default_config
 from bemore.settings import CONFIG_SCHEMAS
 
 
@@ -72,9 +72,10 @@ def kind_of(path: Path) -> str:
 
 
 def bundled_files() -> list[Path]:
-    """Every bundled configuration file: one per kind, and every model description."""
+    """Every bundled configuration file: one per kind (the bench's from the bench side's package
+    data), and every model description."""
     folder = configs_dir()
-    files = [folder / kind.bundled for kind in KINDS.values() if "*" not in kind.bundled]
+    files = [default_config(kind.bundled) for kind in KINDS.values() if "*" not in kind.bundled]
     return files + sorted((folder / "models").glob("*.toml"))
 
 

@@ -3,31 +3,22 @@
 Every error a user can cause is a :class:`BemoreError` whose message is one line naming the file,
 the section and key, or the marker and time range. The CLI prints that line and exits with the
 class's ``exit_code``; a traceback is shown only with ``--debug``.
+
+The family's base and the kinds both sides raise (configuration, data, bench) are defined by the
+bench side (``controller.errors``, so that the bench installs alone) and re-exported here through
+``controller.cli``; the kinds only the scientific side raises are defined below.
 """
 
 from __future__ import annotations
 
+from controller.cli import BemoreError, BenchError, ConfigError, DataError
 
-class BemoreError(Exception):
-    """Base class of every error bemore reports to a user (one clear line, no traceback)."""
-
-    exit_code = 1
-
-
-class ConfigError(BemoreError):
-    """A configuration file is missing, malformed, or holds a wrong key, type or value."""
-
-    exit_code = 2
+__all__ = ["BemoreError", "BenchError", "ConfigError", "DataError", "ModelError",
+           "OptimisationError", "PoorFitError"]
 
 
 class ModelError(BemoreError):
     """A model description is inconsistent (cycle, unknown parent, non-positive mass, ...)."""
-
-    exit_code = 2
-
-
-class DataError(BemoreError):
-    """An input data file (trial, athlete, setpoints, log) cannot be used as it is."""
 
     exit_code = 2
 
@@ -43,9 +34,3 @@ class PoorFitError(BemoreError):
     are written, marked poor); or a poorly fitted athlete was given where a good one is needed."""
 
     exit_code = 1
-
-
-class BenchError(BemoreError):
-    """The bench, its link or its protocol failed; the bench has been brought to a safe state."""
-
-    exit_code = 3

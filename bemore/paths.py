@@ -1,7 +1,9 @@
 """Where bemore finds its bundled files (configs, sample data).
 
-The defaults live in the repository's top-level ``configs/`` folder. ``BEMORE_CONFIGS`` overrides
-that location, e.g. for a lab that keeps its own copies elsewhere.
+The scientific side's defaults live in the repository's top-level ``configs/`` folder;
+``BEMORE_CONFIGS`` overrides that location, e.g. for a lab that keeps its own copies elsewhere.
+The bench's defaults (``bench.toml``, ``bench_sim.toml``) ship with the bench side as package
+data (``controller/configs/``, reached through ``controller.cli``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import os
 from pathlib import Path
 
 from bemore.errors import ConfigError
+from controller.cli import BENCH_CONFIG_FILES, default_bench_config
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPOSITORY_DIR = PACKAGE_DIR.parent
@@ -22,13 +25,16 @@ def configs_dir() -> Path:
     if not folder.is_dir():
         raise ConfigError(
             f"{folder}: configuration folder not found (set BEMORE_CONFIGS to the folder that "
-            "holds gymnast.toml, identification.toml, synthesis.toml and bench.toml)"
+            "holds gymnast.toml, identification.toml and synthesis.toml)"
         )
     return folder
 
 
 def default_config(name: str) -> Path:
-    """Path of a bundled configuration file, e.g. ``default_config("bench.toml")``."""
+    """Path of a bundled configuration file, e.g. ``default_config("synthesis.toml")``; the
+    bench's files (``bench.toml``, ``bench_sim.toml``) are the bench side's packaged ones."""
+    if name in BENCH_CONFIG_FILES:
+        return default_bench_config(name)
     return configs_dir() / name
 
 

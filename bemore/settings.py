@@ -2,8 +2,9 @@
 
 One definition of each fact: the segment table lives in ``configs/gymnast.toml``, the identified
 parameters and their bounds in ``configs/identification.toml``, the gesture bounds and constraints
-in ``configs/synthesis.toml``, the bench's limits in ``configs/bench.toml`` (the athlete's
-limits are in her profile, ``bemore.profile``). Everything
+in ``configs/synthesis.toml``; the bench's limits in the bench side's ``bench.toml``
+(:class:`Bench`, defined by ``controller.settings``, re-exported here through ``controller.cli``;
+the athlete's limits are in her profile, ``bemore.profile``). Everything
 else reads them through these schemas (loaded by :func:`bemore.config.load_toml_model`).
 Units are in the key names where they are not SI; degrees appear only here, at the edge.
 """
@@ -17,6 +18,8 @@ from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from bemore.config import Section, load_toml_model
 from bemore.paths import default_config
+from controller.cli import Bench
+from controller.cli import load_bench as load_bench
 
 # --------------------------------------------------------------------------- gymnast.toml
 
@@ -229,44 +232,6 @@ class Synthesis(Section):
     seed_result: SeedResult
 
 
-# --------------------------------------------------------------------------- bench.toml
-
-
-class BenchLimits(Section):
-    """Absolute limits of the bench axis, per shoulder, checked before arming."""
-
-    max_torque_nm: PositiveFloat
-    max_velocity_deg_s: PositiveFloat
-    min_angle_deg: float
-    max_angle_deg: float
-    max_torque_rate_nm_s: PositiveFloat
-
-    @model_validator(mode="after")
-    def _range(self) -> BenchLimits:
-        if not self.min_angle_deg < self.max_angle_deg:
-            raise ValueError("min_angle_deg must be below max_angle_deg")
-        return self
-
-
-class Streaming(Section):
-    """How the host streams setpoints."""
-
-    rate_hz: float = Field(gt=0, le=1000)
-    watchdog_ms: float = Field(ge=10, le=500)
-    max_tracking_error_deg: PositiveFloat
-    ramp_down_s: float = Field(gt=0, le=5)
-    # setpoints leave the host this long before they are due at the firmware (its queue absorbs
-    # host stalls shorter than this); bounded by the firmware's queue depth and watchdog
-    lead_ms: int = Field(default=20, ge=1, le=100)
-
-
-class Bench(Section):
-    """The bench configuration: the machine's limits and streaming settings."""
-
-    limits: BenchLimits
-    streaming: Streaming
-
-
 # --------------------------------------------------------------------------- loaders
 
 
@@ -283,11 +248,6 @@ def load_identification(path: str | Path | None = None) -> Identification:
 def load_synthesis(path: str | Path | None = None) -> Synthesis:
     """Synthesis bounds and constraints (default: ``configs/synthesis.toml``)."""
     return load_toml_model(path or default_config("synthesis.toml"), Synthesis)
-
-
-def load_bench(path: str | Path | None = None) -> Bench:
-    """Bench limits and streaming settings (default: ``configs/bench.toml``)."""
-    return load_toml_model(path or default_config("bench.toml"), Bench)
 
 
 CONFIG_SCHEMAS = {

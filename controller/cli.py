@@ -1,4 +1,10 @@
-"""The ``bemore drive`` and ``bemore replay`` commands (registered by ``bemore/cli.py``)."""
+"""The ``bemore drive`` and ``bemore replay`` commands (registered by ``bemore/cli.py`` and by
+the bench side's own ``bemore-bench``).
+
+This module is the scientific side's one door to the bench: besides the commands it exports the
+foundation both sides share — the error family, the validated configuration layer, the athlete
+profile's schema and the bench configuration's schema (see ``__all__``).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +14,19 @@ from pathlib import Path
 
 import click
 
-from bemore.errors import BenchError
-from bemore.profile import DEFAULT_PROFILE, AthleteProfile, load_profile
-from bemore.settings import Bench, load_bench
+from controller.config import Section, load_toml_model, read_toml, validate
+from controller.errors import BemoreError, BenchError, ConfigError, DataError
 from controller.modes import DEFAULT_LOAD_PCT, DEFAULT_MODE, LOADED_MODES, MODES, ModeSettings
 from controller.preflight import PreflightError, compiled_firmware_limits
+from controller.profile import DEFAULT_PROFILE, AthleteProfile, ProfileFile, load_profile
+from controller.settings import BENCH_CONFIG_FILES, Bench, default_bench_config, load_bench
+
+__all__ = [
+    "BENCH_CONFIG_FILES", "DEFAULT_PROFILE", "AthleteProfile", "BemoreError", "Bench",
+    "BenchError", "ConfigError", "DataError", "ProfileFile", "Section", "default_bench_config",
+    "drive_command", "load_bench", "load_profile", "load_toml_model", "plan_window", "read_toml",
+    "replay_command", "validate",
+]
 
 MODE_HELP = (
     "Share of the gesture's torque (athlete / bench): passive 0/100 % (the bench does the "
@@ -27,7 +41,7 @@ def plan_window(setpoints: str | Path, bench: Bench | None = None,
     """The feasible window of a setpoint file: (cells, printable table).
 
     The modes, loads and speeds that pass the pre-flight with ``bench`` (default
-    configs/bench.toml), ``athlete`` (default: the documented default profile) and the limits
+    the packaged bench.toml), ``athlete`` (default: the documented default profile) and the limits
     compiled into the firmware. ``bemore synthesize`` calls it on the gesture it wrote.
     """
     from controller.setpoints import read_setpoints
@@ -107,7 +121,7 @@ def _run(run, log: Path, window=None) -> None:
                    "exemplary model's inverse dynamics at that pace.")
 @click.option("--profile", "profile_path", type=click.Path(path_type=Path), default=None,
               help="Athlete profile TOML (her peak shoulder torque and range; default: the "
-                   "documented default athlete, bemore/profile.py).")
+                   "documented default athlete, controller/profile.py).")
 @click.option("--reps", type=int, default=1, show_default=True, help="Repetitions.")
 @click.option("--rest", "rest_s", type=float, default=5.0, show_default=True,
               help="Rest between repetitions (s).")
@@ -116,7 +130,7 @@ def _run(run, log: Path, window=None) -> None:
 @click.option("--log", "log", type=click.Path(path_type=Path), default=None,
               help="Session log to write (JSON Lines); required unless --plan.")
 @click.option("--bench-config", type=click.Path(path_type=Path), default=None,
-              help="Bench configuration (default: configs/bench.toml).")
+              help="Bench configuration (default: the packaged bench.toml).")
 @click.option("--clear-fault", is_flag=True, help="Clear a fault latched on the bench first.")
 @click.option("--no-view", is_flag=True, help="No live view (plain output).")
 @click.option("--dump", type=click.Path(path_type=Path), default=None,
@@ -135,7 +149,7 @@ def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
     """Stream a gesture to the bench, safely, and log the session.
 
     \b
-    Reads:  SETPOINTS (setpoints.csv, docs/formats.md), configs/bench.toml (the bench's limits,
+    Reads:  SETPOINTS (setpoints.csv, docs/formats.md), the packaged bench.toml (the bench's limits,
             streaming), the athlete profile (--profile: her peak shoulder torque and range of
             motion), the firmware's limits (its HELLO reply).
     Writes: the session log (--log, JSON Lines, docs/drive.md); a summary on stdout.
@@ -238,3 +252,38 @@ def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool
         gesture, plan, settings = replay_plan(session_log)
         out = log_out or log.with_suffix(".replay.jsonl")
         _run(lambda: drive(gesture, out, settings, port=port, plan=plan), out)
+
+
+class BenchGroup(click.Group):
+    """The bench side's own command group: every BemoreError becomes one line and its exit code
+    (0 ok, 1 not completed, 2 usage/config/data, 3 bench or protocol fault)."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BemoreError as error:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"bemore-bench: error: {error}", err=True)
+            raise SystemExit(error.exit_code) from None
+
+
+@click.group(cls=BenchGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show full tracebacks instead of one-line errors.")
+@click.pass_context
+def bench_cli(ctx: click.Context, debug: bool) -> None:
+    """Drive the bemore training bench: stream a gesture safely, replay a session.
+
+    The bench side alone (installed with ``pip install ./controller``): the same ``drive`` and
+    ``replay`` as ``bemore drive`` / ``bemore replay``.
+    """
+    ctx.obj = {"debug": debug}
+
+
+bench_cli.add_command(drive_command)
+bench_cli.add_command(replay_command)
+
+
+def main() -> None:
+    """Entry point of the ``bemore-bench`` command."""
+    bench_cli()

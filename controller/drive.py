@@ -13,16 +13,16 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from bemore.errors import BenchError, ConfigError
-from bemore.profile import DEFAULT_PROFILE, AthleteProfile
-from bemore.settings import Bench, load_bench
 from controller.dump import DumpWriter
+from controller.errors import BenchError, ConfigError
 from controller.log import LogWriter
 from controller.modes import ModeSettings, Plan, build_plan
 from controller.preflight import require_clear
+from controller.profile import DEFAULT_PROFILE, AthleteProfile
 from controller.scheduler import REALTIME_PRIORITY, other_cpus, pinned, realtime_priority
 from controller.session import Session, SessionResult, check_stream_settings
 from controller.setpoints import Gesture, read_setpoints
+from controller.settings import Bench, load_bench
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from bemore.errors import BenchError, DataError
+from controller.errors import BenchError, DataError
 from controller.protocol import FrameDecoder, Message, decode_message
 
 MAGIC = b"bemore-dump 1\n"

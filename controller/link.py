@@ -20,9 +20,15 @@ from dataclasses import dataclass
 
 import serial
 
-from bemore.errors import BenchError
 from controller.dump import DumpWriter
-from controller.protocol import FrameDecoder, Message, decode_message, encode_message
+from controller.errors import BenchError
+from controller.protocol import (
+    FrameDecoder,
+    Message,
+    decode_message,
+    encode_message,
+    hello_versions,
+)
 from controller.scheduler import REALTIME_PRIORITY, other_cpus, pinned, realtime_priority
 
 WRITE_TIMEOUT_S = 0.1  # a write blocked this long means the other side stopped reading
@@ -238,8 +244,11 @@ class Link:
             try:
                 message = decode_message(frame)
             except BenchError:
-                self.undecodable += 1
-                continue
+                # a firmware of another protocol version: its HELLO_REPLY still names it
+                message = hello_versions(frame)
+                if message is None:
+                    self.undecodable += 1
+                    continue
             if message.name == "TELEMETRY":
                 self._on_telemetry(message, now)
             else:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from bemore.errors import DataError
+from controller.errors import DataError
 from controller.scheduler import other_cpus, pinned, realtime_priority
 
 FORMAT_TAG = "bemore-session 1"

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bemore.errors import ConfigError
+from controller.errors import ConfigError
+from controller.protocol import load_spec
 from controller.setpoints import Gesture
 
 MODES = ("passive", "guided", "assistive", "resistive")
@@ -54,11 +55,14 @@ def shares(mode: str, load_pct: float = 0.0) -> tuple[float, float]:
 
 MIN_SPEED, MAX_SPEED = 0.25, 1.0
 MAX_RATE_HZ = 1000.0
-# Wire units (protocol.toml scales): SI value = wire integer × scale.
-POSITION_SCALE = 1e-6  # rad per µrad
-VELOCITY_SCALE = 1e-6  # rad/s per µrad/s
-TORQUE_SCALE = 1e-3  # N·m per mN·m
-POSITION_MODE_CODE = 0  # protocol.toml [modes] POSITION
+# Wire units, from the protocol definition (SI value = wire integer × scale); telemetry carries
+# the same units as the setpoints it tracks.
+_SPEC = load_spec()
+POSITION_SCALE = _SPEC.scale("SETPOINT", "position_urad")  # rad per µrad
+VELOCITY_SCALE = _SPEC.scale("SETPOINT", "velocity_urad_s")  # rad/s per µrad/s
+TORQUE_SCALE = _SPEC.scale("SETPOINT", "torque_mNm")  # N·m per mN·m
+TIME_SCALE = _SPEC.scale("SETPOINT", "time_ms")  # s per ms
+POSITION_MODE_CODE = _SPEC.modes["POSITION"]
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,7 @@ class Plan:
     @property
     def t_s(self) -> np.ndarray:
         """Stream time of each setpoint (s)."""
-        return self.time_ms * 1e-3
+        return self.time_ms * TIME_SCALE
 
     @property
     def position_rad(self) -> np.ndarray:
@@ -155,7 +159,7 @@ class Plan:
     @property
     def duration_s(self) -> float:
         """Stream time of the last setpoint (s)."""
-        return float(self.time_ms[-1]) * 1e-3
+        return float(self.time_ms[-1]) * TIME_SCALE
 
     @property
     def stop_torque_rate_nm_s(self) -> np.ndarray:
@@ -222,7 +226,7 @@ def build_plan(gesture: Gesture, settings: ModeSettings) -> Plan:
     count = columns[0].size
     return Plan(
         rate_hz=settings.rate_hz,
-        time_ms=np.round(np.arange(count) * period_s * 1000.0).astype(np.int64),
+        time_ms=np.round(np.arange(count) * period_s / TIME_SCALE).astype(np.int64),
         position_urad=quantise(columns[0], POSITION_SCALE),
         velocity_urad_s=quantise(columns[1], VELOCITY_SCALE),
         torque_mNm=quantise(columns[2], TORQUE_SCALE),
@@ -272,7 +276,7 @@ def stop_setpoints(
     position, velocity, torque = stop_ramp(
         last["position_urad"] * POSITION_SCALE, last["velocity_urad_s"] * VELOCITY_SCALE,
         last["torque_mNm"] * TORQUE_SCALE, settings, min_position_rad, max_position_rad)
-    period_ms = 1000.0 / settings.rate_hz
+    period_ms = 1.0 / settings.rate_hz / TIME_SCALE
     columns = (quantise(position, POSITION_SCALE), quantise(velocity, VELOCITY_SCALE),
                quantise(torque, TORQUE_SCALE))
     return [

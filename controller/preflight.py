@@ -7,9 +7,9 @@ Three sets of limits apply (each violation names its source):
   produce: her share of the torque the gesture needs at the played pace
   (:func:`controller.modes.shares`: 0 passive, 1 guided, 1 − load assistive, 1 + load
   resistive) against her peak shoulder torque;
-* the bench's (``configs/bench.toml`` ``[limits]``) — checked on the plan, i.e. on exactly the
-  setpoints that would be sent, in every mode, rest and ramp, and on the controlled stop that
-  could start from any of them (its torque ramp's rate, ``stop torque rate``);
+* the bench's (``controller/configs/bench.toml`` ``[limits]``) — checked on the plan, i.e. on
+  exactly the setpoints that would be sent, in every mode, rest and ramp, and on the controlled
+  stop that could start from any of them (its torque ramp's rate, ``stop torque rate``);
 * the firmware's own absolute limits (from its HELLO_REPLY) — checked on the plan too.
 
 Nothing is clipped: a violation refuses the session with a table of every violation (where,
@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from bemore.errors import DataError
-from bemore.profile import DEFAULT_PROFILE, AthleteProfile
-from bemore.settings import Bench
+from controller.errors import DataError
 from controller.modes import Plan
+from controller.profile import DEFAULT_PROFILE, AthleteProfile
 from controller.setpoints import Gesture
+from controller.settings import Bench
 
 # quantity → (display unit, factor from SI to the display unit)
 DISPLAY = {
@@ -63,7 +63,7 @@ class FirmwareLimits:
 
 
 def compiled_firmware_limits() -> FirmwareLimits:
-    """The limits compiled into this repository's firmware (``firmware/protocol.toml``), SI.
+    """The limits compiled into this repository's firmware (``controller/protocol.toml``), SI.
 
     What a bench running this firmware will report in its HELLO_REPLY: the feasible window is
     computed with them before any bench is connected.
@@ -71,13 +71,17 @@ def compiled_firmware_limits() -> FirmwareLimits:
     from controller.protocol import load_spec
 
     spec = load_spec()
-    limits = spec.limits
+
+    def si(key: str) -> float:
+        # the HELLO_REPLY field of the same name carries this limit: its scale converts it
+        return spec.limits[key] * spec.scale("HELLO_REPLY", key)
+
     return FirmwareLimits(
-        torque_max_nm=limits["torque_max_mNm"] * 1e-3,
-        velocity_max_rad_s=limits["velocity_max_urad_s"] * 1e-6,
-        position_min_rad=limits["position_min_urad"] * 1e-6,
-        position_max_rad=limits["position_max_urad"] * 1e-6,
-        slew_max_nm_s=limits["slew_max_mNm_per_tick"] * 1e-3 * spec.tick_hz,
+        torque_max_nm=si("torque_max_mNm"),
+        velocity_max_rad_s=si("velocity_max_urad_s"),
+        position_min_rad=si("position_min_urad"),
+        position_max_rad=si("position_max_urad"),
+        slew_max_nm_s=si("slew_max_mNm_per_tick") * spec.tick_hz,
     )
 
 

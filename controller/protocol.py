@@ -1,6 +1,7 @@
 """Host side of the bench wire protocol: spec, frame codec, message codec, streaming decoder.
 
-The protocol is specified once, in ``firmware/protocol.toml``; this module reads it at run time
+The protocol is specified once, in ``controller/protocol.toml`` (package data of the bench
+side); this module reads it at run time
 (as Klipper's host reads the firmware's data dictionary) and the firmware's C header is generated
 from the same file. Frame layout (see ``firmware/PROTOCOL.md``)::
 
@@ -24,21 +25,23 @@ Example::
 from __future__ import annotations
 
 import binascii
+import hashlib
 import struct
 import sys
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-from bemore.errors import BenchError, ConfigError
-from bemore.paths import REPOSITORY_DIR
+from controller.errors import BenchError, ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-SPEC_PATH = REPOSITORY_DIR / "firmware" / "protocol.toml"
+#: The protocol definition: package data of the bench side, and the input of the firmware's
+#: generated header (firmware/tools/gen_protocol.py).
+SPEC_PATH = Path(__file__).resolve().parent / "protocol.toml"
 DELIMITER = 0x00
 HEADER_SIZE = 3  # seq, msg_id, len
 CRC_SIZE = 2
@@ -88,6 +91,7 @@ class ProtocolSpec:
 
     protocol_version: int
     firmware_version: tuple[int, int, int]
+    protocol_hash: int  # the definition's identity (see protocol_hash), reported in HELLO_REPLY
     tick_hz: int
     max_payload: int
     limits: dict[str, int]
@@ -106,15 +110,31 @@ class ProtocolSpec:
                 return name
         return f"UNKNOWN({code})"
 
+    def scale(self, message: str, field_name: str) -> float:
+        """SI units per wire unit of one field (e.g. 1e-6 rad per µrad for SETPOINT
+        ``position_urad``): the one place the host takes a wire scale from."""
+        try:
+            return next(f.scale for f in self.messages[message].fields if f.name == field_name)
+        except (KeyError, StopIteration):
+            raise ConfigError(f"protocol spec: no field {message}.{field_name}") from None
+
     def flag_names(self, flags: int) -> list[str]:
         """Names of the bits set in a telemetry ``limit_flags`` value."""
         return [name for name, bit in self.limit_flags.items() if flags & bit]
 
 
+def protocol_hash(text: bytes) -> int:
+    """The protocol's identity: the first 4 bytes (big-endian) of the SHA-256 of the definition
+    file's bytes, as firmware/tools/gen_protocol.py compiles it into the firmware
+    (``BM_PROTOCOL_HASH``) and the firmware reports it in HELLO_REPLY ``protocol_hash``."""
+    return int.from_bytes(hashlib.sha256(text).digest()[:4], "big")
+
+
 def _parse_spec(path: Path) -> ProtocolSpec:
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        data = path.read_bytes()
+        raw = tomllib.loads(data.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the protocol spec ({exc})") from exc
     try:
         messages = {}
@@ -129,6 +149,7 @@ def _parse_spec(path: Path) -> ProtocolSpec:
         return ProtocolSpec(
             protocol_version=raw["protocol_version"],
             firmware_version=tuple(raw["firmware_version"]),
+            protocol_hash=protocol_hash(data),
             tick_hz=raw["tick_hz"],
             max_payload=raw["max_payload"],
             limits=dict(raw["limits"]),
@@ -341,6 +362,20 @@ def decode_message(frame: Frame) -> Message:
     values = spec.codec.unpack(frame.payload)
     fields = {f.name: v for f, v in zip(spec.fields, values, strict=True)}
     return Message(spec.name, frame.seq, fields)
+
+
+def hello_versions(frame: Frame) -> Message | None:
+    """The versions of a HELLO_REPLY whose layout is another protocol version's, else None.
+
+    Every protocol version starts HELLO_REPLY with ``protocol_version``, ``fw_major``,
+    ``fw_minor``, ``fw_patch`` (u8 each), so a host can name the firmware's protocol even when
+    the rest of the reply has another layout; the returned message holds those four fields only.
+    """
+    spec = load_spec().messages["HELLO_REPLY"]
+    if frame.msg_id != spec.id or len(frame.payload) == spec.size or len(frame.payload) < 4:
+        return None
+    names = ("protocol_version", "fw_major", "fw_minor", "fw_patch")
+    return Message(spec.name, frame.seq, dict(zip(names, frame.payload[:4], strict=True)))
 
 
 # ---------------------------------------------------------------- text form (parsedump)

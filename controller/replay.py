@@ -14,9 +14,16 @@ from pathlib import Path
 
 import numpy as np
 
-from bemore.errors import DataError
+from controller.errors import ConfigError, DataError
 from controller.log import SessionLog, read_log
-from controller.modes import TORQUE_SCALE, ModeSettings, Plan, stop_setpoints
+from controller.modes import (
+    POSITION_SCALE,
+    TIME_SCALE,
+    TORQUE_SCALE,
+    ModeSettings,
+    Plan,
+    stop_setpoints,
+)
 from controller.protocol import load_spec
 from controller.scheduler import timing_stats
 from controller.setpoints import Gesture
@@ -128,7 +135,7 @@ def tracking_errors(log: SessionLog) -> tuple[np.ndarray, np.ndarray]:
         position = commanded.get(int(tm["setpoint_time_ms"][i]))
         if position is not None:
             host_time.append(tm["host_time"][i])
-            errors.append((tm["position_urad"][i] - position) * 1e-6)
+            errors.append((tm["position_urad"][i] - position) * POSITION_SCALE)
     return np.array(host_time), np.array(errors)
 
 
@@ -203,8 +210,8 @@ def summarise(log: SessionLog) -> Summary:
         telemetry_frames=int(tm["host_time"].size),
         tracking_rms_deg=math.degrees(float(np.sqrt(np.mean(errors**2)))) if errors.size else 0.0,
         tracking_max_deg=math.degrees(float(np.max(np.abs(errors)))) if errors.size else 0.0,
-        peak_commanded_torque_nm=_peak(sp["torque_mNm"]) * 1e-3,
-        peak_measured_torque_nm=_peak(tm["torque_mNm"]) * 1e-3,
+        peak_commanded_torque_nm=_peak(sp["torque_mNm"]) * TORQUE_SCALE,
+        peak_measured_torque_nm=_peak(tm["torque_mNm"]) * TORQUE_SCALE,
         deadline_misses=timing.deadline_misses if timing else 0,
         late_sends=timing.late_sends if timing else 0,
         skipped=timing.skipped if timing else 0,
@@ -238,8 +245,11 @@ def plot(log: SessionLog, folder: str | Path) -> list[Path]:
     against their limits, tracking error; repetitions shaded, stop and faults marked; mode,
     load and speed in the title) and ``summary.png`` (one page: the replay summary and the
     torque plot)."""
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:
+        raise ConfigError("replay --plot needs matplotlib (the bench side alone: "
+                          "pip install './controller[plot]')") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -300,8 +310,8 @@ def _title(log: SessionLog, summary: Summary) -> str:
 
 def _angle_panel(axis, log: SessionLog) -> None:
     sp, tm = log.setpoints, log.telemetry
-    axis.plot(sp["host_time"], np.degrees(sp["position_urad"] * 1e-6), label="commanded")
-    axis.plot(tm["host_time"], np.degrees(tm["position_urad"] * 1e-6), label="measured")
+    axis.plot(sp["host_time"], np.degrees(sp["position_urad"] * POSITION_SCALE), label="commanded")
+    axis.plot(tm["host_time"], np.degrees(tm["position_urad"] * POSITION_SCALE), label="measured")
     axis.set_ylabel("shoulder angle (deg)")
     axis.legend(loc="upper right", fontsize=8)
 
@@ -310,9 +320,9 @@ def _torque_panel(axis, log: SessionLog, summary: Summary) -> None:
     """The bench's share (commanded feed-forward) and the athlete's, each against its limit,
     and the measured motor torque."""
     sp, tm = log.setpoints, log.telemetry
-    commanded = sp["torque_mNm"] * 1e-3
+    commanded = sp["torque_mNm"] * TORQUE_SCALE
     axis.plot(sp["host_time"], commanded, color="tab:blue", label="bench's share (commanded)")
-    axis.plot(tm["host_time"], tm["torque_mNm"] * 1e-3, color="tab:orange", linewidth=1,
+    axis.plot(tm["host_time"], tm["torque_mNm"] * TORQUE_SCALE, color="tab:orange", linewidth=1,
               label="measured (motor)")
     bench = log.header.get("bench", {}).get("limits", {}).get("max_torque_nm")
     if bench:
@@ -371,7 +381,7 @@ def replay_plan(log: SessionLog) -> tuple[Gesture, Plan, ModeSettings]:
         raise DataError(f"{log.path}: no setpoint to stream again")
     fields = log.header.get("settings", {})
     settings = ModeSettings(**fields) if fields else ModeSettings()
-    period_ms = 1000.0 / settings.rate_hz
+    period_ms = 1.0 / settings.rate_hz / TIME_SCALE
     recorded_ms = sp["time_ms"][keep]
     grid_ms = np.arange(0.0, recorded_ms[-1] + period_ms / 2, period_ms)
     columns = {key: np.trunc(np.interp(grid_ms, recorded_ms, sp[key][keep])).astype(np.int64)
@@ -391,7 +401,8 @@ def replay_plan(log: SessionLog) -> tuple[Gesture, Plan, ModeSettings]:
     # the torque the gesture needed, where the bench's share tells it (not in guided mode)
     gain = settings.torque_gain
     need = columns["torque_mNm"] * TORQUE_SCALE / gain if gain else None
-    plan = Plan(settings.rate_hz, np.round(np.arange(count) * period_s * 1000).astype(np.int64),
+    time_ms = np.round(np.arange(count) * period_s / TIME_SCALE).astype(np.int64)
+    plan = Plan(settings.rate_hz, time_ms,
                 columns["position_urad"], columns["velocity_urad_s"], columns["torque_mNm"],
                 np.full(count, np.nan), columns["rep"], need, settings.ramp_down_s)
     gesture = Gesture(log.path, settings.rate_hz, np.arange(count) * period_s,

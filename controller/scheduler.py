@@ -5,7 +5,7 @@ period", so the stream cannot drift. The scheduler sleeps until shortly before a
 OS wakes a sleeper some tens of µs late) and spins the rest of the way; the caller prepares
 (encodes) the next frame *before* waiting, so that only the write is left after the deadline.
 
-Klipper's timing model: each setpoint is sent ``lead`` (``configs/bench.toml [streaming]
+Klipper's timing model: each setpoint is sent ``lead`` (``controller/configs/bench.toml [streaming]
 lead_ms``) before it is **due**, and the firmware queues it and applies it at its due tick
 (``firmware/PROTOCOL.md`` §8). A host stall shorter than the lead therefore costs nothing: after
 it the host sends the slots it owes in a burst (it never skips a slot), and they are still in

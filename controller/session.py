@@ -41,14 +41,21 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 
-from bemore.errors import BenchError, ConfigError
-from bemore.profile import DEFAULT_PROFILE, AthleteProfile
-from bemore.settings import Bench
 from controller.dump import DumpWriter
+from controller.errors import BenchError, ConfigError
 from controller.log import LogWriter
-from controller.modes import ModeSettings, Plan, setpoint_fields, stop_setpoints
+from controller.modes import (
+    POSITION_SCALE,
+    TIME_SCALE,
+    TORQUE_SCALE,
+    ModeSettings,
+    Plan,
+    setpoint_fields,
+    stop_setpoints,
+)
 from controller.preflight import FirmwareLimits, safe_angle_range
-from controller.protocol import Message, load_spec
+from controller.profile import DEFAULT_PROFILE, AthleteProfile
+from controller.protocol import SPEC_PATH, Message, load_spec
 from controller.scheduler import (
     Scheduler,
     TimingStats,
@@ -57,6 +64,7 @@ from controller.scheduler import (
     realtime_priority,
     streaming_cpu,
 )
+from controller.settings import Bench
 
 TELEMETRY_PERIOD_MS = 5
 # After the last setpoint's due time, how long the end of a stream waits for telemetry showing it
@@ -221,6 +229,16 @@ class Session:
             raise BenchError(f"{self.port}: firmware {version} speaks protocol "
                              f"{fields['protocol_version']}, this host speaks "
                              f"{self.spec.protocol_version}: update one of them")
+        if "protocol_hash" not in fields:
+            raise BenchError(f"{self.port}: firmware {version}'s HELLO_REPLY does not have the "
+                             f"layout of protocol {self.spec.protocol_version}: rebuild the "
+                             "firmware from this host's definition (make -C firmware)")
+        if fields["protocol_hash"] != self.spec.protocol_hash:
+            raise BenchError(f"{self.port}: firmware {version} was built from protocol definition "
+                             f"{fields['protocol_hash']:08x}, this host reads definition "
+                             f"{self.spec.protocol_hash:08x} ({SPEC_PATH}): rebuild the "
+                             "firmware from this host's definition (make -C firmware) or install "
+                             "the bench side that matches the firmware")
         self.firmware = FirmwareLimits(
             torque_max_nm=reply.si("torque_max_mNm"),
             velocity_max_rad_s=reply.si("velocity_max_urad_s"),
@@ -238,6 +256,7 @@ class Session:
                              f"accepts 1..{lead_max} ms (below watchdog_ms = "
                              f"{self.watchdog_ms})")
         self.firmware_info = {"version": version, "tick_hz": fields["tick_hz"],
+                              "protocol_hash": fields["protocol_hash"],
                               "limits": asdict(self.firmware)}
         self.log.event("connected", f"firmware {version} on {self.port}",
                        firmware=self.firmware_info)
@@ -682,7 +701,8 @@ class Session:
         """
         self.link.send("FLUSH")
         in_force = self._in_force(scheduler)
-        self.log.event("flush", f"queue flushed; in force t {in_force['time_ms'] / 1000:.3f} s",
+        in_force_s = in_force["time_ms"] * TIME_SCALE
+        self.log.event("flush", f"queue flushed; in force t {in_force_s:.3f} s",
                        in_force_ms=in_force["time_ms"], last_sent_ms=last["time_ms"])
         low, high = safe_angle_range(self.bench, self.firmware, self.athlete)
         ramp = stop_setpoints(in_force | {"time_ms": last["time_ms"]}, self.settings, low, high)
@@ -712,7 +732,7 @@ class Session:
         try:
             self._wait_telemetry(lambda m: m.fields["setpoint_time_ms"] == final,
                                  max(remaining_s, margin_s),
-                                 f"setpoint t {final / 1000:.3f} s in force", heartbeat=True)
+                                 f"setpoint t {final * TIME_SCALE:.3f} s in force", heartbeat=True)
         except BenchError as error:
             self.log.event("not drained", str(error))
 
@@ -756,8 +776,8 @@ class Session:
                                     fields["seq_gaps"])
         self._latest, self._latest_perf = message, perf_s
         status = self.status
-        status.measured_rad = fields["position_urad"] * 1e-6
-        status.measured_torque_nm = fields["torque_mNm"] * 1e-3
+        status.measured_rad = fields["position_urad"] * POSITION_SCALE
+        status.measured_torque_nm = fields["torque_mNm"] * TORQUE_SCALE
         status.state = self.spec.name_of("states", fields["state"])
         status.fault = self.spec.name_of("faults", fields["fault"])
         if not self._armed:
@@ -768,22 +788,22 @@ class Session:
         if fields["state"] != self.spec.states["ARMED"]:
             what = f"fault {status.fault}" if status.fault != "NONE" else f"state {status.state}"
             self.request_stop("fault", f"the bench reports {what} at t "
-                              f"{fields['setpoint_time_ms'] / 1000:.3f} s")
+                              f"{fields['setpoint_time_ms'] * TIME_SCALE:.3f} s")
             return
         commanded = self._commanded(fields["setpoint_time_ms"])
         if commanded is not None:
             # the live view's columns are all for this frame's instant: the setpoint in force
             slot = fields["setpoint_time_ms"] % COMMANDED_RING
-            status.t_s = fields["setpoint_time_ms"] * 1e-3
-            status.commanded_rad = commanded * 1e-6
-            status.commanded_torque_nm = self._commanded_torque[slot] * 1e-3
-            error = (fields["position_urad"] - commanded) * 1e-6
+            status.t_s = fields["setpoint_time_ms"] * TIME_SCALE
+            status.commanded_rad = commanded * POSITION_SCALE
+            status.commanded_torque_nm = self._commanded_torque[slot] * TORQUE_SCALE
+            error = (fields["position_urad"] - commanded) * POSITION_SCALE
             status.tracking_error_rad = error
             limit = math.radians(self.bench.streaming.max_tracking_error_deg)
             if abs(error) > limit:
                 self.request_stop("tracking", f"tracking error {math.degrees(error):.1f} deg "
                                   f"exceeds {math.degrees(limit):.1f} deg at t "
-                                  f"{fields['setpoint_time_ms'] / 1000:.3f} s")
+                                  f"{fields['setpoint_time_ms'] * TIME_SCALE:.3f} s")
         torque_limit = self.bench.limits.max_torque_nm
         if abs(status.measured_torque_nm) > torque_limit:
             self.request_stop("torque", f"measured torque {status.measured_torque_nm:.1f} N·m "
@@ -792,7 +812,7 @@ class Session:
 
     def _check_counters(self, fields: dict[str, int], perf_s: float) -> None:
         """The firmware's late setpoints, sequence gaps and limit flags against their budgets."""
-        at = f"at t {fields['setpoint_time_ms'] / 1000:.3f} s"
+        at = f"at t {fields['setpoint_time_ms'] * TIME_SCALE:.3f} s"
         late = (fields["late_setpoints"] - self._fault_baseline[1]) & 0xFFFF
         window = self._late_window
         window.append((perf_s, late, self.status.sent))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bemore.errors import DataError
+from controller.errors import DataError
 
 FORMAT_TAG = "bemore-setpoints 1"
 COLUMNS = ("t_s", "shoulder_angle_rad", "shoulder_velocity_rad_s", "shoulder_torque_nm")

@@ -2,8 +2,9 @@
 
 The simulated bench (``firmware/build/simbench``) closes the loop on a plant model, prints its pty
 path on its first stdout line and serves until its stdin closes. This module builds it with
-``make -C firmware``, starts it with the plant of ``configs/bench_sim.toml`` and optional fault
-injection, and gives back a :class:`SimulatedBench` whose ``.port`` a serial client opens::
+``make -C firmware``, starts it with the plant of ``controller/configs/bench_sim.toml`` and
+optional fault injection, and gives back a :class:`SimulatedBench` whose ``.port`` a serial
+client opens::
 
     with start_simulated_bench(faults=SimFaults(corrupt=0.01, seed=3)) as bench:
         link = serial.Serial(bench.port, timeout=0.1)
@@ -14,6 +15,7 @@ injection, and gives back a :class:`SimulatedBench` whose ``.port`` a serial cli
 from __future__ import annotations
 
 import math
+import os
 import re
 import selectors
 import subprocess
@@ -26,13 +28,13 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from bemore.config import Section, load_toml_model
-from bemore.errors import BenchError, ConfigError
-from bemore.paths import REPOSITORY_DIR, default_config
+from controller.config import Section, load_toml_model
+from controller.errors import BenchError, ConfigError
 from controller.modes import Plan
+from controller.settings import default_bench_config
 
-FIRMWARE_DIR = REPOSITORY_DIR / "firmware"
-SIMBENCH_BINARY = FIRMWARE_DIR / "build" / "simbench"
+# the firmware sources of the checkout this package sits in (the simulated bench is built there)
+FIRMWARE_DIR = Path(__file__).resolve().parents[1] / "firmware"
 HW_WATCHDOG_MS = 120  # the board's hardware watchdog (board/host/hal_host.h HOST_HW_WATCHDOG_MS)
 _build_lock = threading.Lock()
 
@@ -71,7 +73,7 @@ class AthleteSection(Section):
 
 
 class SimBenchConfig(Section):
-    """Schema of ``configs/bench_sim.toml``."""
+    """Schema of ``controller/configs/bench_sim.toml``."""
 
     plant: PlantSection = PlantSection()
     controller: ControllerSection = ControllerSection()
@@ -219,7 +221,7 @@ def parse_injection(text: str) -> tuple[float, str]:
 
 def load_sim_config(path: Path | None = None) -> SimBenchConfig:
     """Read and validate ``bench_sim.toml`` (default: the bundled one)."""
-    return load_toml_model(path or default_config("bench_sim.toml"), SimBenchConfig)
+    return load_toml_model(path or default_bench_config("bench_sim.toml"), SimBenchConfig)
 
 
 def plant_flags(config: SimBenchConfig) -> list[str]:
@@ -234,18 +236,34 @@ def plant_flags(config: SimBenchConfig) -> list[str]:
     ]
 
 
+def firmware_dir() -> Path:
+    """The firmware sources the simulated bench is built from: ``BEMORE_FIRMWARE`` if set, else
+    the ``firmware/`` folder of the checkout this package sits in. An installed bench side
+    (``pip install ./controller``) has no checkout beside it: a dry run then needs
+    ``BEMORE_FIRMWARE``; a drive of the real bench (``--port``) needs neither."""
+    override = os.environ.get("BEMORE_FIRMWARE")
+    folder = Path(override) if override else FIRMWARE_DIR
+    if not (folder / "Makefile").is_file():
+        raise ConfigError(f"{folder}: no firmware sources here to build the simulated bench "
+                          "from; set BEMORE_FIRMWARE to the firmware/ folder of a bemore "
+                          "checkout, or drive a real bench with --port")
+    return folder
+
+
 def build_simbench() -> Path:
     """Build (or bring up to date) the simulated bench with ``make -C firmware``; its path."""
+    folder = firmware_dir()
+    binary = folder / "build" / "simbench"
     with _build_lock:
         try:
-            result = subprocess.run(["make", "-C", str(FIRMWARE_DIR), "build/simbench"],
+            result = subprocess.run(["make", "-C", str(folder), "build/simbench"],
                                     capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BenchError(f"{FIRMWARE_DIR}: cannot build the simulated bench ({exc})") from None
-    if result.returncode != 0 or not SIMBENCH_BINARY.is_file():
+            raise BenchError(f"{folder}: cannot build the simulated bench ({exc})") from None
+    if result.returncode != 0 or not binary.is_file():
         last = (result.stderr.strip().splitlines() or ["make failed"])[-1]
-        raise BenchError(f"{FIRMWARE_DIR}: building the simulated bench failed: {last}")
-    return SIMBENCH_BINARY
+        raise BenchError(f"{folder}: building the simulated bench failed: {last}")
+    return binary
 
 
 class SimulatedBench:
@@ -314,7 +332,7 @@ def start_simulated_bench(config: Path | SimBenchConfig | None = None,
     the plan. The process runs in its own session: a terminal's Ctrl-C reaches only the host,
     which stops the session under control. Raises BenchError if it does not start.
     """
-    binary = build_simbench() if build else SIMBENCH_BINARY
+    binary = build_simbench() if build else firmware_dir() / "build" / "simbench"
     if not isinstance(config, SimBenchConfig):
         config = load_sim_config(config)
     argv = [str(binary), *plant_flags(config), *(faults or SimFaults()).flags()]

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bemore.errors import BemoreError
-from bemore.profile import DEFAULT_PROFILE, AthleteProfile
-from bemore.settings import Bench
+from controller.errors import BemoreError
 from controller.modes import LOADED_MODES, MODES, ModeSettings, build_plan
 from controller.preflight import FirmwareLimits, Violation, preflight
+from controller.profile import DEFAULT_PROFILE, AthleteProfile
 from controller.setpoints import Gesture
+from controller.settings import Bench
 
 SPEEDS = (1.0, 0.75, 0.5, 0.25)
 ATHLETE_SIDE = ("athlete torque",)  # quantities that grow with the athlete's share

@@ -11,7 +11,7 @@ import pytest
 
 from bemore.config import load_toml_model
 from bemore.errors import ConfigError
-from bemore.paths import configs_dir
+from bemore.paths import configs_dir, default_config
 from bemore.settings import (
     Bench,
     Identification,
@@ -22,7 +22,7 @@ from bemore.settings import (
     trunk_mass_upper_bound_kg,
 )
 
-BENCH_TOML = (configs_dir() / "bench.toml").read_text()
+BENCH_TOML = default_config("bench.toml").read_text()
 
 
 def _write(tmp_path: Path, text: str, name: str = "bench.toml") -> Path:
@@ -134,6 +134,7 @@ def test_cli_checks_every_bundled_file() -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     checked = {line.split(": ok")[0] for line in result.stdout.splitlines()}
     bundled = {str(path) for path in configs_dir().rglob("*.toml")}
+    bundled |= {str(default_config(name)) for name in ("bench.toml", "bench_sim.toml")}
     assert checked == bundled  # every bundled file, bench_sim, the batch example, the models
 
 
@@ -146,7 +147,7 @@ def test_kind_checks_a_renamed_copy(tmp_path: Path) -> None:
               "model": "models/real_gymnast.toml", "markerset": "markerset.toml"}
     for kind, name in copies.items():
         copy = tmp_path / f"my_{kind}.toml"
-        shutil.copy(configs_dir() / name, copy)
+        shutil.copy(default_config(name), copy)
         result = CliRunner().invoke(cli, ["config", "check", str(copy), "--kind", kind])
         assert result.exit_code == 0, result.output
     unnamed = CliRunner().invoke(cli, ["config", "check", str(tmp_path / "my_bench.toml")])

@@ -3,7 +3,7 @@
 # check configs → inspect the trial → identify the athlete → synthesize the gesture →
 # print the modes, loads and speeds the bench and the athlete can take → drive the simulated
 # bench with it in the default mode (passive: the bench gives the whole gesture's torque, which
-# configs/bench.toml is sized for) → replay the session.
+# controller/configs/bench.toml is sized for) → replay the session.
 # Everything is written under out/.
 set -eu
 bin=.venv/bin

@@ -60,7 +60,7 @@ def athlete_group() -> None:
 @click.option("--sex", type=click.Choice(["F", "M"]), required=True)
 @click.option("--torque-limit", "torque_limit_nm", type=float, default=None, metavar="N·m",
               help="Peak shoulder torque per shoulder (default: the default athlete's 70 N·m, "
-              "bemore/profile.py).")
+              "controller/profile.py).")
 @click.option("--flexion-range", type=(float, float), default=None, metavar="LOW HIGH",
               help="Shoulder-flexion range in deg (default -10 170).")
 @click.option("--on", "measured_on", default=None, metavar="DATE",

@@ -167,13 +167,14 @@ def difference_sentence(
     type=click.Path(path_type=Path),
     default=None,
     help="Athlete profile TOML (her peak shoulder torque and range; default: the documented "
-    "default athlete, bemore/profile.py).",
+    "default athlete, controller/profile.py).",
 )
 @click.option(
     "--bench-config",
     type=click.Path(path_type=Path),
     default=None,
-    help="Bench configuration the requirements are compared with (default: configs/bench.toml).",
+    help="Bench configuration the requirements are compared with "
+         "(default: controller/configs/bench.toml).",
 )
 @click.option(
     "--segments",
@@ -263,8 +264,8 @@ def synthesize_command(
             bar displacement), OUT/setpoints.csv (what `bemore drive` plays, with the static
             torque for slow motion), OUT/plots/*.png, OUT/gesture.gif. gesture.json and the
             console give the bench requirements: peak/RMS torque, torque rate, velocity and
-            power per shoulder against configs/bench.toml and the athlete profile, and the
-            modes, loads and speeds that pass (as `bemore drive --plan`).
+            power per shoulder against controller/configs/bench.toml and the athlete
+            profile, and the modes, loads and speeds that pass (as `bemore drive --plan`).
             With --athlete, the run in the records (athlete.json read, gesture.json and
             setpoints.csv written, with their hashes).
             Exit code 1 if no feasible gesture exists (setpoints not written); with

@@ -108,6 +108,7 @@ static void send_hello_reply(struct bm_core *core)
         .watchdog_min_ms = (uint16_t)BM_LIMIT_WATCHDOG_MIN_MS,
         .watchdog_max_ms = (uint16_t)BM_LIMIT_WATCHDOG_MAX_MS,
         .mcu_ticks = core->ticks,
+        .protocol_hash = BM_PROTOCOL_HASH,
     };
     uint8_t payload[BM_LEN_HELLO_REPLY];
     send(core, BM_MSG_HELLO_REPLY, payload, bm_pack_hello_reply(&m, payload));

@@ -117,6 +117,7 @@ static void test_handshake(void)
     CHECK_EQ(fake.frames[0].id, BM_MSG_HELLO_REPLY);
     CHECK(bm_unpack_hello_reply(fake.frames[0].payload, fake.frames[0].len, &reply));
     CHECK_EQ(reply.protocol_version, BM_PROTOCOL_VERSION);
+    CHECK_EQ(reply.protocol_hash, BM_PROTOCOL_HASH); /* the identity of its protocol.toml */
     CHECK_EQ(reply.torque_max_mNm, BM_LIMIT_TORQUE_MAX_MNM);
     CHECK_EQ(reply.watchdog_default_ms, 50);
     CHECK_EQ(arm(0), BM_RESULT_NO_HANDSHAKE);

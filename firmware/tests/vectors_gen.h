@@ -8,8 +8,8 @@
 
 static void golden_0(void)
 {
-    static const uint8_t frame[] = { 0x01, 0x05, 0x01, 0x03, 0x03, 0x0A, 0x03, 0x06, 0x89, 0x00 };
-    struct bm_msg_hello want = { .protocol_version = 3, .telemetry_period_ms = 10 };
+    static const uint8_t frame[] = { 0x01, 0x05, 0x01, 0x03, 0x04, 0x0A, 0x03, 0x96, 0x0C, 0x00 };
+    struct bm_msg_hello want = { .protocol_version = 4, .telemetry_period_ms = 10 };
     struct bm_msg_hello got;
     uint8_t payload[BM_MAX_PAYLOAD];
     uint8_t n = bm_pack_hello(&want, payload);
@@ -194,8 +194,8 @@ static void golden_10(void)
 
 static void golden_11(void)
 {
-    static const uint8_t frame[] = { 0x01, 0x05, 0x81, 0x25, 0x03, 0x03, 0x01, 0x07, 0xE8, 0x03, 0x30, 0xF0, 0x49, 0x02, 0x01, 0x03, 0x12, 0x7A, 0x05, 0xE0, 0x5E, 0xF8, 0xFF, 0x03, 0xD4, 0x30, 0x03, 0xD0, 0x07, 0x01, 0x02, 0x32, 0x02, 0x0A, 0x06, 0xF4, 0x01, 0x40, 0xE2, 0x01, 0x03, 0x38, 0xA4, 0x00 };
-    struct bm_msg_hello_reply want = { .protocol_version = 3, .fw_major = 3, .fw_minor = 0, .fw_patch = 0, .tick_hz = 1000, .max_payload = 48, .torque_max_mNm = 150000, .velocity_max_urad_s = 8000000, .position_min_urad = -500000, .position_max_urad = 3200000, .slew_max_mNm_per_tick = 2000, .watchdog_default_ms = 50, .watchdog_min_ms = 10, .watchdog_max_ms = 500, .mcu_ticks = 123456 };
+    static const uint8_t frame[] = { 0x01, 0x05, 0x81, 0x29, 0x04, 0x04, 0x01, 0x07, 0xE8, 0x03, 0x30, 0xF0, 0x49, 0x02, 0x01, 0x03, 0x12, 0x7A, 0x05, 0xE0, 0x5E, 0xF8, 0xFF, 0x03, 0xD4, 0x30, 0x03, 0xD0, 0x07, 0x01, 0x02, 0x32, 0x02, 0x0A, 0x06, 0xF4, 0x01, 0x40, 0xE2, 0x01, 0x07, 0xD4, 0xC3, 0xB2, 0xA1, 0xFE, 0x42, 0x00 };
+    struct bm_msg_hello_reply want = { .protocol_version = 4, .fw_major = 4, .fw_minor = 0, .fw_patch = 0, .tick_hz = 1000, .max_payload = 48, .torque_max_mNm = 150000, .velocity_max_urad_s = 8000000, .position_min_urad = -500000, .position_max_urad = 3200000, .slew_max_mNm_per_tick = 2000, .watchdog_default_ms = 50, .watchdog_min_ms = 10, .watchdog_max_ms = 500, .mcu_ticks = 123456, .protocol_hash = 2712847316 };
     struct bm_msg_hello_reply got;
     uint8_t payload[BM_MAX_PAYLOAD];
     uint8_t n = bm_pack_hello_reply(&want, payload);
@@ -220,6 +220,7 @@ static void golden_11(void)
     CHECK(got.watchdog_min_ms == want.watchdog_min_ms);
     CHECK(got.watchdog_max_ms == want.watchdog_max_ms);
     CHECK(got.mcu_ticks == want.mcu_ticks);
+    CHECK(got.protocol_hash == want.protocol_hash);
 }
 
 static void golden_12(void)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Generate the firmware's C protocol header and C golden-vector tests from the protocol spec.
 
-Inputs: ``firmware/protocol.toml`` (the one message specification) and
+Inputs: ``controller/protocol.toml`` (the one message specification, shipped as package data of
+the bench side; ``--spec PATH`` names another file) and
 ``firmware/tests/vectors.json`` (golden frames). Outputs, both committed:
 ``firmware/src/protocol_gen.h`` and ``firmware/tests/vectors_gen.h``.
 
@@ -11,6 +12,7 @@ stale file) when a committed output differs from what the spec would generate.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -21,7 +23,7 @@ else:  # Python 3.10: the tomli backport (declared in pyproject.toml for python_
     import tomli as tomllib
 
 FIRMWARE = Path(__file__).resolve().parents[1]
-SPEC = FIRMWARE / "protocol.toml"
+SPEC = FIRMWARE.parent / "controller" / "protocol.toml"
 VECTORS = FIRMWARE / "tests" / "vectors.json"
 HEADER = FIRMWARE / "src" / "protocol_gen.h"
 VECTOR_HEADER = FIRMWARE / "tests" / "vectors_gen.h"
@@ -86,13 +88,21 @@ def _unpack_function(msg: dict) -> list[str]:
     return lines
 
 
-def render_header(spec: dict) -> str:
-    """The full text of protocol_gen.h for a parsed spec."""
-    out = [BANNER.format(src="firmware/protocol.toml"), "#ifndef BM_PROTOCOL_GEN_H",
+def protocol_hash(text: bytes) -> int:
+    """The protocol's identity: the first 4 bytes (big-endian) of the SHA-256 of the definition
+    file's bytes. The host (controller/protocol.py) computes the same from the file it reads and
+    refuses a firmware whose HELLO_REPLY reports another."""
+    return int.from_bytes(hashlib.sha256(text).digest()[:4], "big")
+
+
+def render_header(spec: dict, digest: int) -> str:
+    """The full text of protocol_gen.h for a parsed spec and its :func:`protocol_hash`."""
+    out = [BANNER.format(src="controller/protocol.toml"), "#ifndef BM_PROTOCOL_GEN_H",
            "#define BM_PROTOCOL_GEN_H", "", "#include <stdint.h>", "#include <string.h>", ""]
     major, minor, patch = spec["firmware_version"]
     out += [
         f"#define BM_PROTOCOL_VERSION {spec['protocol_version']}u",
+        f"#define BM_PROTOCOL_HASH UINT32_C(0x{digest:08X})",
         f"#define BM_FW_MAJOR {major}u",
         f"#define BM_FW_MINOR {minor}u",
         f"#define BM_FW_PATCH {patch}u",
@@ -178,9 +188,11 @@ def render_vectors(spec: dict, vectors: dict) -> str:
 
 def main(argv: list[str]) -> int:
     """Write (or with --check, compare) the generated files; return the exit status."""
-    spec = tomllib.loads(SPEC.read_text(encoding="utf-8"))
+    raw = SPEC.read_bytes()
+    spec = tomllib.loads(raw.decode("utf-8"))
     vectors = json.loads(VECTORS.read_text(encoding="utf-8"))
-    outputs = {HEADER: render_header(spec), VECTOR_HEADER: render_vectors(spec, vectors)}
+    outputs = {HEADER: render_header(spec, protocol_hash(raw)),
+               VECTOR_HEADER: render_vectors(spec, vectors)}
     if "--check" in argv:
         stale = [p for p, text in outputs.items()
                  if not p.exists() or p.read_text(encoding="utf-8") != text]

@@ -50,7 +50,7 @@ FRAMES = [
       "max_payload": 48, "torque_max_mNm": 150000, "velocity_max_urad_s": 8000000,
       "position_min_urad": -500000, "position_max_urad": 3200000, "slew_max_mNm_per_tick": 2000,
       "watchdog_default_ms": 50, "watchdog_min_ms": 10, "watchdog_max_ms": 500,
-      "mcu_ticks": 123456}),
+      "mcu_ticks": 123456, "protocol_hash": 0xA1B2C3D4}),
     ("ack_ok", "ACK", 1, {"acked_seq": 2, "acked_id": 2, "result": 0}),
     ("telemetry", "TELEMETRY", 200,
      {"seq_echo": 4, "mcu_ticks": 70000, "setpoint_time_ms": 1234, "position_urad": 1570001,

@@ -134,7 +134,8 @@ def test_bad_requests_raise_bench_errors():
 
 def test_spec_tables_match_the_protocol_document():
     spec = load_spec()
-    assert spec.protocol_version == VECTORS["protocol_version"] == 3
+    assert spec.protocol_version == VECTORS["protocol_version"] == 4
+    assert spec.messages["HELLO_REPLY"].size == 41  # 4+2+1+5·4+3·2+4+4 (protocol_hash last)
     assert spec.messages["SETPOINT"].size == 17
     assert spec.messages["ARM"].size == 4  # watchdog_ms, lead_ms
     assert spec.messages["FLUSH"].size == 0 and spec.messages["FLUSH"].id == 0x08

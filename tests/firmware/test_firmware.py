@@ -47,7 +47,9 @@ def test_generated_files_are_fresh():
 def test_staleness_check_notices_a_changed_spec(tmp_path):
     copy = tmp_path / "firmware"
     shutil.copytree(FIRMWARE, copy, ignore=shutil.ignore_patterns("build"))
-    spec = copy / "protocol.toml"
+    spec = tmp_path / "controller" / "protocol.toml"
+    spec.parent.mkdir()
+    shutil.copyfile(REPOSITORY_DIR / "controller" / "protocol.toml", spec)
     spec.write_text(spec.read_text().replace("watchdog_default_ms = 50",
                                              "watchdog_default_ms = 60"))
     result = subprocess.run([sys.executable, str(copy / "tools" / "gen_protocol.py"), "--check"],
