@@ -91,9 +91,10 @@ class ModeSettings:
         if not 0.0 <= self.rest_s <= 3600.0:
             raise ConfigError(f"rest {self.rest_s:g} s: must be within 0..3600 s")
         if not 0.0 < self.rate_hz <= MAX_RATE_HZ:
-            raise ConfigError(f"rate {self.rate_hz:g} Hz: must be within 0..{MAX_RATE_HZ:g} Hz")
+            raise ConfigError(
+                f"rate {self.rate_hz:g} Hz: must be above 0 and at most {MAX_RATE_HZ:g} Hz")
         if not 0.0 < self.ramp_down_s <= 5.0:
-            raise ConfigError(f"ramp_down {self.ramp_down_s:g} s: must be within 0..5 s")
+            raise ConfigError(f"ramp_down {self.ramp_down_s:g} s: must be above 0 and at most 5 s")
 
     @property
     def torque_gain(self) -> float:
