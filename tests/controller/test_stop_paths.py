@@ -46,7 +46,7 @@ def _bench_file(tmp_path, old: str, new: str):
 # ---------------------------------------------------------------- 1. checks before ARM
 @pytest.mark.parametrize(("options", "message"), [
     (["--rate", "10"], "rate 10 Hz: one setpoint every 100 ms would starve the 50 ms watchdog"),
-    (["--rate", "0"], "rate 0 Hz: must be within 0..1000 Hz"),
+    (["--rate", "0"], "rate 0 Hz: must be above 0 and at most 1000 Hz"),
     ("lead 40", "bench.toml [streaming] lead_ms = 40: at 1000 Hz up to 42 setpoints would wait "
                 "in the firmware's queue of 32"),
 ])
