@@ -9,13 +9,12 @@ or data error, 3 bench or protocol fault); ``--debug`` shows the traceback inste
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 
 import click
 
 from bemore import __version__
-from bemore.errors import BemoreError
+from controller.cli import BenchGroup
 
 # The capabilities' commands in the coach's workflow order (the order `bemore --help` lists them:
 # look at the recording, identify, synthesize, drive, replay; then the whole-squad batch, the
@@ -60,9 +59,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-class BemoreGroup(click.Group):
+class BemoreGroup(BenchGroup):
     """Click group that loads capability commands lazily and turns library errors into one
-    clear line and an exit code."""
+    clear line and an exit code (the bench side's group, named ``bemore``)."""
+
+    program = "bemore"
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         """The capabilities' commands in workflow order, then the group's own (config)."""
@@ -85,14 +86,6 @@ class BemoreGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
-    def invoke(self, ctx: click.Context) -> object:
-        try:
-            return super().invoke(ctx)
-        except BemoreError as error:
-            if ctx.obj and ctx.obj.get("debug"):
-                raise
-            click.echo(f"bemore: error: {error}", err=True)
-            sys.exit(error.exit_code)
 
 
 @click.group(cls=BemoreGroup, context_settings={"help_option_names": ["-h", "--help"]})

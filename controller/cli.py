@@ -256,7 +256,10 @@ def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool
 
 class BenchGroup(click.Group):
     """The bench side's own command group: every BemoreError becomes one line and its exit code
-    (0 ok, 1 not completed, 2 usage/config/data, 3 bench or protocol fault)."""
+    (0 ok, 1 not completed, 2 usage/config/data, 3 bench or protocol fault), a traceback only
+    with ``--debug``. ``program`` names the command in the line (``bemore`` subclasses it)."""
+
+    program = "bemore-bench"
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -264,7 +267,7 @@ class BenchGroup(click.Group):
         except BemoreError as error:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(f"bemore-bench: error: {error}", err=True)
+            click.echo(f"{self.program}: error: {error}", err=True)
             raise SystemExit(error.exit_code) from None
 
 
