@@ -24,7 +24,12 @@ from bemore.identify.report import fit_metrics
 from bemore.identify.verdict import FitVerdict, judge_fit
 from bemore.optimize import make_algorithm, minimize
 from bemore.optimize.driver import Callback
-from bemore.optimize.polish import LocalFit, distinct_starts, finite_difference_jacobian, polish
+from bemore.optimize.polish import (
+    LocalFit,
+    distinct_starts,
+    finite_difference_jacobian,
+    polish_many,
+)
 from bemore.optimize.result import OptimisationResult
 
 
@@ -218,17 +223,17 @@ def _polish_from_distinct_starts(
     problem: IdentificationProblem, archive: _Archive, settings: RunSettings
 ) -> tuple[LocalFit, list[PolishStart]]:
     """Polish from the ``settings.polish_starts`` best distinct evaluated points; return the fit
-    of lowest exact cost and every start's record (stops starting new ones after a Ctrl-C)."""
+    of lowest exact cost and every start's record (Ctrl-C stops every start at its best)."""
     X, F = np.vstack(archive.points), np.concatenate(archive.costs)
     ranks = np.argsort(np.argsort(F, kind="stable"), kind="stable")
     seen = np.all(np.isfinite(problem.measured), axis=-1).reshape(-1)  # (F·7,) joint centres
-    fits: list[LocalFit] = []
+    picks = distinct_starts(X, F, settings.polish_starts, problem.lower, problem.upper)
+    # In lock step: each Jacobian or residual request of the starts is one engine call.
+    fits = polish_many(problem.residuals, X[picks], problem.lower, problem.upper,
+                       max_iterations=settings.polish_iterations)
     starts: list[PolishStart] = []
-    for index in distinct_starts(X, F, settings.polish_starts, problem.lower, problem.upper):
-        fit = polish(problem.residuals, X[index], problem.lower, problem.upper,
-                     max_iterations=settings.polish_iterations)
+    for index, fit in zip(picks, fits, strict=True):
         squared = np.sum(fit.residuals.reshape(-1, 2) ** 2, axis=1)
-        fits.append(fit)
         starts.append(PolishStart(
             rank=int(ranks[index]), search_cost_m2=float(F[index]),
             polished_cost_m2=fit.result.fun,
@@ -236,8 +241,6 @@ def _polish_from_distinct_starts(
             nfev=fit.result.nfev, elapsed_s=fit.result.elapsed_s, status=fit.result.status,
             x=[float(value) for value in fit.result.x],
         ))
-        if fit.result.interrupted:
-            break
     costs = np.array([fit.result.fun for fit in fits])
     # Starts that reach the same minimum differ by rounding (1e-13 relative measured): the
     # earliest of them is kept, so the kept start does not flip on noise.

@@ -4,10 +4,17 @@ Follows any global run. The cost is ``Σ r²`` (the same f1 as the global run: f
 identification, r stacks the simulated − measured joint-centre coordinates, so Σ r² is the sum of
 squared distances). The Jacobian is a finite difference whose 2·d (central) or d + 1 (forward)
 points are evaluated as ONE batch call of the residual function, like a population.
+
+:func:`polish_many` runs several starts in lock step: each start's scipy iterations run in a
+thread of their own, and the residual requests of all the starts still running are merged into
+one batch call (:class:`LockStep`). When the residual of a point does not depend on the batch it
+is in (the engine's members are simulated independently), every start takes exactly the steps
+it takes alone, and reaches the same point bit for bit, in fewer, larger calls.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -88,6 +95,7 @@ def polish(
     counts = {"points": 0}
     best = {"x": x0.copy(), "cost": np.inf, "r": None}
     history: list[IterationRecord] = []
+    last: dict = {"x": None, "J": None, "r": None}  # the latest Jacobian, its point and r
 
     def remember(x: np.ndarray, r: np.ndarray) -> None:
         cost = float(r @ r)
@@ -114,6 +122,7 @@ def polish(
         J, r, n_points = finite_difference_jacobian(residuals, x, lower, upper, step, scheme)
         counts["points"] += n_points
         remember(x, r)
+        last.update(x=np.array(x, dtype=float), J=J, r=r)
         return J
 
     status = 3
@@ -125,8 +134,14 @@ def polish(
             status = 4
     except KeyboardInterrupt:
         status = 1
-    J, r, n_points = finite_difference_jacobian(residuals, best["x"], lower, upper, step, scheme)
-    counts["points"] += n_points
+    if last["x"] is not None and np.array_equal(last["x"], best["x"]):
+        # scipy's last Jacobian is at its final point, usually the best one: the same batch.
+        J, r = last["J"], last["r"]
+    else:
+        J, r, n_points = finite_difference_jacobian(
+            residuals, best["x"], lower, upper, step, scheme
+        )
+        counts["points"] += n_points
     result = OptimisationResult(
         x=best["x"],
         fun=float(r @ r),
@@ -139,6 +154,124 @@ def polish(
         options={"method": "trf", "max_iterations": max_iterations, "step": step, "scheme": scheme},
     )
     return LocalFit(result=result, residuals=r, jacobian=J)
+
+
+class LockStep:
+    """Merges the residual requests of ``count`` polishes, each in its own thread, into one
+    batch call of ``residuals``: a request waits until every polish still running has made one,
+    then all are answered from one call. A polish that ends says so with :meth:`finish`.
+
+    :meth:`interrupt` (Ctrl-C in the main thread) makes every polish's next request raise
+    KeyboardInterrupt once, so each stops at its best point as it would alone; later requests
+    (the final Jacobian) are then answered one by one.
+    """
+
+    def __init__(self, residuals: BatchResiduals, count: int) -> None:
+        self._residuals = residuals
+        self._active = count
+        self._pending: list[dict] = []
+        self._condition = threading.Condition()
+        self._interrupted = False
+        self._told: set[int] = set()
+        self.calls = 0  # batch calls made
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        """Residuals (N, m) of X (N, d), computed within the next merged batch call."""
+        with self._condition:
+            if self._interrupted:
+                thread = threading.get_ident()
+                if thread not in self._told:
+                    self._told.add(thread)
+                    raise KeyboardInterrupt
+                self.calls += 1
+                return self._residuals(X)
+            request = {"X": np.atleast_2d(X), "value": None, "error": None, "done": False,
+                       "thread": threading.get_ident()}
+            self._pending.append(request)
+            self._run_if_complete()
+            while not request["done"]:
+                self._condition.wait()
+            if request["error"] is not None:
+                raise request["error"]
+            return request["value"]
+
+    def finish(self) -> None:
+        """One polish has ended: the others no longer wait for its requests."""
+        with self._condition:
+            self._active -= 1
+            self._run_if_complete()
+
+    def interrupt(self) -> None:
+        """Ctrl-C: answer the waiting requests with KeyboardInterrupt (see the class)."""
+        with self._condition:
+            self._interrupted = True
+            for request in self._pending:
+                request.update(error=KeyboardInterrupt(), done=True)
+                self._told.add(request["thread"])
+            self._pending = []
+            self._condition.notify_all()
+
+    def _run_if_complete(self) -> None:
+        """With the lock held: make the merged call once every running polish has asked."""
+        if not self._pending or len(self._pending) < self._active:
+            return
+        pending, self._pending = self._pending, []
+        sizes = [request["X"].shape[0] for request in pending]
+        try:
+            values = self._residuals(np.vstack([request["X"] for request in pending]))
+            self.calls += 1
+        except BaseException as error:  # handed to every waiting polish
+            for request in pending:
+                request.update(error=error, done=True)
+        else:
+            for request, part in zip(pending, np.split(values, np.cumsum(sizes)[:-1]),
+                                     strict=True):
+                request.update(value=part, done=True)
+        self._condition.notify_all()
+
+
+def polish_many(
+    residuals: BatchResiduals,
+    starts: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    max_iterations: int = 30,
+    step: float = 1e-4,
+    scheme: str = "central",
+) -> list[LocalFit]:
+    """:func:`polish` from each row of ``starts`` (k, d), in lock step (module docstring).
+
+    Returns the k fits in the order of ``starts``; each is the fit :func:`polish` gives from
+    that start alone when a point's residuals do not depend on its batch. Ctrl-C stops every
+    start at its best point (status 1). An error of ``residuals`` is raised here.
+    """
+    starts = np.atleast_2d(np.asarray(starts, dtype=float))
+    lock_step = LockStep(residuals, starts.shape[0])
+    fits: list[LocalFit | None] = [None] * starts.shape[0]
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            fits[index] = polish(lock_step, starts[index], lower, upper, max_iterations,
+                                 step, scheme)
+        except BaseException as error:  # re-raised in the calling thread
+            errors.append(error)
+        finally:
+            lock_step.finish()
+
+    threads = [threading.Thread(target=run, args=(index,), name=f"polish-{index}", daemon=True)
+               for index in range(starts.shape[0])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            try:
+                thread.join(0.1)
+            except KeyboardInterrupt:
+                lock_step.interrupt()
+    if errors:
+        raise errors[0]
+    return [fit for fit in fits if fit is not None]
 
 
 DISTINCT_RADIUS = 0.2
