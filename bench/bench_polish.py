@@ -1,0 +1,187 @@
+"""``bemore identify``'s least-squares polish: now against the polish before lock step, in one run.
+
+* whole processes: ``python -m bemore identify data/sample_trial.c3d`` (search, then the polish
+  from 3 distinct starts), alternated between this checkout and the tree of commit
+  ``BASELINE_COMMIT`` (the starts polished one after the other, each request its own engine
+  call, the residuals in several passes), run from a ``git archive`` of it with the same
+  interpreter; medians of the polish phase and of the whole process (:mod:`bemore.phases`),
+  and the load average before each run (the machine is shared). Both must write the same
+  parameters and cost in athlete.json: a difference raises.
+* in process, on the same 3 starts: the starts polished one after the other against
+  :func:`bemore.optimize.polish.polish_many` (lock step), wall and CPU time, alternated; both
+  must reach the same points bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+
+import numpy as np
+
+from bench.common import Measurement
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
+BASELINE_COMMIT = "ce76a10"
+"""main before the lock-step polish, the single-copy residuals and the reused Jacobian."""
+
+# Runs ``python -m bemore`` from the tree given first, not the editable install of this checkout
+# (whose import hook would take precedence over sys.path).
+_RUN_TREE = (
+    "import runpy, sys\n"
+    "root = sys.argv.pop(1)\n"
+    "sys.meta_path = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+    "sys.path.insert(0, root)\n"
+    "import bemore\n"
+    "assert bemore.__file__.startswith(root), bemore.__file__\n"
+    "runpy.run_module('bemore', run_name='__main__', alter_sys=True)\n"
+)
+
+
+def load() -> float:
+    """The 1-minute load average (runnable processes; 2 = both cores busy)."""
+    return os.getloadavg()[0]
+
+
+def baseline_tree(folder: Path) -> Path:
+    """The files of :data:`BASELINE_COMMIT` extracted into ``folder`` (``git archive``)."""
+    archive = subprocess.run(["git", "archive", BASELINE_COMMIT], cwd=REPOSITORY,
+                             capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise RuntimeError(f"git archive {BASELINE_COMMIT}: {archive.stderr.decode()[-500:]}")
+    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
+        tar.extractall(folder, filter="data")
+    return folder
+
+
+def identify_once(tree: Path | None, out: Path, options: list[str],
+                  accepted: tuple[int, ...] = (0,)) -> dict[str, float]:
+    """Run identify on the sample from ``tree`` (None: this checkout): wall time ("total"),
+    polish phase ("polish") and CPU time ("cpu") in s, the load before it ("load"). An exit
+    code not in ``accepted`` raises RuntimeError."""
+    marks = out.parent / f"{out.name}-phases.jsonl"
+    marks.unlink(missing_ok=True)
+    env = dict(os.environ, BEMORE_PHASE_TIMES=str(marks))
+    prefix = [sys.executable, "-c", _RUN_TREE, str(tree)] if tree else [sys.executable, "-m"]
+    command = [*prefix, *([] if tree else ["bemore"]), "identify", str(SAMPLE), *options,
+               "--out", str(out)]
+    before, clock = load(), time.perf_counter()
+    child = subprocess.Popen(command, cwd=REPOSITORY, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(child.pid, 0)
+    total = time.perf_counter() - clock
+    error = child.stderr.read()
+    child.stderr.close()
+    if os.waitstatus_to_exitcode(status) not in accepted:
+        raise RuntimeError(f"identify from {tree or 'the checkout'} failed: {error[-1500:]}")
+    from bemore.phases import read
+
+    ends = {str(item["phase"]): float(item["end_unix_s"]) for item in read(marks)}
+    return {"total": total, "polish": ends["polish"] - ends["search"], "load": before,
+            "cpu": usage.ru_utime + usage.ru_stime}
+
+
+def same_result(first: Path, second: Path) -> None:
+    """Raise unless the two athlete.json hold the same parameters and fit, number for number."""
+    a, b = (json.loads((folder / "athlete.json").read_text()) for folder in (first, second))
+    for key in ("parameters", "fit", "identifiability"):
+        if a.get(key) != b.get(key):
+            raise RuntimeError(f"athlete.json differs in {key!r}: {first} against {second}")
+
+
+def whole_processes(pairs: int, options: list[str], accepted: tuple[int, ...] = (0,)
+                    ) -> list[Measurement]:
+    """Alternated identify runs, the baseline tree's then this checkout's (module docstring)."""
+    samples: dict[str, list[dict[str, float]]] = {"baseline": [], "now": []}
+    with tempfile.TemporaryDirectory() as temporary:
+        folder = Path(temporary)
+        tree = baseline_tree(folder / "baseline")
+        for pair in range(pairs + 1):  # the first pair unmeasured (caches, page cache)
+            for name, source in (("baseline", tree), ("now", None)):
+                sample = identify_once(source, folder / name, options, accepted)
+                if pair:
+                    samples[name].append(sample)
+            same_result(folder / "baseline", folder / "now")
+    loads = [sample["load"] for name in samples for sample in samples[name]]
+    print(f"  whole processes: {pairs} alternated pairs, load {min(loads):.1f}–{max(loads):.1f};"
+          " athlete.json parameters, fit and identifiability identical")
+    measurements = []
+    for key, label in (("polish", "identify polish phase"), ("total", "identify whole process"),
+                       ("cpu", "identify CPU time")):
+        now = statistics.median(sample[key] for sample in samples["now"])
+        before = statistics.median(sample[key] for sample in samples["baseline"])
+        measurements.append(Measurement(f"{label} (median of {pairs})", "s", now, before,
+                                        f"commit {BASELINE_COMMIT}"))
+    return measurements
+
+
+def in_process(repeats: int, pack: int, iterations: int) -> list[Measurement]:
+    """Sequential starts against lock step on the same 3 starts (module docstring)."""
+    from threadpoolctl import threadpool_limits
+
+    from bemore.identify.problem import IdentificationProblem
+    from bemore.identify.run import _Archive, set_workers
+    from bemore.identify.space import ParameterSpace
+    from bemore.optimize import make_algorithm, minimize
+    from bemore.optimize.polish import distinct_starts, polish, polish_many
+    from bemore.paths import data_dir
+    from bemore.settings import load_gymnast, load_identification
+    from bemore.trial import prepare_trial
+
+    set_workers(0)
+    trial = prepare_trial(data_dir() / "sample_trial.c3d")
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    problem = IdentificationProblem.from_trial(trial, space)
+    samples: dict[str, list[tuple[float, float]]] = {"sequential": [], "lock step": []}
+    with threadpool_limits(limits=1, user_api="blas"):
+        archive = _Archive(problem)
+        minimize(archive, make_algorithm("gwo", problem, pack, iterations, 0, {}), seed=0)
+        X, F = np.vstack(archive.points), np.concatenate(archive.costs)
+        starts = X[distinct_starts(X, F, 3, problem.lower, problem.upper)]
+        arguments = (problem.residuals, problem.lower, problem.upper)
+
+        def sequential():
+            return [polish(arguments[0], x, *arguments[1:], max_iterations=100) for x in starts]
+
+        def lock_step():
+            return polish_many(arguments[0], starts, *arguments[1:], max_iterations=100)
+
+        loads = []
+        for _ in range(repeats):
+            fits = {}
+            for name, function in (("sequential", sequential), ("lock step", lock_step)):
+                loads.append(load())
+                wall, cpu = time.perf_counter(), time.process_time()
+                fits[name] = function()
+                samples[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+            for one, other in zip(fits["sequential"], fits["lock step"], strict=True):
+                if not (np.array_equal(one.result.x, other.result.x)
+                        and np.array_equal(one.jacobian, other.jacobian)):
+                    raise RuntimeError("lock step reached another point than the starts alone")
+    print(f"  in process: {repeats} alternated repeats, load {min(loads):.1f}–{max(loads):.1f};"
+          " lock step reaches the same points and Jacobians bit for bit")
+    return [
+        Measurement(f"3-start polish {kind} time (median of {repeats})", "s",
+                    statistics.median(s[index] for s in samples["lock step"]),
+                    statistics.median(s[index] for s in samples["sequential"]),
+                    "starts one after the other")
+        for index, kind in ((0, "wall"), (1, "CPU"))
+    ]
+
+
+def run(smoke: bool) -> list[Measurement]:
+    """The figures of the module docstring (smoke: 1 pair of a 10 × 2 search, 1 repeat)."""
+    if smoke:
+        options = ["--pack", "10", "--iterations", "2"]
+        # A 10 × 2 search may not fit the trial: identify's poor-fit exit 1 is accepted.
+        return whole_processes(1, options, (0, 1)) + in_process(1, 10, 2)
+    return whole_processes(3, []) + in_process(3, 200, 50)
