@@ -217,12 +217,19 @@ class LockStep:
             return
         pending, self._pending = self._pending, []
         sizes = [request["X"].shape[0] for request in pending]
+        # The call runs without the lock (every running polish is waiting for it), so that
+        # Ctrl-C's :meth:`interrupt` is not held up by it.
+        self._condition.release()
         try:
             values = self._residuals(np.vstack([request["X"] for request in pending]))
-            self.calls += 1
         except BaseException as error:  # handed to every waiting polish
+            values = error
+        finally:
+            self._condition.acquire()
+        self.calls += 1
+        if isinstance(values, BaseException):
             for request in pending:
-                request.update(error=error, done=True)
+                request.update(error=values, done=True)
         else:
             for request, part in zip(pending, np.split(values, np.cumsum(sizes)[:-1]),
                                      strict=True):
@@ -250,7 +257,11 @@ def polish_many(
     fits: list[LocalFit | None] = [None] * starts.shape[0]
     errors: list[BaseException] = []
 
+    began = [threading.Event() for _ in range(starts.shape[0])]
+    ended = [threading.Event() for _ in range(starts.shape[0])]
+
     def run(index: int) -> None:
+        began[index].set()
         try:
             fits[index] = polish(lock_step, starts[index], lower, upper, max_iterations,
                                  step, scheme)
@@ -258,20 +269,36 @@ def polish_many(
             errors.append(error)
         finally:
             lock_step.finish()
+            ended[index].set()
 
-    threads = [threading.Thread(target=run, args=(index,), name=f"polish-{index}", daemon=True)
-               for index in range(starts.shape[0])]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        while thread.is_alive():
-            try:
-                thread.join(0.1)
-            except KeyboardInterrupt:
-                lock_step.interrupt()
+    # Ctrl-C reaches this (the main) thread wherever it waits: each wait below catches it and
+    # interrupts the lock step. The waits are on events of our own: a Thread.join interrupted
+    # by KeyboardInterrupt can report a running thread as ended.
+    for index in range(starts.shape[0]):
+        thread = threading.Thread(target=run, args=(index,), name=f"polish-{index}", daemon=True)
+        try:
+            thread.start()
+        except KeyboardInterrupt:
+            lock_step.interrupt()
+            if not _wait(began[index], 1.0, lock_step):
+                # Interrupted before the thread existed: it makes no requests.
+                lock_step.finish()
+                ended[index].set()
+    for event in ended:
+        while not _wait(event, 0.1, lock_step):
+            pass
     if errors:
         raise errors[0]
     return [fit for fit in fits if fit is not None]
+
+
+def _wait(event: threading.Event, timeout_s: float, lock_step: LockStep) -> bool:
+    """``event.wait(timeout_s)``; a Ctrl-C meanwhile interrupts ``lock_step`` (returns False)."""
+    try:
+        return event.wait(timeout_s)
+    except KeyboardInterrupt:
+        lock_step.interrupt()
+        return False
 
 
 DISTINCT_RADIUS = 0.2

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
 from bemore.errors import OptimisationError
-from bemore.optimize.polish import finite_difference_jacobian, polish
+from bemore.optimize.polish import finite_difference_jacobian, polish, polish_many
 
 MATRIX = np.array([[1.0, 2.0], [-3.0, 0.5], [0.0, 4.0]])
 
@@ -103,3 +105,94 @@ def test_polish_from_the_second_distinct_start_finds_the_deeper_of_two_minima() 
     fits = [polish(residuals, X[k], np.zeros(1), np.ones(1)) for k in picks]
     assert fits[0].result.x[0] == pytest.approx(0.218, abs=1e-3) and fits[0].result.fun > 3e-3
     assert fits[1].result.x[0] == pytest.approx(0.8, abs=1e-6) and fits[1].result.fun < 1e-12
+
+
+DECAY_T = np.linspace(0.0, 1.0, 50)
+
+
+def decay(X: np.ndarray) -> np.ndarray:
+    """Each row alone: 3·x0·exp(−2·x1·t) − 1.5·exp(−0.8 t) (minimum at x = (0.5, 0.4))."""
+    return 3.0 * X[:, :1] * np.exp(-2.0 * X[:, 1:] * DECAY_T) - 1.5 * np.exp(-0.8 * DECAY_T)
+
+
+class Counted:
+    """A batch residual function that counts its calls and the points it was given."""
+
+    def __init__(self, residuals, interrupt_at: int = 0, fail_at: int = 0) -> None:
+        self.residuals, self.calls, self.points = residuals, 0, 0
+        self.interrupt_at, self.fail_at = interrupt_at, fail_at
+        self.interrupted = threading.Event()  # set by the lock step's interrupt
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        self.points += X.shape[0]
+        if self.calls == self.fail_at:
+            raise OptimisationError("residuals: engine fault")
+        if self.calls == self.interrupt_at:
+            import _thread
+
+            _thread.interrupt_main()  # what Ctrl-C does: KeyboardInterrupt in the main thread
+            # The engine call is still running when the main thread takes the interrupt.
+            assert self.interrupted.wait(timeout=30.0)
+        return self.residuals(X)
+
+
+STARTS = np.array([[0.9, 0.9], [0.1, 0.7], [0.6, 0.05]])
+
+
+def test_lock_step_starts_reach_the_points_of_the_starts_alone_bit_for_bit_in_fewer_calls(
+) -> None:
+    alone = Counted(decay)
+    sequential = [polish(alone, x, np.zeros(2), np.ones(2)) for x in STARTS]
+    together = Counted(decay)
+    fits = polish_many(together, STARTS, np.zeros(2), np.ones(2))
+    assert len(fits) == 3
+    for one, other in zip(sequential, fits, strict=True):
+        assert np.array_equal(one.result.x, other.result.x)
+        assert one.result.fun == other.result.fun and one.result.nfev == other.result.nfev
+        assert np.array_equal(one.jacobian, other.jacobian)
+        assert np.array_equal(one.residuals, other.residuals)
+        assert np.allclose(other.result.x, [0.5, 0.4], atol=1e-6)
+    # Same points evaluated, in merged calls: no more calls than the longest start alone makes.
+    assert together.points == alone.points
+    longest = max(fit.result.nit + fit.result.nfev for fit in sequential)  # an upper bound
+    assert together.calls < alone.calls and together.calls <= longest
+
+
+def test_the_polish_returns_the_jacobian_at_its_best_point_without_recomputing_it() -> None:
+    counted = Counted(decay)
+    fit = polish(counted, np.array([0.9, 0.9]), np.zeros(2), np.ones(2))
+    J, r, _ = finite_difference_jacobian(decay, fit.result.x, np.zeros(2), np.ones(2))
+    assert np.array_equal(fit.jacobian, J) and np.array_equal(fit.residuals, r)
+    # Every point evaluated is counted, and scipy's last Jacobian (at the best point) is reused.
+    assert fit.result.nfev == counted.points
+
+
+def test_an_error_of_the_residuals_in_lock_step_is_raised_and_no_start_is_left_waiting() -> None:
+    with pytest.raises(OptimisationError, match="engine fault"):
+        polish_many(Counted(decay, fail_at=4), STARTS, np.zeros(2), np.ones(2))
+    for thread in threading.enumerate():
+        if thread.name.startswith("polish-"):
+            thread.join(timeout=30.0)
+            assert not thread.is_alive()
+
+
+def test_ctrl_c_stops_every_lock_step_start_at_its_best_point_so_far(monkeypatch) -> None:
+    from bemore.optimize.polish import LockStep
+
+    counted = Counted(decay, interrupt_at=4)
+    interrupt = LockStep.interrupt
+
+    def observed(self: LockStep) -> None:
+        interrupt(self)
+        counted.interrupted.set()
+
+    monkeypatch.setattr(LockStep, "interrupt", observed)
+    fits = polish_many(counted, STARTS, np.zeros(2), np.ones(2))
+    assert [fit.result.status for fit in fits] == [1, 1, 1]
+    for fit, start in zip(fits, STARTS, strict=True):
+        cost_at_start = float(np.sum(decay(start[None, :])[0] ** 2))
+        assert fit.result.fun <= cost_at_start
+        # The returned residuals and Jacobian are at the returned point.
+        J, r, _ = finite_difference_jacobian(decay, fit.result.x, np.zeros(2), np.ones(2))
+        assert np.array_equal(fit.residuals, r) and np.array_equal(fit.jacobian, J)
