@@ -149,3 +149,30 @@ def test_the_driven_motion_is_matched_to_the_model_by_coordinate_name() -> None:
     missing = replace(shuffled, driven_names=("wrist_angle", *shuffled.driven_names[1:]))
     with pytest.raises(DataError, match=r"drives .* which the trial does not give"):
         IdentificationProblem.from_trial(missing, space)
+
+
+def test_residuals_are_the_simulated_minus_measured_cost_points_zero_where_not_seen() -> None:
+    case = synthetic_case(seed_truth(), noise_m=0.001, seed=3, frames=FRAMES)
+    p = case.problem
+    measured = p.measured.copy()
+    measured[10:40, 2] = np.nan  # a joint centre not seen for 30 frames
+    measured[5, 0, 1] = np.nan
+    problem = IdentificationProblem(p.model, p.space, p.motion, p.free_q0, p.free_qd0,
+                                    measured, p.cost_points)
+    X = np.random.default_rng(4).uniform(0.3, 0.7, (3, problem.dim))
+    r = problem.residuals(X)
+    points = problem.simulated_points(X)
+    for member in range(3):
+        for frame in (0, 5, 20, FRAMES - 1):
+            for k, name in enumerate(problem.cost_points):
+                simulated = points[member, frame, problem.model.point_names.index(name)]
+                for axis in range(2):
+                    value = r[member, (frame * len(problem.cost_points) + k) * 2 + axis]
+                    if np.isnan(measured[frame, k, axis]):
+                        assert value == 0.0
+                    else:
+                        assert value == simulated[axis] - measured[frame, k, axis]
+    # The engine's cost leaves out a joint centre with either coordinate missing; the
+    # residuals zero only the missing coordinate (frame 5, bar x here).
+    kept = r[:, (5 * len(problem.cost_points) + 0) * 2]
+    assert np.allclose(np.sum(r**2, axis=1) - kept**2, problem.exact_cost(X), rtol=1e-12)

@@ -1,0 +1,76 @@
+"""The identification's polish starts in lock step (one engine call for the requests of every
+start still running) reach the points the starts reach one after the other, bit for bit: a
+member's simulation does not depend on the batch it is in."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from bemore.identify.problem import IdentificationProblem
+from bemore.optimize.polish import polish, polish_many
+from bemore.settings import load_identification
+from tests.identify.synthetic import synthetic_case
+
+
+def _same_fits(problem: IdentificationProblem, starts: np.ndarray, iterations: int) -> list:
+    """Polish ``starts`` one after the other and in lock step; assert they agree bit for bit;
+    return the lock-step fits."""
+    box = (problem.lower, problem.upper)
+    with threadpool_limits(limits=1, user_api="blas"):  # as identify runs the polish
+        alone = [polish(problem.residuals, x, *box, max_iterations=iterations) for x in starts]
+        together = polish_many(problem.residuals, starts, *box, max_iterations=iterations)
+    for one, other in zip(alone, together, strict=True):
+        assert np.array_equal(one.result.x, other.result.x)
+        assert one.result.fun == other.result.fun
+        assert one.result.nfev == other.result.nfev and one.result.status == other.result.status
+        assert np.array_equal(one.jacobian, other.jacobian)
+        assert np.array_equal(one.residuals, other.residuals)
+    return together
+
+
+def test_lock_step_polish_of_a_synthetic_trial_matches_the_starts_alone() -> None:
+    truth = {item.name: item.seed_value for item in load_identification().parameters}
+    case = synthetic_case(truth, noise_m=0.001, seed=5, frames=300)
+    problem = case.problem
+    centre = problem.space.to_normalised(np.array([truth[n] for n in problem.space.names]))
+    offsets = np.random.default_rng(6).uniform(-0.08, 0.08, (3, problem.dim))
+    starts = np.clip(centre + offsets, 0.0, 1.0)
+    fits = _same_fits(problem, starts, iterations=12)
+    start_costs = np.sum(problem.residuals(starts) ** 2, axis=1)
+    assert all(fit.result.fun < cost for fit, cost in zip(fits, start_costs, strict=True))
+
+
+@pytest.mark.slow
+def test_lock_step_polish_of_the_sample_matches_the_starts_alone() -> None:
+    from bemore.identify.run import (
+        TIE_RELATIVE,
+        RunSettings,
+        _Archive,
+        _polish_from_distinct_starts,
+    )
+    from bemore.identify.space import ParameterSpace
+    from bemore.optimize import make_algorithm, minimize
+    from bemore.optimize.polish import distinct_starts
+    from bemore.paths import data_dir
+    from bemore.settings import load_gymnast
+    from bemore.trial import prepare_trial
+
+    trial = prepare_trial(data_dir() / "sample_trial.c3d")
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    problem = IdentificationProblem.from_trial(trial, space)
+    archive = _Archive(problem)
+    with threadpool_limits(limits=1, user_api="blas"):
+        minimize(archive, make_algorithm("gwo", problem, 40, 10, 0, {}), seed=0)
+    X, F = np.vstack(archive.points), np.concatenate(archive.costs)
+    starts = X[distinct_starts(X, F, 3, problem.lower, problem.upper)]
+    fits = _same_fits(problem, starts, iterations=100)
+    # identify polishes the same starts in lock step and keeps the earliest of the lowest.
+    with threadpool_limits(limits=1, user_api="blas"):
+        kept, records = _polish_from_distinct_starts(problem, archive, RunSettings())
+    assert [record.polished_cost_m2 for record in records] == [f.result.fun for f in fits]
+    costs = np.array([fit.result.fun for fit in fits])
+    won = [index for index, record in enumerate(records) if record.won]
+    assert won == [int(np.flatnonzero(costs <= costs.min() * (1.0 + TIE_RELATIVE))[0])]
+    assert np.array_equal(kept.result.x, fits[won[0]].result.x)
