@@ -7,9 +7,9 @@
   interpreter; medians of the polish phase and of the whole process (:mod:`bemore.phases`),
   and the load average before each run (the machine is shared). Both must write the same
   parameters and cost in athlete.json: a difference raises.
-* in process, on the same 3 starts: the starts polished one after the other against
-  :func:`bemore.optimize.polish.polish_many` (lock step), wall and CPU time, alternated; both
-  must reach the same points bit for bit.
+* in process, on the same 3 starts of a 200 × 50 search: the starts polished one after the
+  other against :func:`bemore.optimize.polish.polish_many` (lock step), wall and CPU time,
+  alternated; both must reach the same points bit for bit.
 """
 
 from __future__ import annotations
@@ -124,7 +124,8 @@ def whole_processes(pairs: int, options: list[str], accepted: tuple[int, ...] = 
     return measurements
 
 
-def in_process(repeats: int, pack: int, iterations: int) -> list[Measurement]:
+def in_process(repeats: int, pack: int, iterations: int, polish_iterations: int = 100
+               ) -> list[Measurement]:
     """Sequential starts against lock step on the same 3 starts (module docstring)."""
     from threadpoolctl import threadpool_limits
 
@@ -150,10 +151,12 @@ def in_process(repeats: int, pack: int, iterations: int) -> list[Measurement]:
         arguments = (problem.residuals, problem.lower, problem.upper)
 
         def sequential():
-            return [polish(arguments[0], x, *arguments[1:], max_iterations=100) for x in starts]
+            return [polish(arguments[0], x, *arguments[1:], max_iterations=polish_iterations)
+                    for x in starts]
 
         def lock_step():
-            return polish_many(arguments[0], starts, *arguments[1:], max_iterations=100)
+            return polish_many(arguments[0], starts, *arguments[1:],
+                               max_iterations=polish_iterations)
 
         loads = []
         for _ in range(repeats):
@@ -179,9 +182,15 @@ def in_process(repeats: int, pack: int, iterations: int) -> list[Measurement]:
 
 
 def run(smoke: bool) -> list[Measurement]:
-    """The figures of the module docstring (smoke: 1 pair of a 10 × 2 search, 1 repeat)."""
+    """The figures of the module docstring (smoke: one pair of a 5 × 2 search on the first
+    0.5 s, and one repeat of 5 polish iterations)."""
     if smoke:
-        options = ["--pack", "10", "--iterations", "2"]
-        # A 10 × 2 search may not fit the trial: identify's poor-fit exit 1 is accepted.
-        return whole_processes(1, options, (0, 1)) + in_process(1, 10, 2)
+        from bench.bench_identify import trimmed_trial_config
+
+        with tempfile.TemporaryDirectory() as scratch:
+            config = trimmed_trial_config(Path(scratch), 0.5)
+            options = ["--trial-config", str(config), "--pack", "5", "--iterations", "2"]
+            # A 5 × 2 search may not fit the trial: identify's poor-fit exit 1 is accepted.
+            measured = whole_processes(1, options, (0, 1))
+        return measured + in_process(1, 10, 2, polish_iterations=5)
     return whole_processes(3, []) + in_process(3, 200, 50)
