@@ -150,3 +150,33 @@ def test_odd_sample_intervals_are_searched_exactly_and_the_summary_says_so(tmp_p
     assert f"search: {note}" in result.output
     # Searched with the exact cost: the re-evaluated best is the reported cost.
     assert athlete["cost_m2"] == pytest.approx(athlete["global_run"]["fun"], rel=1e-9)
+
+
+def test_ctrl_c_during_the_lock_step_polish_stops_every_start_and_exits_1(tmp_path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marks = tmp_path / "phases.jsonl"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bemore", "identify", str(SAMPLE), "--pack", "20",
+         "--iterations", "3", "--out", str(tmp_path / "out")],
+        env=dict(os.environ, BEMORE_PHASE_TIMES=str(marks)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    # The search's end is marked as the polish begins (several seconds of polish follow).
+    deadline = time.monotonic() + 120.0
+    while not (marks.exists() and '"search"' in marks.read_text()):
+        assert child.poll() is None and time.monotonic() < deadline, "no search mark"
+        time.sleep(0.02)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=120.0)
+    assert child.returncode == 1, err
+    assert "Traceback" not in err and "INTERRUPTED" in out
+    athlete = json.loads((tmp_path / "out" / "athlete.json").read_text())
+    assert athlete["interrupted"] is True
+    starts = athlete["polish_starts"]
+    assert len(starts) == 3 and all(start["status"] == 1 for start in starts)
+    assert sum(start["won"] for start in starts) == 1
