@@ -119,7 +119,7 @@ def identify_command(
     """
     from bemore.evaluate import EvaluatedProblem, make_evaluator
     from bemore.identify.outputs import write_plots, write_results
-    from bemore.identify.run import RunSettings, identify
+    from bemore.identify.run import RunSettings, identify, worker_threads
     from bemore.identify.space import ParameterSpace
     from bemore.paths import default_config
     from bemore.phases import mark
@@ -178,7 +178,7 @@ def identify_command(
     }
     # docs/scale.md: a lab hands population evaluation to a Dask cluster, nothing else changes.
     dask_address = dask_address or defaults.dask
-    evaluator = make_evaluator(dask_address)
+    evaluator = make_evaluator(dask_address, worker_threads(settings.workers))
     try:
         if dask_address:
             problem = EvaluatedProblem(problem, evaluator)
