@@ -97,7 +97,7 @@ def identify_command(
     db_path: Path | None,
     out: Path,
 ) -> None:
-    """Identify the gymnast model (twelve parameters) from a motion-capture trial.
+    """Identify the gymnast model's parameters (identification.toml) from a motion-capture trial.
 
     \b
     Reads:  TRIAL (C3D, TRC or CSV; see docs/trials.md), configs/identification.toml (bounds,
