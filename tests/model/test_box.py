@@ -53,7 +53,7 @@ def test_200_vectors_over_the_box_corners_included(real, motion, start):
     rotation = sim.free_q[:, -1, 2] - q0[2]
     assert np.all(rotation > 1.0)  # every member swings down from the handstand
     # Identification's search steps two samples at a time: stable over the whole box too, and
-    # close to one step per sample (measured: 0.16 mm median, 0.55 mm at worst over these 200;
+    # close to one step per sample (measured: 0.16 mm median, 0.50 mm at worst over these 200;
     # 0.046 mm at the seed's parameters, where test_accuracy compares both with Radau).
     coarse = simulate(real, P, motion, q0, v0, outputs=("points",), samples_per_step=2)
     assert coarse.valid.all() and np.all(np.isfinite(coarse.points))
