@@ -28,7 +28,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "trial": ("bemore.trial.cli", "trial_group",
               "Motion-capture trials: inspect a recording, synthesise a test trial."),
     "identify": ("bemore.identify.cli", "identify_command",
-                 "Identify the gymnast model (twelve parameters) from a motion-capture trial."),
+                 "Identify the gymnast model's parameters (identification.toml) from a "
+                 "motion-capture trial."),
     "synthesize": ("bemore.synthesis.cli", "synthesize_command",
                    "Synthesize the optimal shoulder gesture of a clear hip circle and its bench "
                    "setpoints."),

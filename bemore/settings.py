@@ -148,7 +148,7 @@ class InitialState(Section):
 
 
 class Identification(Section):
-    """The twelve identified parameters, their bounds, and the optimiser settings."""
+    """The identified parameters (their one list), their bounds, and the optimiser settings."""
 
     optimiser: Optimiser = Optimiser()
     initial_state: InitialState = InitialState()
@@ -162,6 +162,11 @@ class Identification(Section):
         if duplicated:
             raise ValueError(f"parameters: {', '.join(duplicated)} listed more than once")
         return self
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Names of the identified parameters, in the file's order."""
+        return tuple(parameter.name for parameter in self.parameters)
 
     def parameter(self, name: str) -> Bounded:
         """The parameter called ``name`` (KeyError if absent)."""

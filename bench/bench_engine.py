@@ -20,7 +20,7 @@ import tracemalloc
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from bemore.model import IDENTIFIED_PARAMETERS, joint_centre_cost, load_model, simulate
+from bemore.model import joint_centre_cost, load_model, simulate
 from bemore.model.profiles import HANDSTAND_HAND_ROTATION, clear_hip_circle_profile
 from bemore.settings import load_gymnast, load_identification, trunk_mass_upper_bound_kg
 from bench.common import Measurement, median_time, run_child
@@ -82,12 +82,14 @@ print(end - start, end - call)
 
 def _box_population(model, size: int, seed: int = 0) -> np.ndarray:
     identification = load_identification()
-    lower = np.array([identification.parameter(n).lower for n in IDENTIFIED_PARAMETERS])
-    upper = np.array([identification.parameter(n).upper for n in IDENTIFIED_PARAMETERS])
-    upper[0] = trunk_mass_upper_bound_kg(identification, load_gymnast())
+    names = identification.names
+    lower = np.array([identification.parameter(n).lower for n in names])
+    upper = np.array([identification.parameter(n).upper for n in names])
+    upper[names.index("trunk.mass")] = trunk_mass_upper_bound_kg(identification, load_gymnast())
     P = model.parameter_matrix([{}]).repeat(size, axis=0)
-    columns = [model.parameter_names.index(n) for n in IDENTIFIED_PARAMETERS]
-    P[:, columns] = lower + np.random.default_rng(seed).uniform(size=(size, 12)) * (upper - lower)
+    columns = [model.parameter_names.index(n) for n in names]
+    rng = np.random.default_rng(seed)
+    P[:, columns] = lower + rng.uniform(size=(size, len(names))) * (upper - lower)
     return P
 
 

@@ -89,3 +89,26 @@ def test_ruff_is_clean() -> None:
         cwd=ROOT, capture_output=True, text=True, check=False,
     )
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def _called(path: Path) -> set[str]:
+    """Names called in the module at ``path`` (``f(…)`` and ``x.f(…)``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return {node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+            for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name | ast.Attribute)}
+
+
+def test_the_clis_and_batch_run_the_same_library_functions() -> None:
+    """`bemore identify`, `bemore synthesize` and `bemore batch` assemble settings, build the
+    problem and write the outputs through the same functions, never their own copies."""
+    batch = _called(ROOT / "bemore/batch/item.py")
+    identify_cli = _called(ROOT / "bemore/identify/cli.py")
+    synthesize_cli = _called(ROOT / "bemore/synthesis/cli.py")
+    for calls in (batch, identify_cli):
+        assert "run_identification" in calls
+        assert not calls & {"RunSettings", "from_trial", "from_config", "prepare_trial",
+                            "write_results", "athlete_record"}
+    for calls in (batch, synthesize_cli):
+        assert {"run_synthesis", "synthesis_options", "write_gesture_setpoints"} <= calls
+        assert not calls & {"SynthesisOptions", "write_setpoints", "write_profiles"}

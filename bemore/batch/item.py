@@ -23,8 +23,6 @@ import numpy as np
 from bemore.batch.manifest import ItemSpec
 from bemore.errors import BemoreError
 
-SETPOINT_RATE_HZ = 1000.0
-
 
 @dataclass
 class ItemResult:
@@ -77,39 +75,24 @@ def run_item(spec: ItemSpec) -> ItemResult:
 
 
 def _identify(spec: ItemSpec, out: Path) -> dict[str, Any]:
-    """``bemore identify`` of the item into ``out``; returns the fit and the parameters."""
-    from bemore.identify.run import RunSettings, identify
-    from bemore.identify.space import ParameterSpace
-    from bemore.paths import default_config
-    from bemore.settings import load_gymnast, load_identification
+    """``bemore identify`` of the item into ``out`` (the same library call,
+    :func:`~bemore.identify.pipeline.run_identification`); returns the fit and the
+    parameters."""
+    from bemore.identify.outputs import write_plots
+    from bemore.identify.pipeline import Overrides, run_identification
 
-    config_path = spec.identification_config or str(default_config("identification.toml"))
-    identification = load_identification(config_path)
-    defaults = identification.optimiser
-    settings = RunSettings(
-        algorithm=spec.algorithm or defaults.algorithm,
-        pack=defaults.pack if spec.pack is None else spec.pack,
-        iterations=defaults.iterations if spec.iterations is None else spec.iterations,
-        seed=defaults.seed if spec.seed is None else spec.seed,
-        polish=defaults.polish if spec.polish is None else spec.polish,
-        workers=defaults.workers,
-        polish_starts=defaults.polish_starts,
+    overrides = Overrides(algorithm=spec.algorithm, pack=spec.pack, iterations=spec.iterations,
+                          seed=spec.seed, polish=spec.polish)
+    outcome, problem, settings, record = run_identification(
+        spec.trial, out, config=spec.identification_config, trial_config=spec.trial_config,
+        markerset=spec.markerset, body_mass_kg=spec.body_mass_kg, profile=spec.profile,
+        model_name=spec.model, overrides=overrides, in_process=True,
+        extra_config={"batch_athlete": spec.athlete},
     )
-    body_mass_kg = spec.body_mass_kg
-    if body_mass_kg is None and spec.profile is not None:
-        from bemore.profile import load_profile
-
-        body_mass_kg = load_profile(spec.profile).body_mass_kg
-    space = ParameterSpace.from_config(identification, load_gymnast(), config_path, body_mass_kg)
-    problem, trial_summary = _problem(spec, space, defaults.samples_per_step, body_mass_kg)
-    outcome = identify(problem, settings)
     if outcome.interrupted:
         raise KeyboardInterrupt
-    config = {"identification": config_path, "batch_athlete": spec.athlete,
-              "body_mass_kg": body_mass_kg, "model": spec.model}
-    record = _write_identification(
-        out, spec.plots, outcome, problem, settings, trial_summary, config
-    )
+    if spec.plots:
+        write_plots(out, outcome, problem, settings)
     parameters = {
         f"{name} ({entry['unit']})": entry["value"] for name, entry in record["parameters"].items()
     }
@@ -121,94 +104,38 @@ def _identify(spec: ItemSpec, out: Path) -> dict[str, Any]:
     }
 
 
-def _write_identification(out: Path, plots: bool, *args: Any) -> dict[str, Any]:
-    """``bemore identify``'s files from (outcome, problem, settings, trial, config).
-
-    The three PNG plots only if ``plots``; the rest is written exactly as ``write_outputs`` does.
-    """
-    from bemore.identify import report
-    from bemore.identify.outputs import athlete_record, convergence_csv, write_outputs
-
-    if plots:
-        return write_outputs(out, *args)
-    record = athlete_record(*args)
-    report.write_json(out / "athlete.json", record)
-    (out / "convergence.csv").write_text(convergence_csv(args[0]), encoding="utf-8")
-    (out / "summary.txt").write_text(report.summary_text(record) + "\n", encoding="utf-8")
-    return record
-
-
-def _problem(spec: ItemSpec, space: Any, samples_per_step: int,
-             body_mass_kg: float | None) -> tuple[Any, dict[str, Any]]:
-    """The identification problem of the item's prepared trial on the real-gymnast model,
-    searched as ``bemore identify`` does (``samples_per_step`` samples per integrator step),
-    the body scaled to ``body_mass_kg``."""
-    from bemore.identify.problem import IdentificationProblem
-    from bemore.model import load_model
-    from bemore.trial import prepare_trial
-
-    model = load_model(spec.model)
-    trial = prepare_trial(spec.trial, spec.markerset, spec.trial_config)
-    problem = IdentificationProblem.from_trial(trial, space, model,
-                                               samples_per_step=samples_per_step,
-                                               body_mass_kg=body_mass_kg)
-    return problem, trial.summary()
-
-
 def _synthesize(spec: ItemSpec, out: Path) -> dict[str, Any]:
-    """``bemore synthesize`` of the identified athlete into ``out/gesture``; the gesture row."""
+    """``bemore synthesize`` of the identified athlete into ``out/gesture`` (the same library
+    calls, :mod:`bemore.synthesis.pipeline`); the gesture row."""
     from bemore.settings import load_identification, load_synthesis
     from bemore.synthesis.athlete import load_athlete
-    from bemore.synthesis.outputs import (
-        write_gesture_json,
-        write_plots,
-        write_profiles,
-        write_setpoints,
+    from bemore.synthesis.outputs import write_gesture_json, write_plots
+    from bemore.synthesis.pipeline import (
+        run_synthesis,
+        synthesis_options,
+        write_gesture_setpoints,
     )
-    from bemore.synthesis.synthesize import SynthesisOptions, synthesize
 
     synthesis = load_synthesis(spec.synthesis_config)
     identification = load_identification(spec.identification_config)
     athlete = load_athlete(out / "athlete.json", identification)
-    solver = synthesis.solver
-    options = SynthesisOptions(
-        method=solver.method,
-        objective=solver.objective,
-        starts=spec.starts or solver.starts,
-        seed=solver.seed if spec.synthesis_seed is None else spec.synthesis_seed,
-    )
-    result, problem = synthesize(athlete, synthesis, options, config_path=spec.synthesis_config)
+    options = synthesis_options(synthesis.solver, starts=spec.starts, seed=spec.synthesis_seed)
+    folder = out / "gesture"
+    result, _, profiles = run_synthesis(athlete, synthesis, options, folder,
+                                        spec.synthesis_config)
     # The batch runs in a temporary folder: name the athlete by its place in the output folder.
     result.inputs["athlete"] = f"{spec.athlete}/athlete.json"
-    folder = out / "gesture"
-    folder.mkdir()
-    profiles = problem.profiles(problem.vector(result.design), SETPOINT_RATE_HZ)
     write_gesture_json(folder / "gesture.json", result)
-    write_profiles(folder / "profiles.csv", profiles)
     if spec.plots:
         write_plots(folder / "plots", profiles, result.design.flexion_end_time_s)
-    design = result.design
-    phi_max_deg = float(np.rad2deg(design.max_flexion_rad))
     if result.feasible:
-        write_setpoints(
-            folder / "setpoints.csv",
-            profiles,
-            SETPOINT_RATE_HZ,
-            f"{spec.athlete}/athlete.json",
-            f"clear hip circle, t_f {design.final_time_s:.3f} s, t_flexmax "
-            f"{design.flexion_end_time_s:.3f} s, phi_max {phi_max_deg:.1f} deg",
-            {
-                "final_time_s": f"{design.final_time_s:.6f}",
-                "flexion_end_time_s": f"{design.flexion_end_time_s:.6f}",
-                "max_flexion_deg": f"{phi_max_deg:.4f}",
-                "objective": f"{result.objective} {result.objective_value:.6g} "
-                f"{result.objective_unit}",
-            },
-        )
+        write_gesture_setpoints(folder / "setpoints.csv", profiles,
+                                f"{spec.athlete}/athlete.json", result)
+    design = result.design
     return {
         "final_time_s": design.final_time_s,
         "flexion_end_time_s": design.flexion_end_time_s,
-        "max_flexion_deg": phi_max_deg,
+        "max_flexion_deg": float(np.rad2deg(design.max_flexion_rad)),
         f"objective ({result.objective_unit})": result.objective_value,
         "feasible": result.feasible,
     }

@@ -14,10 +14,11 @@ from bemore.evaluate.base import Evaluator, InProcessEvaluator, chunk_slices
 from bemore.evaluate.problems import EvaluatedGestureProblem, EvaluatedProblem
 
 
-def make_evaluator(address: str | None = None) -> Evaluator:
-    """The in-process evaluator, or a Dask evaluator connected to ``address`` when given."""
+def make_evaluator(address: str | None = None, threads: int | None = None) -> Evaluator:
+    """The in-process evaluator (the run's engine ``threads``, None: the engine's setting), or
+    a Dask evaluator connected to ``address`` when given."""
     if not address:
-        return InProcessEvaluator()
+        return InProcessEvaluator(threads)
     from bemore.evaluate.cluster import DaskEvaluator
 
     return DaskEvaluator(address=address)

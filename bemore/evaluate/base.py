@@ -42,13 +42,18 @@ class Evaluator(Protocol):
 
 class InProcessEvaluator:
     """Evaluate the whole population in one call in this process (the engine's threads: all
-    local cores unless ``--workers`` / :func:`bemore.model.simulate.set_engine_threads` says
+    local cores unless ``--workers`` / :func:`bemore.model.simulate.engine_threads_set` says
     otherwise).
 
     Exactly what the optimisers did before evaluators existed: ``fn(shared, X)`` once.
     """
 
     name = "in-process"
+
+    def __init__(self, threads: int | None = None) -> None:
+        """``threads``: the engine threads the run will use, as recorded by :meth:`describe`
+        (None: the engine's setting when asked)."""
+        self.threads = threads
 
     def map_rows(self, fn: ChunkFunction, X: np.ndarray, shared: Any = None) -> Any:
         """``fn(shared, X)``, checked to give one result row per point."""
@@ -65,7 +70,7 @@ class InProcessEvaluator:
         """``{"kind": "in-process", "workers": the engine's threads}``."""
         from bemore.model.simulate import engine_threads
 
-        return {"kind": self.name, "workers": engine_threads()}
+        return {"kind": self.name, "workers": self.threads or engine_threads()}
 
     def close(self) -> None:
         """Nothing to release."""

@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 
-from bemore.errors import ConfigError
 from bemore.optimize.driver import ALGORITHMS
 
 
@@ -98,7 +97,7 @@ def identify_command(
     db_path: Path | None,
     out: Path,
 ) -> None:
-    """Identify the gymnast model (twelve parameters) from a motion-capture trial.
+    """Identify the gymnast model's parameters (identification.toml) from a motion-capture trial.
 
     \b
     Reads:  TRIAL (C3D, TRC or CSV; see docs/trials.md), configs/identification.toml (bounds,
@@ -117,19 +116,14 @@ def identify_command(
     Example:
         bemore identify data/sample_trial.c3d --body-mass 41.1 --out out/identify
     """
-    from bemore.evaluate import EvaluatedProblem, make_evaluator
-    from bemore.identify.outputs import write_plots, write_results
-    from bemore.identify.run import RunSettings, identify
-    from bemore.identify.space import ParameterSpace
-    from bemore.paths import default_config
+    from bemore.identify.outputs import write_plots
+    from bemore.identify.pipeline import Overrides, run_identification
+    from bemore.identify.report import summary_text
+    from bemore.identify.run import identify
     from bemore.phases import mark
-    from bemore.settings import load_gymnast, load_identification
 
     mark("identify", "start-up")
-    config_path = config or default_config("identification.toml")
-    identification = load_identification(config_path)
-    gymnast = load_gymnast()
-    athlete_profile = None
+    athlete_profile: Any = profile
     records = None
     if athlete is not None:
         from bemore.records import open_athlete
@@ -138,58 +132,14 @@ def identify_command(
         started_utc = utc_now()
         records, athlete_record = open_athlete(athlete, db_path, profile)
         athlete_profile = athlete_record.to_profile()
-        if body_mass_kg is None:
-            body_mass_kg = athlete_profile.body_mass_kg
-    if profile is not None:
-        from bemore.profile import load_profile
-
-        athlete_profile = load_profile(profile)
-        if body_mass_kg is None:
-            body_mass_kg = athlete_profile.body_mass_kg
-    defaults = identification.optimiser
-    settings = RunSettings(
-        algorithm=algorithm or defaults.algorithm,
-        pack=defaults.pack if pack is None else pack,
-        iterations=defaults.iterations if iterations is None else iterations,
-        seed=defaults.seed if seed is None else seed,
-        polish=defaults.polish if polish is None else polish,
-        workers=defaults.workers if workers is None else workers,
-        polish_starts=defaults.polish_starts,
+    overrides = Overrides(algorithm=algorithm, pack=pack, iterations=iterations, seed=seed,
+                          polish=polish, workers=workers)
+    outcome, problem, settings, record = run_identification(
+        trial, out, config=config, trial_config=trial_config, markerset=markerset,
+        body_mass_kg=body_mass_kg, profile=athlete_profile, model_name=model_name,
+        overrides=overrides, dask_address=dask_address,
+        run=lambda problem, settings: _run_with_progress(problem, settings, identify),
     )
-    _check(settings)
-    space = ParameterSpace.from_config(identification, gymnast, str(config_path), body_mass_kg)
-    problem, trial_summary = _problem(trial, space, markerset, trial_config,
-                                      defaults.samples_per_step, body_mass_kg, model_name)
-    mark("identify", "trial")
-    config_record = {
-        "identification": str(config_path),
-        "gymnast": str(default_config("gymnast.toml")),
-        "trial": str(trial_config or default_config("trial.toml")),
-        "markerset": str(markerset or default_config("markerset.toml")),
-        "profile": athlete_profile.to_dict() if athlete_profile else None,
-        "model": model_name,
-        "body_mass_kg": body_mass_kg,
-        "trunk_mass_upper_bound_kg": float(space.upper[space.names.index("trunk.mass")])
-        if "trunk.mass" in space.names
-        else None,
-        "box": space.describe(),
-        "initial_state_box": problem.start.describe() if problem.start is not None else None,
-        "identification_settings": identification.model_dump(),
-    }
-    # docs/scale.md: a lab hands population evaluation to a Dask cluster, nothing else changes.
-    dask_address = dask_address or defaults.dask
-    evaluator = make_evaluator(dask_address)
-    try:
-        if dask_address:
-            problem = EvaluatedProblem(problem, evaluator)
-        config_record["evaluator"] = evaluator.describe()
-        outcome = _run_with_progress(problem, settings, identify)
-        config_record["evaluator"] = evaluator.describe()
-    finally:
-        evaluator.close()
-    record = write_results(out, outcome, problem, settings, trial_summary, config_record)
-    from bemore.identify.report import summary_text
-
     # The result first; the plots (matplotlib, 1–2 s) after it.
     click.echo(summary_text(record))
     click.echo(f"wrote {out}/athlete.json, convergence.csv, summary.txt; plotting…")
@@ -206,8 +156,8 @@ def identify_command(
                           {"algorithm": settings.algorithm, "pack": settings.pack,
                            "iterations": settings.iterations, "seed": settings.seed,
                            "polish": settings.polish, "model": model_name,
-                           "body_mass_kg": body_mass_kg},
-                          {key: config_record[key] for key in
+                           "body_mass_kg": record["config"]["body_mass_kg"]},
+                          {key: record["config"][key] for key in
                            ("identification", "gymnast", "trial", "markerset")}, verdict)
         click.echo(f"recorded in the records: {athlete_record.name}, model of "
                    f"{trial} ({verdict} fit)")
@@ -218,36 +168,6 @@ def identify_command(
 
         raise PoorFitError(f"{trial}: {outcome.verdict.message} (results written to {out}, "
                            "marked poor)")
-
-
-def _check(settings: Any) -> None:
-    """Refuse settings that cannot run, with one line naming the option."""
-    if settings.pack < 2:
-        raise ConfigError(f"--pack {settings.pack}: a population needs at least 2 members")
-    if settings.iterations < 1:
-        raise ConfigError(f"--iterations {settings.iterations}: must be at least 1")
-    if settings.seed < 0:
-        raise ConfigError(f"--seed {settings.seed}: must be 0 or more")
-
-
-def _problem(
-    trial_path: Path, space: Any, markerset: Path | None, trial_config: Path | None,
-    samples_per_step: int = 1, body_mass_kg: float | None = None,
-    model_name: str = "real_gymnast",
-) -> tuple[Any, dict[str, Any]]:
-    """Prepare the trial and build the identification problem on ``model_name`` (a built-in
-    name or a description path; search cost: ``samples_per_step`` samples per integrator step;
-    the body scaled to ``body_mass_kg``, None: the segment table's)."""
-    from bemore.identify.problem import IdentificationProblem
-    from bemore.model import load_model
-    from bemore.trial import prepare_trial
-
-    model = load_model(model_name)
-    trial = prepare_trial(trial_path, markerset, trial_config)
-    problem = IdentificationProblem.from_trial(trial, space, model,
-                                               samples_per_step=samples_per_step,
-                                               body_mass_kg=body_mass_kg)
-    return problem, trial.summary()
 
 
 def _run_with_progress(problem: Any, settings: Any, identify: Any) -> Any:

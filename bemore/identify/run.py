@@ -95,18 +95,16 @@ class Outcome:
         return self.global_result.nfev + sum(start.nfev for start in self.polish_starts)
 
 
-def set_workers(workers: int) -> int:
-    """Run the engine's batches on ``workers`` threads (0 = all local cores, at most
-    ``os.cpu_count()``); return the number. The generated kernels run on the engine's own
-    threads (:func:`bemore.model.simulate.set_engine_threads`), not numba's."""
+def worker_threads(workers: int) -> int:
+    """The engine threads ``--workers`` asks for (0 = all local cores, at most
+    ``os.cpu_count()``); ConfigError outside that range. Nothing is set here: :func:`identify`
+    runs the engine on them and gives the caller's setting back."""
     import os
-
-    from bemore.model.simulate import set_engine_threads
 
     available = os.cpu_count() or 1
     if workers < 0 or workers > available:
         raise ConfigError(f"--workers {workers}: allowed 0 (all cores) to {available}")
-    return set_engine_threads(workers or available)
+    return workers or available
 
 
 def identify(
@@ -118,18 +116,23 @@ def identify(
     """Run the identification on ``problem`` with ``settings``; see the module docstring.
 
     ``callback(record, best_x)`` follows the global run (return True to stop it);
-    ``on_phase(name)`` is told when the polish and the analysis start.
+    ``on_phase(name)`` is told when the polish and the analysis start. The engine runs on
+    ``settings.workers`` threads during the call; the caller's engine setting is unchanged after.
     """
     start = time.perf_counter()
-    set_workers(settings.workers)
+    threads = worker_threads(settings.workers)
     if settings.polish:
         import scipy.optimize  # noqa: F401  (loads scipy's BLAS, so that the pin covers it)
     from threadpoolctl import threadpool_limits
 
-    # One BLAS thread: the engine's threads use the cores; BLAS threads on the population's
-    # small matrix products only contend with them (measured: 4× slower parameter → field
-    # products under load), and LAPACK's rounding then does not depend on the machine.
-    with threadpool_limits(limits=1, user_api="blas"):
+    from bemore.model.simulate import engine_threads_set
+
+    # The engine on ``settings.workers`` threads for this run only (the caller's setting is
+    # given back). One BLAS thread: the engine's threads use the cores; BLAS threads on the
+    # population's small matrix products only contend with them (measured: 4× slower
+    # parameter → field products under load), and LAPACK's rounding then does not depend on
+    # the machine.
+    with engine_threads_set(threads), threadpool_limits(limits=1, user_api="blas"):
         return _identify(problem, settings, callback, on_phase, start)
 
 

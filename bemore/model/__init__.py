@@ -2,7 +2,6 @@
 
 from bemore.model.core import Model
 from bemore.model.gymnasts import (
-    IDENTIFIED_PARAMETERS,
     exemplary_parameters,
     load_model,
     straight_posture,
@@ -17,7 +16,6 @@ from bemore.model.simulate import (
 
 __all__ = [
     "COST_POINTS",
-    "IDENTIFIED_PARAMETERS",
     "DrivenMotion",
     "Model",
     "Simulation",

@@ -130,7 +130,9 @@ def load_description(path: str | Path) -> Description:
 
     A description with ``segment_table = "NAME"`` takes the body parameters of
     :func:`bemore.model.body.body_parameters` from ``configs/NAME.toml`` (the segment table is
-    their one definition; it may not declare them again).
+    their one definition; it may not declare them again). A parameter written ``"seed"`` takes
+    the seed study's identified value, ``seed_value`` in ``configs/identification.toml`` (its one
+    definition; :func:`with_seed_values`).
     """
     try:
         data = read_toml(path)
@@ -155,6 +157,34 @@ def with_segment_table(data: dict[str, Any], table: str, source: str) -> dict[st
     return {**data, "parameters": {**declared, **values}}
 
 
+SEED = "seed"
+"""A parameter's default written as this string is the seed study's identified value."""
+
+
+def with_seed_values(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """``data`` with every ``[parameters]`` value written ``"seed"`` replaced by that parameter's
+    ``seed_value`` and unit in ``configs/identification.toml`` (SI, e.g. ``"15326.0 N/m"``); a
+    name that file does not list is an error."""
+    from bemore.paths import default_config
+    from bemore.settings import load_identification
+
+    declared = dict(data.get("parameters", {}))
+    wanted = [name for name, value in declared.items() if value == SEED]
+    if not wanted:
+        return data
+    path = default_config("identification.toml")
+    identification = load_identification(path)
+    listed = set(identification.names)
+    unknown = [name for name in wanted if name not in listed]
+    if unknown:
+        raise ModelError(f'{source}: [parameters] "{unknown[0]}" = "{SEED}": not an identified '
+                         f"parameter of {path} (listed: {', '.join(identification.names)})")
+    for name in wanted:
+        item = identification.parameter(name)
+        declared[name] = f"{item.seed_value!r} {item.unit}"
+    return {**data, "parameters": declared}
+
+
 def parse_description(data: dict[str, Any], source: str) -> Description:
     """Validate an already-parsed description mapping; ``source`` names it in messages."""
     allowed = {"name", "notes", "gravity", "parameters", "bodies", "springs", "points",
@@ -164,6 +194,10 @@ def parse_description(data: dict[str, Any], source: str) -> Description:
             data = with_segment_table(data, str(data["segment_table"]), source)
         except ConfigError as error:
             raise ModelError(str(error)) from None
+    try:
+        data = with_seed_values(data, source)
+    except ConfigError as error:
+        raise ModelError(str(error)) from None
     _no_unknown(data, allowed, source, "(top level)")
     params, units = _parse_parameters(data.get("parameters", {}), source)
     ctx = _Context(source, params, units)

@@ -19,12 +19,6 @@ from bemore.model.core import Model
 from bemore.model.description import load_description
 from bemore.paths import configs_dir
 
-IDENTIFIED_PARAMETERS = (
-    "trunk.mass", "trunk.com", "thigh.com", "bar.mass", "bar.stiffness_x", "bar.damping_x",
-    "bar.stiffness_y", "bar.damping_y", "shoulder.stiffness_ap", "shoulder.damping_ap",
-    "shoulder.stiffness_pd", "shoulder.damping_pd",
-)
-SPRING_PARAMETERS = IDENTIFIED_PARAMETERS[3:]
 BUILT_IN = ("real_gymnast", "exemplary_gymnast")
 ARM_BODIES = ("hand", "forearm", "upper_arm")
 BODY_BODIES = ("trunk", "head", "thigh", "shank", "foot")
@@ -103,7 +97,11 @@ def exemplary_parameters(real_parameters: Mapping[str, float] | None = None,
     arm = _lump(real, V, ARM_BODIES, np.zeros(2))
     shoulder_x = sum(b.length for b in real.description.bodies if b.name in ARM_BODIES)
     body = _lump(real, V, BODY_BODIES, np.array([shoulder_x, 0.0]))
-    values = {name: float(P[0, real.parameter_names.index(name)]) for name in SPRING_PARAMETERS}
+    # The parameters both models declare (bar mass, bar and shoulder spring-dampers) carry over
+    # unchanged; the lumped solids are computed.
+    exemplary = load_model("exemplary_gymnast")
+    shared = [name for name in exemplary.parameter_names if name in real.parameter_names]
+    values = {name: float(P[0, real.parameter_names.index(name)]) for name in shared}
     values.update({"arm.mass": arm[0], "arm.com": arm[1], "arm.inertia": arm[2],
                    "body.mass": body[0], "body.com": body[1], "body.inertia": body[2]})
     return values

@@ -16,7 +16,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +43,18 @@ def set_engine_threads(threads: int | None) -> int:
         raise ModelError(f"engine threads: {threads!r} is not a count (0 = one per core)")
     _engine_threads = int(threads) if threads else None
     return engine_threads()
+
+
+@contextmanager
+def engine_threads_set(threads: int | None) -> Iterator[int]:
+    """Run the engine's batches on ``threads`` threads (None or 0: one per core) inside the
+    ``with`` block, and give the caller's setting back when it ends (also on an exception);
+    yields the number in effect."""
+    before = _engine_threads
+    try:
+        yield set_engine_threads(threads)
+    finally:
+        set_engine_threads(before)
 
 
 def engine_threads() -> int:

@@ -9,15 +9,13 @@ from typing import TYPE_CHECKING, Any
 import click
 import numpy as np
 
-from bemore.errors import ConfigError, DataError
+from bemore.errors import ConfigError
 from bemore.settings import load_identification, load_synthesis
 from bemore.synthesis.athlete import default_parameters, load_athlete
 from bemore.synthesis.results import OBJECTIVES, SynthesisResult
 
 if TYPE_CHECKING:
     from bemore.synthesis.problem import GestureProblem
-
-SETPOINT_RATE_HZ = 1000.0
 
 
 def summary_lines(
@@ -278,8 +276,12 @@ def synthesize_command(
     from bemore.phases import mark
     from bemore.profile import DEFAULT_PROFILE, load_profile
     from bemore.settings import load_bench
-    from bemore.synthesis.outputs import write_gesture_json, write_profiles, write_setpoints
-    from bemore.synthesis.synthesize import SynthesisOptions, synthesize
+    from bemore.synthesis.outputs import write_gesture_json
+    from bemore.synthesis.pipeline import (
+        run_synthesis,
+        synthesis_options,
+        write_gesture_setpoints,
+    )
 
     records = None
     if athlete_name is not None:
@@ -305,46 +307,26 @@ def synthesize_command(
         from dataclasses import replace
 
         athlete = replace(athlete, model=model_name)
-    solver = synthesis.solver
-    options = SynthesisOptions(
-        method=method or solver.method,
-        objective=objective or solver.objective,
-        starts=starts or solver.starts,
-        seed=solver.seed if seed is None else seed,
+    options = synthesis_options(
+        synthesis.solver, method=method, objective=objective, starts=starts, seed=seed,
         free_midpoints=free_midpoints,
         start_rate_deg_s=start_rate_deg_s,
         torque_limit_nm=_torque_limit(torque_limit, profile.shoulder_torque_limit_Nm),
         segments=segments,
     )
     out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise DataError(f"{out_dir}: output folder exists and is not a folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
     click.echo(
         f"synthesizing ({options.method}, {options.objective}, {options.starts} start(s), "
         f"athlete: {athlete.source}) ..."
     )
     mark("synthesize", "start-up")
-    evaluator = None
-    if dask_address:
-        from bemore.evaluate import make_evaluator
-
-        evaluator = make_evaluator(dask_address)
-    try:
-        result, problem = synthesize(athlete, synthesis, options, config_path, evaluator)
-        if evaluator is not None:
-            result.inputs["evaluator"] = evaluator.describe()
-    finally:
-        if evaluator is not None:
-            evaluator.close()
+    result, problem, profiles = run_synthesis(athlete, synthesis, options, out_dir, config_path,
+                                              dask_address)
     mark("synthesize", "synthesis")
     seed_result = synthesis.seed_result.model_dump()
     seed_rotation, seed_objective = _seed_evaluation(problem, seed_result)
     result.inputs["seed_gesture_rotation_deg"] = seed_rotation
     result.inputs["seed_gesture_objective"] = seed_objective
-    x = problem.vector(result.design)
-    profiles = problem.profiles(x, SETPOINT_RATE_HZ)
-    write_profiles(out_dir / "profiles.csv", profiles)
     bounds = _bounds(problem)
     for line in summary_lines(result, seed_result, seed_rotation, bounds):
         click.echo(line)
@@ -396,25 +378,7 @@ def synthesize_command(
         mark("synthesize", "outputs")
         _write_figures(**figures)
         sys.exit(1)
-    design = result.design
-    description = (
-        f"clear hip circle, t_f {design.final_time_s:.3f} s, t_flexmax "
-        f"{design.flexion_end_time_s:.3f} s, phi_max "
-        f"{np.rad2deg(design.max_flexion_rad):.1f} deg"
-    )
-    write_setpoints(
-        out_dir / "setpoints.csv",
-        profiles,
-        SETPOINT_RATE_HZ,
-        athlete.source,
-        description,
-        {
-            "final_time_s": f"{design.final_time_s:.6f}",
-            "flexion_end_time_s": f"{design.flexion_end_time_s:.6f}",
-            "max_flexion_deg": f"{np.rad2deg(design.max_flexion_rad):.4f}",
-            "objective": f"{result.objective} {result.objective_value:.6g} {result.objective_unit}",
-        },
-    )
+    write_gesture_setpoints(out_dir / "setpoints.csv", profiles, athlete.source, result)
     from bemore.synthesis.requirements import bench_requirements, requirement_lines
 
     result.bench_requirements = bench_requirements(

@@ -10,7 +10,7 @@ import pytest
 
 from bemore.errors import ConfigError
 from bemore.identify.outputs import FILES, write_outputs
-from bemore.identify.run import RunSettings, identify, set_workers
+from bemore.identify.run import RunSettings, identify, worker_threads
 from bemore.settings import load_identification
 from tests.identify.synthetic import synthetic_case
 
@@ -95,29 +95,42 @@ def test_unknown_algorithm_and_bad_workers_are_clear_errors(case) -> None:
     with pytest.raises(OptimisationError, match="unknown algorithm 'nelder'"):
         identify(case.problem, RunSettings(algorithm="nelder", pack=4, iterations=1))
     with pytest.raises(ConfigError, match="--workers 999"):
-        set_workers(999)
+        worker_threads(999)
+    with pytest.raises(ConfigError, match="--workers 999"):
+        identify(case.problem, RunSettings(pack=4, iterations=1, workers=999))
 
 
-def test_workers_set_the_engine_threads(case) -> None:
-    """``--workers N``: the engine's batches run on N threads (what the run records too), and
-    the result does not depend on N."""
+def test_workers_set_the_engine_threads_for_the_run_only(case) -> None:
+    """``--workers N``: the engine's batches run on N threads during the run (what the run
+    records too), the caller's engine setting is the same after, and the result does not
+    depend on N."""
     import os
 
-    from bemore.evaluate import InProcessEvaluator
+    from bemore.evaluate import InProcessEvaluator, make_evaluator
     from bemore.model.simulate import engine_threads, set_engine_threads
 
     most = min(2, os.cpu_count())  # --workers cannot exceed the cores
     settings = {workers: RunSettings(pack=6, iterations=2, seed=3, workers=workers)
                 for workers in (1, most)}
+    assert worker_threads(1) == 1 and worker_threads(0) == os.cpu_count()
+    assert make_evaluator(None, worker_threads(1)).describe()["workers"] == 1
+    seen = {}
+
+    def watch(workers):
+        def callback(record, best_x):
+            seen[workers] = engine_threads()
+            return False
+        return callback
+
     try:
-        assert set_workers(1) == 1 == engine_threads()
-        assert InProcessEvaluator().describe()["workers"] == 1
-        assert set_workers(0) == os.cpu_count() == engine_threads()
-        one = identify(case.problem, settings[1])
-        assert engine_threads() == 1
-        two = identify(case.problem, settings[most])
-        assert engine_threads() == most
+        caller = set_engine_threads(3)  # the caller's own setting, unlike either run's
+        assert InProcessEvaluator().describe()["workers"] == 3
+        one = identify(case.problem, settings[1], callback=watch(1))
+        assert engine_threads() == 3
+        two = identify(case.problem, settings[most], callback=watch(most))
+        assert engine_threads() == 3 == caller
     finally:
         set_engine_threads(None)
+    assert seen == {1: 1, most: most}
     assert one.global_result.fun == two.global_result.fun
     assert np.array_equal(one.x, two.x)

@@ -167,3 +167,42 @@ def test_unknown_parameter_and_unknown_model_are_refused(real):
         real.parameter_matrix([{"trunk.masss": 3.0}])
     with pytest.raises(ModelError, match="unknown model 'giant'"):
         load_model("giant")
+
+
+def test_seed_defaults_are_read_from_the_identification_file(tmp_path, monkeypatch):
+    """configs/identification.toml's seed_value is the one statement of the seed's values: the
+    models' defaults written "seed" follow an edit of it."""
+    import shutil
+
+    from bemore.model.gymnasts import model_path
+    from bemore.paths import configs_dir
+    from bemore.settings import load_identification
+
+    identification = load_identification()
+    for name in ("real_gymnast", "exemplary_gymnast"):
+        defaults = load_description(model_path(name)).parameters
+        shared = [item for item in identification.parameters if item.name in defaults]
+        assert len(shared) == (13 if name == "real_gymnast" else 9)
+        for item in shared:
+            assert defaults[item.name] == item.seed_value, (name, item.name)
+    copy_dir = tmp_path / "configs"
+    shutil.copytree(configs_dir(), copy_dir)
+    text = (copy_dir / "identification.toml").read_text()
+    assert text.count("seed_value = 15326.0") == 1
+    (copy_dir / "identification.toml").write_text(
+        text.replace("seed_value = 15326.0", "seed_value = 17000.0"))
+    monkeypatch.setenv("BEMORE_CONFIGS", str(copy_dir))
+    for name in ("real_gymnast", "exemplary_gymnast"):
+        edited = load_description(model_path(name))
+        assert edited.parameters["bar.stiffness_x"] == 17000.0
+        assert edited.parameter_units["bar.stiffness_x"] == "N/m"
+        assert edited.parameters["bar.damping_x"] == 910.0
+
+
+def test_a_seed_default_not_in_the_identification_file_is_refused():
+    def seeded(data):
+        data["parameters"]["arm.mass"] = "seed"
+
+    message = _refused(seeded)
+    assert 'test.toml: [parameters] "arm.mass" = "seed": not an identified parameter' in message
+    assert "identification.toml" in message
