@@ -130,7 +130,7 @@ def in_process(repeats: int, pack: int, iterations: int, polish_iterations: int 
     from threadpoolctl import threadpool_limits
 
     from bemore.identify.problem import IdentificationProblem
-    from bemore.identify.run import _Archive, set_workers
+    from bemore.identify.run import _Archive
     from bemore.identify.space import ParameterSpace
     from bemore.optimize import make_algorithm, minimize
     from bemore.optimize.polish import distinct_starts, polish, polish_many
@@ -138,7 +138,6 @@ def in_process(repeats: int, pack: int, iterations: int, polish_iterations: int 
     from bemore.settings import load_gymnast, load_identification
     from bemore.trial import prepare_trial
 
-    set_workers(0)
     trial = prepare_trial(data_dir() / "sample_trial.c3d")
     space = ParameterSpace.from_config(load_identification(), load_gymnast())
     problem = IdentificationProblem.from_trial(trial, space)
