@@ -41,9 +41,10 @@ def _tangent_name(name: str, t: int) -> str:
 class _Tangents:
     """Forward-mode rewriting of one generated kernel function (see the module docstring)."""
 
-    def __init__(self, fn: ast.FunctionDef, directions: int) -> None:
+    def __init__(self, fn: ast.FunctionDef, directions: int, shared_primal: bool) -> None:
         self.fn = fn
         self.K = directions
+        self.shared_primal = shared_primal
         self.active = self._active_names()
 
     # -- which names carry a tangent -------------------------------------------------------
@@ -162,34 +163,72 @@ class _Tangents:
 
     # -- statements ---------------------------------------------------------------------------
     def statements(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        """``body`` with the tangent statements after each statement they differentiate."""
         out: list[ast.stmt] = []
         for s in body:
+            if self.shared_primal and _is_lane_loop(s):
+                out += self._hoisted(s)
+                continue
             out.append(s)
-            if isinstance(s, ast.Assign):
-                target = s.targets[0]
-                if isinstance(target, ast.Name) and target.id in self.active:
-                    for t in range(self.K):
-                        value = self.d(s.value, t) or ast.Constant(0.0)
-                        out.append(ast.Assign([ast.Name(_tangent_name(target.id, t),
-                                                        ast.Store())], value))
-                elif (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
-                      and target.value.id in TANGENT_ARRAYS):
-                    for t in range(self.K):
-                        value = self.d(s.value, t) or ast.Constant(0.0)
-                        out.append(ast.Assign([self._tangent_subscript(target, t, ast.Store())],
-                                              value))
-            elif isinstance(s, ast.AugAssign):
-                target = s.target
-                if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
-                        and target.value.id in TANGENT_ARRAYS) or (
-                        isinstance(target, ast.Name) and target.id in self.active):
-                    raise ModelError(f"sensitivity kernel: {ast.unparse(s)!r} is not supported")
-            elif isinstance(s, ast.For):
-                s.body = self.statements(s.body)
-            elif isinstance(s, ast.If):
-                s.body = self.statements(s.body)
-                s.orelse = self.statements(s.orelse)
+            out += self._tangents_of(s)
         return out
+
+    def _tangents_of(self, s: ast.stmt) -> list[ast.stmt]:
+        """The tangent statements of ``s`` (its loops and branches rewritten in place)."""
+        out: list[ast.stmt] = []
+        if isinstance(s, ast.Assign):
+            target = s.targets[0]
+            if isinstance(target, ast.Name) and target.id in self.active:
+                for t in range(self.K):
+                    value = self.d(s.value, t) or ast.Constant(0.0)
+                    out.append(ast.Assign([ast.Name(_tangent_name(target.id, t), ast.Store())],
+                                          value))
+            elif (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                  and target.value.id in TANGENT_ARRAYS):
+                for t in range(self.K):
+                    value = self.d(s.value, t) or ast.Constant(0.0)
+                    out.append(ast.Assign([self._tangent_subscript(target, t, ast.Store())],
+                                          value))
+        elif isinstance(s, ast.AugAssign):
+            target = s.target
+            if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                    and target.value.id in TANGENT_ARRAYS) or (
+                    isinstance(target, ast.Name) and target.id in self.active):
+                raise ModelError(f"sensitivity kernel: {ast.unparse(s)!r} is not supported")
+        elif isinstance(s, ast.For):
+            s.body = self.statements(s.body)
+        elif isinstance(s, ast.If):
+            s.body = self.statements(s.body)
+            s.orelse = self.statements(s.orelse)
+        return out
+
+    def _hoisted(self, loop: ast.For) -> list[ast.stmt]:
+        """A lane loop whose lanes are directions of ONE member: its own statements run once,
+        for lane ``lo`` (the primal is the same in every lane), before the loop; the loop
+        computes only the tangents, one direction per lane (vectorised across directions)."""
+        primal, tangents = [], []
+        for s in loop.body:
+            if isinstance(s, ast.For | ast.If):
+                raise ModelError("sensitivity kernel: a lane loop with a loop or branch inside")
+            primal.append(s)
+            tangents += self._tangents_of(s)
+        for node in (n for t in tangents for n in ast.walk(t.value)):
+            if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                    and node.value.id in TANGENT_ARRAYS):
+                # The member's arrays hold lane lo only: a tangent must read its values by name.
+                raise ModelError(f"sensitivity kernel: a tangent reads {ast.unparse(node)!r}")
+        # The member's statements in a loop of one lane (lo): a loop body, so the C backend
+        # fuses its products into the expressions that read them exactly as in the engine's
+        # kernel (the same rounding: the points are the engine's bit for bit).
+        once = ast.parse("range(lo, lo + 1)", mode="eval").body
+        member = ast.For(copy.deepcopy(loop.target), once, primal, [])
+        if not tangents:
+            return [member]
+        return [member, ast.For(loop.target, loop.iter, tangents, [])]
+
+
+def _is_lane_loop(s: ast.stmt) -> bool:
+    return isinstance(s, ast.For) and ast.unparse(s.iter) == "range(lo, hi)"
 
 
 def tangent_arguments(kinds: dict[str, str | int]) -> dict[str, str | int]:
@@ -201,12 +240,16 @@ def tangent_arguments(kinds: dict[str, str | int]) -> dict[str, str | int]:
     return out
 
 
-def tangent_source(source: str, name: str, directions: int, new_name: str) -> str:
+def tangent_source(source: str, name: str, directions: int, new_name: str,
+                   shared_primal: bool = False) -> str:
     """Python source of ``new_name``: function ``name`` of the generated ``source`` with the
-    tangents of ``directions`` seed directions (arguments ``X_d`` appended, see
-    :data:`TANGENT_ARRAYS`)."""
-    if directions < 1:
-        raise ModelError(f"sensitivity kernel: {directions} directions (at least 1)")
+    tangents of ``directions`` seed directions per lane (arguments ``X_d`` appended, see
+    :data:`TANGENT_ARRAYS`). ``shared_primal``: the lanes of a call are the directions of one
+    member (``directions`` = 1): the member's own values are computed once per lane loop, for
+    its first lane, and only the tangents run across the lanes."""
+    if directions < 1 or (shared_primal and directions != 1):
+        raise ModelError(f"sensitivity kernel: {directions} directions per lane "
+                         f"(at least 1{', exactly 1 with a shared primal' if shared_primal else ''})")
     module = ast.parse(source)
     header = [node for node in module.body if not isinstance(node, ast.FunctionDef)]
     for node in module.body:
@@ -215,7 +258,7 @@ def tangent_source(source: str, name: str, directions: int, new_name: str) -> st
             break
     else:
         raise ModelError(f"sensitivity kernel: no function {name}")
-    rewriter = _Tangents(fn, directions)
+    rewriter = _Tangents(fn, directions, shared_primal)
     fn.body = rewriter.statements(fn.body)
     fn.name = new_name
     fn.args.args += [ast.arg(n + _SUFFIX) for n in TANGENT_ARRAYS]
@@ -246,14 +289,16 @@ class PointSensitivities:
 
 
 DIRECTIONS = 4
-"""Seed directions per lane of the tangent kernel: a member with d directions runs as
+"""Seed directions per lane of the ``"members"`` layout: a member with d directions runs as
 ⌈d/DIRECTIONS⌉ lanes, each recomputing the member's simulation beside its directions' tangents
-(docs/model.md, "Exact sensitivities": the choice and its cost)."""
+(docs/model.md, "Exact sensitivities": the layouts and their cost)."""
+LAYOUTS = ("directions", "members")
 
 _kernels: dict[tuple, object] = {}
 
 
-def tangent_kernel(model, cost_points: tuple[int, ...], directions: int = DIRECTIONS):
+def tangent_kernel(model, cost_points: tuple[int, ...], directions: int = DIRECTIONS,
+                   shared_primal: bool = False):
     """(compiled tangent kernel, its :class:`~bemore.model.generated.Program`) of the shared-motion
     engine kernel of ``model`` with ``directions`` seed directions per lane; built once per
     machine (clang, cached on disk like the engine's kernels; numba without a compiler)."""
@@ -261,12 +306,12 @@ def tangent_kernel(model, cost_points: tuple[int, ...], directions: int = DIRECT
 
     n_points = len(model.point_names)
     _, program = generated.kernel_for(model.tree, n_points, False, False, cost_points)
-    key = (id(model.tree), n_points, cost_points, directions)
+    key = (id(model.tree), n_points, cost_points, directions, shared_primal)
     known = _kernels.get(key)
     if known is not None and known[0] is model.tree:
         return known[1], program
-    name = f"sensitivity_shared_{directions}"
-    source = tangent_source(program.source, KERNEL, directions, name)
+    name = f"sensitivity_{'primal' if shared_primal else 'lanes'}_{directions}"
+    source = tangent_source(program.source, KERNEL, directions, name, shared_primal)
     cc = native.compiler()
     if cc is None:
         kernel = getattr(generated._load_module(source), name)
@@ -279,8 +324,9 @@ def tangent_kernel(model, cost_points: tuple[int, ...], directions: int = DIRECT
 
 
 def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
-                        directions: int = DIRECTIONS, threads: int | None = None,
-                        max_abs: float = 1.0e3) -> PointSensitivities:
+                        layout: str = "directions", directions: int = DIRECTIONS,
+                        threads: int | None = None, max_abs: float = 1.0e3
+                        ) -> PointSensitivities:
     """Simulated named points of every member and their exact derivatives along seed directions.
 
     ``P`` (B, n_parameters) SI; ``motion`` one shared DrivenMotion; ``free_q0``/``free_qd0``
@@ -288,6 +334,12 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
     (B, K, n_free) — direction k of member b moves its parameters by dP[b, k] and its start by
     (dq0[b, k], dqd0[b, k]). One integrator step per sample (the engine's default). Returns the
     points and ∂points/∂direction (:class:`PointSensitivities`); NaN for failed members.
+
+    ``layout``: "directions" (default) runs each member as one call whose vector lanes are its
+    K directions, the member's simulation computed once (scalar) beside them; "members" runs
+    lanes of members, each lane carrying ``directions`` of a member's directions (the member's
+    simulation recomputed per lane). Both give the same numbers to rounding; the points are
+    the engine's bit for bit in both.
     """
     from bemore.model import generated
     from bemore.model.simulate import (
@@ -319,7 +371,11 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
         V = V.copy()
         V[~valid] = V[np.argmax(valid)] if valid.any() else model.tree.fields(
             model.parameter_matrix([{}]))[0]
+    if layout not in LAYOUTS:
+        raise ModelError(f"sensitivities: layout {layout!r} (allowed: {', '.join(LAYOUTS)})")
     dV = field_tangents(model.tree, P, dP)
+    if layout == "directions":
+        return _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_abs)
     # Lanes: member b's directions in chunks of ``directions`` (the last chunk zero-padded).
     chunks = -(-K // directions)
     lanes = B * chunks
@@ -371,3 +427,62 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
     points[~ok] = np.nan
     derivatives[~ok] = np.nan
     return PointSensitivities(points, derivatives, ok)
+
+
+def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_abs
+                   ) -> PointSensitivities:
+    """:func:`point_sensitivities` in the "directions" layout: one kernel call per member, its
+    K directions as the lanes."""
+    from bemore.model import generated
+    from bemore.model.simulate import COST_POINTS, _cached, _coefficients
+    from bemore.model.table import driven_table
+
+    B, K, nf = dq0.shape
+    selection = tuple(model.point_names.index(p) for p in COST_POINTS
+                      if p in model.point_names)
+    kernel, program = tangent_kernel(model, selection, 1, shared_primal=True)
+    D = _cached("generated1", model, motion, 1, lambda: driven_table(
+        model.tree, program.slots, motion.q, motion.qd, motion.qdd, motion.dt, 1, 1))
+    F, n_points = len(motion.t), len(model.point_names)
+    h = motion.dt
+    coefficients = _coefficients(h)
+    tri = nf * (nf + 1) // 2
+    rows = max(2 * nf, 2 * n_points, model.n_driven)
+    points = np.empty((B, F, n_points, 2))
+    derivatives = np.empty((B, K, 1, F, n_points, 2))
+    alive = valid.astype(np.float64)
+    cost = np.zeros(B)
+    unused = np.empty((1, 1, 1))
+    selected = len(selection)
+    after = (np.zeros((1, selected, 2)), np.zeros((1, selected)), 0, 1, 0, max_abs)
+    calls = []
+    for b in range(B):
+        # The member's own arrays have one column (its values are computed for lane 0 only);
+        # the tangent arrays one column per direction.
+        S = np.concatenate([q0[b], v0[b]])[:, None].copy()
+        work = (np.ascontiguousarray(V[b][:, None]), S, np.empty((2 * nf, 1)),
+                np.empty((2 * tri + nf, 1)), np.zeros((4, 2 * nf, 1)), np.empty((2 * nf, 1)),
+                np.empty((rows, 1)))
+        seeds_S = np.concatenate([dq0[b], dqd0[b]], axis=1)  # (K, 2 nf)
+        tangents = (np.ascontiguousarray(dV[b].T[None]), np.ascontiguousarray(seeds_S.T[None]),
+                    np.empty((1, 2 * nf, K)), np.empty((1, 2 * tri + nf, K)),
+                    np.zeros((1, 4, 2 * nf, K)), np.empty((1, 2 * nf, K)),
+                    np.empty((1, rows, K)))
+        calls.append((*work, coefficients, D, h, 1, 1, 0, K, *after, unused, unused,
+                      points[b:b + 1], unused, cost[b:b + 1], alive[b:b + 1], *tangents,
+                      derivatives[b]))
+    # One member per thread (a call is one member's lanes); at most ``threads`` at a time.
+    width = max(1, threads or _engine_threads())
+    for first in range(0, len(calls), width):
+        generated.run_calls(kernel, calls[first:first + width])
+    ok = alive > 0.0
+    derivatives = derivatives[:, :, 0]
+    points[~ok] = np.nan
+    derivatives[~ok] = np.nan
+    return PointSensitivities(points, derivatives, ok)
+
+
+def _engine_threads() -> int:
+    from bemore.model.simulate import engine_threads
+
+    return engine_threads()
