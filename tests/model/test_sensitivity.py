@@ -1,18 +1,21 @@
 """Exact sensitivities (forward-mode tangent kernel) against central differences of the engine.
 
-The reference is the Richardson extrapolation of central differences of the engine itself at
-steps h and h/2 (fourth order): its truncation error is O(h⁴) and its rounding error about
-ε·|points|/h. The test measures the reference's own error as the change between the plain
-central differences at h and at h/2 (an upper estimate of the extrapolated value's error) and
-asserts it is far below the tolerance, so that a 1e-6 agreement says the sensitivities are right
-to 1e-6, not that the reference is loose. Relative errors are per direction, over the whole
-trajectory: ‖exact − reference‖ / ‖reference‖ (an element-wise ratio is meaningless where a
-coordinate does not move).
+The reference is Richardson's extrapolation R(h) = (4·D(h/2) − D(h))/3 of the engine's own
+central differences D (fourth order). Its error is estimated by how much it changes when the
+step halves, |R(h) − R(h/2)|: that catches the truncation (some corners are strongly
+non-linear: an undamped shoulder moves its points' sensitivity by 90 % between steps of 1e-3
+and 1e-4 of the box) and the rounding (≈ ε·|points|/h) alike. Per point and direction the step
+of smallest estimated error among 1e-2 … 1e-6 box widths is used, and the test asserts that
+this estimate is itself below a tenth of the tolerance: a 1e-6 agreement then says the
+sensitivities are right to 1e-6, not that the reference is loose. Relative errors are per
+direction, over the whole trajectory: ‖exact − reference‖ / ‖reference‖ (an element-wise
+ratio is meaningless where a coordinate does not move).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from bemore.identify.space import ParameterSpace
 from bemore.model import simulate
@@ -21,7 +24,7 @@ from bemore.model.sensitivity import field_tangents, point_sensitivities
 from bemore.settings import load_gymnast, load_identification
 
 TOLERANCE = 1e-6
-STEP = 1e-3  # normalised units (a thousandth of the box's width)
+STEPS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)  # normalised units (fractions of the box's width)
 
 
 def _box_points(space: ParameterSpace, count: int, seed: int) -> np.ndarray:
@@ -36,12 +39,13 @@ def _box_points(space: ParameterSpace, count: int, seed: int) -> np.ndarray:
 
 
 def _central(model, P, motion, q0, v0, dP, dq0, dv0, h):
-    """Central differences (B, F, n_points, 2) along (dP, dq0, dv0) (B, ·) with step h."""
+    """Central differences (B, F, n_points, 2) along (dP, dq0, dv0) (B, ·) with steps h (B,)."""
     B = P.shape[0]
+    h = np.broadcast_to(np.asarray(h, dtype=float), (B,))[:, None]
     sim = simulate(model, np.vstack([P + h * dP, P - h * dP]), motion,
                    np.vstack([q0 + h * dq0, q0 - h * dq0]), np.vstack([v0 + h * dv0, v0 - h * dv0]),
                    outputs=("points",))
-    return (sim.points[:B] - sim.points[B:]) / (2.0 * h)
+    return (sim.points[:B] - sim.points[B:]) / (2.0 * h[:, :, None, None])
 
 
 def test_field_tangents_are_the_derivative_of_the_field_map(real) -> None:
@@ -55,6 +59,7 @@ def test_field_tangents_are_the_derivative_of_the_field_map(real) -> None:
         assert np.allclose(dV[:, k], reference, rtol=1e-12, atol=1e-12 * np.abs(reference).max())
 
 
+@pytest.mark.slow
 def test_sensitivities_agree_with_central_differences_over_the_box(real) -> None:
     space = ParameterSpace.from_config(load_identification(), load_gymnast())
     motion = clear_hip_circle_profile(0.5, 1000.0)
@@ -84,14 +89,21 @@ def test_sensitivities_agree_with_central_differences_over_the_box(real) -> None
     worst, worst_reference = 0.0, 0.0
     for k in range(d):
         args = (real, P, motion, q0, v0, dP[:, k], dq0[:, k], dv0[:, k])
-        coarse, fine = _central(*args, STEP), _central(*args, STEP / 2)
-        reference = (4.0 * fine - coarse) / 3.0
+        best_error = np.full(len(X), np.inf)
+        reference = np.zeros_like(exact.derivatives[:, k])
+        for h in STEPS:
+            central = [_central(*args, h / 2**i) for i in range(3)]
+            coarse = (4.0 * central[1] - central[0]) / 3.0
+            fine = (4.0 * central[2] - central[1]) / 3.0
+            own = (np.linalg.norm((coarse - fine).reshape(len(X), -1), axis=1)
+                   / np.linalg.norm(fine.reshape(len(X), -1), axis=1))
+            better = own < best_error
+            best_error[better] = own[better]
+            reference[better] = fine[better]
         scale = np.linalg.norm(reference.reshape(len(X), -1), axis=1)
         error = np.linalg.norm((exact.derivatives[:, k] - reference).reshape(len(X), -1), axis=1)
-        own = np.linalg.norm((fine - coarse).reshape(len(X), -1), axis=1)
         worst = max(worst, float(np.max(error / scale)))
-        worst_reference = max(worst_reference, float(np.max(own / scale)))
+        worst_reference = max(worst_reference, float(np.max(best_error)))
     assert worst < TOLERANCE, worst
-    # The plain central differences at h and h/2 already agree to this: the extrapolated
-    # reference is at least that accurate, well inside the tolerance.
+    # The reference's own error estimate: well inside the tolerance at every point.
     assert worst_reference < 0.1 * TOLERANCE, worst_reference
