@@ -248,8 +248,8 @@ def tangent_source(source: str, name: str, directions: int, new_name: str,
     member (``directions`` = 1): the member's own values are computed once per lane loop, for
     its first lane, and only the tangents run across the lanes."""
     if directions < 1 or (shared_primal and directions != 1):
-        raise ModelError(f"sensitivity kernel: {directions} directions per lane "
-                         f"(at least 1{', exactly 1 with a shared primal' if shared_primal else ''})")
+        allowed = "exactly 1 with a shared primal" if shared_primal else "at least 1"
+        raise ModelError(f"sensitivity kernel: {directions} directions per lane ({allowed})")
     module = ast.parse(source)
     header = [node for node in module.body if not isinstance(node, ast.FunctionDef)]
     for node in module.body:
