@@ -11,7 +11,9 @@ against the finite-difference Jacobian, in one run.
   directions). Both must reach the same optimum (cost within 1e-9 relative, the polished
   point within 1e-4 of the box): a difference raises.
 * in process: one Jacobian at each of 3 points of the sample (the lock step's request),
-  exact against central differences, wall time, alternated.
+  exact against central differences, wall time, alternated; and the 3-start lock-step polish
+  of a 200 × 50 search's distinct starts with each Jacobian, wall and CPU time, alternated
+  (the same optimum asserted as above).
 """
 
 from __future__ import annotations
@@ -124,6 +126,57 @@ def in_process(repeats: int, frames: int | None = None) -> list[Measurement]:
                         f"central differences ({2 * problem.dim + 1} simulations each)")]
 
 
+def in_process_polish(repeats: int, pack: int, iterations: int, polish_iterations: int = 100
+                      ) -> list[Measurement]:
+    """The 3-start lock-step polish, exact against finite-difference Jacobians (docstring)."""
+    from threadpoolctl import threadpool_limits
+
+    from bemore.identify.problem import IdentificationProblem
+    from bemore.identify.run import _Archive
+    from bemore.identify.space import ParameterSpace
+    from bemore.optimize import make_algorithm, minimize
+    from bemore.optimize.polish import distinct_starts, polish_many
+    from bemore.paths import data_dir
+    from bemore.settings import load_gymnast, load_identification
+    from bemore.trial import prepare_trial
+
+    trial = prepare_trial(data_dir() / "sample_trial.c3d")
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    problem = IdentificationProblem.from_trial(trial, space, samples_per_step=2)
+    samples: dict[str, list[tuple[float, float, float]]] = {"differences": [], "exact": []}
+    loads = []
+    with threadpool_limits(limits=1, user_api="blas"):
+        archive = _Archive(problem)
+        minimize(archive, make_algorithm("gwo", problem, pack, iterations, 0, {}), seed=0)
+        X, F = np.vstack(archive.points), np.concatenate(archive.costs)
+        starts = X[distinct_starts(X, F, 3, problem.lower, problem.upper)]
+        problem.jacobian(starts[:1])  # the tangent kernel loaded
+        for _ in range(repeats):
+            fits = {}
+            for name, jacobian in (("differences", None), ("exact", problem.jacobian)):
+                loads.append(load())
+                wall, cpu = time.perf_counter(), time.process_time()
+                fits[name] = polish_many(problem.residuals, starts, problem.lower,
+                                         problem.upper, max_iterations=polish_iterations,
+                                         jacobian=jacobian)
+                samples[name].append((time.perf_counter() - wall, time.process_time() - cpu,
+                                      sum(fit.result.nfev for fit in fits[name])))
+            for a, b in zip(fits["differences"], fits["exact"], strict=True):
+                if not (abs(a.result.fun - b.result.fun) <= 1e-9 * a.result.fun
+                        and np.max(np.abs(a.result.x - b.result.x)) < 1e-4):
+                    raise RuntimeError("exact and finite-difference polishes differ")
+    print(f"  in-process polish: {repeats} alternated repeats, load "
+          f"{min(loads):.1f}–{max(loads):.1f}; the same optima")
+    return [
+        Measurement(f"3-start polish {kind} (median of {repeats})", unit,
+                    statistics.median(s[index] for s in samples["exact"]),
+                    statistics.median(s[index] for s in samples["differences"]),
+                    "finite-difference Jacobian")
+        for index, kind, unit in ((0, "wall time", "s"), (1, "CPU time", "s"),
+                                  (2, "simulations of the trial", ""))
+    ]
+
+
 def run(smoke: bool) -> list[Measurement]:
     """The figures of the module docstring (smoke: one pair of a 5 × 2 search on the first
     0.5 s, one in-process repeat)."""
@@ -134,5 +187,5 @@ def run(smoke: bool) -> list[Measurement]:
             config = trimmed_trial_config(Path(scratch), 0.5)
             options = ["--trial-config", str(config), "--pack", "5", "--iterations", "2"]
             measured = whole_processes(1, options, (0, 1))
-        return measured + in_process(1)
-    return whole_processes(5, []) + in_process(5)
+        return measured + in_process(1) + in_process_polish(1, 10, 2, polish_iterations=5)
+    return whole_processes(5, []) + in_process(5) + in_process_polish(3, 200, 50)

@@ -26,9 +26,6 @@ import numpy as np
 from bemore.errors import OptimisationError
 from bemore.optimize.result import IterationRecord, OptimisationResult
 
-X_SCALE = 1.0
-METHOD = "trf"
-
 BatchResiduals = Callable[[np.ndarray], np.ndarray]
 """``residuals(X (N, d)) -> (N, m)``: residual vectors of N points in one call."""
 BatchJacobian = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -146,8 +143,7 @@ def polish(
     status = 3
     try:
         fit = least_squares(
-            fun, x0, jac=jac, bounds=(lower, upper), method=METHOD, max_nfev=max_iterations,
-            x_scale=X_SCALE,
+            fun, x0, jac=jac, bounds=(lower, upper), method="trf", max_nfev=max_iterations
         )
         if fit.status == 0:
             status = 4
