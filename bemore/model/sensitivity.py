@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import copy
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -311,14 +312,20 @@ def tangent_kernel(model, cost_points: tuple[int, ...], directions: int = DIRECT
     if known is not None and known[0] is model.tree:
         return known[1], program
     name = f"sensitivity_{'primal' if shared_primal else 'lanes'}_{directions}"
-    source = tangent_source(program.source, KERNEL, directions, name, shared_primal)
+
+    def source() -> str:
+        return tangent_source(program.source, KERNEL, directions, name, shared_primal)
+
     cc = native.compiler()
     if cc is None:
-        kernel = getattr(generated._load_module(source), name)
+        kernel = getattr(generated._load_module(source()), name)
     else:
         kinds = tangent_arguments(generated._KINDS)
-        kernel = native.cached(f"{name}\n{source}", name,
-                               lambda: native.translate(source, name, kinds), cc)
+        # Keyed on what the tangent source is made from (the engine's source and this
+        # module), so that a cached library loads without the transformation (≈ 1 s).
+        key = f"{name}\n{program.source}\n{Path(__file__).read_text()}"
+        kernel = native.cached(key, name,
+                               lambda: native.translate(source(), name, kinds), cc)
     _kernels[key] = (model.tree, kernel)
     return kernel, program
 
