@@ -107,3 +107,61 @@ def test_sensitivities_agree_with_central_differences_over_the_box(real) -> None
     assert worst < TOLERANCE, worst
     # The reference's own error estimate: well inside the tolerance at every point.
     assert worst_reference < 0.1 * TOLERANCE, worst_reference
+
+
+_TOY = '''
+import numpy as np
+
+
+def toy(Vt, S, S0, MX, U, UN, R, out_pts, lo, hi):
+    for b in range(lo, hi):
+        a = Vt[0, b]
+        c = Vt[1, b]
+        k = np.floor(a * 0.15915494309189535 + 0.5)
+        r = a - k * 6.283185307179586
+        d = (1.0 / c) if c > 0.0 else np.nan
+        e = a * c - r / c + d ** 3 - -a
+        R[0, b] = e * e + abs(r) * 2.0
+        g = R[0, b]
+        S[1, b] = g * c
+'''
+
+
+@pytest.mark.parametrize("shared_primal", [False, True])
+def test_tangent_rules_on_a_small_function(shared_primal: bool) -> None:
+    """The rewriting's derivative rules (×, ÷, powers, selects, floor, abs, negation, array
+    stores and loads) against central differences of the same function; with a shared primal
+    (one member, a direction per lane) too."""
+    from bemore.model.sensitivity import TANGENT_ARRAYS, tangent_source
+
+    namespace: dict = {}
+    K = 1 if shared_primal else 2
+    exec(tangent_source(_TOY, "toy", K, "toy_d", shared_primal), namespace)
+    exec(_TOY, namespace)
+    lanes = 3
+    rng = np.random.default_rng(2)
+    base = rng.uniform(0.5, 4.0, (2, lanes))
+    seeds = rng.normal(size=(K, 2, lanes))
+    if shared_primal:  # one member: every lane has the same values, its own direction
+        base[:] = base[:, :1]
+
+    def arrays(V):
+        return [V.copy(), np.zeros((2, lanes)), np.zeros((2, lanes)), np.zeros((1, lanes)),
+                np.zeros((1, 2, lanes)), np.zeros((2, lanes)), np.zeros((1, lanes)),
+                np.zeros((1, 1, 1, 1))]
+
+    primal = arrays(base)
+    tangents = [np.zeros((K, *a.shape)) if name != "out_pts" else np.zeros((1, K, 1, 1, 1))
+                for name, a in zip(TANGENT_ARRAYS, primal, strict=True)]
+    tangents[0][:] = seeds
+    namespace["toy_d"](*primal, 0, lanes, *tangents)
+    for t in range(K):
+        h = 1e-6
+        plus, minus = arrays(base + h * seeds[t]), arrays(base - h * seeds[t])
+        namespace["toy"](*plus, 0, lanes)
+        namespace["toy"](*minus, 0, lanes)
+        for index, (name, row) in enumerate((("R", 0), ("S", 1))):
+            slot = list(TANGENT_ARRAYS).index(name)
+            reference = (plus[slot][row] - minus[slot][row]) / (2 * h)
+            exact = tangents[slot][t, row]
+            assert np.allclose(exact, reference, rtol=1e-7), (name, index, exact, reference)
