@@ -39,7 +39,7 @@ def test_too_far_and_too_strong_is_refused_with_a_table(bench):
     assert 1.0 < angle.start_s < 1.2 < angle.end_s < 1.4
     # each reported run of the athlete's torque limit is exactly a run of samples above 70 N·m
     # (on the stream: the gesture's 2401 samples at 1 kHz, then the final ramp)
-    athlete = 1.8 * plan.need_nm
+    athlete = [1.8 * need for need in plan.need_nm]
     for run in (v for v in error.violations if v.quantity == "athlete torque"):
         first, last = round(run.start_s * 1000), round(run.end_s * 1000)
         assert all(abs(athlete[i]) > 70.0 for i in range(first, last + 1))
@@ -91,7 +91,7 @@ def test_a_stop_from_any_setpoint_must_respect_the_torque_rate(bench):
     # passive, 100 N·m of feed-forward: a controlled stop ramps it to zero over ramp_down_s;
     # over 0.3 s that is 333 N·m/s (within 2000), over 0.04 s 2500 N·m/s: refused before arming
     gesture = make_gesture(duration_s=1.0, peak_deg=10.0)
-    gesture.torque_nm = np.full(gesture.t_s.size, 100.0)
+    gesture.torque_nm = np.full(len(gesture.t_s), 100.0)
     gesture.static_torque_nm = gesture.torque_nm.copy()
     slow = build_plan(gesture, ModeSettings(ramp_down_s=0.3))
     assert not [v for v in preflight(gesture, slow, bench) if v.quantity == "stop torque rate"]
