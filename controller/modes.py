@@ -32,6 +32,7 @@ linearly to zero over ``ramp_down_s``; the same ramp ends an interrupted session
 
 from __future__ import annotations
 
+import functools
 import math
 from array import array
 from collections.abc import Iterable, Sequence
@@ -41,7 +42,7 @@ from operator import truediv
 
 from controller.errors import ConfigError
 from controller.protocol import load_spec
-from controller.series import floats, interp, ints, scaled
+from controller.series import REMEMBERED_SAMPLES, floats, interp, ints, scaled
 from controller.setpoints import Gesture
 
 MODES = ("passive", "guided", "assistive", "resistive")
@@ -296,9 +297,18 @@ def build_plan(gesture: Gesture, settings: ModeSettings, paced: Pace | None = No
 
 def stream_times_ms(count: int, period_s: float) -> array:
     """Stream times (ms, wire integers) of ``count`` setpoints ``period_s`` apart:
-    ``round(k · period_s / TIME_SCALE)``."""
+    ``round(k · period_s / TIME_SCALE)`` (a new array)."""
+    if count <= REMEMBERED_SAMPLES:
+        return array("q", _remembered_times_ms(count, period_s))  # a copy
+    return _times_ms(count, period_s)
+
+
+def _times_ms(count: int, period_s: float) -> array:
     return array("q", map(round, map(truediv, scaled(range(count), period_s),
                                      repeat(TIME_SCALE))))
+
+
+_remembered_times_ms = functools.lru_cache(maxsize=4)(_times_ms)
 
 
 def _wire_part(position: array, velocity: array, torque: array, gesture_t_s: array
@@ -388,9 +398,10 @@ def stop_ramp(
     duration = count / settings.rate_hz
     t = [k / settings.rate_hz for k in range(1, count + 1)]
     fraction = [1.0 - x / duration for x in t]
-    position = array("d", [
-        min(max(position_rad + velocity_rad_s * (x - (x * x) / (2 * duration)),
-                min_position_rad), max_position_rad)
-        for x in t])
+    position = array("d", [position_rad + velocity_rad_s * (x - (x * x) / (2 * duration))
+                           for x in t])
+    if min_position_rad > -math.inf or max_position_rad < math.inf:
+        position = array("d", [min(max(x, min_position_rad), max_position_rad)
+                               for x in position])
     return (position, array("d", [velocity_rad_s * f for f in fraction]),
             array("d", [torque_nm * f for f in fraction]))

@@ -18,6 +18,7 @@ which quantity, worst value, limit). Consecutive offending samples form one row.
 
 from __future__ import annotations
 
+import functools
 import math
 from array import array
 from collections.abc import Sequence
@@ -26,9 +27,9 @@ from itertools import repeat
 from operator import truediv
 
 from controller.errors import DataError
-from controller.modes import POSITION_SCALE, VELOCITY_SCALE, Plan
+from controller.modes import POSITION_SCALE, TIME_SCALE, VELOCITY_SCALE, Plan
 from controller.profile import DEFAULT_PROFILE, AthleteProfile
-from controller.series import differences, scaled
+from controller.series import REMEMBERED_SAMPLES, differences, ints, scaled
 from controller.setpoints import Gesture
 from controller.settings import Bench
 
@@ -232,14 +233,23 @@ def check_series(
         if isinstance(values, Scaled):
             values = series[limit.quantity] = values.samples()
         for start, end in _runs([value < limit.low or value > limit.high for value in values]):
-            excess = [max(limit.low - value, value - limit.high) for value in values[start:end]]
-            value = float(values[start + excess.index(max(excess))])  # the first worst
+            value = _worst(values[start:end], limit)
             bound = limit.high if value > limit.high else limit.low
             unit, factor = DISPLAY[limit.quantity]
             violations.append(Violation(where, float(t_s[start]), float(t_s[end - 1]),
                                         limit.quantity, value * factor, bound * factor, unit,
                                         limit.source))
     return violations
+
+
+def _worst(chunk: Sequence[float], limit: Limit) -> float:
+    """The sample of ``chunk`` furthest beyond ``limit`` (the first one on a tie)."""
+    highest, lowest = max(chunk), min(chunk)
+    above, below = highest - limit.high, limit.low - lowest
+    if above == below:
+        return float(highest if list(chunk).index(highest) < list(chunk).index(lowest)
+                     else lowest)
+    return float(highest if above > below else lowest)
 
 
 def _runs(mask: Sequence[bool]) -> list[tuple[int, int]]:
@@ -267,14 +277,13 @@ def preflight(
     (1 − torque_gain) times the torque the gesture needs at the played pace (``plan.need_nm``).
     """
     gesture_series = {"angle": gesture.angle_rad}
-    t_s = plan.t_s
-    dt_s = differences(t_s)
+    t_s, dt_s, angle_rate = _motion(ints(plan.time_ms), ints(plan.position_urad))
     torque_nm = plan.torque_nm
     plan_series: dict[str, Sequence[float] | Scaled] = {
         "angle": Scaled(plan.position_urad, POSITION_SCALE),
         "velocity": Scaled(plan.velocity_urad_s, VELOCITY_SCALE),
         "torque": torque_nm,
-        "angle rate": _rates(dt_s, plan.position_rad),
+        "angle rate": angle_rate,
         "torque rate": _rates(dt_s, torque_nm),
         "stop torque rate": Scaled(torque_nm, 1.0, plan.stop_duration_s),  # as the Plan's
     }
@@ -284,6 +293,26 @@ def preflight(
     return check_series("file", gesture.t_s, gesture_series, limits) + (
         check_series("stream", t_s, plan_series, limits + bench_limits(bench, firmware))
     )
+
+
+def _motion(time_ms: array, position_urad: array) -> tuple[array, array, array]:
+    """(stream times s, their steps s, angle rate rad/s) of a plan's wire columns; remembered
+    by content for plans of at most :data:`~controller.series.REMEMBERED_SAMPLES` setpoints
+    (every mode and load of the feasible window plays the same motion at one speed)."""
+    if len(time_ms) <= REMEMBERED_SAMPLES:
+        return _remembered_motion(time_ms.tobytes(), position_urad.tobytes())
+    return _computed_motion(time_ms, position_urad)
+
+
+def _computed_motion(time_ms: array, position_urad: array) -> tuple[array, array, array]:
+    t_s = scaled(time_ms, TIME_SCALE)  # as Plan.t_s and Plan.position_rad
+    dt_s = differences(t_s)
+    return t_s, dt_s, _rates(dt_s, scaled(position_urad, POSITION_SCALE))
+
+
+@functools.lru_cache(maxsize=4)
+def _remembered_motion(time_ms: bytes, position_urad: bytes) -> tuple[array, array, array]:
+    return _computed_motion(array("q", time_ms), array("q", position_urad))
 
 
 def require_clear(gesture: Gesture, plan: Plan, bench: Bench,

@@ -17,6 +17,10 @@ from collections.abc import Iterable, Sequence
 from itertools import islice, repeat
 from operator import mul, sub, truediv
 
+# Series up to this many samples (200 s at 1 kHz) may be remembered by their contents between
+# calls (the feasible window checks a hundred plans that share most of their columns).
+REMEMBERED_SAMPLES = 200_000
+
 
 def floats(values: Iterable[float]) -> array:
     """``values`` as an ``array('d')`` (float64)."""
