@@ -184,7 +184,7 @@ class Plan:
     def stop_torque_rate_nm_s(self) -> array:
         """Torque rate (N·m/s) of a controlled stop from each setpoint: its feed-forward to zero
         over :attr:`stop_duration_s`."""
-        return array("d", map(truediv, self.torque_nm, repeat(self.stop_duration_s)))
+        return array("d", list(map(truediv, self.torque_nm, repeat(self.stop_duration_s))))
 
 
 def quantise(values: Iterable[float], scale: float) -> array:
@@ -193,7 +193,7 @@ def quantise(values: Iterable[float], scale: float) -> array:
     Truncation never increases a magnitude, so a value within a range that contains zero stays
     within it after quantisation (rounding could step 0.5 unit past a limit).
     """
-    return array("q", map(math.trunc, map(truediv, values, repeat(scale))))
+    return array("q", list(map(math.trunc, map(truediv, values, repeat(scale)))))
 
 
 def paced_torque(gesture: Gesture, speed: float) -> Sequence[float]:
@@ -304,8 +304,8 @@ def stream_times_ms(count: int, period_s: float) -> array:
 
 
 def _times_ms(count: int, period_s: float) -> array:
-    return array("q", map(round, map(truediv, scaled(range(count), period_s),
-                                     repeat(TIME_SCALE))))
+    return array("q", list(map(round, map(truediv, scaled(range(count), period_s),
+                                          repeat(TIME_SCALE)))))
 
 
 _remembered_times_ms = functools.lru_cache(maxsize=4)(_times_ms)

@@ -188,7 +188,7 @@ def rate_of_change(t_s: Sequence[float], values: Sequence[float]) -> array:
 def _rates(dt_s: Sequence[float], values: Sequence[float]) -> array:
     """:func:`rate_of_change` with the time steps ``dt_s`` (s) already taken."""
     rate = array("d", [0.0] if len(values) else [])
-    rate.extend(map(truediv, differences(values), dt_s))
+    rate.extend(list(map(truediv, differences(values), dt_s)))
     return rate
 
 
@@ -210,7 +210,8 @@ class Scaled:
 
     def samples(self) -> Sequence[float]:
         """Every sample (SI)."""
-        return array("d", map(truediv, scaled(self.values, self.factor), repeat(self.divisor)))
+        return array("d", list(map(truediv, scaled(self.values, self.factor),
+                                   repeat(self.divisor))))
 
 
 def check_series(

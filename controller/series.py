@@ -71,13 +71,13 @@ def _interp_one(v: float, xp: list[float], fp: list[float]) -> float:
 
 def scaled(values: Iterable[float], factor: float) -> array:
     """``value · factor`` for each of ``values`` (an ``array('d')``)."""
-    return array("d", map(mul, values, repeat(factor)))
+    return array("d", list(map(mul, values, repeat(factor))))
 
 
 def differences(values: Sequence[float]) -> array:
     """``values[i + 1] − values[i]`` for each consecutive pair (an ``array('d')``, one
     shorter than ``values``)."""
-    return array("d", map(sub, islice(values, 1, None), values))
+    return array("d", list(map(sub, islice(values, 1, None), values)))
 
 
 def _float_list(values: Iterable[float]) -> list[float]:
