@@ -68,15 +68,26 @@ class IdentificationProblem(Problem):
         if space.initial_state is not None:
             start = StartState.from_arrays(trial.free_q0, trial.free_qd0,
                                            trial.free_seen[0, SHOULDER], motion,
-                                           space.initial_state)
+                                           space.initial_state,
+                                           shoulder_rest=getattr(trial, "arm_end", None)
+                                           is not None)
+        held: list[dict[str, Any]] = []
+        if not getattr(trial, "shoulder_springs_observable", True):
+            # Acromions on the trunk's side and nothing fixed on the arm: the springs'
+            # deflection is in the driven arm, not separable (docs/trials.md, "Acromion side").
+            space, held = space.without([name for name in space.names
+                                         if name.startswith("shoulder.")])
         table = segments if segments is not None else load_gymnast().segments
         body = {name: value
                 for name, value in body_parameters(table, body_mass_kg,
                                                    trial.segment_lengths_m).items()
                 if name in model.parameter_names}
-        return cls(model, space, motion, trial.free_q0, trial.free_qd0,
-                   trial.joint_centres, tuple(trial.joint_centre_names), start,
-                   samples_per_step, trial.marker_noise_m, body)
+        problem = cls(model, space, motion, trial.free_q0, trial.free_qd0,
+                      trial.joint_centres, tuple(trial.joint_centre_names), start,
+                      samples_per_step, trial.marker_noise_m, body)
+        problem.held = held
+        problem.conventions = trial.conventions() if hasattr(trial, "conventions") else {}
+        return problem
 
     def __init__(
         self,
@@ -119,6 +130,10 @@ class IdentificationProblem(Problem):
         self.measured = np.ascontiguousarray(measured, dtype=float)
         self.cost_points = tuple(cost_points)
         self.body = dict(body or {})
+        # Parameters the trial cannot determine, held at their seed values (rows of
+        # ParameterSpace.without), and the trial's conventions record (Trial.conventions()).
+        self.held: list[dict[str, Any]] = []
+        self.conventions: dict[str, Any] = {}
         self._defaults = model.parameter_matrix([self.body])[0]
         self._columns = [model.parameter_names.index(name) for name in space.names]
         self._point_index = [model.point_names.index(name) for name in cost_points]
