@@ -30,6 +30,11 @@ from bemore.identify.space import ParameterSpace
 from bemore.optimize.problem import Problem
 
 PENALTY_DISTANCE_M = 10.0
+# The shoulder spring-dampers of a trial that cannot see them (acromions on the trunk's side, no
+# marker fixed on the arm): the arm the trial drives already carries their deflection, so the
+# fit runs them locked (N/m, N·s/m: 0.1 mm under 1 kN, damping ratio ≈ 0.9 on the trunk).
+LOCKED_SHOULDER = {"shoulder.stiffness_ap": 1e7, "shoulder.stiffness_pd": 1e7,
+                   "shoulder.damping_ap": 3e4, "shoulder.damping_pd": 3e4}
 
 
 class IdentificationProblem(Problem):
@@ -53,7 +58,12 @@ class IdentificationProblem(Problem):
         The athlete's body (:func:`bemore.model.body.body_parameters`): the segment table
         ``segments`` (default: ``configs/gymnast.toml``'s) scaled to ``body_mass_kg`` (None: the
         table's) and to the segment lengths the trial's joint centres show; the model
-        parameters of that body that ``model`` has are kept fixed by the fit."""
+        parameters of that body that ``model`` has are kept fixed by the fit.
+
+        A trial whose shoulder springs are unobservable (``trial.shoulder_springs_observable``
+        False: acromions on the trunk's side, no marker fixed on the arm) is fitted without the
+        ``shoulder.*`` parameters (:attr:`held`, reported at their seed values) and with the
+        springs locked (:data:`LOCKED_SHOULDER`): their deflection is in the driven arm."""
         if trial.driven is None:
             raise DataError(f"{trial.source}: the trial has no driven motion for the engine")
         if model is None:
@@ -82,6 +92,10 @@ class IdentificationProblem(Problem):
                 for name, value in body_parameters(table, body_mass_kg,
                                                    trial.segment_lengths_m).items()
                 if name in model.parameter_names}
+        if held:
+            # The deflection is in the arm the trial drives: the springs must not add it again.
+            body.update({name: value for name, value in LOCKED_SHOULDER.items()
+                         if name in model.parameter_names})
         problem = cls(model, space, motion, trial.free_q0, trial.free_qd0,
                       trial.joint_centres, tuple(trial.joint_centre_names), start,
                       samples_per_step, trial.marker_noise_m, body)

@@ -161,10 +161,11 @@ def summary_text(athlete: dict[str, Any]) -> str:
     unobservable = athlete.get("unobservable_parameters") or []
     if unobservable:
         lines.append(
-            "UNOBSERVABLE, not fitted (held at their seed values): " + ", ".join(unobservable)
+            "UNOBSERVABLE, not fitted: " + ", ".join(unobservable)
             + " — the acromions ride on the trunk's side and no marker fixed on the arm is in "
-            "the trial ([conventions] arm_markers); synthesize refuses this athlete unless "
-            "--accept-poor-fit")
+            "the trial ([conventions] arm_markers): the springs' deflection is in the arm the "
+            "trial drives, so the fit ran them locked; athlete.json holds their seed values and "
+            "synthesize refuses this athlete unless --accept-poor-fit")
     verdict = athlete.get("fit_verdict")
     if verdict:
         lines.append(verdict["message"])
