@@ -208,15 +208,20 @@ def check_required(markers: Markers, markerset: MarkerSet) -> list[int]:
     return indices
 
 
-def arm_marker_indices(markers: Markers, markerset: MarkerSet) -> list[int]:
-    """Indices in ``markers`` of the ``[conventions] arm_markers`` present in the file with at
-    least one valid sample (optional markers: absent ones are left out)."""
-    indices = []
+def present_arm_markers(markers: Markers, markerset: MarkerSet) -> dict[str, int]:
+    """Canonical name → index in ``markers`` of the ``[conventions] arm_markers`` present in
+    the file with at least one valid sample (optional markers: absent ones are left out)."""
+    present = {}
     for name in markerset.conventions.arm_markers:
         index = markers.find(markerset.label(name))
         if index is not None and not np.isnan(markers.positions[:, index]).all():
-            indices.append(index)
-    return indices
+            present[name] = index
+    return present
+
+
+def arm_marker_indices(markers: Markers, markerset: MarkerSet) -> list[int]:
+    """Indices in ``markers`` of the arm markers present (:func:`present_arm_markers`)."""
+    return list(present_arm_markers(markers, markerset).values())
 
 
 def joint_centres_3d(markers: Markers, markerset: MarkerSet) -> np.ndarray:

@@ -3,10 +3,11 @@
 Steps (settings in ``configs/trial.toml``, marker set in ``configs/markerset.toml``):
 read → trim → required markers present → short gaps filled (cubic spline), long ones refused →
 zero-lag Butterworth low-pass → joint centres in 3D → study plane from the bar markers →
-projection → driven coordinates (from the filtered joint centres, or with ``[driven_filter]
-enabled`` from the unfiltered ones, each filtered at its own cutoff) and seen free coordinates
-at the file's rate → quintic spline resampling to 1 kHz with velocities and accelerations →
-initial free state.
+projection → the acromion side's check and, for the trunk side, the arm's end from the arm
+markers (:mod:`bemore.trial.acromion`) → driven coordinates (from the filtered joint centres,
+or with ``[driven_filter] enabled`` from the unfiltered ones, each filtered at its own cutoff)
+and seen free coordinates at the file's rate → quintic spline resampling to 1 kHz with
+velocities and accelerations → initial free state.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from bemore.trial.markerset import (
     joint_centres_3d,
     load_markerset,
     load_trial_settings,
+    present_arm_markers,
 )
 from bemore.trial.noise import marker_noise_m
 from bemore.trial.plane import Plane, bar_axis, study_plane
@@ -384,7 +386,7 @@ def prepare_markers(
         # The shoulder point is the arm's end, placed from the elbow and the arm markers
         # (bemore.trial.acromion); the acromions only calibrate where it sits.
         arm_end = calibrate_arm_end(points[:, _ELBOW], arm, points[:, _SHOULDER],
-                                    tuple(markerset.conventions.arm_markers))
+                                    tuple(present_arm_markers(clean, markerset)))
         points[:, _SHOULDER] = arm_end.place(points[:, _ELBOW], arm)
     if settings.driven_filter.enabled:
         # Slow relative angles of fast-turning segments, each filtered at its own cutoff
