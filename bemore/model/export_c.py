@@ -19,6 +19,7 @@ Coordinates are ordered free then driven, as ``model.coordinates``; SI units. On
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from bemore.errors import ModelError
 from bemore.model.symbolic import SymbolicModel, require_sympy, sp
@@ -27,6 +28,11 @@ _C_WORDS = {"auto", "break", "case", "char", "const", "continue", "default", "do
             "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
             "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
             "switch", "typedef", "union", "unsigned", "void", "volatile", "while"}
+
+
+def _ascii(unit: str) -> str:
+    """A unit as written, in ASCII (N·s/m → N*s/m, kg·m² → kg*m^2)."""
+    return unit.replace("·", "*").replace("²", "^2")
 
 
 def c_identifier(name: str) -> str:
@@ -43,6 +49,9 @@ def _printer(names: dict):
         def _print_Symbol(self, expr):
             return names.get(expr, super()._print_Symbol(expr))
 
+        def _print_Float(self, expr):
+            return repr(float(expr))  # the shortest text of the same double: 0.571
+
         def _print_Pi(self, expr):
             return "3.14159265358979323846"
 
@@ -55,7 +64,7 @@ def _printer(names: dict):
                 return f"1.0/{self.parenthesize(base, 100)}"
             return super()._print_Pow(expr)
 
-    return Printer({"precision": 17, "standard": "C99"})
+    return Printer({"precision": 17})
 
 
 class _Names:
@@ -114,11 +123,11 @@ def export_c(sym: SymbolicModel, prefix: str | None = None) -> tuple[str, str, s
     coords = sym.coordinates
     fields = "\n".join(
         f"    double {ident};  /* {name}"
-        f"{', ' + desc.parameter_units[name] if desc.parameter_units.get(name) else ''} */"
+        f"{', ' + _ascii(desc.parameter_units[name]) if desc.parameter_units.get(name) else ''} */"
         for name, ident in names.fields.items())
-    header = f"""/* {prefix}.h — equations of motion of the model description "{desc.name}"
- * ({desc.source}), written by `bemore model export-c`. Portable C99, needs only <math.h>.
- * SI units (m, rad, kg, N, N·m). Coordinates, free then driven:
+    header = f"""/* {prefix}.h - equations of motion of the model description "{desc.name}"
+ * ({Path(desc.source).name}), written by `bemore model export-c`. Portable C99, needs only <math.h>.
+ * SI units (m, rad, kg, N, N*m). Coordinates, free then driven:
  *   {", ".join(f"{i}: {c}" for i, c in enumerate(coords))}
  * Named points: {", ".join(points)}.
  * On a target whose double is 32 bits (avr-gcc) everything is computed in single precision. */
@@ -142,18 +151,18 @@ void {prefix}_default_parameters({prefix}_parameters *p);
 void {prefix}_points(const {prefix}_parameters *p, const double q[{up}_N],
 {" " * (len(prefix) + 13)}double xy[{up}_N_POINTS][2]);
 
-/* Mass matrix M(q) ({up}_N × {up}_N, symmetric). */
+/* Mass matrix M(q) ({up}_N x {up}_N, symmetric). */
 void {prefix}_mass_matrix(const {prefix}_parameters *p, const double q[{up}_N],
 {" " * (len(prefix) + 18)}double M[{up}_N][{up}_N]);
 
-/* Inverse dynamics τ = M(q) q̈ + c(q, q̇) + g(q) of every coordinate (N or N·m), springs not
+/* Inverse dynamics tau = M(q) qdd + c(q, qd) + g(q) of every coordinate (N or N*m), springs not
  * included. */
 void {prefix}_inverse_dynamics(const {prefix}_parameters *p, const double q[{up}_N],
 {" " * (len(prefix) + 24)}const double v[{up}_N], const double a[{up}_N],
 {" " * (len(prefix) + 24)}double tau[{up}_N]);
 
 /* Hybrid dynamics: free accelerations af given the free state (qf, vf) and the driven motion
- * (qd, vd, ad), spring-dampers included, and the driven efforts (N or N·m) that motion needs.
+ * (qd, vd, ad), spring-dampers included, and the driven efforts (N or N*m) that motion needs.
  * Returns 0, or -1 (outputs untouched) when the free mass matrix is not positive definite. */
 int {prefix}_hybrid_dynamics(const {prefix}_parameters *p, const double qf[{up}_N_FREE],
 {" " * (len(prefix) + 21)}const double vf[{up}_N_FREE], const double qd[{up}_N_DRIVEN],
@@ -176,20 +185,20 @@ int {prefix}_hybrid_dynamics(const {prefix}_parameters *p, const double qf[{up}_
     mirror = [f"    M[{j}][{i}] = M[{i}][{j}];" for i in range(n) for j in range(i)]
     tau = sym.inverse_dynamics()
     inverse_out = [(f"tau[{i}]", tau[i], coords[i]) for i in range(n)]
-    # Hybrid: M_ff af = Q_f − (M_fd ad + b_f);  effort = M_df af + (M_dd ad + b_d).
+    # Hybrid: M_ff af = Q_f - (M_fd ad + b_f);  effort = M_df af + (M_dd ad + b_d).
     bias = sym.bias()
     hybrid_out = [(f"A[{i}][{j}]", M[i, j], f"M {coords[i]}, {coords[j]}")
                   for i in range(nf) for j in range(i + 1)]
     for i in range(nf):
         rhs = sym.spring_terms[i] - bias[i] - sum(
             (M[i, nf + d] * sym.qdd[nf + d] for d in range(nd)), sp.Integer(0))
-        hybrid_out.append((f"b[{i}]", rhs, f"{coords[i]}: springs − bias − M_fd q̈_d"))
+        hybrid_out.append((f"b[{i}]", rhs, f"{coords[i]}: springs - bias - M_fd qdd_d"))
     for d in range(nd):
         for j in range(nf):
             hybrid_out.append((f"C[{d}][{j}]", M[nf + d, j], f"M {coords[nf + d]}, {coords[j]}"))
         rest = bias[nf + d] + sum((M[nf + d, nf + e] * sym.qdd[nf + e] for e in range(nd)),
                                   sp.Integer(0))
-        hybrid_out.append((f"e[{d}]", rest, f"{coords[nf + d]}: bias + M_dd q̈_d"))
+        hybrid_out.append((f"e[{d}]", rest, f"{coords[nf + d]}: bias + M_dd qdd_d"))
     loads_h = {sym.q[i]: f"qf[{i}]" for i in range(nf)}
     loads_h.update({sym.qd[i]: f"vf[{i}]" for i in range(nf)})
     loads_h.update({sym.q[nf + d]: f"qd[{d}]" for d in range(nd)})
@@ -200,8 +209,8 @@ int {prefix}_hybrid_dynamics(const {prefix}_parameters *p, const double qf[{up}_
         return "\n".join(lines)
 
     unused_p = "    (void)p;\n"
-    source = f"""/* {prefix}.c — equations of motion of the model description "{desc.name}"
- * ({desc.source}), written by `bemore model export-c` from its symbolic model (sympy; the
+    source = f"""/* {prefix}.c - equations of motion of the model description "{desc.name}"
+ * ({Path(desc.source).name}), written by `bemore model export-c` from its symbolic model (sympy; the
  * same equations as `bemore model equations`). t<k>: common subexpressions. */
 #include <math.h>
 
@@ -238,7 +247,7 @@ int {prefix}_hybrid_dynamics(const {prefix}_parameters *p, const double qf[{up}_
 {" " * (len(prefix) + 21)}double af[{up}_N_FREE], double effort[{up}_N_DRIVEN])
 {{
     double A[{up}_N_FREE][{up}_N_FREE]; /* free-free mass matrix, lower triangle, then its
-                                           Cholesky factor L (A = L Lᵀ) */
+                                           Cholesky factor L (A = L L^T) */
     double b[{up}_N_FREE];              /* right-hand side, then the solution */
     double C[{up}_N_DRIVEN][{up}_N_FREE]; /* driven-free block of the mass matrix */
     double e[{up}_N_DRIVEN];            /* driven efforts at zero free acceleration */
@@ -268,7 +277,7 @@ int {prefix}_hybrid_dynamics(const {prefix}_parameters *p, const double qf[{up}_
         }}
         b[i] = s / A[i][i];
     }}
-    for (i = {up}_N_FREE - 1; i >= 0; --i) {{ /* Lᵀ x = y */
+    for (i = {up}_N_FREE - 1; i >= 0; --i) {{ /* L^T x = y */
         double s = b[i];
         for (k = i + 1; k < {up}_N_FREE; ++k) {{
             s -= A[k][i] * b[k];

@@ -49,10 +49,11 @@ def require_sympy() -> None:
 
 
 def _number(value: float):
-    """A float as an exact sympy integer when it is one (so 1.0·x prints as x), else a Float."""
+    """A float as an exact sympy integer when it is one (so 1.0·x prints as x), else a Float
+    (the same binary value, printed with 15 digits: 0.571, not 0.57099999999999995)."""
     if float(value).is_integer():
         return sp.Integer(int(value))
-    return sp.Float(value, 17)
+    return sp.Float(value, 15)
 
 
 def _angle(value: float):
@@ -60,7 +61,7 @@ def _angle(value: float):
     fraction = Fraction(value / math.pi).limit_denominator(24)
     if abs(float(fraction) * math.pi - value) <= 1e-12 * max(1.0, abs(value)):
         return sp.Rational(fraction.numerator, fraction.denominator) * sp.pi
-    return sp.Float(value, 17)
+    return sp.Float(value, 15)
 
 
 # A planar vector: {angle θ: coefficient a} meaning Σ a·(cos θ, sin θ).
