@@ -25,7 +25,7 @@ def _tex_text(name: str) -> str:
 
 def _tex_unit(unit: str) -> str:
     """A unit as written (kg·m², N·s/m) in LaTeX without text-companion glyphs."""
-    return _tex_text(unit).replace("·", r"$\cdot$").replace("²", r"$^2$").replace("^2", r"$^2$")
+    return _tex_text(unit).replace("^2", "²").replace("·", r"$\cdot$").replace("²", r"$^2$")
 
 
 def _outputs(sym: SymbolicModel) -> list[tuple[str, str, str, object]]:

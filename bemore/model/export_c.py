@@ -64,7 +64,7 @@ def _printer(names: dict):
                 return f"1.0/{self.parenthesize(base, 100)}"
             return super()._print_Pow(expr)
 
-    return Printer({"precision": 17})
+    return Printer({"precision": 17, "math_macros": {}})
 
 
 class _Names:
