@@ -7,7 +7,8 @@ powers as products and π as a literal so that ``-std=c99 -pedantic`` needs no `
 * ``<prefix>_parameters``: a struct with one ``double`` per description parameter (``trunk.mass``
   → ``trunk_mass``), and ``<prefix>_default_parameters`` filling it with the description's values;
 * ``<prefix>_points``: the named points (joint centres), m;
-* ``<prefix>_mass_matrix`` and ``<prefix>_inverse_dynamics`` (τ = M q̈ + c + g, no springs);
+* ``<prefix>_mass_matrix`` and ``<prefix>_inverse_dynamics`` (τ = M q̈ + c + g, no springs),
+  ``<prefix>_driven_efforts`` (its driven rows only: what a bench's feed-forward needs);
 * ``<prefix>_hybrid_dynamics``: what the engine's model computes — the free accelerations given
   the driven coordinates' motion (spring-dampers included; a Cholesky solve of the free-free
   mass matrix) and the driven efforts that motion needs.
@@ -161,6 +162,12 @@ void {prefix}_inverse_dynamics(const {prefix}_parameters *p, const double q[{up}
 {" " * (len(prefix) + 24)}const double v[{up}_N], const double a[{up}_N],
 {" " * (len(prefix) + 24)}double tau[{up}_N]);
 
+/* Driven efforts tau_d = M_d(q) qdd + c_d(q, qd) + g_d(q) (N or N*m): the driven rows of the
+ * inverse dynamics, every acceleration given (the free ones measured or estimated). */
+void {prefix}_driven_efforts(const {prefix}_parameters *p, const double q[{up}_N],
+{" " * (len(prefix) + 21)}const double v[{up}_N], const double a[{up}_N],
+{" " * (len(prefix) + 21)}double effort[{up}_N_DRIVEN]);
+
 /* Hybrid dynamics: free accelerations af given the free state (qf, vf) and the driven motion
  * (qd, vd, ad), spring-dampers included, and the driven efforts (N or N*m) that motion needs.
  * Returns 0, or -1 (outputs untouched) when the free mass matrix is not positive definite. */
@@ -185,6 +192,7 @@ int {prefix}_hybrid_dynamics(const {prefix}_parameters *p, const double qf[{up}_
     mirror = [f"    M[{j}][{i}] = M[{i}][{j}];" for i in range(n) for j in range(i)]
     tau = sym.inverse_dynamics()
     inverse_out = [(f"tau[{i}]", tau[i], coords[i]) for i in range(n)]
+    driven_out = [(f"effort[{d}]", tau[nf + d], coords[nf + d]) for d in range(nd)]
     # Hybrid: M_ff af = Q_f - (M_fd ad + b_f);  effort = M_df af + (M_dd ad + b_d).
     bias = sym.bias()
     hybrid_out = [(f"A[{i}][{j}]", M[i, j], f"M {coords[i]}, {coords[j]}")
@@ -239,6 +247,13 @@ void {prefix}_inverse_dynamics(const {prefix}_parameters *p, const double q[{up}
 {" " * (len(prefix) + 24)}double tau[{up}_N])
 {{
 {unused_p}{body(_block(inverse_out, names, {**loads_q, **loads_v, **loads_a}))}
+}}
+
+void {prefix}_driven_efforts(const {prefix}_parameters *p, const double q[{up}_N],
+{" " * (len(prefix) + 21)}const double v[{up}_N], const double a[{up}_N],
+{" " * (len(prefix) + 21)}double effort[{up}_N_DRIVEN])
+{{
+{unused_p}{body(_block(driven_out, names, {**loads_q, **loads_v, **loads_a}))}
 }}
 
 int {prefix}_hybrid_dynamics(const {prefix}_parameters *p, const double qf[{up}_N_FREE],

@@ -39,7 +39,8 @@ class ExportedModel:
         fields = [(c_identifier(name), ctypes.c_double) for name in model.parameter_names]
         self.Parameters = type("Parameters", (ctypes.Structure,), {"_fields_": fields})
         double_p = ctypes.POINTER(ctypes.c_double)
-        for name in ("points", "mass_matrix", "inverse_dynamics", "hybrid_dynamics"):
+        for name in ("points", "mass_matrix", "inverse_dynamics", "driven_efforts",
+                     "hybrid_dynamics"):
             getattr(self.lib, f"{prefix}_{name}").restype = (
                 ctypes.c_int if name == "hybrid_dynamics" else None)
         self._dp = double_p
@@ -73,6 +74,11 @@ class ExportedModel:
     def inverse_dynamics(self, p, q, v, a) -> np.ndarray:
         out = np.zeros(len(self.model.coordinates))
         self._call("inverse_dynamics", p, q, v, a, out)
+        return out
+
+    def driven_efforts(self, p, q, v, a) -> np.ndarray:
+        out = np.zeros(self.model.n_driven)
+        self._call("driven_efforts", p, q, v, a, out)
         return out
 
     def hybrid_dynamics(self, p, qf, vf, qd, vd, ad) -> tuple[int, np.ndarray, np.ndarray]:

@@ -66,7 +66,9 @@ def test_host_build_agrees_with_the_engine(exported, compiler):
         worst["M"] = max(worst["M"], np.max(np.abs(c.mass_matrix(p, q) - M_engine))
                          / np.max(np.abs(M_engine)))
         worst["tau"] = max(worst["tau"], np.max(np.abs(c.inverse_dynamics(p, q, v, a)
-                                                       - tau_engine)) / np.max(terms))
+                                                       - tau_engine)) / np.max(terms),
+                           np.max(np.abs(c.driven_efforts(p, q, v, a) - tau_engine[nf:]))
+                           / np.max(terms))
         status, af, effort = c.hybrid_dynamics(p, q[:nf], v[:nf], q[nf:], v[nf:], a[nf:])
         assert status == 0
         acc_engine, eff_engine = model.hybrid(P, q[None, :nf], v[None, :nf], q[None, nf:],
