@@ -58,19 +58,18 @@ def _outputs(sym: SymbolicModel) -> list[tuple[str, str, str, object]]:
     return out
 
 
-def _names(sym: SymbolicModel) -> tuple[dict, dict]:
-    """LaTeX and plain-text names of the model's symbols."""
-    tex, text = {}, {}
+def _names(sym: SymbolicModel) -> dict:
+    """LaTeX names of the model's symbols (the plain-text names are the symbols' own)."""
+    tex = {}
     for name, symbol in sym.parameters.items():
         tex[symbol] = rf"\mathrm{{{_tex_text(name)}}}"
-        text[symbol] = name
     for i, name in enumerate(sym.coordinates):
         base = rf"\mathrm{{{_tex_text(name)}}}"
         tex[sym.q[i]], tex[sym.qd[i]], tex[sym.qdd[i]] = base, rf"\dot{{{base}}}", \
             rf"\ddot{{{base}}}"
     for symbol in sym.constants:
         tex[symbol] = str(symbol)
-    return tex, text
+    return tex
 
 
 def _tex_equation(lhs: str, expr, names: dict) -> str:
@@ -101,7 +100,7 @@ def write_equations(sym: SymbolicModel, out_dir: str | Path) -> tuple[Path, Path
     outputs = _outputs(sym)
     temporaries, reduced = sp.cse([e for *_, e in outputs], symbols=sp.numbered_symbols("x"),
                                   order="none")
-    tex_names, text_names = _names(sym)
+    tex_names = _names(sym)
     for symbol, _ in temporaries:
         index = str(symbol)[1:]
         tex_names[symbol] = f"x_{{{index}}}"
@@ -119,7 +118,8 @@ def write_equations(sym: SymbolicModel, out_dir: str | Path) -> tuple[Path, Path
     free, driven = sym.free, sym.driven
     # ---------------------------------------------------------------- Markdown
     md = [f"# Equations of motion: {desc.name}", "",
-          f"Written by `bemore model equations` from `{Path(desc.source).name}` (derived with sympy from the "
+          f"Written by `bemore model equations` from `{Path(desc.source).name}` "
+          "(derived with sympy from the "
           "description: positions of the planar chain, Lagrange's equations). SI units.", "",
           "    M(q) q'' + c(q, q') + g(q) = Q(q, q') + [0; tau_d]", "",
           f"Free coordinates (integrated): {', '.join(free)}. Driven coordinates (prescribed): "
@@ -145,7 +145,8 @@ def write_equations(sym: SymbolicModel, out_dir: str | Path) -> tuple[Path, Path
     md.append("```")
     md_text = "\n".join(md) + "\n"
     # ---------------------------------------------------------------- LaTeX
-    tex = [r"\documentclass[10pt]{article}", r"\usepackage[a4paper,landscape,margin=1.5cm]{geometry}",
+    tex = [r"\documentclass[10pt]{article}",
+           r"\usepackage[a4paper,landscape,margin=1.5cm]{geometry}",
            r"\usepackage{amsmath}", r"\allowdisplaybreaks", r"\setlength{\parindent}{0pt}",
            r"\begin{document}",
            rf"\section*{{Equations of motion: {_tex_text(desc.name)}}}",

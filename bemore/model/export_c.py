@@ -47,16 +47,16 @@ def _printer(names: dict):
     from sympy.printing.c import C99CodePrinter
 
     class Printer(C99CodePrinter):
-        def _print_Symbol(self, expr):
+        def _print_Symbol(self, expr):  # noqa: N802 (sympy's printer protocol)
             return names.get(expr, super()._print_Symbol(expr))
 
-        def _print_Float(self, expr):
+        def _print_Float(self, expr):  # noqa: N802 (sympy's printer protocol)
             return repr(float(expr))  # the shortest text of the same double: 0.571
 
-        def _print_Pi(self, expr):
+        def _print_Pi(self, expr):  # noqa: N802 (sympy's printer protocol)
             return "3.14159265358979323846"
 
-        def _print_Pow(self, expr):
+        def _print_Pow(self, expr):  # noqa: N802 (sympy's printer protocol)
             base, exponent = expr.as_base_exp()
             if exponent.is_Integer and 2 <= int(exponent) <= 4:
                 text = self.parenthesize(base, 100)
@@ -127,7 +127,8 @@ def export_c(sym: SymbolicModel, prefix: str | None = None) -> tuple[str, str, s
         f"{', ' + _ascii(desc.parameter_units[name]) if desc.parameter_units.get(name) else ''} */"
         for name, ident in names.fields.items())
     header = f"""/* {prefix}.h - equations of motion of the model description "{desc.name}"
- * ({Path(desc.source).name}), written by `bemore model export-c`. Portable C99, needs only <math.h>.
+ * ({Path(desc.source).name}), written by `bemore model export-c`.
+ * Portable C99, needs only <math.h>.
  * SI units (m, rad, kg, N, N*m). Coordinates, free then driven:
  *   {", ".join(f"{i}: {c}" for i, c in enumerate(coords))}
  * Named points: {", ".join(points)}.
@@ -218,8 +219,9 @@ int {prefix}_hybrid_dynamics(const {prefix}_parameters *p, const double qf[{up}_
 
     unused_p = "    (void)p;\n"
     source = f"""/* {prefix}.c - equations of motion of the model description "{desc.name}"
- * ({Path(desc.source).name}), written by `bemore model export-c` from its symbolic model (sympy; the
- * same equations as `bemore model equations`). t<k>: common subexpressions. */
+ * ({Path(desc.source).name}), written by `bemore model export-c` from its symbolic
+ * model (sympy; the same equations as `bemore model equations`). t<k>: common
+ * subexpressions. */
 #include <math.h>
 
 #include "{prefix}.h"

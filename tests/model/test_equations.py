@@ -26,7 +26,7 @@ from tests.model.symbolic_support import (
 
 @pytest.mark.parametrize("name", MODELS, ids=model_id)
 def test_tex_compiles_with_pdflatex(name, tmp_path):
-    assert shutil.which("pdflatex"), "pdflatex missing: texlive-latex-base (tools/system-packages.txt)"
+    assert shutil.which("pdflatex"), "no pdflatex: texlive-latex-base (tools/system-packages.txt)"
     _, sym = symbolic(name)
     tex, md = write_equations(sym, tmp_path)
     result = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", tex.name],
