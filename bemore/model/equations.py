@@ -4,7 +4,8 @@ From the symbolic model (:mod:`bemore.model.symbolic`): the coordinates and para
 equations of motion ``M(q) q̈ + c(q, q̇) + g(q) = Q(q, q̇) + [0; τ_d]`` term by term — every
 non-zero mass-matrix entry, the velocity-product, gravity and spring-damper terms, the driven
 efforts — and the named points (joint centres), with common subexpressions named ``x_k`` once
-(sympy's ``cse``) instead of repeated. The ``.tex`` is standalone (article, amsmath, geometry:
+(sympy's ``cse``) instead of repeated; the driven efforts are written as sums of those named
+entries. The ``.tex`` is standalone (article, amsmath, geometry:
 what Debian's ``texlive-latex-base`` carries) and compiles with pdflatex; the Markdown writes the
 same formulas in plain text (sympy's syntax; ``**`` is a power), one per line.
 """
@@ -58,6 +59,27 @@ def _outputs(sym: SymbolicModel) -> list[tuple[str, str, str, object]]:
     return out
 
 
+def _driven_rows(sym: SymbolicModel) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Per driven coordinate, the terms of τ_d = Σ_j M[d, j] q̈_j + c[d] + g[d] that are not
+    zero, each as (plain text, LaTeX), the mass-matrix entries named as in the lower triangle."""
+    coords, M = sym.coordinates, sym.mass_matrix
+    tex_q = [rf"\mathrm{{{_tex_text(c)}}}" for c in coords]
+    rows = []
+    for d in range(sym.n_free, len(coords)):
+        terms = []
+        for j in range(len(coords)):
+            i, k = max(d, j), min(d, j)
+            if M[i, k] != 0:
+                terms.append((f"M[{coords[i]}, {coords[k]}]*{coords[j]}_dd",
+                              rf"M_{{{tex_q[i]},\,{tex_q[k]}}}\,\ddot{{{tex_q[j]}}}"))
+        if sym.velocity_terms[d] != 0:
+            terms.append((f"c[{coords[d]}]", rf"c_{{{tex_q[d]}}}"))
+        if sym.gravity_terms[d] != 0:
+            terms.append((f"g[{coords[d]}]", rf"g_{{{tex_q[d]}}}"))
+        rows.append((coords[d], terms))
+    return rows
+
+
 def _names(sym: SymbolicModel) -> dict:
     """LaTeX names of the model's symbols (the plain-text names are the symbols' own)."""
     tex = {}
@@ -78,7 +100,7 @@ def _tex_equation(lhs: str, expr, names: dict) -> str:
     rows: list[str] = []
     current = ""
     for k, term in enumerate(terms):
-        piece = sp.latex(term, symbol_names=names)
+        piece = sp.latex(term, symbol_names=names, mul_symbol="dot")
         sign, body = ("-", piece[1:].lstrip()) if piece.startswith("-") else ("+", piece)
         if k == 0:
             current = piece
@@ -143,6 +165,11 @@ def write_equations(sym: SymbolicModel, out_dir: str | Path) -> tuple[Path, Path
             section = kind
         md.append(f"{name} = {sp.sstr(value)}")
     md.append("```")
+    driven_rows = _driven_rows(sym)
+    md += ["", "## Driven efforts tau_d (N or N·m; the free accelerations from the free rows)",
+           "", "```"]
+    md += [f"tau[{d}] = " + " + ".join(text for text, _ in terms) for d, terms in driven_rows]
+    md.append("```")
     md_text = "\n".join(md) + "\n"
     # ---------------------------------------------------------------- LaTeX
     tex = [r"\documentclass[10pt]{article}",
@@ -179,6 +206,20 @@ def write_equations(sym: SymbolicModel, out_dir: str | Path) -> tuple[Path, Path
             tex += [rf"\subsection*{{{titles[kind]}}}", r"\begin{align*}"]
             section = kind
         tex.append(_tex_equation(lhs, value, tex_names) + r" \\")
+    tex += [r"\end{align*}",
+            r"\subsection*{Driven efforts $\tau_d$ (the free accelerations from the free rows)}",
+            r"\begin{align*}"]
+    for d, terms in driven_rows:
+        rows, current = [], ""
+        for _, piece in terms:
+            if current and len(current) + len(piece) > _LINE:
+                rows.append(current)
+                current = f"+ {piece}"
+            else:
+                current = f"{current} + {piece}" if current else piece
+        rows.append(current)
+        tex.append(rf"\tau_{{\mathrm{{{_tex_text(d)}}}}} &= " + r" \\ &\quad ".join(rows)
+                   + r" \\")
     tex += [r"\end{align*}", r"\end{document}"]
     tex_text = "\n".join(tex) + "\n"
     stem = desc.name

@@ -52,20 +52,27 @@ def _parse_markdown(text: str, sym) -> dict:
     names = {str(s): s for s in (*sym.parameters.values(), *sym.q, *sym.qd, *sym.constants)}
     locals_ = {name.replace(".", "__"): symbol for name, symbol in names.items()}
     dotted = sorted((n for n in names if "." in n), key=len, reverse=True)
+    locals_.update({f"{n}_dd": s for n, s in zip(sym.coordinates, sym.qdd, strict=True)})
     values: dict = {}
     for block in re.findall(r"```\n(.*?)```", text, re.S):
         for line in block.strip().splitlines():
             lhs, rhs = line.split(" = ", 1)
             for name in dotted:
                 rhs = rhs.replace(name, name.replace(".", "__"))
-            values[lhs] = sp.parse_expr(rhs, local_dict={**locals_, **values})
+            # a driven effort names entries written above: M[a, b], c[a], g[a]
+            references = {}
+            for k, ref in enumerate(dict.fromkeys(re.findall(r"[Mcg]\[[^\]]*\]", rhs))):
+                references[f"ref{k}"] = values[ref]
+                rhs = rhs.replace(ref, f"ref{k}")
+            values[lhs] = sp.parse_expr(rhs, local_dict={**locals_, **values, **references})
     return values
 
 
 @pytest.mark.parametrize("name", ["exemplary_gymnast", str(MODELS[2])], ids=model_id)
 def test_markdown_formulas_are_the_engine_s(name, tmp_path):
-    """What a person reads is what the engine computes: the written M, c, g, Q and points,
-    parsed back from the Markdown, evaluated at a random state, equal the engine's."""
+    """What a person reads is what the engine computes: the written M, c, g, Q, driven efforts
+    and points, parsed back from the Markdown, evaluated at a random state, equal the engine's
+    (the hybrid dynamics solved from the written terms at 1e-10: the solve's rounding)."""
     model, sym = symbolic(name)
     _, md = write_equations(sym, tmp_path)
     written = _parse_markdown(md.read_text(), sym)
@@ -85,6 +92,16 @@ def test_markdown_formulas_are_the_engine_s(name, tmp_path):
     np.testing.assert_allclose(M, M_engine, rtol=0, atol=1e-12 * np.max(np.abs(M_engine)))
     np.testing.assert_allclose(M @ a + bias, tau_engine, rtol=0,
                                atol=1e-12 * np.max(np.abs(M) @ np.abs(a) + np.abs(bias)))
+    # the spring-damper forces and the driven efforts: the hybrid dynamics from the text
+    nf = model.n_free
+    springs = np.array([value(f"Q[{c[i]}]") for i in range(nf)])
+    af = np.linalg.solve(M[:nf, :nf], springs - bias[:nf] - M[:nf, nf:] @ a[nf:])
+    subs.update(zip(sym.qdd, [*af, *a[nf:]], strict=True))
+    effort = np.array([value(f"tau[{c[d]}]") for d in range(nf, n)])
+    acc_engine, eff_engine = model.hybrid(P, q[None, :nf], v[None, :nf], q[None, nf:],
+                                          v[None, nf:], a[None, nf:])
+    np.testing.assert_allclose(af, acc_engine[0], rtol=1e-10)
+    np.testing.assert_allclose(effort, eff_engine[0], rtol=1e-10)
     points = np.array([[value(f"{p}.x"), value(f"{p}.y")] for p in model.point_names])
     np.testing.assert_allclose(points, model.point_positions(P, q)[0], rtol=0, atol=1e-12)
 
