@@ -95,3 +95,38 @@ def test_symbolic_terms_are_lagrange_s():
         down[i] -= step
         gradient = (potential(up) - potential(down)) / (2 * step)
         assert gradient == pytest.approx(g[i], rel=1e-6, abs=1e-6)
+
+
+@pytest.mark.parametrize("name", MODELS, ids=model_id)
+def test_symbolic_model_agrees_with_the_generated_kernel(name):
+    """The compiled kernel (codegen.py's emitter, what simulate runs): its driven efforts and
+    points at the frames of a short simulation equal the symbolic model's at the same states."""
+    from bemore.model import DrivenMotion, simulate
+
+    model, sym = symbolic(name)
+    oracle = NumericModel(sym, model.parameter_names)
+    rng = np.random.default_rng(11)
+    P = random_parameters(model, rng)
+    q, v, a = random_state(model, rng)
+    nf = model.n_free
+    t = np.arange(41) * 1e-3
+    # a driven motion with constant acceleration from the random state (exact q, q̇, q̈)
+    qd = q[nf:] + np.outer(t, v[nf:]) + 0.5 * np.outer(t ** 2, a[nf:])
+    motion = DrivenMotion(t, qd, v[nf:] + np.outer(t, a[nf:]), np.tile(a[nf:], (len(t), 1)))
+    sim = simulate(model, P, motion, q[:nf][None], v[:nf][None],
+                   outputs=("free_q", "free_qd", "efforts", "points"))
+    assert sim.valid[0]
+    worst_effort = worst_points = 0.0
+    for f in range(0, len(t), 5):
+        qf, vf = sim.free_q[0, f], sim.free_qd[0, f]
+        M, c, g, springs = oracle.terms(P[0], [*qf, *motion.q[f]], [*vf, *motion.qd[f]])
+        af, effort = oracle.hybrid(P[0], qf, vf, motion.q[f], motion.qd[f], motion.qdd[f])
+        terms = (np.abs(M[nf:, :nf]) @ np.abs(af) + np.abs(M[nf:, nf:]) @ np.abs(motion.qdd[f])
+                 + np.abs(c[nf:]) + np.abs(g[nf:]))
+        worst_effort = max(worst_effort, np.max(np.abs(effort - sim.efforts[0, f]))
+                           / np.max(terms))
+        points = oracle.points(P[0], [*qf, *motion.q[f]])
+        worst_points = max(worst_points, np.max(np.abs(points - sim.points[0, f]))
+                           / np.max(np.abs(points)))
+    print(model_id(name), f"efforts {worst_effort:.1e}, points {worst_points:.1e}")
+    assert worst_effort < TOLERANCE and worst_points < TOLERANCE
