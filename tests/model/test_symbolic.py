@@ -119,7 +119,7 @@ def test_symbolic_model_agrees_with_the_generated_kernel(name):
     worst_effort = worst_points = 0.0
     for f in range(0, len(t), 5):
         qf, vf = sim.free_q[0, f], sim.free_qd[0, f]
-        M, c, g, springs = oracle.terms(P[0], [*qf, *motion.q[f]], [*vf, *motion.qd[f]])
+        M, c, g, _ = oracle.terms(P[0], [*qf, *motion.q[f]], [*vf, *motion.qd[f]])
         af, effort = oracle.hybrid(P[0], qf, vf, motion.q[f], motion.qd[f], motion.qdd[f])
         terms = (np.abs(M[nf:, :nf]) @ np.abs(af) + np.abs(M[nf:, nf:]) @ np.abs(motion.qdd[f])
                  + np.abs(c[nf:]) + np.abs(g[nf:]))
