@@ -166,10 +166,12 @@ def write_equations(sym: SymbolicModel, out_dir: str | Path) -> tuple[Path, Path
         md.append(f"{name} = {sp.sstr(value)}")
     md.append("```")
     driven_rows = _driven_rows(sym)
-    md += ["", "## Driven efforts tau_d (N or N·m; the free accelerations from the free rows)",
-           "", "```"]
-    md += [f"tau[{d}] = " + " + ".join(text for text, _ in terms) for d, terms in driven_rows]
-    md.append("```")
+    if driven_rows:
+        md += ["", "## Driven efforts tau_d (N or N·m; the free accelerations from the free "
+               "rows)", "", "```"]
+        md += [f"tau[{d}] = " + (" + ".join(text for text, _ in terms) or "0")
+               for d, terms in driven_rows]
+        md.append("```")
     md_text = "\n".join(md) + "\n"
     # ---------------------------------------------------------------- LaTeX
     tex = [r"\documentclass[10pt]{article}",
@@ -195,9 +197,11 @@ def write_equations(sym: SymbolicModel, out_dir: str | Path) -> tuple[Path, Path
             rf"{_tex_unit(desc.parameter_units.get(name, ''))} \\"
             for name, value in desc.parameters.items()]
     tex += [r"\end{tabular}", "",
-            rf"\subsection*{{Common subexpressions ({len(temporaries)})}}", r"\begin{align*}"]
-    tex += [_tex_equation(tex_names[s], v, tex_names) + r" \\" for s, v in temporaries]
-    tex.append(r"\end{align*}")
+            rf"\subsection*{{Common subexpressions ({len(temporaries)})}}"]
+    if temporaries:
+        tex.append(r"\begin{align*}")
+        tex += [_tex_equation(tex_names[s], v, tex_names) + r" \\" for s, v in temporaries]
+        tex.append(r"\end{align*}")
     section = None
     for (kind, _, lhs, _), value in zip(outputs, reduced, strict=True):
         if kind != section:
@@ -206,9 +210,10 @@ def write_equations(sym: SymbolicModel, out_dir: str | Path) -> tuple[Path, Path
             tex += [rf"\subsection*{{{titles[kind]}}}", r"\begin{align*}"]
             section = kind
         tex.append(_tex_equation(lhs, value, tex_names) + r" \\")
-    tex += [r"\end{align*}",
-            r"\subsection*{Driven efforts $\tau_d$ (the free accelerations from the free rows)}",
-            r"\begin{align*}"]
+    tex.append(r"\end{align*}")
+    if driven_rows:
+        tex += [r"\subsection*{Driven efforts $\tau_d$ (the free accelerations from the free "
+                r"rows)}", r"\begin{align*}"]
     for d, terms in driven_rows:
         rows, current = [], ""
         for _, piece in terms:
@@ -217,10 +222,12 @@ def write_equations(sym: SymbolicModel, out_dir: str | Path) -> tuple[Path, Path
                 current = f"+ {piece}"
             else:
                 current = f"{current} + {piece}" if current else piece
-        rows.append(current)
+        rows.append(current or "0")
         tex.append(rf"\tau_{{\mathrm{{{_tex_text(d)}}}}} &= " + r" \\ &\quad ".join(rows)
                    + r" \\")
-    tex += [r"\end{align*}", r"\end{document}"]
+    if driven_rows:
+        tex.append(r"\end{align*}")
+    tex.append(r"\end{document}")
     tex_text = "\n".join(tex) + "\n"
     stem = desc.name
     tex_path, md_path = out / f"{stem}_equations.tex", out / f"{stem}_equations.md"

@@ -84,6 +84,12 @@ class _Names:
         for const, value in sym.constants.items():
             self.map[const] = repr(float(value))
         self.local: dict = {}
+        idents = [c_identifier(name) for name in sym.coordinates]
+        for ident in idents:
+            if idents.count(ident) > 1:
+                twins = [n for n, i in zip(sym.coordinates, idents, strict=True) if i == ident]
+                raise ModelError(f"{sym.description.source}: coordinates {twins[0]!r} and "
+                                 f"{twins[1]!r} give the same C name {ident!r}")
         for i, name in enumerate(sym.coordinates):
             ident = c_identifier(name)
             for prefix, symbol in (("q", sym.q[i]), ("v", sym.qd[i]), ("a", sym.qdd[i])):
@@ -115,6 +121,10 @@ def _block(outputs: list[tuple[str, object, str]], names: _Names, loads: dict,
 def export_c(sym: SymbolicModel, prefix: str | None = None) -> tuple[str, str, str]:
     """(prefix, header text, source text) of the portable C of ``sym`` (see the module doc)."""
     require_sympy()
+    if not sym.free or not sym.driven:
+        raise ModelError(f"{sym.description.source}: export-c needs at least one free and one "
+                         f"driven coordinate (this model has {len(sym.free)} free, "
+                         f"{len(sym.driven)} driven): C has no empty arrays")
     prefix = c_identifier(prefix or sym.description.name)
     names = _Names(sym)
     n, nf = len(sym.coordinates), sym.n_free

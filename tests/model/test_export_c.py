@@ -111,3 +111,16 @@ def test_cli_writes_header_and_source(tmp_path):
     assert result.exit_code == 0, result.output
     assert (tmp_path / "ex.h").read_text().count("ex_hybrid_dynamics") == 1
     assert "ex_parameters" in (tmp_path / "ex.c").read_text()
+
+
+def test_a_model_without_driven_coordinates_is_refused_in_one_line(tmp_path):
+    description = tmp_path / "pendulum.toml"
+    description.write_text(
+        'name = "pendulum"\n[parameters]\n"m" = "1 kg"\n[bodies.bob]\nparent = "world"\n'
+        'joint = { type = "revolute", coordinate = "swing" }\nmass = "m"\n'
+        'inertia = "0.01 kg*m^2"\ncom = ["0.5 m", 0.0]\n')
+    result = CliRunner().invoke(cli, ["model", "export-c", str(description), "--out",
+                                      str(tmp_path / "c")])
+    assert result.exit_code == 2
+    assert "export-c needs at least one free and one driven coordinate" in result.output
+    assert len(result.output.strip().splitlines()) == 1
