@@ -36,6 +36,20 @@ def _ascii(unit: str) -> str:
     return unit.replace("·", "*").replace("²", "^2")
 
 
+def _comment(items: list[str], indent: str = "") -> str:
+    """``items`` joined by commas as lines of a C block comment (" * …"), broken between items
+    at 96 characters."""
+    lines, current = [], ""
+    for item in items:
+        if current and len(current) + len(item) + 2 > 92 - len(indent):
+            lines.append(current + ",")
+            current = item
+        else:
+            current = f"{current}, {item}" if current else item
+    lines.append(current)
+    return "\n".join(f" * {indent}{line}" for line in lines)
+
+
 def c_identifier(name: str) -> str:
     """A C identifier for a description name: every character outside [A-Za-z0-9_] → '_'."""
     text = re.sub(r"\W", "_", name)
@@ -136,12 +150,17 @@ def export_c(sym: SymbolicModel, prefix: str | None = None) -> tuple[str, str, s
         f"    double {ident};  /* {name}"
         f"{', ' + _ascii(desc.parameter_units[name]) if desc.parameter_units.get(name) else ''} */"
         for name, ident in names.fields.items())
+    pad = " " * (len(prefix) + 13)
+    # Without named points there is no points function (C has no empty arrays).
+    points_h = (f"/* Named points (x, y) in m at the coordinates q ({up}_N: free then driven). */\n"
+                f"void {prefix}_points(const {prefix}_parameters *p, const double q[{up}_N],\n"
+                f"{pad}double xy[{up}_N_POINTS][2]);\n\n") if points else ""
     header = f"""/* {prefix}.h - equations of motion of the model description "{desc.name}"
  * ({Path(desc.source).name}), written by `bemore model export-c`.
  * Portable C99, needs only <math.h>.
  * SI units (m, rad, kg, N, N*m). Coordinates, free then driven:
- *   {", ".join(f"{i}: {c}" for i, c in enumerate(coords))}
- * Named points: {", ".join(points)}.
+{_comment([f"{i}: {c}" for i, c in enumerate(coords)], "  ")}
+{_comment(["Named points: " + points[0], *points[1:]]) if points else " * No named points."}
  * On a target whose double is 32 bits (avr-gcc) everything is computed in single precision. */
 #ifndef {up}_H
 #define {up}_H
@@ -159,11 +178,7 @@ typedef struct {{
 /* The description's default parameter values. */
 void {prefix}_default_parameters({prefix}_parameters *p);
 
-/* Named points (x, y) in m at the coordinates q ({up}_N: free then driven). */
-void {prefix}_points(const {prefix}_parameters *p, const double q[{up}_N],
-{" " * (len(prefix) + 13)}double xy[{up}_N_POINTS][2]);
-
-/* Mass matrix M(q) ({up}_N x {up}_N, symmetric). */
+{points_h}/* Mass matrix M(q) ({up}_N x {up}_N, symmetric). */
 void {prefix}_mass_matrix(const {prefix}_parameters *p, const double q[{up}_N],
 {" " * (len(prefix) + 18)}double M[{up}_N][{up}_N]);
 
@@ -228,6 +243,9 @@ int {prefix}_hybrid_dynamics(const {prefix}_parameters *p, const double qf[{up}_
         return "\n".join(lines)
 
     unused_p = "    (void)p;\n"
+    points_c = (f"void {prefix}_points(const {prefix}_parameters *p, const double q[{up}_N],\n"
+                f"{pad}double xy[{up}_N_POINTS][2])\n{{\n{unused_p}"
+                f"{body(_block(point_out, names, loads_q))}\n}}\n\n") if points else ""
     source = f"""/* {prefix}.c - equations of motion of the model description "{desc.name}"
  * ({Path(desc.source).name}), written by `bemore model export-c` from its symbolic
  * model (sympy; the same equations as `bemore model equations`). t<k>: common
@@ -241,13 +259,7 @@ void {prefix}_default_parameters({prefix}_parameters *p)
 {defaults}
 }}
 
-void {prefix}_points(const {prefix}_parameters *p, const double q[{up}_N],
-{" " * (len(prefix) + 13)}double xy[{up}_N_POINTS][2])
-{{
-{unused_p}{body(_block(point_out, names, loads_q))}
-}}
-
-void {prefix}_mass_matrix(const {prefix}_parameters *p, const double q[{up}_N],
+{points_c}void {prefix}_mass_matrix(const {prefix}_parameters *p, const double q[{up}_N],
 {" " * (len(prefix) + 18)}double M[{up}_N][{up}_N])
 {{
 {unused_p}{body(_block(mass_out, names, loads_q))}
