@@ -13,7 +13,7 @@ _MODEL_HELP = "real_gymnast (default), exemplary_gymnast, or a model description
 
 @click.group("model")
 def model_group() -> None:
-    """The model compiler's other outputs: readable equations, portable C."""
+    """A model's equations of motion for people (LaTeX, Markdown) and as portable C."""
 
 
 @model_group.command("equations")
