@@ -3,9 +3,12 @@ past session's log (``bemore replay LOG --web``).
 
 The server (aiohttp, the ``web`` extra) runs its own event loop in its own thread, at the lowest
 real-time priority and off the streaming CPU, like the terminal view (``controller.liveview``).
-It never touches the stream loop: a feed task reads the session's :class:`Status` (plain
-attribute reads, no lock) :data:`FEED_HZ` times a second, encodes one JSON sample and hands it
-to each page's own bounded queue; a page that is slow, or gone, only loses samples. The page
+It never touches the stream loop: a feed thread (same priority and CPUs) reads the session's
+:class:`Status` (plain attribute reads, no lock) :data:`FEED_HZ` times a second, encodes one
+JSON sample and hands it to each page's own bounded queue; a page that is slow, or gone, only
+loses samples. While the session streams, the feed wakes just after a send deadline
+(:data:`AFTER_SEND_NS`), so that its turn with the interpreter lock, and the server's sends to
+the pages that follow it, fall in the stream's slack before the next deadline. The page
 can only stop a session (STOP: the controlled stop, E-STOP: the e-stop, both through
 :meth:`Session.request_stop`, the path Ctrl-C and the terminal keys take), never arm or start
 one.
@@ -41,6 +44,7 @@ from controller.scheduler import other_cpus, pinned, realtime_priority
 
 WEB_DIR = Path(__file__).resolve().parent / "web"
 FEED_HZ = 40  # samples pushed to each page per second (the page redraws on its own frames)
+AFTER_SEND_NS = 100_000  # the feed wakes this long after a send deadline (see the docstring)
 PAGE_QUEUE = 80  # samples waiting for one page (2 s): a slower page skips the oldest
 HEARTBEAT_S = 2.0  # WebSocket ping period: a page that vanished without closing is gone after it
 FINISH_WAIT_S = 3.0  # after a session, how long the pages get to receive its summary
@@ -288,6 +292,7 @@ class WebServer:
         self._lost_since: float | None = None
         self._acked: set[int] = set()
         self._stopped: asyncio.Event | None = None  # created on the server's loop (_serve)
+        self._closing = threading.Event()  # ends the feed thread
         self.attached = False  # a live session was shown (its log then exists)
         self.page_stops: list[dict] = []  # each STOP pressed on a page: kind, perf_counter s
 
@@ -326,6 +331,7 @@ class WebServer:
 
     def close(self) -> None:
         """Stop serving (the pages show that the server went away)."""
+        self._closing.set()
         if self._stopped is not None and self._thread is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stopped.set)
             self._thread.join(timeout=5.0)
@@ -378,12 +384,13 @@ class WebServer:
         await runner.setup()
         site = web.SockSite(runner, sock)
         await site.start()
-        feed = asyncio.create_task(self._feed())
+        feed = threading.Thread(target=self._feed, name="web-page-feed", daemon=True)
+        feed.start()
         self._ready.set()
         try:
             await self._stopped.wait()
         finally:
-            feed.cancel()
+            self._closing.set()
             for queue in list(self._queues):
                 _offer(queue, None)  # each page's sender closes its socket
             await asyncio.sleep(0.05)
@@ -448,7 +455,8 @@ class WebServer:
             session.request_stop("interrupted", f"stopped from the web page ({who})")
         self.page_stops.append({"kind": kind, "perf_s": received})
         session.log.event("page stop", f"{kind.upper()} pressed on the web page ({who})",
-                          sync=False, button=kind, client=who)
+                          sync=False, button=kind, client=who,
+                          received_host_time=round(session.log.host_time(received), 6))
         return web.json_response({"ok": True, "kind": kind})
 
     def _set_live(self, session, hello: dict) -> None:
@@ -464,24 +472,42 @@ class WebServer:
         for queue in self._queues:
             _offer(queue, text)
 
-    async def _feed(self) -> None:
-        """Push a sample of the live session to every page, FEED_HZ times a second; enforce
-        --stop-if-page-lost."""
-        while True:
-            await asyncio.sleep(self.feed_period_s)
-            session = self._session
-            if session is None:
-                continue
-            if self._queues:
-                sample = status_sample(session, self._end_ramp_t)
-                self._broadcast(json.dumps({"type": "sample", "row": sample}))
-            limit = self.stop_if_page_lost_s
-            if (limit is not None and self._ever_connected and self._lost_since is not None
-                    and time.monotonic() - self._lost_since > limit
-                    and not session.stop_requested):
-                message = f"no page connected for {limit:g} s (--stop-if-page-lost)"
-                session.log.event("page lost", message, sync=False)
-                session.request_stop("interrupted", f"stopped: {message}")
+    def _feed(self) -> None:
+        """Feed-thread body: a sample of the live session for every page, FEED_HZ times a
+        second, just after a send deadline while streaming; enforce --stop-if-page-lost."""
+        period_ns = round(self.feed_period_s * 1e9)
+        with realtime_priority(priority=1), pinned(other_cpus()):
+            next_ns = time.perf_counter_ns()
+            while not self._closing.is_set():
+                next_ns = max(next_ns + period_ns, time.perf_counter_ns())
+                session = self._session
+                scheduler = getattr(session, "scheduler", None)
+                wake_ns = next_ns
+                if scheduler is not None:
+                    slots = -(-(next_ns - scheduler.t0_ns) // scheduler.period_ns)  # ceil
+                    wake_ns = scheduler.t0_ns + max(slots, 0) * scheduler.period_ns \
+                        + AFTER_SEND_NS
+                delay_s = (wake_ns - time.perf_counter_ns()) * 1e-9
+                if delay_s > 0 and self._closing.wait(delay_s):
+                    return
+                if session is None:
+                    continue
+                if self._queues:
+                    text = json.dumps({"type": "sample",
+                                       "row": status_sample(session, self._end_ramp_t)})
+                    self._call(self._broadcast, text)
+                self._check_page_lost(session)
+
+    def _check_page_lost(self, session) -> None:
+        """--stop-if-page-lost: a controlled stop once no page was connected for that long
+        (after one had been)."""
+        limit = self.stop_if_page_lost_s
+        lost_since = self._lost_since
+        if (limit is not None and self._ever_connected and lost_since is not None
+                and time.monotonic() - lost_since > limit and not session.stop_requested):
+            message = f"no page connected for {limit:g} s (--stop-if-page-lost)"
+            session.log.event("page lost", message, sync=False)
+            session.request_stop("interrupted", f"stopped: {message}")
 
 
 def _offer(queue: asyncio.Queue, item: str | None) -> None:

@@ -82,7 +82,7 @@
     const badge = $("state");
     badge.textContent = state === "FAULT" ? `FAULT ${row[FAULT]}` : state;
     badge.className = `state ${state}`;
-    $("rep").textContent = meta ? `${row[REP]} of ${meta.reps}` : String(row[REP]);
+    $("rep").textContent = row[REP] === 0 ? "rest / ramp" : meta ? `${row[REP]} of ${meta.reps}` : String(row[REP]);
     $("time").textContent = `${fmt(row[T], 2)} s`;
     $("cmd").textContent = fmt(row[CMD], 1);
     $("meas").textContent = fmt(row[MEAS], 1);
@@ -138,8 +138,9 @@
     const x = (t) => left + (t / (tMax || 1)) * (width - left - right);
     const y = (v) => top + (1 - (v - yMin) / (yMax - yMin || 1)) * (height - top - bottom);
     context.font = "11px system-ui, sans-serif"; context.fillStyle = "#5b6470"; context.strokeStyle = "#e6e9ed"; context.lineWidth = 1;
-    for (let i = 0; i <= 4; i++) {
-      const v = yMin + (i / 4) * (yMax - yMin);
+    const rough = (yMax - yMin) / 4, power = 10 ** Math.floor(Math.log10(rough || 1));
+    const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= rough) || power * 10;
+    for (let v = Math.ceil(yMin / step) * step; v <= yMax; v += step) {
       context.beginPath(); context.moveTo(left, y(v)); context.lineTo(width - right, y(v)); context.stroke();
       context.fillText(v.toFixed(0), 2, y(v) + 4);
     }
