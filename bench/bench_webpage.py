@@ -181,6 +181,8 @@ def run(smoke: bool) -> list[Measurement]:
                   f"{last['sent_ms']:.1f} ms, ramp in force at the firmware "
                   f"{last['in_force_ms']:.1f} ms after the press")
             sys.stdout.flush()
+    if not latencies:
+        raise RuntimeError("no session reached its page's STOP: " + "; ".join(ended))
     for key, what in (("request_ms", "press → request at the server"),
                       ("sent_ms", "press → ramp's first setpoint sent"),
                       ("in_force_ms", "press → ramp in force at the firmware (telemetry)")):

@@ -449,14 +449,15 @@ class WebServer:
         if session is None:
             return web.json_response({"error": "no session running"}, status=409)
         who = request.remote or "?"
+        # logged first, so that the log reads in order: the press, then the session's stop
+        session.log.event("page stop", f"{kind.upper()} pressed on the web page ({who})",
+                          sync=False, button=kind, client=who,
+                          received_host_time=round(session.log.host_time(received), 6))
         if kind == "estop":
             session.request_stop("estop", f"e-stop from the web page ({who})")
         else:
             session.request_stop("interrupted", f"stopped from the web page ({who})")
         self.page_stops.append({"kind": kind, "perf_s": received})
-        session.log.event("page stop", f"{kind.upper()} pressed on the web page ({who})",
-                          sync=False, button=kind, client=who,
-                          received_host_time=round(session.log.host_time(received), 6))
         return web.json_response({"ok": True, "kind": kind})
 
     def _set_live(self, session, hello: dict) -> None:

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 from controller.drive import drive  # noqa: E402
 from controller.modes import ModeSettings, build_plan  # noqa: E402
 from controller.profile import DEFAULT_PROFILE  # noqa: E402
-from controller.settings import load_bench  # noqa: E402
 from controller.setpoints import read_setpoints  # noqa: E402
+from controller.settings import load_bench  # noqa: E402
 from controller.webview import WebServer, plan_payload  # noqa: E402
 
 SIZES = {"phone": (390, 844), "desktop": (1280, 800)}
