@@ -217,6 +217,13 @@ def test_the_page_its_socket_and_its_buttons_need_the_token():
         server.close()
 
 
+def test_without_the_web_extra_web_is_one_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "aiohttp", None)  # as if not installed
+    with pytest.raises(ConfigError, match=r"--web needs the web extra: pip install "
+                                          r"'bemore\[web\]'"):
+        WebServer(port=0)
+
+
 # ---------------------------------------------------------------------- in a real browser
 @pytest.fixture(scope="module")
 def chrome(tmp_path_factory):
