@@ -114,8 +114,13 @@ def _cell(gesture: Gesture, bench: Bench, athlete: AthleteProfile,
           speed: float) -> Cell:
     """The passing loads of ``mode`` at ``speed`` (see the module doc)."""
 
+    found_at: dict[float, list[Violation]] = {}  # the bisections and the end checks share loads
+
     def check(load: float) -> list[Violation]:
-        return _violations(gesture, bench, athlete, firmware, template, mode, load, speed)
+        if load not in found_at:
+            found_at[load] = _violations(gesture, bench, athlete, firmware, template, mode, load,
+                                         speed)
+        return found_at[load]
 
     try:
         if mode not in LOADED_MODES:
