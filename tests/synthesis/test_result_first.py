@@ -88,18 +88,24 @@ def test_a_figure_that_fails_is_one_line_and_exit_code_1(tmp_path, monkeypatch) 
     assert json.loads((out / "gesture.json").read_text())["feasible"] is True
 
 
-def test_synthesize_loads_no_numba(tmp_path) -> None:
+def test_synthesize_loads_no_numba_matplotlib_or_pymoo(tmp_path) -> None:
+    # Without os.fork (as where there is none) the figures are drawn in this same process, so
+    # its modules after the command are those of the synthesis, the result and the figures.
     config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
     code = (
-        "import sys\n"
+        "import os, sys\n"
+        "del os.fork\n"
         "from bemore.cli import cli\n"
-        f"try:\n    cli(['synthesize', '--config', {str(config)!r}, '--no-animation', "
+        f"try:\n    cli(['synthesize', '--config', {str(config)!r}, "
         f"'--out', {str(tmp_path / 'g')!r}], prog_name='bemore')\n"
         "except SystemExit as end:\n    assert end.code in (0, None), end.code\n"
-        "print('numba loaded:', 'numba' in sys.modules)\n"
+        "print('loaded:', sorted(name for name in ('numba', 'matplotlib', 'pymoo') "
+        "if name in sys.modules))\n"
     )
     env = {key: value for key, value in os.environ.items() if key != "BEMORE_PHASE_TIMES"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=ROOT, env=env, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip().splitlines()[-1] == "numba loaded: False"
+    assert result.stdout.strip().splitlines()[-1] == "loaded: []"
+    assert (tmp_path / "g" / "gesture.gif").is_file()
+    assert len(list((tmp_path / "g" / "plots").glob("*.png"))) == 8
