@@ -335,7 +335,7 @@ def synthesize_command(
     }
     # Everything loaded so far lives until the process ends: out of the collector's sight, the
     # child shares its pages with this process and the interpreter's teardown skips them
-    # (≈ 0.2 s of CPU per run, docs/speed.md).
+    # (0.2–0.3 s of CPU per run, docs/speed.md).
     gc.freeze()
     drawing = _start_figures(figures)
     try:
