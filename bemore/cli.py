@@ -42,6 +42,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "resumably."),
     "simulate": ("bemore.model.cli", "simulate_command",
                  "Simulate a gymnast model along a driven motion, from spring equilibrium."),
+    "model": ("bemore.model.compiler_cli", "model_group",
+              "A model's equations of motion for people (LaTeX, Markdown) and as portable C."),
     # The coach's records (docs/records.md): the squad, the season, the database file.
     "athlete": ("bemore.records.cli", "athlete_group",
                 "The squad's athletes: add, list, show, edit (a body mass is a dated series)."),

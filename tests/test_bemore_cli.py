@@ -31,11 +31,11 @@ def test_help_lists_the_commands_in_workflow_order() -> None:
     listed = [line.split()[0] for line in result.output.split("Commands:")[1].splitlines()
               if line.startswith("  ") and not line.startswith("   ")]
     assert listed == ["trial", "identify", "synthesize", "drive", "replay", "batch", "simulate",
-                      "athlete", "import", "history", "squad", "export", "db", "config"]
+                      "model", "athlete", "import", "history", "squad", "export", "db", "config"]
 
 
 GROUPS = {"trial": ["inspect", "synth"], "athlete": ["add", "list", "show", "edit"],
-          "db": ["info", "backup"], "config": ["check"]}
+          "db": ["info", "backup"], "config": ["check"], "model": ["equations", "export-c"]}
 LEAF_COMMANDS = sorted([[name] for name in COMMANDS if name not in GROUPS]
                        + [[group, name] for group, names in GROUPS.items() for name in names])
 
