@@ -14,7 +14,8 @@ from bemore.optimize.driver import ALGORITHMS
 @click.command("identify")
 @click.argument("trial", type=click.Path(path_type=Path))
 @click.option(
-    "--config",
+    "--identification-config",
+    "config",
     type=click.Path(path_type=Path),
     default=None,
     help="Identification TOML (default: configs/identification.toml).",
@@ -26,7 +27,8 @@ from bemore.optimize.driver import ALGORITHMS
     help="Trial preparation TOML (default: configs/trial.toml).",
 )
 @click.option(
-    "--markerset",
+    "--markerset-config",
+    "markerset",
     type=click.Path(path_type=Path),
     default=None,
     help="Marker-set TOML (default: configs/markerset.toml).",
@@ -77,7 +79,8 @@ from bemore.optimize.driver import ALGORITHMS
 @click.option("--db", "db_path", type=click.Path(path_type=Path), default=None, metavar="PATH",
               help="Records database for --athlete (default: $BEMORE_DB, else "
               "$XDG_DATA_HOME/bemore/records.sqlite).")
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("out/identify"),
+              show_default=True, help="Output folder (created if needed).")
 def identify_command(
     trial: Path,
     config: Path | None,

@@ -55,8 +55,8 @@ def summary_lines(
         f"{'rotation at t_f (deg)':22}{result.final_rotation_deg:12.4f}  {'band [360, 362]':<22}"
         f"{seed_rotation_deg:15.2f}",
         f"{'peak torque/shoulder':22}{result.peak_torque_per_shoulder_nm:12.1f}  {'N·m':<22}",
-        f"{'iterations':22}{result.iterations:12d}",
-        f"{'evaluations':22}{result.evaluations:12d}  {'':<22}{seed['evaluations']:15.0f}",
+        f"{'iterations':22}{result.optimisation.nit:12d}",
+        f"{'evaluations':22}{result.optimisation.nfev:12d}  {'':<22}{seed['evaluations']:15.0f}",
         f"{'engine calls':22}{result.engine_calls:12d}  {'(batched)':<22}",
         f"{'time (s)':22}{result.elapsed_s:12.2f}  {_time_split(result):<22}"
         f"{seed['elapsed_s']:15.2f}",
@@ -106,7 +106,7 @@ def difference_sentence(
 @click.command("synthesize")
 @click.argument("athlete_json", required=False, type=click.Path(path_type=Path))
 @click.option(
-    "--config",
+    "--synthesis-config",
     "config_path",
     type=click.Path(path_type=Path),
     default=None,
@@ -225,7 +225,8 @@ def difference_sentence(
 @click.option(
     "--out",
     "out_dir",
-    required=True,
+    default=Path("out/gesture"),
+    show_default=True,
     type=click.Path(path_type=Path),
     help="Folder for the outputs (created if needed).",
 )

@@ -12,7 +12,7 @@ flagged with a 95 % interval holding the truth, every parameter marked identifia
 its standard errors of the truth.
 
 Not every noise seed holds the last criterion yet: with noise seed 8 on the second case,
-shoulder.stiffness_pd was 0.8 % off at 3.1 of its standard errors (docs/identify.md, "Standard
+shoulder.stiffness_pd is 0.8 % off at 3.1 of its standard errors (docs/identify.md, "Standard
 errors"): the coverage of the errors is measured on these cases, not proven.
 """
 
