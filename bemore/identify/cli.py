@@ -46,7 +46,8 @@ from bemore.optimize.driver import ALGORITHMS
     "--profile",
     type=click.Path(path_type=Path),
     default=None,
-    help="The athlete's profile TOML (body mass, stature, limits; configs/athlete.example.toml).",
+    help="The athlete's profile TOML (body mass, stature, limits; configs/athlete.example.toml; "
+    "default: none, the body mass from --body-mass or the segment table).",
 )
 @click.option(
     "--model",
@@ -63,7 +64,8 @@ from bemore.optimize.driver import ALGORITHMS
               help="Least-squares polish after the global run (default: on; --no-polish runs "
               "the seed protocol alone).")
 @click.option("--seed", type=int, default=None, help="Random seed (default 0).")
-@click.option("--workers", type=int, default=None, help="Threads for the engine (0 = all cores).")
+@click.option("--workers", type=int, default=None, help="Threads for the engine (0 = all cores; default: identification.toml, "
+              "all cores).")
 @click.option(
     "--dask",
     "dask_address",
@@ -75,7 +77,7 @@ from bemore.optimize.driver import ALGORITHMS
 @click.option("--athlete", default=None, metavar="NAME",
               help="The athlete in the records database: her profile (body mass) instead of "
               "--profile, and this run recorded under her name (trial and configs read, "
-              "athlete.json written, with hashes; docs/records.md).")
+              "athlete.json written, with hashes; docs/records.md). Default: none, no records.")
 @click.option("--db", "db_path", type=click.Path(path_type=Path), default=None, metavar="PATH",
               help="Records database for --athlete (default: $BEMORE_DB, else "
               "$XDG_DATA_HOME/bemore/records.sqlite).")

@@ -157,7 +157,7 @@ def difference_sentence(
     default=None,
     metavar="NM|athlete",
     help="Constrain the peak torque of each shoulder (N·m), or 'athlete' for the athlete "
-    "profile's shoulder_torque_limit_Nm (--profile).",
+    "profile's shoulder_torque_limit_Nm (--profile); default: no torque constraint.",
 )
 @click.option(
     "--profile",
@@ -211,7 +211,7 @@ def difference_sentence(
     metavar="NAME",
     help="The athlete in the records database: her profile (limits) instead of --profile, "
     "her latest identified model when ATHLETE_JSON is not given, and this run recorded under "
-    "her name (docs/records.md).",
+    "her name (docs/records.md). Default: none, no records.",
 )
 @click.option(
     "--db",
@@ -256,9 +256,9 @@ def synthesize_command(
     \b
     Reads:  ATHLETE_JSON (written by `bemore identify`; without it, with --athlete NAME her
             latest model in the records, else the seed's identified values),
-            configs/synthesis.toml (bounds, constraints, solver) or --config,
+            configs/synthesis.toml (bounds, constraints, solver) or --synthesis-config,
             configs/identification.toml (parameter names and defaults).
-    Writes: OUT/gesture.json (design, objective, constraints, evaluations, elapsed_s, inputs),
+    Writes: OUT/gesture.json (design, objective, constraints, the optimisers' report, inputs),
             OUT/profiles.csv (1 kHz: angle, velocity, acceleration, jerk, torques, rotation,
             bar displacement), OUT/setpoints.csv (what `bemore drive` plays, with the static
             torque for slow motion), OUT/plots/*.png, OUT/gesture.gif. gesture.json and the

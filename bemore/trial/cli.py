@@ -77,9 +77,11 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
 @click.option("--duration", "duration_s", type=float, default=1.8, show_default=True,
               help="Handstand to handstand, s (1.5 to 2.5).")
 @click.option("--set", "parameters", multiple=True, metavar="NAME=VALUE",
-              help="Model parameter (SI, docs/model.md names), e.g. --set trunk.mass=13.5.")
+              help="Model parameter (SI, docs/model.md names), e.g. --set trunk.mass=13.5; "
+              "repeatable (default: the model's own values).")
 @click.option("--amplitude", "amplitudes", multiple=True, metavar="NAME=VALUE",
-              help="Mid-trial excursion of a driven coordinate (rad or m), e.g. hip=1.3.")
+              help="Mid-trial excursion of a driven coordinate (rad or m), e.g. hip=1.3; "
+              "repeatable (default: the built-in circle's).")
 @click.option("--noise-mm", type=float, default=1.0, show_default=True,
               help="Standard deviation of the marker noise, mm.")
 @click.option("--gaps", type=int, default=3, show_default=True, help="Number of short gaps.")

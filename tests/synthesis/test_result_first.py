@@ -32,7 +32,7 @@ def test_the_result_is_written_before_the_figures(tmp_path, monkeypatch) -> None
         return original(folder, *args, **kwargs)
 
     monkeypatch.setattr(outputs, "write_plots", recording_plots)
-    result = CliRunner().invoke(cli, ["synthesize", "--config", str(config), "--out", str(out)])
+    result = CliRunner().invoke(cli, ["synthesize", "--synthesis-config", str(config), "--out", str(out)])
     assert result.exit_code == 0, result.output
     # when the plots start, the result is already on disk (and no figure yet)
     assert {"gesture.json", "setpoints.csv", "profiles.csv"} <= set(seen["files"])
@@ -58,7 +58,7 @@ def test_synthesize_loads_no_numba(tmp_path) -> None:
     code = (
         "import sys\n"
         "from bemore.cli import cli\n"
-        f"try:\n    cli(['synthesize', '--config', {str(config)!r}, '--no-animation', "
+        f"try:\n    cli(['synthesize', '--synthesis-config', {str(config)!r}, '--no-animation', "
         f"'--out', {str(tmp_path / 'g')!r}], prog_name='bemore')\n"
         "except SystemExit as end:\n    assert end.code in (0, None), end.code\n"
         "print('numba loaded:', 'numba' in sys.modules)\n"
