@@ -134,7 +134,8 @@ def _run(run, log: Path, window=None) -> None:
 @click.option("--clear-fault", is_flag=True, help="Clear a fault latched on the bench first.")
 @click.option("--no-view", is_flag=True, help="No live view (plain output).")
 @click.option("--dump", type=click.Path(path_type=Path), default=None,
-              help="Also record every byte on the link (decode: bemore replay DUMP; default: none).")
+              help="Also record every byte on the link (decode: bemore replay DUMP; default: "
+                   "none).")
 @click.option("--sim-fault", "sim_fault", default=None, metavar="KEY=VALUE[,...]",
               help="Dry run: start the simulated bench with faults: drop, corrupt (per byte), "
                    "direction (rx|tx|both), delay_ms, stall_at_ms + stall_ms, reset_at_ms, seed "

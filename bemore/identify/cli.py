@@ -64,7 +64,8 @@ from bemore.optimize.driver import ALGORITHMS
               help="Least-squares polish after the global run (default: on; --no-polish runs "
               "the seed protocol alone).")
 @click.option("--seed", type=int, default=None, help="Random seed (default 0).")
-@click.option("--workers", type=int, default=None, help="Threads for the engine (0 = all cores; default: identification.toml, "
+@click.option("--workers", type=int, default=None,
+              help="Threads for the engine (0 = all cores; default: identification.toml's, "
               "all cores).")
 @click.option(
     "--dask",

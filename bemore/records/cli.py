@@ -149,7 +149,8 @@ def athlete_show(name: str, db_path: Path | None) -> None:
 @athlete_group.command("edit")
 @click.argument("name")
 @click.option("--body-mass", "body_mass_kg", type=float, default=None, metavar="KG",
-              help="A new body-mass measurement (kept beside the earlier ones; default: unchanged).")
+              help="A new body-mass measurement (kept beside the earlier ones; default: "
+              "unchanged).")
 @click.option("--on", "measured_on", default=None, metavar="DATE",
               help="Date of that measurement, YYYY-MM-DD (default: today).")
 @click.option("--stature", "stature_m", type=float, default=None, metavar="M",

@@ -32,7 +32,8 @@ def test_the_result_is_written_before_the_figures(tmp_path, monkeypatch) -> None
         return original(folder, *args, **kwargs)
 
     monkeypatch.setattr(outputs, "write_plots", recording_plots)
-    result = CliRunner().invoke(cli, ["synthesize", "--synthesis-config", str(config), "--out", str(out)])
+    result = CliRunner().invoke(
+        cli, ["synthesize", "--synthesis-config", str(config), "--out", str(out)])
     assert result.exit_code == 0, result.output
     # when the plots start, the result is already on disk (and no figure yet)
     assert {"gesture.json", "setpoints.csv", "profiles.csv"} <= set(seen["files"])

@@ -135,7 +135,8 @@ def test_bad_inputs_are_one_line_errors(tmp_path) -> None:
     assert "missing.json: athlete file not found" in result.output
     bad = tmp_path / "bad.toml"
     bad.write_text(TEMPLATE.format(**NEAR_OPTIMUM).replace("starts = 1", "starts = 0"))
-    result = runner.invoke(cli, ["synthesize", "--synthesis-config", str(bad), "--out", str(tmp_path)])
+    result = runner.invoke(
+        cli, ["synthesize", "--synthesis-config", str(bad), "--out", str(tmp_path)])
     assert result.exit_code == 2
     assert "bad.toml: [solver] starts = 0" in result.output
     assert "Traceback" not in result.output
@@ -157,7 +158,8 @@ def _resimulated_torque_per_shoulder(design: GestureParameters) -> np.ndarray:
 def test_torque_limit_holds_at_every_sample_of_the_resimulated_gesture(tmp_path) -> None:
     config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
     out = tmp_path / "limited"
-    arguments = ["synthesize", "--synthesis-config", str(config), "--no-animation", "--out", str(out)]
+    arguments = ["synthesize", "--synthesis-config", str(config), "--no-animation", "--out",
+                 str(out)]
     result = CliRunner().invoke(cli, [*arguments, "--torque-limit", "190"])
     assert result.exit_code == 0, result.output
     data = json.loads((out / "gesture.json").read_text())
