@@ -118,7 +118,8 @@ class OptimisationResult:
         return f"{text} ({self.detail})" if self.detail else text
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (arrays become lists)."""
+        """JSON-ready dict: arrays become lists, and a value that is not a finite number (the
+        history's best before any feasible point, NaN) becomes None (JSON null)."""
         data = asdict(self)
         data["x"] = [float(value) for value in np.asarray(self.x)]
         if self.constraints is not None:
@@ -127,7 +128,7 @@ class OptimisationResult:
         data["success"] = self.success
         data["interrupted"] = self.interrupted
         data["message"] = self.message
-        return data
+        return _finite_or_none(data)
 
     def to_json(self, path: str | Path | None = None) -> str:
         """Serialise to JSON text; also write it to ``path`` when given."""
@@ -145,3 +146,14 @@ class OptimisationResult:
             for r in self.history
         ]
         return "\n".join([header, *rows]) + "\n"
+
+
+def _finite_or_none(value: Any) -> Any:
+    """``value`` with every non-finite float inside (dicts, lists) replaced by None."""
+    if isinstance(value, dict):
+        return {key: _finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(item) for item in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value

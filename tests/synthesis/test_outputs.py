@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bemore.errors import DataError
-from bemore.optimize.result import LocalRun, OptimisationResult
+from bemore.optimize.result import IterationRecord, LocalRun, OptimisationResult
 from bemore.synthesis.gesture import GestureParameters, sample_gesture
 from bemore.synthesis.outputs import (
     write_animation,
@@ -122,9 +122,14 @@ def test_gesture_json_round_trips(tmp_path) -> None:
             constraint_names=("extension_duration_s", "final_rotation_deg"), maxcv=0.4,
             runs=[LocalRun(x0=[2.0, 1.0, 2.0], x=[2.4, 1.4, 2.79], fun=12.4, maxcv=0.4, nit=10,
                            nfev=123, success=False, message="Iteration limit reached")],
+            # no feasible point yet: the best so far is not a number
+            history=[IterationRecord(1, 8, float("nan"), 12.4, 13.0, 0.01)],
         ),
     )
-    data = json.loads(write_gesture_json(tmp_path / "gesture.json", result).read_text())
+    text = write_gesture_json(tmp_path / "gesture.json", result).read_text()
+    assert "NaN" not in text and "Infinity" not in text  # strict JSON
+    data = json.loads(text)
+    assert data["optimisation"]["history"][0]["best"] is None
     assert data["design"]["max_flexion_deg"] == pytest.approx(160.0)
     assert data["constraints"][0]["violation"] == pytest.approx(1.0)
     assert data["elapsed_s"] == 0.25
