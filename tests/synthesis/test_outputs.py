@@ -116,6 +116,7 @@ def test_gesture_json_round_trips(tmp_path) -> None:
         elapsed_s=0.25,
         message="m",
         inputs={"athlete": "default"},
+        peak_torque_per_shoulder_nm=151.2,
         optimisation=OptimisationResult(
             x=np.array([2.4, 1.4, np.deg2rad(160.0)]), fun=12.4, nfev=123, nit=10, status=7,
             algorithm="slsqp", njev=20, nbatch=30, constraints=np.array([0.9, 362.4]),
