@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bemore.optimize import ConstrainedProblem
+from bemore.errors import OptimisationError
+from bemore.optimize import ConstrainedProblem, FunctionConstrainedProblem
 from bemore.optimize.constrained import constraint_form, violation
 from bemore.synthesis.pymoo_search import solve_pymoo
 from bemore.synthesis.solve import (
@@ -187,3 +188,29 @@ def test_defect_correction_solves_the_fine_problem_through_the_coarse_one(a, b, 
     np.testing.assert_allclose(outcome.x, expected, atol=2e-4)
     assert fine_evaluations <= 4
     assert sum(fine.batch_sizes) == fine_evaluations  # one design per fine evaluation
+
+
+def test_an_equality_constraint_is_a_range_of_zero_width() -> None:
+    # x + y + z = 3 (lower = upper) and x − y ≥ 0.5 over [0, 2]³: the same projection of the
+    # origin as the band [3, 3.1], (1.25, 0.75, 1.0).
+    problem = FunctionConstrainedProblem(
+        lambda X: ((X**2).sum(axis=1), np.column_stack([X.sum(axis=1), X[:, 0] - X[:, 1]])),
+        np.zeros(3), np.full(3, 2.0), ("x", "y", "z"),
+        constraint_lower=[3.0, 0.5], constraint_upper=[3.0, np.inf],
+        constraint_names=("sum", "difference"),
+    )
+    outcome = solve_multistart(problem, np.array([[1.0, 0.2, 1.9], [1.9, 0.1, 0.1]]))
+    assert outcome.success and outcome.maxcv <= 1e-6
+    np.testing.assert_allclose(outcome.x, [1.25, 0.75, 1.0], atol=2e-4)
+    np.testing.assert_allclose(outcome.constraints[0], 3.0, atol=1e-6)
+
+
+@pytest.mark.parametrize(("bounds", "message"), [
+    (([1.0], [np.inf, 2.0]), "constraints: 1 lower bounds and 2 upper bounds"),
+    (([2.0], [1.0]), "constraints: every lower bound must be at most its upper one"),
+])
+def test_constraint_bounds_that_cannot_hold_are_one_line_errors(bounds, message) -> None:
+    with pytest.raises(OptimisationError) as error:
+        FunctionConstrainedProblem(lambda X: (X[:, 0], X), [0.0], [1.0],
+                                   constraint_lower=bounds[0], constraint_upper=bounds[1])
+    assert str(error.value) == message
