@@ -55,9 +55,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                ".json)."),
     "db": ("bemore.records.cli", "db_group",
            "The records database file: where it is, its schema version, an online backup."),
-    # The model tool.
+    # The model tools.
     "simulate": ("bemore.model.cli", "simulate_command",
                  "Simulate a gymnast model along a driven motion, from spring equilibrium."),
+    "model": ("bemore.model.compiler_cli", "model_group",
+              "A model's equations of motion for people (LaTeX, Markdown) and as portable C."),
 }
 
 

@@ -7,7 +7,8 @@ machine (empty compile caches) ≤ 15 s.
 
 * each command runs in a subprocess, timed by wall clock from its start to its exit; the
   commands write the end of each phase (start-up, trial, search, polish, analysis, result, plots
-  for identify; start-up, synthesis, outputs, plots, animation for synthesize) to the file named
+  for identify; start-up, synthesis, outputs, figures (the wait for the child
+  process drawing the plots and GIF beside the outputs) for synthesize) to the file named
   by ``BEMORE_PHASE_TIMES`` (:mod:`bemore.phases`), so each phase is the difference of two
   instants, the first from the process's start, the last ("exit") to the process's end;
 * warm: the medians of ``repeats`` pairs; first run: one pair with ``BEMORE_KERNEL_CACHE`` and
@@ -43,7 +44,7 @@ SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
 SEED_IDENTIFY_S = 39.77 * 60.0
 SEED_SYNTHESIS_S = 23.82
 IDENTIFY_PHASES = ("start-up", "trial", "search", "polish", "analysis", "result", "plots", "exit")
-SYNTHESIZE_PHASES = ("start-up", "synthesis", "outputs", "plots", "animation", "exit")
+SYNTHESIZE_PHASES = ("start-up", "synthesis", "outputs", "figures", "exit")
 
 
 def load() -> float:

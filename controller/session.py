@@ -439,6 +439,11 @@ class Session:
             self._stop_reason = (reason, message)
             self._stop.set()
 
+    @property
+    def stop_requested(self) -> str:
+        """The reason of the stop asked for ("" while none is): the live views show the ramp."""
+        return self._stop_reason[0] if self._stop.is_set() else ""
+
     def stream(self, plan: Plan, scheduler: Scheduler | None = None) -> SessionResult:
         """Send ``plan`` at its rate, monitor, and end in a controlled way (see module doc).
 
@@ -451,7 +456,6 @@ class Session:
                                            miss_threshold_ns(self.lead_ms * 1_000_000),
                                            capacity=len(plan) + ramp_slots)
         self.scheduler = scheduler
-        scheduler.stats()  # the first call of numpy's percentile costs ~15 ms: not mid-stream
         previous_switch = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         collecting = gc.isenabled()

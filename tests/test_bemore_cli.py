@@ -31,11 +31,12 @@ def test_help_lists_the_commands_in_workflow_order() -> None:
     listed = [line.split()[0] for line in result.output.split("Commands:")[1].splitlines()
               if line.startswith("  ") and not line.startswith("   ")]
     assert listed == ["trial", "identify", "synthesize", "drive", "replay", "batch", "athlete",
-                      "import", "history", "squad", "export", "db", "simulate", "config"]
+                      "import", "history", "squad", "export", "db", "simulate", "model",
+                      "config"]
 
 
 GROUPS = {"trial": ["inspect", "synth"], "athlete": ["add", "list", "show", "edit"],
-          "db": ["info", "backup"], "config": ["check"]}
+          "db": ["info", "backup"], "config": ["check"], "model": ["equations", "export-c"]}
 LEAF_COMMANDS = sorted([[name] for name in COMMANDS if name not in GROUPS]
                        + [[group, name] for group, names in GROUPS.items() for name in names])
 
