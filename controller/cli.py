@@ -108,7 +108,8 @@ def _run(run, log: Path, window=None) -> None:
 
 WEB_OPTION = click.option(
     "--web", default=None, metavar="[HOST:]PORT",
-    help="Serve the live page on PORT (this machine only; another HOST needs --web-public).")
+    help="Serve the live page on PORT (this machine only; another HOST needs --web-public; "
+         "default: no page).")
 WEB_PUBLIC_OPTION = click.option(
     "--web-public", is_flag=True,
     help="Allow --web on an interface other machines reach (e.g. 0.0.0.0:8080 for a tablet); "

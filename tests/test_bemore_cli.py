@@ -112,7 +112,8 @@ def test_configuration_files_have_one_flag_scheme() -> None:
 
 def test_out_is_defaulted_and_shown_wherever_a_command_writes_a_folder() -> None:
     outs = {words: param for words, param in OPTIONS if "--out" in param.opts}
-    assert set(outs) == {"trial inspect", "identify", "synthesize", "batch", "simulate"}
+    assert set(outs) == {"trial inspect", "identify", "synthesize", "batch", "simulate",
+                         "model equations", "model export-c"}
     for words, param in outs.items():
         assert not param.required and param.show_default, words
         assert str(param.default).startswith("out/"), (words, param.default)
