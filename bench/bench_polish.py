@@ -1,5 +1,5 @@
-"""``bemore identify``'s least-squares polish: now against the polish before lock step, in one run
-(both with the finite-difference Jacobian; ``bench_sensitivities`` compares the exact one).
+"""``bemore identify``'s polish: lock step against one start at a time, in one run (both with
+the finite-difference Jacobian; ``bench_sensitivities`` compares the exact one).
 
 * whole processes: ``python -m bemore identify data/sample_trial.c3d`` (search, then the polish
   from 3 distinct starts), alternated between this checkout and the tree of commit
@@ -99,7 +99,7 @@ def whole_processes(pairs: int, options: list[str], accepted: tuple[int, ...] = 
         tree = baseline_tree(folder / "baseline")
         # This checkout with the baseline's finite-difference Jacobian: the same numbers are
         # expected (bench_sensitivities compares the exact Jacobian).
-        now = ["--config", str(jacobian_config(folder, "finite-difference"))]
+        now = ["--identification-config", str(jacobian_config(folder, "finite-difference"))]
         for pair in range(pairs + 1):  # the first pair unmeasured (caches, page cache)
             for name, source in (("baseline", tree), ("now", None)):
                 sample = identify_once(source, folder / name,

@@ -47,7 +47,7 @@ def whole_processes(pairs: int, options: list[str], accepted: tuple[int, ...] = 
         for pair in range(pairs + 1):  # the first pair unmeasured (caches, page cache)
             for kind in samples:
                 out = folder / kind
-                sample = identify_once(None, out, [*options, "--config",
+                sample = identify_once(None, out, [*options, "--identification-config",
                                                    str(jacobian_config(folder, kind))], accepted)
                 sample.update(_outcome(out))
                 if sample["jacobian"] != kind:
