@@ -159,6 +159,7 @@ def polish(
         x=best["x"],
         fun=float(r @ r),
         nfev=counts["points"],
+        njev=counts["jacobians"],
         nit=len(history),
         status=status,
         algorithm="least_squares",
