@@ -42,8 +42,10 @@ def _tangent_name(name: str, t: int) -> str:
 class _Tangents:
     """Forward-mode rewriting of one generated kernel function (see the module docstring)."""
 
-    def __init__(self, fn: ast.FunctionDef, directions: int, shared_primal: bool) -> None:
+    def __init__(self, fn: ast.FunctionDef, directions: int, shared_primal: bool,
+                 arrays: dict[str, int] | None = None) -> None:
         self.fn = fn
+        self.arrays = TANGENT_ARRAYS if arrays is None else arrays
         self.K = directions
         self.shared_primal = shared_primal
         self.active = self._active_names()
@@ -54,7 +56,7 @@ class _Tangents:
         if isinstance(e, ast.Name):
             return e.id in active
         if isinstance(e, ast.Subscript):
-            return isinstance(e.value, ast.Name) and e.value.id in TANGENT_ARRAYS
+            return isinstance(e.value, ast.Name) and e.value.id in self.arrays
         if isinstance(e, ast.Call):
             name = ast.unparse(e.func)
             if name in ("np.floor", "np.uint64"):
@@ -88,7 +90,7 @@ class _Tangents:
         if isinstance(e, ast.Attribute):
             return None  # np.nan
         if isinstance(e, ast.Subscript):
-            if not (isinstance(e.value, ast.Name) and e.value.id in TANGENT_ARRAYS):
+            if not (isinstance(e.value, ast.Name) and e.value.id in self.arrays):
                 return None
             return self._tangent_subscript(e, t, ast.Load())
         if isinstance(e, ast.UnaryOp):
@@ -158,7 +160,7 @@ class _Tangents:
         name = e.value.id
         indices = list(e.slice.elts) if isinstance(e.slice, ast.Tuple) else [e.slice]
         indices = [copy.deepcopy(i) for i in indices]
-        indices.insert(TANGENT_ARRAYS[name], ast.Constant(t))
+        indices.insert(self.arrays[name], ast.Constant(t))
         return ast.Subscript(ast.Name(name + _SUFFIX, ast.Load()),
                              ast.Tuple(indices, ast.Load()), ctx)
 
@@ -185,7 +187,7 @@ class _Tangents:
                     out.append(ast.Assign([ast.Name(_tangent_name(target.id, t), ast.Store())],
                                           value))
             elif (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
-                  and target.value.id in TANGENT_ARRAYS):
+                  and target.value.id in self.arrays):
                 for t in range(self.K):
                     value = self.d(s.value, t) or ast.Constant(0.0)
                     out.append(ast.Assign([self._tangent_subscript(target, t, ast.Store())],
@@ -193,7 +195,7 @@ class _Tangents:
         elif isinstance(s, ast.AugAssign):
             target = s.target
             if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
-                    and target.value.id in TANGENT_ARRAYS) or (
+                    and target.value.id in self.arrays) or (
                     isinstance(target, ast.Name) and target.id in self.active):
                 raise ModelError(f"sensitivity kernel: {ast.unparse(s)!r} is not supported")
         elif isinstance(s, ast.For):
@@ -215,7 +217,7 @@ class _Tangents:
             tangents += self._tangents_of(s)
         for node in (n for t in tangents for n in ast.walk(t.value)):
             if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
-                    and node.value.id in TANGENT_ARRAYS):
+                    and node.value.id in self.arrays):
                 # The member's arrays hold lane lo only: a tangent must read its values by name.
                 raise ModelError(f"sensitivity kernel: a tangent reads {ast.unparse(node)!r}")
         # The member's statements in a loop of one lane (lo): a loop body, so the C backend
@@ -232,22 +234,25 @@ def _is_lane_loop(s: ast.stmt) -> bool:
     return isinstance(s, ast.For) and ast.unparse(s.iter) == "range(lo, hi)"
 
 
-def tangent_arguments(kinds: dict[str, str | int]) -> dict[str, str | int]:
+def tangent_arguments(kinds: dict[str, str | int],
+                      arrays: dict[str, int] | None = None) -> dict[str, str | int]:
     """The tangent kernel's argument kinds: the engine kernel's, then each tangent array
-    (``X_d``, one rank more)."""
+    (``X_d``, one rank more) of ``arrays`` (default :data:`TANGENT_ARRAYS`)."""
     out = dict(kinds)
-    for name in TANGENT_ARRAYS:
+    for name in TANGENT_ARRAYS if arrays is None else arrays:
         out[name + _SUFFIX] = int(kinds[name]) + 1
     return out
 
 
 def tangent_source(source: str, name: str, directions: int, new_name: str,
-                   shared_primal: bool = False) -> str:
+                   shared_primal: bool = False, arrays: dict[str, int] | None = None) -> str:
     """Python source of ``new_name``: function ``name`` of the generated ``source`` with the
     tangents of ``directions`` seed directions per lane (arguments ``X_d`` appended, see
     :data:`TANGENT_ARRAYS`). ``shared_primal``: the lanes of a call are the directions of one
     member (``directions`` = 1): the member's own values are computed once per lane loop, for
-    its first lane, and only the tangents run across the lanes."""
+    its first lane, and only the tangents run across the lanes. ``arrays``: the arrays whose
+    tangents are carried (default :data:`TANGENT_ARRAYS`)."""
+    arrays = TANGENT_ARRAYS if arrays is None else arrays
     if directions < 1 or (shared_primal and directions != 1):
         allowed = "exactly 1 with a shared primal" if shared_primal else "at least 1"
         raise ModelError(f"sensitivity kernel: {directions} directions per lane ({allowed})")
@@ -259,10 +264,10 @@ def tangent_source(source: str, name: str, directions: int, new_name: str,
             break
     else:
         raise ModelError(f"sensitivity kernel: no function {name}")
-    rewriter = _Tangents(fn, directions, shared_primal)
+    rewriter = _Tangents(fn, directions, shared_primal, arrays)
     fn.body = rewriter.statements(fn.body)
     fn.name = new_name
-    fn.args.args += [ast.arg(n + _SUFFIX) for n in TANGENT_ARRAYS]
+    fn.args.args += [ast.arg(n + _SUFFIX) for n in arrays]
     out = ast.Module(body=[*header, fn], type_ignores=[])
     return ast.unparse(ast.fix_missing_locations(out)) + "\n"
 
@@ -493,3 +498,142 @@ def _engine_threads() -> int:
     from bemore.model.simulate import engine_threads
 
     return engine_threads()
+
+
+# The per-member-motion kernel that stores the driven efforts (the synthesis's simulations)
+# carries, beyond the shared kernel's arrays, the tangents of its driven table D (seeded from
+# the motions' derivatives) and of its stored state and efforts.
+MOTION_TANGENT_ARRAYS = {**TANGENT_ARRAYS, "D": 0, "out_q": 1, "out_v": 1, "out_eff": 1}
+MOTION_KERNEL = "integrate_members_efforts"
+
+
+def motion_tangent_kernel(model, directions: int):
+    """(compiled tangent kernel, its :class:`~bemore.model.generated.Program`) of the
+    per-member-motion kernel storing efforts, ``directions`` seed directions per lane; built
+    once per machine (clang, cached on disk; numba without a compiler)."""
+    from bemore.model import generated, native
+    from bemore.model.simulate import COST_POINTS
+
+    n_points = len(model.point_names)
+    selection = tuple(model.point_names.index(p) for p in COST_POINTS
+                      if p in model.point_names)
+    _, program = generated.kernel_for(model.tree, n_points, True, True, selection)
+    key = (id(model.tree), n_points, selection, directions, MOTION_KERNEL)
+    known = _kernels.get(key)
+    if known is not None and known[0] is model.tree:
+        return known[1], program
+    name = f"sensitivity_motion_{directions}"
+
+    def source() -> str:
+        return tangent_source(program.source, MOTION_KERNEL, directions, name,
+                              arrays=MOTION_TANGENT_ARRAYS)
+
+    cc = native.compiler()
+    if cc is None:
+        kernel = getattr(generated._load_module(source()), name)
+    else:
+        kinds = tangent_arguments(dict(generated._KINDS, D=4), MOTION_TANGENT_ARRAYS)
+        digest = f"{name}\n{program.source}\n{Path(__file__).read_text()}"
+        kernel = native.cached(digest, name,
+                               lambda: native.translate(source(), name, kinds), cc)
+    _kernels[key] = (model.tree, kernel)
+    return kernel, program
+
+
+@dataclass
+class MotionSensitivities:
+    """Free state (B, F, n_free) SI and driven efforts (B, F, n_driven) N or N·m of members
+    with their own driven motions, and their derivatives (B, K, F, ·) per unit of each seed
+    direction of the motions; ``valid`` (B,) False for members that failed (NaN)."""
+
+    free_q: np.ndarray
+    free_qd: np.ndarray
+    efforts: np.ndarray
+    d_free_q: np.ndarray
+    d_free_qd: np.ndarray
+    d_efforts: np.ndarray
+    valid: np.ndarray
+
+
+def motion_sensitivities(model, P, motion, dq, dqd, dqdd, free_q0, free_qd0,
+                         substeps: int = 1, threads: int | None = None,
+                         max_abs: float = 1.0e3) -> MotionSensitivities:
+    """Free state and driven efforts of members with their own driven motions, and their exact
+    derivatives along K seed directions of the motions.
+
+    ``P`` (B, n_parameters) SI; ``motion`` a per-member DrivenMotion (q, qd, qdd (B, F, n_driven));
+    ``dq``/``dqd``/``dqdd`` (B, K, F, n_driven): the derivatives of the driven samples along each
+    direction (rad, rad/s, rad/s² per unit of the direction; the design derivatives of the
+    motion, e.g.); the start state (n_free,) or (B, n_free) does not move. ``substeps``
+    integrator steps per sample, as in :func:`~bemore.model.simulate`. The states and efforts
+    are the engine's (same kernel, same rounding); their derivatives are those of the discrete
+    map, with the driven table's derivative exact (it is affine in the samples).
+    """
+    from bemore.model.generated import run_threads
+    from bemore.model.simulate import _check_motion, _coefficients, engine_threads
+    from bemore.model.table import driven_table
+
+    if motion.members is None:
+        raise ModelError("motion sensitivities: one driven motion per member")
+    V, valid = model.fields(P)
+    B, nf, nd = V.shape[0], model.n_free, model.n_driven
+    _check_motion(model, motion, B)
+    dq, dqd, dqdd = (np.asarray(a, dtype=np.float64) for a in (dq, dqd, dqdd))
+    K, F = dq.shape[1], len(motion.t)
+    for a in (dq, dqd, dqdd):
+        if a.shape != (B, K, F, nd):
+            raise ModelError(f"motion sensitivities: seed shape {a.shape}, expected "
+                             f"({B}, K, {F}, {nd})")
+    q0 = np.broadcast_to(np.asarray(free_q0, np.float64), (B, nf))
+    v0 = np.broadcast_to(np.asarray(free_qd0, np.float64), (B, nf))
+    if not valid.all():
+        V = V.copy()
+        V[~valid] = V[np.argmax(valid)] if valid.any() else model.tree.fields(
+            model.parameter_matrix([{}]))[0]
+    kernel, program = motion_tangent_kernel(model, K)
+    slots = program.member_slots
+    D = driven_table(model.tree, slots, motion.q, motion.qd, motion.qdd, motion.dt, substeps)
+    # The table is affine in the samples (angle sums carry constant offsets): its derivative
+    # is the table of the seeds less the table of zero motion.
+    zero = np.zeros((B * K, F, nd))
+    offset = driven_table(model.tree, slots, zero, zero, zero, motion.dt, substeps)
+    dD = driven_table(model.tree, slots, dq.reshape(B * K, F, nd), dqd.reshape(B * K, F, nd),
+                      dqdd.reshape(B * K, F, nd), motion.dt, substeps) - offset
+    # (steps, rows, slots, B·K) → (K, steps, rows, slots, B)
+    dD = np.ascontiguousarray(np.moveaxis(dD.reshape(*dD.shape[:3], B, K), 4, 0))
+    n_points = len(model.point_names)
+    tri = nf * (nf + 1) // 2
+    rows = max(2 * nf, 2 * n_points, nd)
+    h = motion.dt / substeps
+    Vt = np.ascontiguousarray(V.T)
+    S = np.ascontiguousarray(np.concatenate([q0.T, v0.T]))
+    work = (Vt, S, np.empty((2 * nf, B)), np.empty((2 * tri + nf, B)), np.zeros((4, 2 * nf, B)),
+            np.empty((2 * nf, B)), np.empty((rows, B)))
+    out_q, out_v = np.empty((B, F, nf)), np.empty((B, F, nf))
+    out_eff = np.empty((B, F, nd))
+    d_q, d_v = np.empty((B, K, F, nf)), np.empty((B, K, F, nf))
+    d_eff = np.empty((B, K, F, nd))
+    unused = np.empty((1, 1, 1, 1))
+    unused_d = np.empty((1, K, 1, 1, 1))
+    cost = np.zeros(B)
+    alive = valid.astype(np.float64)
+    selected = len(program_selection(model))
+    after = (np.zeros((1, selected, 2)), np.zeros((1, selected)), 1, 0, 0, max_abs,
+             out_q, out_v, unused, out_eff, cost, alive)
+    tangents = (np.zeros((K, *Vt.shape)), np.zeros((K, *S.shape)), np.empty((K, 2 * nf, B)),
+                np.empty((K, 2 * tri + nf, B)), np.zeros((K, 4, 2 * nf, B)),
+                np.empty((K, 2 * nf, B)), np.empty((K, rows, B)), unused_d, dD, d_q, d_v,
+                d_eff)
+    run_threads(kernel, B, threads or engine_threads(),
+                (*work, _coefficients(h), D, h, substeps, 1), (*after, *tangents))
+    ok = alive > 0.0
+    for a in (out_q, out_v, out_eff, d_q, d_v, d_eff):
+        a[~ok] = np.nan
+    return MotionSensitivities(out_q, out_v, out_eff, d_q, d_v, d_eff, ok)
+
+
+def program_selection(model) -> tuple[int, ...]:
+    """The engine's default cost points of ``model`` (indices into its points)."""
+    from bemore.model.simulate import COST_POINTS
+
+    return tuple(model.point_names.index(p) for p in COST_POINTS if p in model.point_names)

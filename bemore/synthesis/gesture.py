@@ -184,3 +184,45 @@ def sample_gesture(parameters: GestureParameters, t: np.ndarray) -> np.ndarray:
         parameters.mid_fraction_flexion,
         parameters.mid_fraction_extension,
     )[:, 0, :]
+
+
+def gesture_design_derivatives(
+    t: np.ndarray,
+    final_time_s: np.ndarray | float,
+    flexion_end_time_s: np.ndarray | float,
+    max_flexion_rad: np.ndarray | float,
+    mid_fraction_flexion: np.ndarray | float = 0.5,
+    mid_fraction_extension: np.ndarray | float = 0.5,
+) -> np.ndarray:
+    """Exact derivatives (3, 3, B, F) of angle, velocity and acceleration (first axis; rad,
+    rad/s, rad/s²) with respect to t_f, t_flexmax (per s) and φ_max (per rad) (second axis) of
+    B gestures at times t (F,) s, the mid fractions held fixed.
+
+    Each phase is X₀(t) = start + amp·p((t − a)/T) with p fixed by its mid fraction, so with
+    X_d its d-th time derivative: ∂X_d/∂a = −X_{d+1}, ∂X_d/∂T = −X_{d+1}·(t − a)/T − d·X_d/T,
+    and X_d is linear and homogeneous in φ_max (both phases' start and amplitude are ±φ_max or
+    0). Phase 1 has a = 0, T = t_flexmax; phase 2 a = t_flexmax, T = t_f − t_flexmax. Before 0
+    and after t_f the shoulder rests: zero derivatives.
+    """
+    t = np.asarray(t, float)
+    kin = gesture_kinematics(t, final_time_s, flexion_end_time_s, max_flexion_rad,
+                             mid_fraction_flexion, mid_fraction_extension)
+    unit = gesture_kinematics(t, final_time_s, flexion_end_time_s, 1.0,
+                              mid_fraction_flexion, mid_fraction_extension)
+    B = kin.shape[1]
+    t_f = np.broadcast_to(np.asarray(final_time_s, float), (B,))[:, None]
+    t_m = np.broadcast_to(np.asarray(flexion_end_time_s, float), (B,))[:, None]
+    time = t[None, :]
+    first = time <= t_m
+    start = np.where(first, 0.0, t_m)
+    duration = np.where(first, t_m, t_f - t_m)
+    inside = (time >= 0.0) & (time <= t_f)
+    out = np.zeros((3, 3, B, t.size))
+    for d in range(3):
+        by_start = -kin[d + 1]
+        by_duration = -kin[d + 1] * (time - start) / duration - d * kin[d] / duration
+        out[d, 0] = np.where(first, 0.0, by_duration)
+        out[d, 1] = np.where(first, by_duration, by_start - by_duration)
+        out[d, 2] = unit[d]
+        out[d, :2] *= inside
+    return out
