@@ -139,6 +139,32 @@ class ConstrainedProblem(ABC):
         self.nfev += X.shape[0]
         return f, c
 
+    @property
+    def has_jacobian(self) -> bool:
+        """True if :meth:`evaluate_jacobian` gives exact derivatives (a problem that overrides
+        :meth:`_evaluate_jacobian` says so by overriding this too)."""
+        return False
+
+    def evaluate_jacobian(
+        self, X: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Objective (B,), constraints (B, m) and their exact derivatives (B, dim) and
+        (B, m, dim) (per unit of each design coordinate) at the points ``X`` (B, dim)."""
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        if X.ndim != 2 or X.shape[1] != self.dim:
+            raise OptimisationError(
+                f"evaluate_jacobian: expected points of shape (N, {self.dim}), got {X.shape}"
+            )
+        f, c, df, dc = self._evaluate_jacobian(X)
+        self.nfev += X.shape[0]
+        return f, c, df, dc
+
+    def _evaluate_jacobian(
+        self, X: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """What a problem with exact derivatives defines (see :meth:`evaluate_jacobian`)."""
+        raise OptimisationError(f"{type(self).__name__} has no exact derivatives")
+
     def violation(self, c: np.ndarray) -> np.ndarray:
         """Largest violation (…) of constraint values c (…, m), in their own units."""
         return violation(c, self.constraint_lower, self.constraint_upper)

@@ -28,7 +28,12 @@ from bemore.model import DrivenMotion, Model, simulate
 from bemore.model.equilibrium import oracle_motion, spring_equilibrium
 from bemore.optimize.constrained import ConstrainedProblem
 from bemore.settings import Synthesis
-from bemore.synthesis.gesture import MONOTONIC_MID_FRACTION, GestureParameters, gesture_kinematics
+from bemore.synthesis.gesture import (
+    MONOTONIC_MID_FRACTION,
+    GestureParameters,
+    gesture_design_derivatives,
+    gesture_kinematics,
+)
 from bemore.synthesis.results import OBJECTIVES, Profiles
 
 HANDSTAND_HAND_ROTATION_RAD = np.pi / 2  # arms vertical above the bar (docs/model.md)
@@ -127,6 +132,83 @@ def hermite_at(
         + h01 * value[rows, k + 1]
         + h11 * step_s * rate[rows, k + 1]
     )
+
+
+def abs_linear_integral_tangent(
+    start: np.ndarray, end: np.ndarray, width_s, d_start: np.ndarray, d_end: np.ndarray,
+    d_width_s=0.0,
+) -> np.ndarray:
+    """Directional derivative of :func:`abs_linear_integral` along (d_start, d_end, d_width_s)
+    (broadcast together; per unit of the direction)."""
+    a, b = np.abs(start), np.abs(end)
+    sa, sb = np.sign(start), np.sign(end)
+    same = start * end >= 0.0
+    total = np.where(same, 1.0, a + b)
+    squares = start**2 + end**2
+    signed = sa * d_start + sb * d_end
+    crossing = (width_s * (start * d_start + end * d_end) / total
+                - width_s * squares * signed / (2.0 * total**2)
+                + squares / (2.0 * total) * d_width_s)
+    return np.where(same, 0.5 * width_s * signed + 0.5 * (a + b) * d_width_s, crossing)
+
+
+def integrals_tangent(
+    final_time_s: np.ndarray, d_final_time_s: np.ndarray, step_s: float,
+    torque_nm: np.ndarray, d_torque_nm: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Directional derivatives (B, K) of the three figures of :func:`integrals_to` along K
+    directions: t_f moving by ``d_final_time_s`` (B, K) s and the torque samples by
+    ``d_torque_nm`` (B, K, F) N·m (per unit of each direction). The peak's is that of the
+    sample (or interpolated end) where it is reached."""
+    B, F = torque_nm.shape
+    k, theta = _bracket(final_time_s, step_s, F)
+    rows = np.arange(B)
+    C, dC = torque_nm[:, None, :], d_torque_nm
+    at_k, d_at_k = torque_nm[rows, k][:, None], dC[rows, :, k]
+    after, d_after = torque_nm[rows, k + 1][:, None], dC[rows, :, k + 1]
+    th = theta[:, None]
+    d_theta = d_final_time_s / step_s
+    end = at_k + th * (after - at_k)
+    d_end = d_at_k + th * (d_after - d_at_k) + d_theta * (after - at_k)
+    partial = th * step_s
+    before = np.arange(F - 1)[None, None, :] < k[:, None, None]  # whole intervals before t_f
+    d_abs = (abs_linear_integral_tangent(C[..., :-1], C[..., 1:], step_s, dC[..., :-1],
+                                         dC[..., 1:]) * before).sum(axis=-1)
+    d_abs = d_abs + abs_linear_integral_tangent(at_k, end, partial, d_at_k, d_end,
+                                                d_final_time_s)
+    d_squared = (step_s * (C[..., :-1] * dC[..., :-1] + C[..., 1:] * dC[..., 1:])
+                 * before).sum(axis=-1)
+    d_squared = d_squared + (0.5 * d_final_time_s * (at_k**2 + end**2)
+                             + partial * (at_k * d_at_k + end * d_end))
+    upto = np.where(np.arange(F)[None, :] <= k[:, None], np.abs(torque_nm), -1.0)
+    where = upto.argmax(axis=1)
+    at_peak = torque_nm[rows, where][:, None]
+    use_end = np.abs(end) > np.abs(at_peak)
+    d_peak = np.where(use_end, np.sign(end) * d_end,
+                      np.sign(at_peak) * dC[rows, :, where])
+    return d_abs, d_squared, d_peak
+
+
+def hermite_tangent(
+    final_time_s: np.ndarray, d_final_time_s: np.ndarray, step_s: float, value: np.ndarray,
+    rate: np.ndarray, d_value: np.ndarray, d_rate: np.ndarray,
+) -> np.ndarray:
+    """Directional derivative (B, K) of :func:`hermite_at` along K directions: t_f moving by
+    ``d_final_time_s`` (B, K) s, the samples by ``d_value``/``d_rate`` (B, K, F)."""
+    B, F = value.shape
+    k, s = _bracket(final_time_s, step_s, F)
+    rows = np.arange(B)
+    s = s[:, None]
+    weights = (2 * s**3 - 3 * s**2 + 1, (s**3 - 2 * s**2 + s) * step_s,
+               -2 * s**3 + 3 * s**2, (s**3 - s**2) * step_s)
+    slopes = (6 * s**2 - 6 * s, (3 * s**2 - 4 * s + 1) * step_s,
+              -6 * s**2 + 6 * s, (3 * s**2 - 2 * s) * step_s)
+    knots = (value[rows, k], rate[rows, k], value[rows, k + 1], rate[rows, k + 1])
+    d_knots = (d_value[rows, :, k], d_rate[rows, :, k], d_value[rows, :, k + 1],
+               d_rate[rows, :, k + 1])
+    d_s = d_final_time_s / step_s
+    return sum(w * dk + slope * d_s * kn[:, None]
+               for w, slope, kn, dk in zip(weights, slopes, knots, d_knots, strict=True))
 
 
 def _bracket(final_time_s: np.ndarray, step_s: float, F: int) -> tuple[np.ndarray, np.ndarray]:
@@ -381,6 +463,69 @@ class GestureProblem(ConstrainedProblem):
             valid=valid,
             engine_calls=self.engine_calls - calls,
         )
+
+    @property
+    def has_jacobian(self) -> bool:
+        """Exact derivatives for the three-variable design (not with free mid fractions)."""
+        return not self.free_midpoints
+
+    def _evaluate_jacobian(
+        self, X: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Objective (B,), constraints (B, m) and their exact derivatives (B, 3) and (B, m, 3)
+        with respect to (t_f s, t_flexmax s, φ_max rad): ONE simulation per design carrying the
+        three design directions (:func:`bemore.model.sensitivity.motion_sensitivities`), seeded
+        by the gesture's closed-form design derivatives and carried through the same
+        read-outs as :meth:`evaluate_batch`. A design the engine cannot simulate gets the
+        failure values and zero derivatives."""
+        from bemore.model.sensitivity import motion_sensitivities
+
+        if self.free_midpoints:
+            raise OptimisationError("exact derivatives: not with free mid fractions")
+        X = np.atleast_2d(np.asarray(X, float))
+        B = len(X)
+        t_f = X[:, 0]
+        t = grid_for(t_f, self.step_s)
+        kin = self.kinematics(X, t)
+        # The simulated t_flexmax (pulled back from t_f − MIN_PHASE_S) and its derivatives.
+        pulled = X[:, 1] > X[:, 0] - MIN_PHASE_S
+        t_m = np.where(pulled, X[:, 0] - MIN_PHASE_S, X[:, 1])
+        seeds = gesture_design_derivatives(t, t_f, t_m, X[:, 2])  # (3 orders, 3 dirs, B, F)
+        seeds[:, 0] += np.where(pulled[:, None], seeds[:, 1], 0.0)
+        seeds[:, 1] *= ~pulled[:, None]
+        seeds = np.moveaxis(seeds, 1, 2)[..., None]  # (orders, B, 3, F, 1)
+        motion = DrivenMotion(t, kin[0][..., None], kin[1][..., None], kin[2][..., None])
+        sens = motion_sensitivities(self.model, np.repeat(self.P, B, axis=0), motion,
+                                    *seeds, self.start.free_q0, self.start.free_qd0,
+                                    substeps=self.substeps)
+        self.simulations += B
+        self.engine_calls += 1
+        torque = sens.efforts[:, :, 0]
+        with np.errstate(invalid="ignore"):
+            valid = sens.valid & np.all(np.isfinite(torque), axis=1) & np.all(
+                np.isfinite(sens.d_efforts), axis=(1, 2, 3))
+        torque = np.where(valid[:, None], torque, 0.0)
+        d_torque = np.where(valid[:, None, None], sens.d_efforts[..., 0], 0.0)
+        d_tf = np.broadcast_to(np.array([1.0, 0.0, 0.0]), (B, 3))
+        h = HAND_ROTATION
+        q, qd = (np.where(valid[:, None], a[:, :, h], 0.0) for a in (sens.free_q, sens.free_qd))
+        dq, dqd = (np.where(valid[:, None, None], a[..., h], 0.0)
+                   for a in (sens.d_free_q, sens.d_free_qd))
+        rotation = hermite_at(t_f, self.step_s, q, qd) - self.start.free_q0[h]
+        d_rotation = hermite_tangent(t_f, d_tf, self.step_s, q, qd, dq, dqd)
+        figures = integrals_to(t_f, self.step_s, torque)
+        tangents = integrals_tangent(t_f, d_tf, self.step_s, torque, d_torque)
+        which = ("abs_torque_integral", "squared_torque_integral", "peak_torque").index(
+            self.objective)
+        objective = np.where(valid, figures[which], FAILED_OBJECTIVE)
+        d_objective = np.where(valid[:, None], tangents[which], 0.0)
+        columns = [X[:, 0] - X[:, 1], np.where(valid, np.rad2deg(rotation), FAILED_ROTATION_DEG)]
+        d_columns = [d_tf - np.array([0.0, 1.0, 0.0]),
+                     np.where(valid[:, None], np.rad2deg(d_rotation), 0.0)]
+        if self.torque_limit_nm is not None:
+            columns.append(np.where(valid, 0.5 * figures[2], FAILED_TORQUE_NM))
+            d_columns.append(np.where(valid[:, None], 0.5 * tangents[2], 0.0))
+        return objective, np.column_stack(columns), d_objective, np.stack(d_columns, axis=1)
 
     def _evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Objective (B,) and constraint values (B, m) of the designs X (B, n): one engine call."""
