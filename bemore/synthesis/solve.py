@@ -54,8 +54,9 @@ class _LockstepBatcher:
         self._failure: BaseException | None = None
         self.batches = 0
 
-    def request(self, ticket: int, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Evaluate ``points`` (k, n) with the others' requests; returns (f (k,), c (k, m))."""
+    def request(self, ticket: int, points: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Evaluate ``points`` (k, n) with the others' requests; returns (f (k,), c (k, m)) and,
+        with an evaluation that gives Jacobians, (∂f (k, n), ∂c (k, m, n))."""
         with self._condition:
             self._pending[ticket] = points
             self._flush_if_complete()
@@ -77,7 +78,7 @@ class _LockstepBatcher:
         tickets = list(self._pending)
         sizes = [len(self._pending[ticket]) for ticket in tickets]
         try:
-            f, c = self._evaluate(np.concatenate([self._pending[t] for t in tickets]))
+            found = self._evaluate(np.concatenate([self._pending[t] for t in tickets]))
         except BaseException as error:  # handed to every waiting thread, then re-raised
             self._failure = error
             self._condition.notify_all()
@@ -85,7 +86,7 @@ class _LockstepBatcher:
         self.batches += 1
         offsets = np.cumsum([0, *sizes])
         for ticket, start, stop in zip(tickets, offsets[:-1], offsets[1:], strict=True):
-            self._results[ticket] = (f[start:stop], c[start:stop])
+            self._results[ticket] = tuple(a[start:stop] for a in found)
         self._pending.clear()
         self._condition.notify_all()
 
@@ -108,8 +109,11 @@ class _StencilCache:
         step: float,
         eager: bool = True,
         budget: int | None = None,
+        span: np.ndarray | None = None,
     ):
         self._raw_request = request
+        # Exact Jacobians: every request returns (f, c, ∂f/∂x, ∂c/∂x); dx/du = span.
+        self._span = span
         self._to_physical = to_physical
         self._step = step
         self._eager = eager
@@ -120,7 +124,7 @@ class _StencilCache:
         self.evaluations = 0
         self.requests = 0
 
-    def _request(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _request(self, X: np.ndarray) -> tuple[np.ndarray, ...]:
         if self._budget is not None and self.requests >= self._budget:
             raise _OutOfBudgetError
         self.requests += 1
@@ -128,7 +132,8 @@ class _StencilCache:
 
     @property
     def jacobians(self) -> int:
-        """Number of points whose Jacobians were computed (one stencil each)."""
+        """Number of points whose Jacobians were computed (one stencil, or one simulation
+        carrying the design's directions, each)."""
         return len(self._gradients)
 
     def best(self, lower: np.ndarray, upper: np.ndarray, tolerance: float) -> np.ndarray:
@@ -145,7 +150,9 @@ class _StencilCache:
         u = np.asarray(u, float)
         key = u.tobytes()
         if key not in self._values:
-            if self._eager:
+            if self._span is not None:
+                self._exact(u, key)
+            elif self._eager:
                 self._stencil(u, key)
             else:
                 f, c = self._request(self._to_physical(u[None, :]))
@@ -159,8 +166,19 @@ class _StencilCache:
         u = np.asarray(u, float)
         key = u.tobytes()
         if key not in self._gradients:
-            self._stencil(u, key)
+            if self._span is not None:
+                self._exact(u, key)
+            else:
+                self._stencil(u, key)
         return (*self._values[key], *self._gradients[key])
+
+    def _exact(self, u: np.ndarray, key: bytes) -> None:
+        """Evaluate u with its exact Jacobian (one point, one simulation)."""
+        f, c, df, dc = self._request(self._to_physical(u[None, :]))
+        self.evaluations += 1
+        self._values[key] = (float(f[0]), c[0].copy())
+        self._points[key] = u.copy()
+        self._gradients[key] = (df[0] * self._span, dc[0] * self._span)
 
     def _stencil(self, u: np.ndarray, key: bytes) -> None:
         """Evaluate the perturbed points (and u itself if not known yet) in one batch."""
@@ -198,8 +216,9 @@ class _History:
         self._best = np.inf
         self.records: list[IterationRecord] = []
 
-    def __call__(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        f, c = self._evaluate(X)
+    def __call__(self, X: np.ndarray) -> tuple[np.ndarray, ...]:
+        found = self._evaluate(X)
+        f, c = found[0], found[1]
         ok = violation(c, self._lower, self._upper) <= self._tolerance
         if ok.any():
             self._best = min(self._best, float(f[ok].min()))
@@ -210,7 +229,7 @@ class _History:
             batch_best=float(f.min()), batch_mean=float(f.mean()),
             elapsed_s=time.perf_counter() - self._clock,
         ))
-        return f, c
+        return found
 
 
 class Normaliser:
@@ -320,6 +339,18 @@ class ShiftedProblem(ConstrainedProblem):
         f, c = self.inner.evaluate(X)
         return f + self.objective_offset, c + self.constraint_offset
 
+    @property
+    def has_jacobian(self) -> bool:
+        """Exact derivatives when the inner problem has them (the offsets are constant)."""
+        return self.inner.has_jacobian
+
+    def _evaluate_jacobian(
+        self, X: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The inner values shifted by the offsets, and the inner derivatives."""
+        f, c, df, dc = self.inner.evaluate_jacobian(X)
+        return f + self.objective_offset, c + self.constraint_offset, df, dc
+
 
 def solve_corrected(
     coarse: ConstrainedProblem,
@@ -329,6 +360,7 @@ def solve_corrected(
     defect_tolerance: np.ndarray | None = None,
     max_corrections: int = 4,
     feasibility_tolerance: float = 1e-6,
+    gradients: Literal["auto", "exact", "finite-difference"] = "auto",
 ) -> tuple[OptimisationResult, int]:
     """Solve ``fine`` through ``coarse`` by defect correction, from x0 (n,).
 
@@ -339,7 +371,8 @@ def solve_corrected(
     the constraints' units; default 1e-3 of each constraint scale) at the new design, i.e. the
     defect no longer changes where it matters. The discretisation error varies slowly over the
     design space, so one or two rounds do. Returns the last SLSQP outcome, re-evaluated on the
-    fine problem, and the number of fine evaluations.
+    fine problem, and the number of fine evaluations. ``gradients``: as in
+    :func:`solve_multistart`.
     """
     clock = time.perf_counter()
     x = x_start = np.asarray(x0, float)
@@ -364,6 +397,7 @@ def solve_corrected(
             feasibility_tolerance=feasibility_tolerance,
             reevaluate=False,
             restore=False,  # a warm start a defect away from feasibility: SLSQP copes
+            gradients=gradients,
         )
         evaluations += outcome.nfev
         iterations += outcome.nit
@@ -438,6 +472,7 @@ def solve_multistart(
     restore: bool = True,
     reevaluate: bool = True,
     budget: int | None = None,
+    gradients: Literal["auto", "exact", "finite-difference"] = "auto",
 ) -> OptimisationResult:
     """Run a local method from every starting point (S, n) and return the best feasible end.
 
@@ -452,8 +487,19 @@ def solve_multistart(
     ``budget``: the most batched evaluation requests of one run (each is one lockstep batch);
     a run that needs more stops there with the best point it visited, so that one straggler
     does not hold the whole pack (restoration stuck in a local minimum of the violation).
+    ``gradients``: "exact" takes objective, constraints and their Jacobians from the problem's
+    :meth:`~bemore.optimize.ConstrainedProblem.evaluate_jacobian` (one evaluation per point,
+    no stencil; ``fd_step`` and ``eager`` unused); "finite-difference" uses the forward
+    stencils; "auto" (default) is "exact" when the problem has exact derivatives.
     """
     from scipy.optimize import Bounds
+
+    if gradients not in ("auto", "exact", "finite-difference"):
+        raise OptimisationError(
+            f"gradients {gradients!r} (allowed: auto, exact, finite-difference)")
+    exact = gradients == "exact" or (gradients == "auto" and problem.has_jacobian)
+    if exact and not problem.has_jacobian:
+        raise OptimisationError(f"{type(problem).__name__} has no exact derivatives")
 
     clock = time.perf_counter()
     normaliser = Normaliser(problem.lower, problem.upper)
@@ -465,7 +511,8 @@ def solve_multistart(
         f0, _ = problem.evaluate(normaliser.physical(u_starts[:1]))
         objective_scale = max(abs(float(f0[0])), 1e-12)
         scaling = 1
-    history = _History(problem.evaluate, lower_c, upper_c, feasibility_tolerance)
+    history = _History(problem.evaluate_jacobian if exact else problem.evaluate, lower_c,
+                       upper_c, feasibility_tolerance)
     batcher = _LockstepBatcher(history, n_runs if lockstep else 1)
     records: list[LocalRun | None] = [None] * n_runs
     # Constraints as the optimiser sees them: divided by the problem's scales (so that
@@ -480,6 +527,7 @@ def solve_multistart(
             fd_step,
             eager,
             budget,
+            normaliser.span if exact else None,
         )
         for index in range(n_runs)
     ]

@@ -81,6 +81,9 @@ class SynthesisOptions:
     start_rate_deg_s: float = 0.0
     torque_limit_nm: float | None = None
     segments: str = "identified"
+    # SLSQP's derivatives: "auto" = exact (forward-mode tangents) where the problem has them,
+    # "finite-difference" = forward stencils (docs/synthesis.md, "Gradients").
+    gradients: str = "auto"
 
 
 def exemplary_matrix(
@@ -141,6 +144,7 @@ def _search(problem: GestureProblem, options: SynthesisOptions) -> OptimisationR
         objective_scale=max(abs(float(f_starts[0])), 1e-12),
         feasibility_tolerance=COARSE_FEASIBILITY,
         budget=COARSE_BUDGET,
+        gradients=options.gradients,
     )
     outcome.nfev += screened
     outcome.nbatch += 1
@@ -275,7 +279,8 @@ def synthesize(
     optimisation = outcome
     if options.polish and outcome.success:
         if options.fine_polish:
-            polished = solve_multistart(fine, outcome.x[None], method="slsqp", tolerance=1e-8)
+            polished = solve_multistart(fine, outcome.x[None], method="slsqp", tolerance=1e-8,
+                                        gradients=options.gradients)
             # Keep the polish unless it lost feasibility the coarse design had on the fine grid.
             _, c_start = fine.evaluate(outcome.x[None])
             start_violation = float(
@@ -283,7 +288,8 @@ def synthesize(
             )
             keep = polished.success or polished.maxcv <= start_violation
         else:
-            polished, _ = solve_corrected(coarse, fine, outcome.x, tolerance=POLISH_TOLERANCE)
+            polished, _ = solve_corrected(coarse, fine, outcome.x, tolerance=POLISH_TOLERANCE,
+                                          gradients=options.gradients)
             keep = True  # solve_corrected already falls back to x when it would lose feasibility
         optimisation = _with_polish(outcome, polished, keep)
     x = optimisation.x
