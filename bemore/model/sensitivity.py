@@ -592,13 +592,17 @@ def motion_sensitivities(model, P, motion, dq, dqd, dqdd, free_q0, free_qd0,
             model.parameter_matrix([{}]))[0]
     kernel, program = motion_tangent_kernel(model, K)
     slots = program.member_slots
-    D = driven_table(model.tree, slots, motion.q, motion.qd, motion.qdd, motion.dt, substeps)
-    # The table is affine in the samples (angle sums carry constant offsets): its derivative
-    # is the table of the seeds less the table of zero motion.
-    zero = np.zeros((B * K, F, nd))
-    offset = driven_table(model.tree, slots, zero, zero, zero, motion.dt, substeps)
-    dD = driven_table(model.tree, slots, dq.reshape(B * K, F, nd), dqd.reshape(B * K, F, nd),
-                      dqdd.reshape(B * K, F, nd), motion.dt, substeps) - offset
+    # One table for the motions, their seeds and a zero motion: the table is affine in the
+    # samples (angle sums carry constant offsets), so its derivative is the table of the seeds
+    # less that of zero motion.
+    zero = np.zeros((1, F, nd))
+    tables = driven_table(
+        model.tree, slots,
+        *(np.concatenate([m, d.reshape(B * K, F, nd), zero])
+          for m, d in ((motion.q, dq), (motion.qd, dqd), (motion.qdd, dqdd))),
+        motion.dt, substeps)
+    D = np.ascontiguousarray(tables[..., :B])
+    dD = tables[..., B:B + B * K] - tables[..., B + B * K:]
     # (steps, rows, slots, B·K) → (K, steps, rows, slots, B)
     dD = np.ascontiguousarray(np.moveaxis(dD.reshape(*dD.shape[:3], B, K), 4, 0))
     n_points = len(model.point_names)

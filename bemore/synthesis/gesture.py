@@ -193,6 +193,7 @@ def gesture_design_derivatives(
     max_flexion_rad: np.ndarray | float,
     mid_fraction_flexion: np.ndarray | float = 0.5,
     mid_fraction_extension: np.ndarray | float = 0.5,
+    kinematics: np.ndarray | None = None,
 ) -> np.ndarray:
     """Exact derivatives (3, 3, B, F) of angle, velocity and acceleration (first axis; rad,
     rad/s, rad/s²) with respect to t_f, t_flexmax (per s) and φ_max (per rad) (second axis) of
@@ -202,13 +203,19 @@ def gesture_design_derivatives(
     X_d its d-th time derivative: ∂X_d/∂a = −X_{d+1}, ∂X_d/∂T = −X_{d+1}·(t − a)/T − d·X_d/T,
     and X_d is linear and homogeneous in φ_max (both phases' start and amplitude are ±φ_max or
     0). Phase 1 has a = 0, T = t_flexmax; phase 2 a = t_flexmax, T = t_f − t_flexmax. Before 0
-    and after t_f the shoulder rests: zero derivatives.
+    and after t_f the shoulder rests: zero derivatives. ``kinematics``: the gestures'
+    :func:`gesture_kinematics` on t if the caller has them already (else computed).
     """
     t = np.asarray(t, float)
-    kin = gesture_kinematics(t, final_time_s, flexion_end_time_s, max_flexion_rad,
-                             mid_fraction_flexion, mid_fraction_extension)
-    unit = gesture_kinematics(t, final_time_s, flexion_end_time_s, 1.0,
-                              mid_fraction_flexion, mid_fraction_extension)
+    kin = kinematics if kinematics is not None else gesture_kinematics(
+        t, final_time_s, flexion_end_time_s, max_flexion_rad, mid_fraction_flexion,
+        mid_fraction_extension)
+    # Linear and homogeneous in φ_max: the derivative is the gesture of amplitude 1.
+    phi = np.broadcast_to(np.asarray(max_flexion_rad, float), (kin.shape[1],))
+    unit = np.divide(kin, phi[:, None], out=np.zeros_like(kin), where=phi[:, None] != 0.0)
+    if np.any(phi == 0.0):
+        unit = gesture_kinematics(t, final_time_s, flexion_end_time_s, 1.0,
+                                  mid_fraction_flexion, mid_fraction_extension)
     B = kin.shape[1]
     t_f = np.broadcast_to(np.asarray(final_time_s, float), (B,))[:, None]
     t_m = np.broadcast_to(np.asarray(flexion_end_time_s, float), (B,))[:, None]

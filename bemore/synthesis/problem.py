@@ -490,7 +490,8 @@ class GestureProblem(ConstrainedProblem):
         # The simulated t_flexmax (pulled back from t_f − MIN_PHASE_S) and its derivatives.
         pulled = X[:, 1] > X[:, 0] - MIN_PHASE_S
         t_m = np.where(pulled, X[:, 0] - MIN_PHASE_S, X[:, 1])
-        seeds = gesture_design_derivatives(t, t_f, t_m, X[:, 2])  # (3 orders, 3 dirs, B, F)
+        # (3 orders, 3 directions, B, F)
+        seeds = gesture_design_derivatives(t, t_f, t_m, X[:, 2], kinematics=kin)
         seeds[:, 0] += np.where(pulled[:, None], seeds[:, 1], 0.0)
         seeds[:, 1] *= ~pulled[:, None]
         seeds = np.moveaxis(seeds, 1, 2)[..., None]  # (orders, B, 3, F, 1)
