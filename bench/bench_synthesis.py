@@ -125,13 +125,40 @@ def _baseline_slsqp(problem, x0: np.ndarray, iterations: int) -> tuple[float, in
     return time.perf_counter() - start, int(result.nit), len(cache)
 
 
-def _whole_synthesis():
+def _whole_synthesis(gradients: str = "auto"):
     from bemore.settings import load_identification, load_synthesis
     from bemore.synthesis.athlete import default_parameters
     from bemore.synthesis.synthesize import SynthesisOptions, synthesize
 
     identification = load_identification()
-    return synthesize(default_parameters(identification), load_synthesis(), SynthesisOptions())[0]
+    return synthesize(default_parameters(identification), load_synthesis(),
+                      SynthesisOptions(gradients=gradients))[0]
+
+
+def gradient_comparison(rounds: int = 7) -> list[Measurement]:
+    """The whole synthesis with exact (forward-mode) gradients against finite-difference
+    stencils, interleaved in this run: evaluations (designs simulated) and median wall time."""
+    walls: dict[str, list[float]] = {"exact": [], "finite-difference": []}
+    found = {}
+    for _ in range(rounds):
+        for gradients in walls:
+            start = time.perf_counter()
+            found[gradients] = _whole_synthesis(gradients)
+            walls[gradients].append(time.perf_counter() - start)
+    exact, fd = found["exact"].optimisation, found["finite-difference"].optimisation
+    print(f"  gradients: exact {exact.nfev} evaluations ({exact.njev} Jacobians), objective "
+          f"{exact.fun:.9g} at {np.round(exact.x, 6).tolist()} | finite differences "
+          f"{fd.nfev} evaluations ({fd.njev} Jacobians), objective {fd.fun:.9g} at "
+          f"{np.round(fd.x, 6).tolist()}")
+    return [
+        Measurement("whole synthesis, evaluations (designs simulated)", "evaluations",
+                    exact.nfev, fd.nfev, "finite-difference stencils, same run",
+                    "≤ half the finite-difference count (issue 19)"),
+        Measurement("whole synthesis, exact gradients against finite differences, warm, "
+                    "median wall", "s", statistics.median(walls["exact"]),
+                    statistics.median(walls["finite-difference"]),
+                    "finite-difference stencils, same run (interleaved)"),
+    ]
 
 
 def _fresh_process_seconds() -> float:
@@ -300,6 +327,7 @@ def run(smoke: bool) -> list[Measurement]:
             statistics.median(cpus),
         )
     )
+    measurements += gradient_comparison()
     measurements.append(
         Measurement(
             "start-up + one synthesis in a fresh process (imports, model, cached kernels)",
@@ -316,7 +344,9 @@ if __name__ == "__main__":
 
     print(f"machine: {machine()}; load average {os.getloadavg()}")
     # --whole: only the whole processes against the baseline commit (PAIRS pairs, default 5)
+    # --gradients: only the exact against finite-difference gradients comparison
     found = (whole_processes(int(os.environ.get("BENCH_SYNTHESIZE_PAIRS", "5")), [])
-             if "--whole" in sys.argv else run(smoke="--smoke" in sys.argv))
+             if "--whole" in sys.argv else gradient_comparison()
+             if "--gradients" in sys.argv else run(smoke="--smoke" in sys.argv))
     for measurement in found:
         print("  " + measurement.line())
