@@ -360,7 +360,7 @@ def solve_corrected(
     defect_tolerance: np.ndarray | None = None,
     max_corrections: int = 4,
     feasibility_tolerance: float = 1e-6,
-    gradients: Literal["auto", "exact", "finite-difference"] = "auto",
+    gradients: Literal["auto", "exact", "finite-difference"] = "finite-difference",
 ) -> tuple[OptimisationResult, int]:
     """Solve ``fine`` through ``coarse`` by defect correction, from x0 (n,).
 
@@ -472,7 +472,7 @@ def solve_multistart(
     restore: bool = True,
     reevaluate: bool = True,
     budget: int | None = None,
-    gradients: Literal["auto", "exact", "finite-difference"] = "auto",
+    gradients: Literal["auto", "exact", "finite-difference"] = "finite-difference",
 ) -> OptimisationResult:
     """Run a local method from every starting point (S, n) and return the best feasible end.
 
@@ -490,7 +490,8 @@ def solve_multistart(
     ``gradients``: "exact" takes objective, constraints and their Jacobians from the problem's
     :meth:`~bemore.optimize.ConstrainedProblem.evaluate_jacobian` (one evaluation per point,
     no stencil; ``fd_step`` and ``eager`` unused); "finite-difference" uses the forward
-    stencils; "auto" (default) is "exact" when the problem has exact derivatives.
+    stencils (default: faster in wall time today, docs/synthesis.md "Gradients"); "auto" is
+    "exact" when the problem has exact derivatives, else "finite-difference".
     """
     from scipy.optimize import Bounds
 
