@@ -1,4 +1,4 @@
-"""``bemore identify``'s least-squares polish: now against the polish before lock step, in one run.
+"""``bemore identify``'s polish: lock step against one start at a time, in one run.
 
 * whole processes: ``python -m bemore identify data/sample_trial.c3d`` (search, then the polish
   from 3 distinct starts), alternated between this checkout and the tree of commit

@@ -113,7 +113,7 @@ def test_inspect_prints_the_check_and_the_arm_end(trials, tmp_path) -> None:
     markerset = tmp_path / "markerset.toml"
     markerset.write_text(default_config("markerset.toml").read_text()
                          .replace('acromion_side = "arm"', 'acromion_side = "trunk"'))
-    result = CliRunner().invoke(cli, ["trial", "inspect", str(path), "--markerset",
+    result = CliRunner().invoke(cli, ["trial", "inspect", str(path), "--markerset-config",
                                       str(markerset)])
     assert result.exit_code == 0, result.output
     assert "acromion side: the markers support trunk" in result.output
