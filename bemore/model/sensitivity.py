@@ -512,11 +512,9 @@ def motion_tangent_kernel(model, directions: int):
     per-member-motion kernel storing efforts, ``directions`` seed directions per lane; built
     once per machine (clang, cached on disk; numba without a compiler)."""
     from bemore.model import generated, native
-    from bemore.model.simulate import COST_POINTS
 
     n_points = len(model.point_names)
-    selection = tuple(model.point_names.index(p) for p in COST_POINTS
-                      if p in model.point_names)
+    selection = program_selection(model)
     _, program = generated.kernel_for(model.tree, n_points, True, True, selection)
     key = (id(model.tree), n_points, selection, directions, MOTION_KERNEL)
     known = _kernels.get(key)
@@ -637,7 +635,8 @@ def motion_sensitivities(model, P, motion, dq, dqd, dqdd, free_q0, free_qd0,
 
 
 def program_selection(model) -> tuple[int, ...]:
-    """The engine's default cost points of ``model`` (indices into its points)."""
+    """The engine's default cost points of ``model`` (indices into its points): the selection
+    of the kernel module a simulation without a cost uses."""
     from bemore.model.simulate import COST_POINTS
 
     return tuple(model.point_names.index(p) for p in COST_POINTS if p in model.point_names)
