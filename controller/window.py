@@ -192,7 +192,9 @@ def _cell(gesture: Gesture, bench: Bench, athlete: AthleteProfile,
         else:
             low = 1
             high_athlete = _search(clear_of[ATHLETE_SIDE], 1, 100, False, predict[ATHLETE_SIDE])
-            high_bench = _search(clear_of[BENCH_SIDE], 1, 100, False, predict[BENCH_SIDE])
+            # when the athlete side fails at every load, the bench side's bound changes nothing
+            high_bench = (None if high_athlete is None else
+                          _search(clear_of[BENCH_SIDE], 1, 100, False, predict[BENCH_SIDE]))
             high = None if None in (high_athlete, high_bench) else min(high_athlete,
                                                                         high_bench)
         if low is not None and high is not None and low <= high:
