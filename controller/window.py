@@ -219,21 +219,19 @@ def feasible_window(gesture: Gesture, bench: Bench, athlete: AthleteProfile = DE
     repetition at 1 kHz with a 0.3 s ramp).
     """
     template = template or ModeSettings()
-    paced: dict[float, Pace | None] = {}  # the gesture played at each speed, once
-    cells = []
-    for mode in MODES:
-        for speed in SPEEDS:
-            if speed != 1.0 and gesture.static_torque_nm is None:
-                cells.append(Cell(mode, speed, None, NO_STATIC))
-                continue
-            if speed not in paced:
-                try:
-                    paced[speed] = pace(gesture, _settings(template, MODES[0], 0.0, speed))
-                except BemoreError:
-                    paced[speed] = None  # each cell then names the refusal itself
-            cells.append(_cell(gesture, bench, athlete, firmware, template, mode, speed,
-                               paced[speed]))
-    return cells
+    cells: dict[tuple[str, float], Cell] = {}
+    for speed in SPEEDS:  # speed by speed: the plans of one speed share most columns
+        if speed != 1.0 and gesture.static_torque_nm is None:
+            cells.update({(mode, speed): Cell(mode, speed, None, NO_STATIC) for mode in MODES})
+            continue
+        try:  # the gesture played at this speed, once
+            paced: Pace | None = pace(gesture, _settings(template, MODES[0], 0.0, speed))
+        except BemoreError:
+            paced = None  # each cell then names the refusal itself
+        for mode in MODES:
+            cells[mode, speed] = _cell(gesture, bench, athlete, firmware, template, mode, speed,
+                                       paced)
+    return [cells[mode, speed] for mode in MODES for speed in SPEEDS]
 
 
 def format_window(cells: list[Cell], gesture: Gesture, athlete: AthleteProfile,
