@@ -30,6 +30,11 @@ from bemore.identify.space import ParameterSpace
 from bemore.optimize.problem import Problem
 
 PENALTY_DISTANCE_M = 10.0
+# The shoulder spring-dampers of a trial that cannot see them (acromions on the trunk's side, no
+# marker fixed on the arm): the arm the trial drives already carries their deflection, so the
+# fit runs them locked (N/m, N·s/m: 0.1 mm under 1 kN, damping ratio ≈ 0.9 on the trunk).
+LOCKED_SHOULDER = {"shoulder.stiffness_ap": 1e7, "shoulder.stiffness_pd": 1e7,
+                   "shoulder.damping_ap": 3e4, "shoulder.damping_pd": 3e4}
 
 
 class IdentificationProblem(Problem):
@@ -53,7 +58,12 @@ class IdentificationProblem(Problem):
         The athlete's body (:func:`bemore.model.body.body_parameters`): the segment table
         ``segments`` (default: ``configs/gymnast.toml``'s) scaled to ``body_mass_kg`` (None: the
         table's) and to the segment lengths the trial's joint centres show; the model
-        parameters of that body that ``model`` has are kept fixed by the fit."""
+        parameters of that body that ``model`` has are kept fixed by the fit.
+
+        A trial whose shoulder springs are unobservable (``trial.shoulder_springs_observable``
+        False: acromions on the trunk's side, no marker fixed on the arm) is fitted without the
+        ``shoulder.*`` parameters (:attr:`held`, reported at their seed values) and with the
+        springs locked (:data:`LOCKED_SHOULDER`): their deflection is in the driven arm."""
         if trial.driven is None:
             raise DataError(f"{trial.source}: the trial has no driven motion for the engine")
         if model is None:
@@ -68,15 +78,30 @@ class IdentificationProblem(Problem):
         if space.initial_state is not None:
             start = StartState.from_arrays(trial.free_q0, trial.free_qd0,
                                            trial.free_seen[0, SHOULDER], motion,
-                                           space.initial_state)
+                                           space.initial_state,
+                                           shoulder_rest=getattr(trial, "arm_end", None)
+                                           is not None)
+        held: list[dict[str, Any]] = []
+        if not getattr(trial, "shoulder_springs_observable", True):
+            # Acromions on the trunk's side and nothing fixed on the arm: the springs'
+            # deflection is in the driven arm, not separable (docs/trials.md, "Acromion side").
+            space, held = space.without([name for name in space.names
+                                         if name.startswith("shoulder.")])
         table = segments if segments is not None else load_gymnast().segments
         body = {name: value
                 for name, value in body_parameters(table, body_mass_kg,
                                                    trial.segment_lengths_m).items()
                 if name in model.parameter_names}
-        return cls(model, space, motion, trial.free_q0, trial.free_qd0,
-                   trial.joint_centres, tuple(trial.joint_centre_names), start,
-                   samples_per_step, trial.marker_noise_m, body)
+        if held:
+            # The deflection is in the arm the trial drives: the springs must not add it again.
+            body.update({name: value for name, value in LOCKED_SHOULDER.items()
+                         if name in model.parameter_names})
+        problem = cls(model, space, motion, trial.free_q0, trial.free_qd0,
+                      trial.joint_centres, tuple(trial.joint_centre_names), start,
+                      samples_per_step, trial.marker_noise_m, body)
+        problem.held = held
+        problem.conventions = trial.conventions() if hasattr(trial, "conventions") else {}
+        return problem
 
     def __init__(
         self,
@@ -119,6 +144,10 @@ class IdentificationProblem(Problem):
         self.measured = np.ascontiguousarray(measured, dtype=float)
         self.cost_points = tuple(cost_points)
         self.body = dict(body or {})
+        # Parameters the trial cannot determine, held at their seed values (rows of
+        # ParameterSpace.without), and the trial's conventions record (Trial.conventions()).
+        self.held: list[dict[str, Any]] = []
+        self.conventions: dict[str, Any] = {}
         self._defaults = model.parameter_matrix([self.body])[0]
         self._columns = [model.parameter_names.index(name) for name in space.names]
         self._point_index = [model.point_names.index(name) for name in cost_points]
