@@ -38,7 +38,7 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
         bemore trial inspect data/sample_trial.c3d --out out/trial
     """
     from bemore.trial.markerset import load_markerset, load_trial_settings
-    from bemore.trial.pipeline import prepare_markers
+    from bemore.trial.pipeline import prepare_markers, read_bar_forces
     from bemore.trial.readers import read_markers
     from bemore.trial.report import (
         marker_summary,
@@ -53,7 +53,8 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
     markers = read_markers(file)
     for line in marker_summary(markers, marker_set):
         click.echo(line)
-    trial = prepare_markers(markers, marker_set, trial_settings)
+    forces = read_bar_forces(file, trial_settings, markers.n_frames)
+    trial = prepare_markers(markers, marker_set, trial_settings, forces)
     for line in trial_summary(trial):
         click.echo(line)
     if out is not None:
@@ -82,27 +83,41 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
 @click.option("--seed", type=int, default=0, show_default=True, help="Noise and gap seed.")
 @click.option("--prefix", default="Gymnast:", show_default=True,
               help="Subject prefix of the labels ('' for none).")
+@click.option("--bar-forces", is_flag=True,
+              help="Also write the bar's spring-damper force as analog channels BarFX, BarFZ (N).")
+@click.option("--force-noise-pct", type=float, default=2.0, show_default=True,
+              help="With --bar-forces: noise, % of each channel's RMS force.")
+@click.option("--analog-per-frame", type=int, default=10, show_default=True,
+              help="With --bar-forces: analog samples per marker frame (rate must divide 1 kHz).")
 def synth_command(output: Path, duration_s: float, parameters: tuple[str, ...],
                   amplitudes: tuple[str, ...], noise_mm: float, gaps: int, seed: int,
-                  prefix: str) -> None:
+                  prefix: str, bar_forces: bool, force_noise_pct: float,
+                  analog_per_frame: int) -> None:
     """Simulate a clear hip circle and write it as a synthetic motion-capture trial.
 
     \b
     Reads:  the real-gymnast model (bemore.model) and its default parameters.
     Writes: OUTPUT (C3D, 100 Hz, mm, full marker set of markerset.md, labelled synthetic) and
             OUTPUT's stem + .truth.json (parameters, initial state, noise, seed, gaps, and the
-            true joint centres and coordinates at every frame).
+            true joint centres and coordinates at every frame); with --bar-forces, analog
+            channels BarFX (lab X = model x) and BarFZ (lab Z = model y): the bar
+            spring-dampers' force on the bar, N, with noise, at 10 samples per frame (1 kHz).
     Example:
         bemore trial synth out/circle.c3d --set trunk.mass=13.5 --noise-mm 1 --seed 4
+        bemore trial synth out/forces.c3d --bar-forces --force-noise-pct 2
     """
     from bemore.trial.synthetic import SyntheticSpec, write_synthetic_trial
 
-    if noise_mm < 0 or gaps < 0:
-        raise ConfigError("--noise-mm and --gaps must not be negative")
+    if noise_mm < 0 or gaps < 0 or force_noise_pct < 0:
+        raise ConfigError("--noise-mm, --gaps and --force-noise-pct must not be negative")
     spec = SyntheticSpec(duration_s=duration_s, parameters=parse_assignments(parameters, "--set"),
                          amplitudes=parse_assignments(amplitudes, "--amplitude"), noise_mm=noise_mm,
-                         gaps=gaps, seed=seed, prefix=prefix)
+                         gaps=gaps, seed=seed, prefix=prefix, bar_forces=bar_forces,
+                         force_noise_pct=force_noise_pct, analog_per_frame=analog_per_frame)
     c3d_path, truth_path, truth = write_synthetic_trial(spec, output)
     click.echo(f"wrote {c3d_path} ({len(truth.t)} frames at {spec.rate_hz:g} Hz, "
                f"{spec.noise_mm:g} mm noise, {len(truth.gaps)} gaps, seed {seed})")
+    if bar_forces:
+        click.echo(f"bar forces: analog channels BarFX, BarFZ at "
+                   f"{spec.rate_hz * spec.analog_per_frame:g} Hz, {force_noise_pct:g} % noise")
     click.echo(f"wrote {truth_path} (ground truth)")

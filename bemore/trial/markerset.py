@@ -16,6 +16,7 @@ from pydantic import Field, PositiveFloat, field_validator, model_validator
 from bemore.config import Section, load_toml_model
 from bemore.errors import DataError
 from bemore.paths import default_config
+from bemore.trial.forces import ForceSettings
 from bemore.trial.markers import Markers
 
 # The model's named points (docs/model.md), in the engine's order.
@@ -157,6 +158,7 @@ class TrialSettings(Section):
     resample: Resample = Resample()
     plane: PlaneSettings = PlaneSettings()
     initial_state: InitialState = InitialState()
+    forces: ForceSettings = ForceSettings()
 
 
 def load_markerset(path: str | Path | None = None) -> MarkerSet:

@@ -6,7 +6,8 @@ zero-lag Butterworth low-pass → joint centres in 3D → study plane from the b
 projection → driven coordinates (from the filtered joint centres, or with ``[driven_filter]
 enabled`` from the unfiltered ones, each filtered at its own cutoff) and seen free coordinates
 at the file's rate → quintic spline resampling to 1 kHz with velocities and accelerations →
-initial free state.
+initial free state. A C3D's bar force channels (``[forces]``, :mod:`bemore.trial.forces`) are
+trimmed with the markers, projected onto the study plane and resampled with them.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from bemore.trial.filtering import (
     start_value_and_rate,
     uniform_times,
 )
+from bemore.trial.forces import BarForces, bar_forces, read_analogs
 from bemore.trial.gaps import fill_gaps
 from bemore.trial.markers import Markers
 from bemore.trial.markerset import (
@@ -109,6 +111,10 @@ class Trial:
             show it (:data:`SEGMENT_ENDS`; median over the frames, m) and its spread (half the
             interquartile range, m): a rigid segment's length is constant, a spread well above
             the marker noise says the markers are not where the recipe assumes.
+        bar_force: (N, 2) N, the force the bar's spring-dampers exert on its moving mass in
+            the model plane (x, y) from the file's force channels, or None without them;
+            bar_force_noise_n: (2,) N, each axis' noise (standard deviation of one raw analog
+            sample); bar_force_rate_hz: the analog rate the noise is at (Hz).
     """
 
     t: np.ndarray
@@ -135,6 +141,9 @@ class Trial:
     driven_names: tuple[str, ...] = DRIVEN_NAMES
     free_names: tuple[str, ...] = FREE_NAMES
     markers: Markers | None = field(default=None, repr=False)
+    bar_force: np.ndarray | None = field(default=None, repr=False)
+    bar_force_noise_n: np.ndarray | None = None
+    bar_force_rate_hz: float = float("nan")
 
     @property
     def duration_s(self) -> float:
@@ -173,6 +182,11 @@ class Trial:
             "segment_lengths_m": self.segment_lengths_m,
             "segment_length_spread_mm": {name: spread * 1e3 for name, spread
                                          in self.segment_length_spread_m.items()},
+            "bar_force": None if self.bar_force is None else {
+                "noise_n": self.bar_force_noise_n.tolist(),
+                "analog_rate_hz": self.bar_force_rate_hz,
+                "peak_n": np.max(np.abs(self.bar_force), axis=0).tolist(),
+            },
             "notes": list(self.notes),
         }
 
@@ -188,12 +202,20 @@ def _driven_motion(t: np.ndarray, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray
     return DrivenMotion(t=t, q=q, qd=qd, qdd=qdd)
 
 
-def trim(markers: Markers, start_s: float, end_s: float) -> Markers:
-    """Keep the frames with ``start_s ≤ t − t[0] ≤ end_s`` (``end_s`` 0: to the end), t from 0."""
-    relative = markers.t - markers.t[0]
+def trim_mask(t: np.ndarray, start_s: float, end_s: float) -> np.ndarray:
+    """(F,) True for the frames with ``start_s ≤ t − t[0] ≤ end_s`` (s; ``end_s`` 0: to the
+    end)."""
+    relative = t - t[0]
     keep = relative >= start_s - 1e-9
     if end_s:
         keep &= relative <= end_s + 1e-9
+    return keep
+
+
+def trim(markers: Markers, start_s: float, end_s: float) -> Markers:
+    """Keep the frames with ``start_s ≤ t − t[0] ≤ end_s`` (``end_s`` 0: to the end), t from 0."""
+    relative = markers.t - markers.t[0]
+    keep = trim_mask(markers.t, start_s, end_s)
     if keep.sum() < 2:
         raise DataError(
             f"{markers.source}: trimming to {start_s:g}–{end_s or relative[-1]:g} s leaves "
@@ -336,11 +358,21 @@ def _initial_positions(seen: np.ndarray, points: np.ndarray, wrist_rad: float,
 
 
 def prepare_markers(
-    markers: Markers, markerset: MarkerSet | None = None, settings: TrialSettings | None = None
+    markers: Markers, markerset: MarkerSet | None = None, settings: TrialSettings | None = None,
+    forces: BarForces | None = None,
 ) -> Trial:
-    """Prepare already-read markers (see the module docstring); returns a :class:`Trial`."""
+    """Prepare already-read markers (see the module docstring); returns a :class:`Trial`.
+
+    ``forces``: the bar's force at the markers' frames (:func:`bemore.trial.forces.bar_forces`),
+    or None."""
     markerset = markerset or load_markerset()
     settings = settings or load_trial_settings()
+    if forces is not None:
+        if forces.force_lab.shape[0] != markers.n_frames:
+            raise DataError(f"{markers.source}: bar forces at {forces.force_lab.shape[0]} "
+                            f"frames, markers at {markers.n_frames}")
+        forces = forces.trimmed(trim_mask(markers.t, settings.trim.start_s,
+                                          settings.trim.end_s))
     filled, indices = fill_markers(markers, markerset, settings)
     clean = low_pass_markers(filled, indices, settings)
     noise = marker_noise_m(filled.positions[:, indices], clean.positions[:, indices],
@@ -361,7 +393,19 @@ def prepare_markers(
     free = free_from_points(points)
     t_new = uniform_times(clean.duration_s, settings.resample.rate_hz)
     stacked = np.concatenate([q, free, points.reshape(len(clean.t), -1)], axis=1)
+    force_columns = 0
+    if forces is not None:
+        axes = np.stack([plane.e_x, plane.e_y])  # (2, 3): lab → model plane
+        stacked = np.concatenate([stacked, forces.force_lab @ axes.T], axis=1)
+        force_columns = 2
     values, rates, accelerations = spline_derivatives(clean.t, stacked, t_new)
+    bar_force, force_noise = None, None
+    if force_columns:
+        bar_force = values[:, -force_columns:]
+        values = values[:, :-force_columns]
+        # Each model axis' noise: the channels along each lab axis, projected.
+        variance = np.nan_to_num(forces.noise_n) ** 2
+        force_noise = np.sqrt((axes**2) @ variance)
     n_driven, n_free = len(DRIVEN_NAMES), len(FREE_NAMES)
     driven_q = values[:, :n_driven]
     driven_qd = rates[:, :n_driven]
@@ -393,6 +437,9 @@ def prepare_markers(
         segment_lengths_m=lengths,
         segment_length_spread_m=spread,
         markers=clean,
+        bar_force=bar_force,
+        bar_force_noise_n=force_noise,
+        bar_force_rate_hz=forces.analog_rate_hz if forces is not None else float("nan"),
     )
 
 
@@ -411,4 +458,21 @@ def prepare_trial(
         markerset = load_markerset(markerset)
     if not isinstance(settings, TrialSettings):
         settings = load_trial_settings(settings)
-    return prepare_markers(read_markers(path), markerset, settings)
+    markers = read_markers(path)
+    return prepare_markers(markers, markerset, settings,
+                           read_bar_forces(path, settings, markers.n_frames))
+
+
+def read_bar_forces(path: str | Path, settings: TrialSettings, n_frames: int
+                    ) -> BarForces | None:
+    """The bar's force channels of ``path`` at its ``n_frames`` marker frames (N, lab frame)
+    per ``settings.forces``; None for a file without them (TRC and CSV carry none: with
+    ``use = "required"`` they are refused)."""
+    forces = settings.forces
+    if forces.use == "off" or not forces.channels:
+        return None
+    analogs = read_analogs(path) if Path(path).suffix.lower() == ".c3d" else None
+    if analogs is None and forces.use == "required":
+        raise DataError(f"{path}: no analog channels, and [forces] use = 'required' needs the "
+                        f"bar force channels {', '.join(c.label for c in forces.channels)}")
+    return bar_forces(analogs, forces, n_frames, settings.filter.order)
