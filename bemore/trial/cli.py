@@ -24,8 +24,10 @@ def trial_group() -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Folder for joint_centres.csv, driven.csv, stick_figure.png, trial.json.")
 @click.option("--no-plot", is_flag=True, help="Do not draw the stick figure.")
+@click.option("--profile", type=click.Path(path_type=Path), default=None,
+              help="Athlete profile: its [shoulder_centre] (trial score) gives the shoulder.")
 def inspect_command(file: Path, markerset: Path | None, settings: Path | None, out: Path | None,
-                    no_plot: bool) -> None:
+                    no_plot: bool, profile: Path | None) -> None:
     """Summarise a trial and, if it is a bar trial, prepare it and export the results.
 
     \b
@@ -54,7 +56,12 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
     for line in marker_summary(markers, marker_set):
         click.echo(line)
     forces = read_bar_forces(file, trial_settings, markers.n_frames)
-    trial = prepare_markers(markers, marker_set, trial_settings, forces)
+    centre = None
+    if profile is not None:
+        from bemore.profile import load_profile
+
+        centre = load_profile(profile).shoulder_centre
+    trial = prepare_markers(markers, marker_set, trial_settings, forces, centre)
     for line in trial_summary(trial):
         click.echo(line)
     if out is not None:
@@ -121,3 +128,61 @@ def synth_command(output: Path, duration_s: float, parameters: tuple[str, ...],
         click.echo(f"bar forces: analog channels BarFX, BarFZ at "
                    f"{spec.rate_hz * spec.analog_per_frame:g} Hz, {force_noise_pct:g} % noise")
     click.echo(f"wrote {truth_path} (ground truth)")
+
+
+@trial_group.command("score")
+@click.argument("calibration", type=click.Path(path_type=Path))
+@click.option("--side", type=click.Choice(["right", "left"]), default="right", show_default=True,
+              help="Which arm moved (its upper-arm cluster of markerset.toml [score]).")
+@click.option("--profile", type=click.Path(path_type=Path), default=None,
+              help="Athlete profile TOML to write the centre into ([shoulder_centre]).")
+@click.option("--markerset", type=click.Path(path_type=Path), default=None,
+              help="Marker set with its [score] clusters (default: configs/markerset.toml).")
+def score_command(calibration: Path, side: str, profile: Path | None,
+                  markerset: Path | None) -> None:
+    """Locate her gleno-humeral centre from a calibration movement (SCoRE, Ehrig et al. 2006).
+
+    \b
+    Reads:  CALIBRATION (C3D, TRC or CSV: the arm circumducted, flexed and abducted, with the
+            thorax and upper-arm clusters of configs/markerset.toml [score]).
+    Prints: the centre in the thorax cluster's frame, the fit's residual, the movement's
+            conditioning (weakest-direction rotation spread, condition number); a movement too
+            small to locate the centre is refused in one line.
+    Writes: with --profile, its [shoulder_centre] table (trial preparation then uses the
+            centre instead of the acromions for the shoulder).
+    Example:
+        bemore trial score calibration.c3d --side right --profile athlete.toml
+    """
+    import numpy as np
+
+    from bemore.trial.markerset import load_markerset
+    from bemore.trial.readers import read_markers
+    from bemore.trial.score import score_markers, write_shoulder_centre
+
+    marker_set = load_markerset(markerset)
+    if marker_set.score is None:
+        raise ConfigError(f"{markerset or 'configs/markerset.toml'}: no [score] table (the "
+                          "thorax and upper-arm clusters)")
+    clusters = marker_set.score
+    arm = clusters.upper_arm_right if side == "right" else clusters.upper_arm_left
+    acromion = clusters.acromion_right if side == "right" else clusters.acromion_left
+    markers = read_markers(calibration)
+    result = score_markers(markers, [marker_set.label(n) for n in clusters.thorax],
+                           [marker_set.label(n) for n in arm], marker_set.label(acromion),
+                           clusters.min_spread_rad)
+    centre = ", ".join(f"{v * 1e3:.1f}" for v in result.centre_thorax_m)
+    errors = ", ".join(f"{v:.2f}" for v in result.standard_error_mm)
+    click.echo(f"{side} gleno-humeral centre (SCoRE), thorax frame: ({centre}) mm "
+               f"± ({errors}) mm; {result.frames} frames")
+    click.echo(f"fit residual {result.residual_mm:.2f} mm RMS; conditioning: rotation spread "
+               f"{result.spread_rad:.3f} rad in the weakest direction (refused below "
+               f"{clusters.min_spread_rad:g}), condition number {result.condition:.1f}")
+    offset = ", ".join(f"{v * 1e3:.1f}" for v in result.acromion_offset_m)
+    click.echo(f"offset from {acromion} (thorax frame): ({offset}) mm, "
+               f"{np.linalg.norm(result.acromion_offset_m) * 1e3:.1f} mm long, varying "
+               f"{result.acromion_offset_sd_mm:.1f} mm RMS over the movement")
+    for note in result.notes:
+        click.echo(f"note: {note}")
+    if profile is not None:
+        write_shoulder_centre(profile, result.profile_table(side, str(calibration)))
+        click.echo(f"wrote [shoulder_centre] into {profile}")

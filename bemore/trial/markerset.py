@@ -35,12 +35,27 @@ class PlaneMarkers(Section):
     front_marker: str = Field(description="e.g. STERNUM: the chest faces +x at the first frame")
 
 
+class ScoreMarkers(Section):
+    """Markers of the functional shoulder centre's calibration (``bemore trial score``,
+    :mod:`bemore.trial.score`): a thorax cluster that bar trials also carry, and an upper-arm
+    cluster per side (calibration only)."""
+
+    thorax: list[str] = Field(min_length=3, description="rigid with the model's trunk")
+    upper_arm_right: list[str] = Field(min_length=3)
+    upper_arm_left: list[str] = Field(min_length=3)
+    acromion_right: str = "R_ACROMION"
+    acromion_left: str = "L_ACROMION"
+    min_spread_rad: PositiveFloat = Field(
+        0.05, description="weakest-direction rotation spread below which it is refused")
+
+
 class MarkerSet(Section):
     """``configs/markerset.toml``: label renames, plane markers, joint-centre recipes."""
 
     labels: dict[str, str] = Field(default_factory=dict)
     plane: PlaneMarkers
     joint_centres: dict[str, list[str]]
+    score: ScoreMarkers | None = None
 
     @field_validator("joint_centres")
     @classmethod

@@ -115,6 +115,9 @@ class Trial:
             the model plane (x, y) from the file's force channels, or None without them;
             bar_force_noise_n: (2,) N, each axis' noise (standard deviation of one raw analog
             sample); bar_force_rate_hz: the analog rate the noise is at (Hz).
+        shoulder_centre_difference_mm: with a functional shoulder centre (the athlete profile's
+            ``[shoulder_centre]``, :mod:`bemore.trial.score`), the RMS distance (mm, study
+            plane) between it and the acromion-based shoulder it replaces; NaN without one.
     """
 
     t: np.ndarray
@@ -144,6 +147,7 @@ class Trial:
     bar_force: np.ndarray | None = field(default=None, repr=False)
     bar_force_noise_n: np.ndarray | None = None
     bar_force_rate_hz: float = float("nan")
+    shoulder_centre_difference_mm: float = float("nan")
 
     @property
     def duration_s(self) -> float:
@@ -187,6 +191,7 @@ class Trial:
                 "analog_rate_hz": self.bar_force_rate_hz,
                 "peak_n": np.max(np.abs(self.bar_force), axis=0).tolist(),
             },
+            "shoulder_centre_difference_mm": self.shoulder_centre_difference_mm,
             "notes": list(self.notes),
         }
 
@@ -357,14 +362,29 @@ def _initial_positions(seen: np.ndarray, points: np.ndarray, wrist_rad: float,
     return initial
 
 
+def _joint_centres(markers: Markers, markerset: MarkerSet,
+                   shoulder_centre: dict[str, Any] | None) -> np.ndarray:
+    """(F, 10, 3) joint centres (lab, m), the shoulder from the functional centre if given."""
+    centres = joint_centres_3d(markers, markerset)
+    if shoulder_centre is not None:
+        from bemore.trial.score import acromion_correction
+
+        centres[:, POINT_NAMES.index("shoulder")] += acromion_correction(markers,
+                                                                         shoulder_centre)
+    return centres
+
+
 def prepare_markers(
     markers: Markers, markerset: MarkerSet | None = None, settings: TrialSettings | None = None,
-    forces: BarForces | None = None,
+    forces: BarForces | None = None, shoulder_centre: dict[str, Any] | None = None,
 ) -> Trial:
     """Prepare already-read markers (see the module docstring); returns a :class:`Trial`.
 
     ``forces``: the bar's force at the markers' frames (:func:`bemore.trial.forces.bar_forces`),
-    or None."""
+    or None. ``shoulder_centre``: the athlete profile's functional gleno-humeral centre
+    (``[shoulder_centre]`` table, ``bemore trial score``): the shoulder point is the acromions
+    moved by its acromion → centre offset (turned with the thorax) instead of the acromions
+    alone, and the trial says how far the two are apart."""
     markerset = markerset or load_markerset()
     settings = settings or load_trial_settings()
     if forces is not None:
@@ -381,11 +401,20 @@ def prepare_markers(
                                  / settings.filter.cutoff_hz))
     plane = find_plane(clean, markerset, settings)
     free_qd0 = initial_free_rates(filled, plane, markerset, settings)
-    points = plane.project(joint_centres_3d(clean, markerset))
+    points = plane.project(_joint_centres(clean, markerset, shoulder_centre))
+    difference = float("nan")
+    if shoulder_centre is not None:
+        acromions = plane.project(joint_centres_3d(clean, markerset))
+        shoulder = POINT_NAMES.index("shoulder")
+        apart = np.linalg.norm(points[:, shoulder] - acromions[:, shoulder], axis=1)
+        difference = float(np.sqrt(np.nanmean(apart**2))) * 1e3
+        if np.isnan(points[:, shoulder]).any():
+            raise DataError(f"{markers.source}: the shoulder centre's thorax markers are not "
+                            "all seen at every frame")
     if settings.driven_filter.enabled:
         # Slow relative angles of fast-turning segments, each filtered at its own cutoff
         # (docs/trials.md, "Accuracy").
-        raw_points = plane.project(joint_centres_3d(filled, markerset))
+        raw_points = plane.project(_joint_centres(filled, markerset, shoulder_centre))
         q = low_pass_driven(driven_from_points(raw_points), filled.rate_hz, settings,
                             markers.source)
     else:
@@ -413,7 +442,11 @@ def prepare_markers(
     free_seen = values[:, n_driven : n_driven + n_free]
     all_points = values[:, n_driven + n_free :].reshape(len(t_new), len(POINT_NAMES), 2)
     lengths, spread = segment_lengths(all_points)
-    notes = (*clean.notes, *_driven_note(settings),
+    centre_note = () if shoulder_centre is None else (
+        f"shoulder: functional centre ({shoulder_centre.get('method', 'SCoRE')}, "
+        f"{shoulder_centre.get('side', '')} side, profile) instead of the acromions alone: "
+        f"{difference:.1f} mm RMS apart in the plane",)
+    notes = (*clean.notes, *_driven_note(settings), *centre_note,
              f"resampled {clean.rate_hz:g} Hz → {settings.resample.rate_hz:g} Hz (quintic spline)")
     return Trial(
         t=t_new,
@@ -440,6 +473,7 @@ def prepare_markers(
         bar_force=bar_force,
         bar_force_noise_n=force_noise,
         bar_force_rate_hz=forces.analog_rate_hz if forces is not None else float("nan"),
+        shoulder_centre_difference_mm=difference,
     )
 
 
@@ -447,11 +481,13 @@ def prepare_trial(
     path: str | Path,
     markerset: MarkerSet | str | Path | None = None,
     settings: TrialSettings | str | Path | None = None,
+    shoulder_centre: dict[str, Any] | None = None,
 ) -> Trial:
     """Read and prepare a motion-capture file (C3D, TRC or CSV) for the model.
 
     ``markerset`` and ``settings`` are schema objects or TOML paths (default: the bundled
-    ``configs/markerset.toml`` and ``configs/trial.toml``). Any problem raises one
+    ``configs/markerset.toml`` and ``configs/trial.toml``); ``shoulder_centre``: the athlete
+    profile's functional shoulder centre (:func:`prepare_markers`). Any problem raises one
     :class:`~bemore.errors.DataError` or :class:`~bemore.errors.ConfigError` line.
     """
     if not isinstance(markerset, MarkerSet):
@@ -460,7 +496,7 @@ def prepare_trial(
         settings = load_trial_settings(settings)
     markers = read_markers(path)
     return prepare_markers(markers, markerset, settings,
-                           read_bar_forces(path, settings, markers.n_frames))
+                           read_bar_forces(path, settings, markers.n_frames), shoulder_centre)
 
 
 def read_bar_forces(path: str | Path, settings: TrialSettings, n_frames: int
