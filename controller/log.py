@@ -28,11 +28,10 @@ import math
 import os
 import threading
 import time
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from controller.errors import DataError
 from controller.scheduler import other_cpus, pinned, realtime_priority
@@ -164,9 +163,7 @@ class LogWriter:
 
 
 def _jsonable(value: Any) -> Any:
-    """JSON form of numpy scalars and paths met in headers and events."""
-    if isinstance(value, np.generic):
-        return value.item()
+    """JSON form of the paths met in headers and events."""
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
@@ -176,14 +173,15 @@ def _jsonable(value: Any) -> Any:
 class SessionLog:
     """A session log read back: header, setpoint and telemetry columns, events, end record.
 
-    ``setpoints`` and ``telemetry`` map each key (``host_time`` and the wire fields) to a numpy
-    array; ``truncated`` tells that the last line was cut mid-write (a crash).
+    ``setpoints`` and ``telemetry`` map each key (``host_time`` and the wire fields) to a column,
+    an ``array('d')`` of floats (NaN where a record lacks the key; ``numpy.asarray`` takes it
+    without a copy); ``truncated`` tells that the last line was cut mid-write (a crash).
     """
 
     path: str
     header: dict[str, Any]
-    setpoints: dict[str, np.ndarray]
-    telemetry: dict[str, np.ndarray]
+    setpoints: dict[str, array]
+    telemetry: dict[str, array]
     events: list[dict[str, Any]] = field(default_factory=list)
     end: dict[str, Any] | None = None
     truncated: bool = False
@@ -228,7 +226,8 @@ def read_log(path: str | Path) -> SessionLog:
     )
 
 
-def _columns(records: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Column arrays of ``keys`` over ``records`` (NaN where a record lacks a key)."""
-    return {key: np.array([record.get(key, math.nan) for record in records], dtype=float)
+def _columns(records: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, array]:
+    """Column ``array('d')`` of each of ``keys`` over ``records`` (NaN where a record lacks
+    the key)."""
+    return {key: array("d", [float(record.get(key, math.nan)) for record in records])
             for key in keys}

@@ -32,13 +32,17 @@ linearly to zero over ``ramp_down_s``; the same ramp ends an interrupted session
 
 from __future__ import annotations
 
+import functools
 import math
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from itertools import repeat
+from operator import truediv
 
 from controller.errors import ConfigError
 from controller.protocol import load_spec
+from controller.series import REMEMBERED_SAMPLES, floats, interp, ints, scaled
 from controller.setpoints import Gesture
 
 MODES = ("passive", "guided", "assistive", "resistive")
@@ -125,37 +129,45 @@ class Plan:
     """
 
     rate_hz: float
-    time_ms: np.ndarray
-    position_urad: np.ndarray
-    velocity_urad_s: np.ndarray
-    torque_mNm: np.ndarray  # noqa: N815 (the protocol's field name)
-    gesture_t_s: np.ndarray
-    rep: np.ndarray
-    need_nm: np.ndarray | None = None
+    time_ms: array  # of int
+    position_urad: array  # of int
+    velocity_urad_s: array  # of int
+    torque_mNm: array  # of int  # noqa: N815 (the protocol's field name)
+    gesture_t_s: array  # of float
+    rep: array  # of int
+    need_nm: array | None = None  # of float
     ramp_down_s: float = 0.3  # of a controlled stop from any setpoint (stop_ramp)
+
+    def __post_init__(self) -> None:
+        # any sequences given (lists, numpy arrays) are stored as the arrays documented above
+        for name in ("time_ms", "position_urad", "velocity_urad_s", "torque_mNm", "rep"):
+            setattr(self, name, ints(getattr(self, name)))
+        self.gesture_t_s = floats(self.gesture_t_s)
+        if self.need_nm is not None:
+            self.need_nm = floats(self.need_nm)
 
     def __len__(self) -> int:
         return len(self.time_ms)
 
     @property
-    def t_s(self) -> np.ndarray:
+    def t_s(self) -> array:
         """Stream time of each setpoint (s)."""
-        return self.time_ms * TIME_SCALE
+        return scaled(self.time_ms, TIME_SCALE)
 
     @property
-    def position_rad(self) -> np.ndarray:
+    def position_rad(self) -> array:
         """Commanded position (rad)."""
-        return self.position_urad * POSITION_SCALE
+        return scaled(self.position_urad, POSITION_SCALE)
 
     @property
-    def velocity_rad_s(self) -> np.ndarray:
+    def velocity_rad_s(self) -> array:
         """Commanded velocity (rad/s)."""
-        return self.velocity_urad_s * VELOCITY_SCALE
+        return scaled(self.velocity_urad_s, VELOCITY_SCALE)
 
     @property
-    def torque_nm(self) -> np.ndarray:
+    def torque_nm(self) -> array:
         """Commanded torque feed-forward (N·m)."""
-        return self.torque_mNm * TORQUE_SCALE
+        return scaled(self.torque_mNm, TORQUE_SCALE)
 
     @property
     def duration_s(self) -> float:
@@ -163,23 +175,28 @@ class Plan:
         return float(self.time_ms[-1]) * TIME_SCALE
 
     @property
-    def stop_torque_rate_nm_s(self) -> np.ndarray:
+    def stop_duration_s(self) -> float:
+        """Duration of a controlled stop from any setpoint (s): :func:`stop_ramp`'s
+        ``round(ramp_down_s · rate_hz)`` periods (at least one)."""
+        return max(1, round(self.ramp_down_s * self.rate_hz)) / self.rate_hz
+
+    @property
+    def stop_torque_rate_nm_s(self) -> array:
         """Torque rate (N·m/s) of a controlled stop from each setpoint: its feed-forward to zero
-        over the stop ramp (:func:`stop_ramp`: ``round(ramp_down_s · rate_hz)`` periods)."""
-        duration_s = max(1, round(self.ramp_down_s * self.rate_hz)) / self.rate_hz
-        return self.torque_nm / duration_s
+        over :attr:`stop_duration_s`."""
+        return array("d", list(map(truediv, self.torque_nm, repeat(self.stop_duration_s))))
 
 
-def quantise(values: np.ndarray, scale: float) -> np.ndarray:
-    """SI values → wire integers, truncated towards zero.
+def quantise(values: Iterable[float], scale: float) -> array:
+    """SI values → wire integers, truncated towards zero (an ``array('q')``).
 
     Truncation never increases a magnitude, so a value within a range that contains zero stays
     within it after quantisation (rounding could step 0.5 unit past a limit).
     """
-    return np.trunc(np.asarray(values, dtype=float) / scale).astype(np.int64)
+    return array("q", list(map(math.trunc, map(truediv, values, repeat(scale)))))
 
 
-def paced_torque(gesture: Gesture, speed: float) -> np.ndarray:
+def paced_torque(gesture: Gesture, speed: float) -> Sequence[float]:
     """The torque the gesture needs at ``speed`` times its pace, at the gesture's samples (N·m).
 
     Inverse dynamics along the same path played slower: the static (gravity) part τ_g is
@@ -194,64 +211,143 @@ def paced_torque(gesture: Gesture, speed: float) -> np.ndarray:
             "shoulder_static_torque_nm (written by bemore synthesize) to recompute the torque "
             "at the slowed pace; this file has none"
         )
-    static = gesture.static_torque_nm
-    return static + speed**2 * (gesture.torque_nm - static)
+    factor = speed**2
+    return array("d", [static + factor * (torque - static) for static, torque
+                       in zip(gesture.static_torque_nm, gesture.torque_nm, strict=True)])
 
 
-def build_plan(gesture: Gesture, settings: ModeSettings) -> Plan:
-    """All setpoints of ``settings.reps`` repetitions of ``gesture``, rests and final ramp."""
+@dataclass(frozen=True)
+class Pace:
+    """A gesture played at one speed and stream rate, before any mode splits its torque: per
+    setpoint the gesture time ``tau_s`` (s), the angle (rad), the velocity (rad/s, at the
+    played pace), the torque the gesture needs (N·m, :func:`paced_torque`), and the angle and
+    velocity in wire units. What every mode and load at that speed share (:func:`pace`)."""
+
+    speed: float
+    rate_hz: float
+    tau_s: array
+    angle_rad: array
+    velocity_rad_s: array
+    need_nm: array
+    position_urad: array
+    velocity_urad_s: array
+
+
+def pace(gesture: Gesture, settings: ModeSettings) -> Pace:
+    """``gesture`` played at ``settings.speed`` and sampled at ``settings.rate_hz``: gesture
+    time τ = k · period · speed, up to and always ending on the gesture's last sample."""
     period_s = 1.0 / settings.rate_hz
-    steps = math.floor(gesture.duration_s / settings.speed / period_s + 1e-9)
-    tau = np.minimum(np.arange(steps + 1) * period_s * settings.speed, gesture.duration_s)
-    if tau[-1] < gesture.duration_s:
-        tau = np.append(tau, gesture.duration_s)  # always end on the gesture's last sample
-    angle = np.interp(tau, gesture.t_s, gesture.angle_rad)
-    velocity = np.interp(tau, gesture.t_s, gesture.velocity_rad_s) * settings.speed
-    need = np.interp(tau, gesture.t_s, paced_torque(gesture, settings.speed))
-    torque = need * settings.torque_gain
+    speed, duration_s = settings.speed, gesture.duration_s
+    steps = math.floor(duration_s / speed / period_s + 1e-9)
+    tau = scaled(scaled(range(steps + 1), period_s), speed)  # (k · period) · speed
+    for k in range(len(tau) - 1, -1, -1):  # rounding may step the last ones past the end
+        if tau[k] <= duration_s:
+            break
+        tau[k] = duration_s
+    if tau[-1] < duration_s:
+        tau.append(duration_s)  # always end on the gesture's last sample
+    angle = interp(tau, gesture.t_s, gesture.angle_rad)
+    velocity = scaled(interp(tau, gesture.t_s, gesture.velocity_rad_s), speed)
+    need = interp(tau, gesture.t_s, paced_torque(gesture, speed))
+    return Pace(speed, settings.rate_hz, tau, angle, velocity, need,
+                quantise(angle, POSITION_SCALE), quantise(velocity, VELOCITY_SCALE))
+
+
+def build_plan(gesture: Gesture, settings: ModeSettings, paced: Pace | None = None) -> Plan:
+    """All setpoints of ``settings.reps`` repetitions of ``gesture``, rests and final ramp.
+
+    ``paced``: the gesture already played at this speed and rate (:func:`pace`; the feasible
+    window builds many plans at one speed), else it is played here.
+    """
+    if paced is None or (paced.speed, paced.rate_hz) != (settings.speed, settings.rate_hz):
+        paced = pace(gesture, settings)
+    period_s = 1.0 / settings.rate_hz
+    tau, angle, need = paced.tau_s, paced.angle_rad, paced.need_nm
+    torque = scaled(need, settings.torque_gain)
+    # quantisation is per sample: each part is quantised once, then repeated
+    played = (paced.position_urad, paced.velocity_urad_s, quantise(torque, TORQUE_SCALE), tau)
     rest = _rest_blend(angle, torque, settings)
     rest_need = _rest_blend(angle, need, settings)
-    parts: list[tuple[np.ndarray, ...]] = []
-    needs: list[np.ndarray] = []
+    rest_part = _wire_part(*rest, _nan(len(rest[0]))) if rest is not None else None
+    parts: list[tuple[array, ...]] = []
+    needs: list[array] = []
     for rep in range(1, settings.reps + 1):
-        parts.append((angle, velocity, torque, tau, np.full(tau.size, rep)))
+        parts.append((*played, array("q", [rep]) * len(tau)))
         needs.append(need)
-        if rep < settings.reps and rest is not None:
-            parts.append(rest)
+        if rep < settings.reps and rest_part is not None and rest_need is not None:
+            parts.append((*rest_part, _zeros(len(rest_part[0]))))
             needs.append(rest_need[2])
-    position = np.concatenate([part[0] for part in parts])
-    ramp = stop_ramp(position[-1], 0.0, float(parts[-1][2][-1]), settings)
-    needs.append(stop_ramp(position[-1], 0.0, float(need[-1]), settings)[2])
-    parts.append((*ramp, np.full(ramp[0].size, np.nan), np.zeros(ramp[0].size, dtype=int)))
-    columns = [np.concatenate([part[i] for part in parts]) for i in range(5)]
-    count = columns[0].size
+    ramp = stop_ramp(angle[-1], 0.0, torque[-1], settings)
+    needs.append(stop_ramp(angle[-1], 0.0, need[-1], settings)[2])
+    parts.append((*_wire_part(*ramp, _nan(len(ramp[0]))), _zeros(len(ramp[0]))))
+    columns = [_concatenate(part[i] for part in parts) for i in range(5)]
+    count = len(columns[0])
     return Plan(
         rate_hz=settings.rate_hz,
-        time_ms=np.round(np.arange(count) * period_s / TIME_SCALE).astype(np.int64),
-        position_urad=quantise(columns[0], POSITION_SCALE),
-        velocity_urad_s=quantise(columns[1], VELOCITY_SCALE),
-        torque_mNm=quantise(columns[2], TORQUE_SCALE),
+        time_ms=stream_times_ms(count, period_s),
+        position_urad=columns[0],
+        velocity_urad_s=columns[1],
+        torque_mNm=columns[2],
         gesture_t_s=columns[3],
-        rep=columns[4].astype(np.int64),
-        need_nm=np.concatenate(needs),
+        rep=columns[4],
+        need_nm=_concatenate(needs),
         ramp_down_s=settings.ramp_down_s,
     )
 
 
-def _rest_blend(
-    angle: np.ndarray, torque: np.ndarray, settings: ModeSettings
-) -> tuple[np.ndarray, ...] | None:
+def stream_times_ms(count: int, period_s: float) -> array:
+    """Stream times (ms, wire integers) of ``count`` setpoints ``period_s`` apart:
+    ``round(k · period_s / TIME_SCALE)`` (a new array)."""
+    if count <= REMEMBERED_SAMPLES:
+        return array("q", _remembered_times_ms(count, period_s))  # a copy
+    return _times_ms(count, period_s)
+
+
+def _times_ms(count: int, period_s: float) -> array:
+    return array("q", list(map(round, map(truediv, scaled(range(count), period_s),
+                                          repeat(TIME_SCALE)))))
+
+
+_remembered_times_ms = functools.lru_cache(maxsize=4)(_times_ms)
+
+
+def _wire_part(position: array, velocity: array, torque: array, gesture_t_s: array
+               ) -> tuple[array, array, array, array]:
+    """(position µrad, velocity µrad/s, torque mN·m, gesture time s) of a part of a plan."""
+    return (quantise(position, POSITION_SCALE), quantise(velocity, VELOCITY_SCALE),
+            quantise(torque, TORQUE_SCALE), gesture_t_s)
+
+
+def _nan(count: int) -> array:
+    return array("d", [math.nan]) * count
+
+
+def _zeros(count: int) -> array:
+    return array("q", [0]) * count
+
+
+def _concatenate(parts: Iterable[array]) -> array:
+    """The arrays of ``parts`` (one type code) end to end."""
+    parts = list(parts)
+    out = array(parts[0].typecode)
+    for part in parts:
+        out.extend(part)
+    return out
+
+
+def _rest_blend(angle: Sequence[float], torque: Sequence[float], settings: ModeSettings
+                ) -> tuple[array, array, array] | None:
     """One rest: smoothstep from the last sample back to the first (rad, rad/s, N·m)."""
     count = round(settings.rest_s * settings.rate_hz)
     if settings.reps == 1 or count == 0:
         return None
-    s = np.arange(1, count + 1) / (count + 1)
-    blend = 3 * s**2 - 2 * s**3
-    slope = 6 * s * (1 - s) / settings.rest_s  # d(blend)/dt, 1/s
-    position = angle[-1] + (angle[0] - angle[-1]) * blend
-    velocity = (angle[0] - angle[-1]) * slope
-    torque_ff = torque[-1] + (torque[0] - torque[-1]) * blend
-    return position, velocity, torque_ff, np.full(count, np.nan), np.zeros(count, dtype=int)
+    s = [k / (count + 1) for k in range(1, count + 1)]
+    blend = [3 * (x * x) - 2 * x**3 for x in s]
+    step, torque_step = angle[0] - angle[-1], torque[0] - torque[-1]
+    position = array("d", [angle[-1] + step * b for b in blend])
+    velocity = array("d", [step * (6 * x * (1 - x) / settings.rest_s) for x in s])  # d/dt, 1/s
+    torque_ff = array("d", [torque[-1] + torque_step * b for b in blend])
+    return position, velocity, torque_ff
 
 
 def setpoint_fields(plan: Plan, k: int) -> dict[str, int]:
@@ -291,7 +387,7 @@ def stop_setpoints(
 def stop_ramp(
     position_rad: float, velocity_rad_s: float, torque_nm: float, settings: ModeSettings,
     min_position_rad: float = -math.inf, max_position_rad: float = math.inf,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[array, array, array]:
     """Controlled stop from a state: velocity and torque linearly to zero over ``ramp_down_s``.
 
     The position follows the decelerating velocity (p0 + v0·(t − t²/2T)) and is held within
@@ -300,8 +396,12 @@ def stop_ramp(
     """
     count = max(1, round(settings.ramp_down_s * settings.rate_hz))
     duration = count / settings.rate_hz
-    t = np.arange(1, count + 1) / settings.rate_hz
-    fraction = 1.0 - t / duration
-    position = position_rad + velocity_rad_s * (t - t**2 / (2 * duration))
-    position = np.clip(position, min_position_rad, max_position_rad)
-    return position, velocity_rad_s * fraction, torque_nm * fraction
+    t = [k / settings.rate_hz for k in range(1, count + 1)]
+    fraction = [1.0 - x / duration for x in t]
+    position = array("d", [position_rad + velocity_rad_s * (x - (x * x) / (2 * duration))
+                           for x in t])
+    if min_position_rad > -math.inf or max_position_rad < math.inf:
+        position = array("d", [min(max(x, min_position_rad), max_position_rad)
+                               for x in position])
+    return (position, array("d", [velocity_rad_s * f for f in fraction]),
+            array("d", [torque_nm * f for f in fraction]))

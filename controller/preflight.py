@@ -18,14 +18,18 @@ which quantity, worst value, limit). Consecutive offending samples form one row.
 
 from __future__ import annotations
 
+import functools
 import math
+from array import array
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-
-import numpy as np
+from itertools import repeat
+from operator import truediv
 
 from controller.errors import DataError
-from controller.modes import Plan
+from controller.modes import POSITION_SCALE, TIME_SCALE, VELOCITY_SCALE, Plan
 from controller.profile import DEFAULT_PROFILE, AthleteProfile
+from controller.series import REMEMBERED_SAMPLES, differences, ints, scaled
 from controller.setpoints import Gesture
 from controller.settings import Bench
 
@@ -176,27 +180,61 @@ def safe_angle_range(bench: Bench, firmware: FirmwareLimits | None = None,
     return envelope(athlete_limits(athlete) + bench_limits(bench, firmware))["angle"]
 
 
-def rate_of_change(t_s: np.ndarray, values: np.ndarray) -> np.ndarray:
+def rate_of_change(t_s: Sequence[float], values: Sequence[float]) -> array:
     """Change rate between consecutive samples (units of ``values`` per s), 0 for the first."""
-    rate = np.zeros_like(values, dtype=float)
-    rate[1:] = np.diff(values) / np.diff(t_s)
+    return _rates(differences(t_s), values)
+
+
+def _rates(dt_s: Sequence[float], values: Sequence[float]) -> array:
+    """:func:`rate_of_change` with the time steps ``dt_s`` (s) already taken."""
+    rate = array("d", [0.0] if len(values) else [])
+    rate.extend(list(map(truediv, differences(values), dt_s)))
     return rate
 
 
+class Scaled:
+    """The samples ``value · factor / divisor`` of ``values`` (``divisor`` > 0), computed only
+    when asked: their extremes follow from those of ``values`` (the operation is monotonic in
+    floating point too), which is all a check needs while no limit is crossed."""
+
+    def __init__(self, values: Sequence[float], factor: float, divisor: float = 1.0):
+        self.values, self.factor, self.divisor = values, factor, divisor
+
+    def extremes(self) -> tuple[float, float]:
+        """(lowest, highest) sample; (inf, -inf) when there is none."""
+        if not len(self.values):
+            return math.inf, -math.inf
+        ends = [value * self.factor / self.divisor for value in (min(self.values),
+                                                                  max(self.values))]
+        return min(ends), max(ends)
+
+    def samples(self) -> Sequence[float]:
+        """Every sample (SI)."""
+        return array("d", list(map(truediv, scaled(self.values, self.factor),
+                                   repeat(self.divisor))))
+
+
 def check_series(
-    where: str, t_s: np.ndarray, series: dict[str, np.ndarray], limits: list[Limit]
+    where: str, t_s: Sequence[float], series: dict[str, Sequence[float] | Scaled],
+    limits: list[Limit],
 ) -> list[Violation]:
-    """Every run of samples of ``series`` (quantity → SI values) outside one of ``limits``."""
+    """Every run of samples of ``series`` (quantity → SI values, or :class:`Scaled` wire
+    values) outside one of ``limits``."""
     violations = []
+    extremes = {quantity: values.extremes() if isinstance(values, Scaled)
+                else (min(values, default=math.inf), max(values, default=-math.inf))
+                for quantity, values in series.items()}
     for limit in limits:
-        values = series.get(limit.quantity)
-        if values is None:
+        if limit.quantity not in series:
             continue
-        outside = (values < limit.low) | (values > limit.high)
-        for start, end in _runs(outside):
-            chunk = values[start:end]
-            worst = int(np.argmax(np.maximum(limit.low - chunk, chunk - limit.high)))
-            value = float(chunk[worst])
+        lowest, highest = extremes[limit.quantity]
+        if not (lowest < limit.low or highest > limit.high):
+            continue  # every sample within (the common case: no pass over the samples)
+        values = series[limit.quantity]
+        if isinstance(values, Scaled):
+            values = series[limit.quantity] = values.samples()
+        for start, end in _runs([value < limit.low or value > limit.high for value in values]):
+            value = _worst(values[start:end], limit)
             bound = limit.high if value > limit.high else limit.low
             unit, factor = DISPLAY[limit.quantity]
             violations.append(Violation(where, float(t_s[start]), float(t_s[end - 1]),
@@ -205,11 +243,28 @@ def check_series(
     return violations
 
 
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+def _worst(chunk: Sequence[float], limit: Limit) -> float:
+    """The sample of ``chunk`` furthest beyond ``limit`` (the first one on a tie)."""
+    highest, lowest = max(chunk), min(chunk)
+    above, below = highest - limit.high, limit.low - lowest
+    if above == below:
+        return float(highest if list(chunk).index(highest) < list(chunk).index(lowest)
+                     else lowest)
+    return float(highest if above > below else lowest)
+
+
+def _runs(mask: Sequence[bool]) -> list[tuple[int, int]]:
     """(start, end) index pairs of the runs of True in ``mask`` (end exclusive)."""
-    padded = np.concatenate(([False], mask, [False])).astype(np.int8)
-    edges = np.flatnonzero(np.diff(padded))
-    return list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
+    runs, start = [], None
+    for index, flag in enumerate(mask):
+        if flag and start is None:
+            start = index
+        elif not flag and start is not None:
+            runs.append((start, index))
+            start = None
+    if start is not None:
+        runs.append((start, len(mask)))
+    return runs
 
 
 def preflight(
@@ -223,20 +278,42 @@ def preflight(
     (1 − torque_gain) times the torque the gesture needs at the played pace (``plan.need_nm``).
     """
     gesture_series = {"angle": gesture.angle_rad}
-    plan_series = {
-        "angle": plan.position_rad,
-        "velocity": plan.velocity_rad_s,
-        "torque": plan.torque_nm,
-        "angle rate": rate_of_change(plan.t_s, plan.position_rad),
-        "torque rate": rate_of_change(plan.t_s, plan.torque_nm),
-        "stop torque rate": plan.stop_torque_rate_nm_s,
+    t_s, dt_s, angle_rate = _motion(ints(plan.time_ms), ints(plan.position_urad))
+    torque_nm = plan.torque_nm
+    plan_series: dict[str, Sequence[float] | Scaled] = {
+        "angle": Scaled(plan.position_urad, POSITION_SCALE),
+        "velocity": Scaled(plan.velocity_urad_s, VELOCITY_SCALE),
+        "torque": torque_nm,
+        "angle rate": angle_rate,
+        "torque rate": _rates(dt_s, torque_nm),
+        "stop torque rate": Scaled(torque_nm, 1.0, plan.stop_duration_s),  # as the Plan's
     }
     if plan.need_nm is not None:
-        plan_series["athlete torque"] = plan.need_nm * (1.0 - torque_gain)
+        plan_series["athlete torque"] = Scaled(plan.need_nm, 1.0 - torque_gain)
     limits = athlete_limits(athlete)
     return check_series("file", gesture.t_s, gesture_series, limits) + (
-        check_series("stream", plan.t_s, plan_series, limits + bench_limits(bench, firmware))
+        check_series("stream", t_s, plan_series, limits + bench_limits(bench, firmware))
     )
+
+
+def _motion(time_ms: array, position_urad: array) -> tuple[array, array, array]:
+    """(stream times s, their steps s, angle rate rad/s) of a plan's wire columns; remembered
+    by content for plans of at most :data:`~controller.series.REMEMBERED_SAMPLES` setpoints
+    (every mode and load of the feasible window plays the same motion at one speed)."""
+    if len(time_ms) <= REMEMBERED_SAMPLES:
+        return _remembered_motion(time_ms.tobytes(), position_urad.tobytes())
+    return _computed_motion(time_ms, position_urad)
+
+
+def _computed_motion(time_ms: array, position_urad: array) -> tuple[array, array, array]:
+    t_s = scaled(time_ms, TIME_SCALE)  # as Plan.t_s and Plan.position_rad
+    dt_s = differences(t_s)
+    return t_s, dt_s, _rates(dt_s, scaled(position_urad, POSITION_SCALE))
+
+
+@functools.lru_cache(maxsize=4)
+def _remembered_motion(time_ms: bytes, position_urad: bytes) -> tuple[array, array, array]:
+    return _computed_motion(array("q", time_ms), array("q", position_urad))
 
 
 def require_clear(gesture: Gesture, plan: Plan, bench: Bench,

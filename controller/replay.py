@@ -9,10 +9,10 @@ position is in the log).
 from __future__ import annotations
 
 import math
+from array import array
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-import numpy as np
 
 from controller.errors import ConfigError, DataError
 from controller.log import SessionLog, read_log
@@ -23,9 +23,11 @@ from controller.modes import (
     ModeSettings,
     Plan,
     stop_setpoints,
+    stream_times_ms,
 )
 from controller.protocol import load_spec
 from controller.scheduler import timing_stats
+from controller.series import interp
 from controller.setpoints import Gesture
 
 
@@ -122,21 +124,25 @@ class Summary:
                 f"{self.watchdog_ms:g} ms watchdog: not a stalled host)")
 
 
-def tracking_errors(log: SessionLog) -> tuple[np.ndarray, np.ndarray]:
-    """(host_time s, measured − commanded position rad) of every telemetry frame while armed."""
+def tracking_errors(log: SessionLog) -> tuple[array, array]:
+    """(host_time s, measured − commanded position rad) of every telemetry frame while armed,
+    two ``array('d')``."""
     sp, tm = log.setpoints, log.telemetry
-    if not sp["time_ms"].size or not tm["host_time"].size:
-        return np.array([]), np.array([])
-    commanded = dict(zip(sp["time_ms"].astype(np.int64).tolist(),
-                         sp["position_urad"].tolist(), strict=True))
+    host_time, errors = array("d"), array("d")
+    if not len(sp["time_ms"]) or not len(tm["host_time"]):
+        return host_time, errors
+    commanded = dict(zip((int(t) for t in sp["time_ms"]), sp["position_urad"], strict=True))
     armed = load_spec().states["ARMED"]
-    host_time, errors = [], []
-    for i in np.flatnonzero(tm["state"] == armed):
-        position = commanded.get(int(tm["setpoint_time_ms"][i]))
+    for when, state, setpoint_ms, measured in zip(tm["host_time"], tm["state"],
+                                                  tm["setpoint_time_ms"], tm["position_urad"],
+                                                  strict=True):
+        if state != armed or math.isnan(setpoint_ms):
+            continue
+        position = commanded.get(int(setpoint_ms))
         if position is not None:
-            host_time.append(tm["host_time"][i])
-            errors.append((tm["position_urad"][i] - position) * POSITION_SCALE)
-    return np.array(host_time), np.array(errors)
+            host_time.append(when)
+            errors.append((measured - position) * POSITION_SCALE)
+    return host_time, errors
 
 
 def host_silence_ms(log: SessionLog) -> float:
@@ -145,14 +151,19 @@ def host_silence_ms(log: SessionLog) -> float:
     sends nothing more of its plan: that silence is the one the firmware's watchdog saw)."""
     sp, tm = log.setpoints, log.telemetry
     sends = sp["host_time"]
-    longest = float(np.diff(sends).max()) if sends.size > 1 else 0.0
-    faulted = np.flatnonzero(tm["fault"] != 0) if tm["host_time"].size else np.array([], int)
-    if faulted.size and sends.size:
-        at = tm["host_time"][faulted[0]]
-        before = sends[sends <= at]
-        if before.size:
-            longest = max(longest, float(at - before[-1]))
+    longest = max((sends[i + 1] - sends[i] for i in range(len(sends) - 1)), default=0.0)
+    faulted = _first_fault(log)
+    if faulted is not None and len(sends):
+        at = tm["host_time"][faulted]
+        before = [send for send in sends if send <= at]
+        if before:
+            longest = max(longest, at - before[-1])
     return longest * 1e3
+
+
+def _first_fault(log: SessionLog) -> int | None:
+    """Index of the first telemetry frame that reports a fault, None if none does."""
+    return next((i for i, fault in enumerate(log.telemetry["fault"]) if fault != 0), None)
 
 
 def _event(log: SessionLog, kind: str) -> dict | None:
@@ -168,19 +179,20 @@ def summarise(log: SessionLog) -> Summary:
     period_ns = round(1e9 / rate_hz)
     streaming = _event(log, "streaming")
     timing = None
-    if streaming is not None and sp["k"].size:
-        send_ns = np.round(sp["host_time"] * 1e9).astype(np.int64)
+    if streaming is not None and len(sp["k"]):
+        send_ns = [round(t * 1e9) for t in sp["host_time"]]
         t0_ns = round(streaming["t0_host_time"] * 1e9)
         # the same rule as the scheduler of the session: lead − margin, recorded at the start
         threshold_ns = round(float(streaming.get("miss_threshold_ms", 0.0)) * 1e6)
-        timing = timing_stats(send_ns, sp["k"].astype(np.int64), t0_ns, period_ns, threshold_ns)
+        timing = timing_stats(send_ns, [int(k) for k in sp["k"]], t0_ns, period_ns,
+                              threshold_ns)
     _, errors = tracking_errors(log)
     faults = sorted({spec.name_of("faults", int(code)) for code in tm["fault"] if code})
     flags = 0
     for value in tm["limit_flags"]:
         flags |= int(value)
     counters = {}
-    if tm["host_time"].size:
+    if len(tm["host_time"]):
         for key in ("bad_frames", "late_setpoints", "seq_gaps"):
             counters[key] = int(tm[key][-1] - tm[key][0]) & 0xFFFF
     firmware = _event(log, "connected") or {}
@@ -205,11 +217,12 @@ def summarise(log: SessionLog) -> Summary:
         mode=_mode_text(settings),
         start_utc=str(log.header.get("start_utc", "")),
         firmware=firmware.get("firmware", {}).get("version", "unknown"),
-        duration_s=float(sp["host_time"][-1] - sp["host_time"][0]) if sp["k"].size else 0.0,
-        setpoints_sent=int(sp["k"].size),
-        telemetry_frames=int(tm["host_time"].size),
-        tracking_rms_deg=math.degrees(float(np.sqrt(np.mean(errors**2)))) if errors.size else 0.0,
-        tracking_max_deg=math.degrees(float(np.max(np.abs(errors)))) if errors.size else 0.0,
+        duration_s=sp["host_time"][-1] - sp["host_time"][0] if len(sp["k"]) else 0.0,
+        setpoints_sent=len(sp["k"]),
+        telemetry_frames=len(tm["host_time"]),
+        tracking_rms_deg=math.degrees(math.sqrt(math.fsum(e * e for e in errors) / len(errors)))
+        if errors else 0.0,
+        tracking_max_deg=math.degrees(_peak(errors)),
         peak_commanded_torque_nm=_peak(sp["torque_mNm"]) * TORQUE_SCALE,
         peak_measured_torque_nm=_peak(tm["torque_mNm"]) * TORQUE_SCALE,
         deadline_misses=timing.deadline_misses if timing else 0,
@@ -226,8 +239,9 @@ def summarise(log: SessionLog) -> Summary:
     )
 
 
-def _peak(values: np.ndarray) -> float:
-    return float(np.max(np.abs(values))) if values.size else 0.0
+def _peak(values: Sequence[float]) -> float:
+    """Largest magnitude of ``values`` (their units), 0 when there are none."""
+    return max(max(values), -min(values)) if len(values) else 0.0
 
 
 def _mode_text(settings: dict) -> str:
@@ -263,7 +277,7 @@ def plot(log: SessionLog, folder: str | Path) -> list[Path]:
     _angle_panel(axes[0], log)
     _torque_panel(axes[1], log, summary)
     host_time, errors = tracking_errors(log)
-    axes[2].plot(host_time, np.degrees(errors), color="tab:purple")
+    axes[2].plot(host_time.tolist(), _degrees(errors, 1.0), color="tab:purple")
     axes[2].set_ylabel("tracking error (deg)")
     axes[2].set_xlabel("host time (s)")
     for axis in axes:
@@ -310,8 +324,10 @@ def _title(log: SessionLog, summary: Summary) -> str:
 
 def _angle_panel(axis, log: SessionLog) -> None:
     sp, tm = log.setpoints, log.telemetry
-    axis.plot(sp["host_time"], np.degrees(sp["position_urad"] * POSITION_SCALE), label="commanded")
-    axis.plot(tm["host_time"], np.degrees(tm["position_urad"] * POSITION_SCALE), label="measured")
+    axis.plot(sp["host_time"].tolist(), _degrees(sp["position_urad"], POSITION_SCALE),
+              label="commanded")
+    axis.plot(tm["host_time"].tolist(), _degrees(tm["position_urad"], POSITION_SCALE),
+              label="measured")
     axis.set_ylabel("shoulder angle (deg)")
     axis.legend(loc="upper right", fontsize=8)
 
@@ -320,10 +336,11 @@ def _torque_panel(axis, log: SessionLog, summary: Summary) -> None:
     """The bench's share (commanded feed-forward) and the athlete's, each against its limit,
     and the measured motor torque."""
     sp, tm = log.setpoints, log.telemetry
-    commanded = sp["torque_mNm"] * TORQUE_SCALE
-    axis.plot(sp["host_time"], commanded, color="tab:blue", label="bench's share (commanded)")
-    axis.plot(tm["host_time"], tm["torque_mNm"] * TORQUE_SCALE, color="tab:orange", linewidth=1,
-              label="measured (motor)")
+    commanded = [value * TORQUE_SCALE for value in sp["torque_mNm"]]
+    axis.plot(sp["host_time"].tolist(), commanded, color="tab:blue",
+              label="bench's share (commanded)")
+    axis.plot(tm["host_time"].tolist(), [value * TORQUE_SCALE for value in tm["torque_mNm"]],
+              color="tab:orange", linewidth=1, label="measured (motor)")
     bench = log.header.get("bench", {}).get("limits", {}).get("max_torque_nm")
     if bench:
         for sign in (1, -1):
@@ -331,8 +348,9 @@ def _torque_panel(axis, log: SessionLog, summary: Summary) -> None:
                          label="bench limit" if sign > 0 else None)
     shares = summary.shares
     if shares and shares.get("bench"):
-        athlete = commanded * shares["athlete"] / shares["bench"]
-        axis.plot(sp["host_time"], athlete, color="tab:green",
+        ratio = shares["athlete"] / shares["bench"]
+        athlete = [value * ratio for value in commanded]
+        axis.plot(sp["host_time"].tolist(), athlete, color="tab:green",
                   label=f"athlete's share ({shares['athlete']:.0%})")
     profile = log.header.get("athlete_profile", {})
     if profile.get("shoulder_torque_limit_Nm") and shares.get("athlete", 0) > 0:
@@ -348,16 +366,21 @@ def _mark_session(axis, log: SessionLog) -> None:
     """Repetitions shaded, the stop and the first frame of each fault marked."""
     sp, tm = log.setpoints, log.telemetry
     rep = sp["rep"]
-    for value in sorted(set(rep.tolist()) - {0, -1}):
-        times = sp["host_time"][rep == value]
-        if times.size and value % 2 == 1:
+    for value in sorted(set(rep) - {0, -1}):
+        times = [t for t, r in zip(sp["host_time"], rep, strict=True) if r == value]
+        if times and value % 2 == 1:
             axis.axvspan(times[0], times[-1], color="grey", alpha=0.08)
     stop = _event(log, "stop")
     if stop is not None and stop.get("reason") != "completed" and "host_time" in stop:
         axis.axvline(stop["host_time"], color="tab:red", linestyle="-.", linewidth=1)
-    faults = np.flatnonzero(tm["fault"] != 0) if tm["host_time"].size else []
-    if len(faults):
-        axis.axvline(tm["host_time"][faults[0]], color="black", linestyle=":", linewidth=1.5)
+    faulted = _first_fault(log)
+    if faulted is not None:
+        axis.axvline(tm["host_time"][faulted], color="black", linestyle=":", linewidth=1.5)
+
+
+def _degrees(values: Sequence[float], scale: float) -> list[float]:
+    """``values · scale`` (rad) in degrees, a list for matplotlib."""
+    return [math.degrees(value * scale) for value in values]
 
 
 def summarise_file(path: str | Path) -> Summary:
@@ -376,17 +399,20 @@ def replay_plan(log: SessionLog) -> tuple[Gesture, Plan, ModeSettings]:
     (her share's base) is the feed-forward over the bench's share, unknown in guided mode.
     """
     sp = log.setpoints
-    keep = sp["rep"] >= 0
-    if not np.any(keep):
+    keep = [i for i, rep in enumerate(sp["rep"]) if rep >= 0]
+    if not keep:
         raise DataError(f"{log.path}: no setpoint to stream again")
     fields = log.header.get("settings", {})
     settings = ModeSettings(**fields) if fields else ModeSettings()
     period_ms = 1.0 / settings.rate_hz / TIME_SCALE
-    recorded_ms = sp["time_ms"][keep]
-    grid_ms = np.arange(0.0, recorded_ms[-1] + period_ms / 2, period_ms)
-    columns = {key: np.trunc(np.interp(grid_ms, recorded_ms, sp[key][keep])).astype(np.int64)
+    recorded_ms = [sp["time_ms"][i] for i in keep]
+    grid_ms = [i * period_ms for i in range(math.ceil((recorded_ms[-1] + period_ms / 2)
+                                                      / period_ms))]
+    columns = {key: [math.trunc(value) for value in
+                     interp(grid_ms, recorded_ms, [sp[key][i] for i in keep])]
                for key in ("position_urad", "velocity_urad_s", "torque_mNm")}
-    columns["rep"] = np.round(np.interp(grid_ms, recorded_ms, sp["rep"][keep])).astype(np.int64)
+    columns["rep"] = [round(value) for value in
+                      interp(grid_ms, recorded_ms, [sp["rep"][i] for i in keep])]
     completed = log.end is not None and log.end.get("reason") == "completed"
     if not completed:
         last = {key: int(columns[key][-1]) for key in
@@ -394,18 +420,18 @@ def replay_plan(log: SessionLog) -> tuple[Gesture, Plan, ModeSettings]:
         last["time_ms"] = 0
         ramp = stop_setpoints(last, settings, -math.inf, math.inf)
         for key in ("position_urad", "velocity_urad_s", "torque_mNm"):
-            columns[key] = np.append(columns[key], [r[key] for r in ramp])
-        columns["rep"] = np.append(columns["rep"], np.zeros(len(ramp), dtype=np.int64))
-    count = columns["rep"].size
+            columns[key] += [r[key] for r in ramp]
+        columns["rep"] += [0] * len(ramp)
+    count = len(columns["rep"])
     period_s = 1.0 / settings.rate_hz
     # the torque the gesture needed, where the bench's share tells it (not in guided mode)
     gain = settings.torque_gain
-    need = columns["torque_mNm"] * TORQUE_SCALE / gain if gain else None
-    time_ms = np.round(np.arange(count) * period_s / TIME_SCALE).astype(np.int64)
+    need = [value * TORQUE_SCALE / gain for value in columns["torque_mNm"]] if gain else None
+    time_ms = stream_times_ms(count, period_s)
     plan = Plan(settings.rate_hz, time_ms,
                 columns["position_urad"], columns["velocity_urad_s"], columns["torque_mNm"],
-                np.full(count, np.nan), columns["rep"], need, settings.ramp_down_s)
-    gesture = Gesture(log.path, settings.rate_hz, np.arange(count) * period_s,
+                [math.nan] * count, columns["rep"], need, settings.ramp_down_s)
+    gesture = Gesture(log.path, settings.rate_hz, [k * period_s for k in range(count)],
                       plan.position_rad, plan.velocity_rad_s, plan.torque_nm,
                       metadata={"athlete": str(log.header.get("athlete", "")),
                                 "gesture": f"replay of {Path(log.path).name}"})

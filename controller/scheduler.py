@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from array import array
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
+from controller.series import percentile
 
 SPIN_NS = 300_000  # wake this long before a deadline and spin the rest (ns)
 MISS_MARGIN_NS = 1_000_000  # the host counts a miss this long before the setpoint's due time
@@ -137,52 +138,58 @@ class TimingStats:
         return asdict(self)
 
 
-def period_error_histogram(period_error_ms: np.ndarray) -> dict[str, int]:
-    """Counts of period errors (ms) per bin of :data:`HISTOGRAM_EDGES_MS` (labels in ms)."""
-    edges = (0.0, *HISTOGRAM_EDGES_MS, math.inf)
-    counts = np.histogram(np.asarray(period_error_ms, dtype=float), bins=edges)[0]
+def period_error_histogram(period_error_ms: Sequence[float]) -> dict[str, int]:
+    """Counts of period errors (ms, ≥ 0) per bin of :data:`HISTOGRAM_EDGES_MS` (labels in ms).
+
+    Bins are [low, high), from 0 to the first edge, between edges, from the last edge on; an
+    error equal to an edge counts in the bin it starts. Negative errors are not counted.
+    """
+    counts = [0] * (len(HISTOGRAM_EDGES_MS) + 1)
+    for value in period_error_ms:
+        if value >= 0.0:
+            counts[bisect_right(HISTOGRAM_EDGES_MS, value)] += 1
     labels = [f"<{HISTOGRAM_EDGES_MS[0]:g}"]
     labels += [f"{low:g}-{high:g}" for low, high in itertools.pairwise(HISTOGRAM_EDGES_MS)]
     labels.append(f">{HISTOGRAM_EDGES_MS[-1]:g}")
-    return dict(zip(labels, counts.tolist(), strict=True))
+    return dict(zip(labels, counts, strict=True))
 
 
-def timing_stats(send_ns: np.ndarray, slot: np.ndarray, t0_ns: int, period_ns: int,
+def timing_stats(send_ns: Sequence[int], slot: Sequence[int], t0_ns: int, period_ns: int,
                  miss_threshold_ns: int) -> TimingStats:
     """Statistics of the send times (ns) of stream slots ``slot`` (deadlines ``t0 + k·period``).
 
     The period error is taken between consecutive sends of consecutive slots only (a skipped
     slot is not a period); skipped slots are the slots before the last one that were not sent.
     A deadline miss is a send more than ``miss_threshold_ns`` later (after its deadline) than
-    the first send was (the firmware's time origin).
+    the first send was (the firmware's time origin). Percentiles as
+    :func:`controller.series.percentile` (numpy's default, linear between order statistics).
     """
-    send_ns = np.asarray(send_ns, dtype=np.int64)
-    slot = np.asarray(slot, dtype=np.int64)
-    deadline_ns = t0_ns + slot * period_ns
-    lateness = (send_ns - deadline_ns) * 1e-6
-    consecutive = np.diff(slot) == 1
-    period_error = np.abs(np.diff(send_ns)[consecutive] - period_ns) * 1e-6
+    send_ns = [int(value) for value in send_ns]
+    slot = [int(value) for value in slot]
+    late_ns = [send - (t0_ns + k * period_ns) for send, k in zip(send_ns, slot, strict=True)]
+    lateness = [value * 1e-6 for value in late_ns]
+    period_error = [abs(send_ns[i + 1] - send_ns[i] - period_ns) * 1e-6
+                    for i in range(len(slot) - 1) if slot[i + 1] - slot[i] == 1]
+    first_late_ns = late_ns[0] if late_ns else 0
 
-    def pct(values: np.ndarray, q: float) -> float:
-        return float(np.percentile(values, q)) if values.size else 0.0
+    def pct(values: list[float], q: float) -> float:
+        return percentile(values, q) if values else 0.0
 
     return TimingStats(
-        sends=int(send_ns.size),
+        sends=len(send_ns),
         period_ms=period_ns * 1e-6,
         miss_threshold_ms=miss_threshold_ns * 1e-6,
         period_error_p50_ms=pct(period_error, 50),
         period_error_p90_ms=pct(period_error, 90),
         period_error_p99_ms=pct(period_error, 99),
         period_error_p999_ms=pct(period_error, 99.9),
-        period_error_max_ms=float(period_error.max()) if period_error.size else 0.0,
+        period_error_max_ms=max(period_error, default=0.0),
         lateness_p50_ms=pct(lateness, 50),
         lateness_p99_ms=pct(lateness, 99),
-        lateness_max_ms=float(lateness.max()) if lateness.size else 0.0,
-        late_sends=int(np.count_nonzero(send_ns - deadline_ns > period_ns)),
-        skipped=int(slot[-1] + 1 - slot.size) if slot.size else 0,
-        deadline_misses=int(np.count_nonzero(
-            send_ns - deadline_ns - (send_ns[0] - deadline_ns[0] if send_ns.size else 0)
-            > miss_threshold_ns)),
+        lateness_max_ms=max(lateness, default=0.0),
+        late_sends=sum(1 for value in late_ns if value > period_ns),
+        skipped=slot[-1] + 1 - len(slot) if slot else 0,
+        deadline_misses=sum(1 for value in late_ns if value - first_late_ns > miss_threshold_ns),
         histogram=period_error_histogram(period_error),
     )
 
@@ -218,8 +225,8 @@ class Scheduler:
         self.skipped = 0
         self.late = 0  # late sends (more than one period after the deadline)
         self.misses = 0  # deadline misses so far (see the module docstring)
-        self._slot = np.zeros(capacity, dtype=np.int64)
-        self._send = np.zeros(capacity, dtype=np.int64)
+        self._slot = array("q", bytes(8 * capacity))
+        self._send = array("q", bytes(8 * capacity))
         self._count = 0
         self._first_lateness = 0  # lateness of the first send: the firmware's time origin
 
@@ -259,9 +266,9 @@ class Scheduler:
     def record(self, k: int, send_ns: int | None = None) -> None:
         """Record that slot ``k`` was sent at ``send_ns`` (default: now)."""
         send_ns = self._clock() if send_ns is None else send_ns
-        if self._count == self._slot.size:
-            self._slot = np.concatenate((self._slot, np.zeros_like(self._slot)))
-            self._send = np.concatenate((self._send, np.zeros_like(self._send)))
+        if self._count == len(self._slot):
+            self._slot.frombytes(bytes(8 * len(self._slot)))
+            self._send.frombytes(bytes(8 * len(self._send)))
         self._slot[self._count] = k
         self._send[self._count] = send_ns
         self._count += 1
@@ -274,13 +281,13 @@ class Scheduler:
             self.misses += 1
 
     @property
-    def send_ns(self) -> np.ndarray:
-        """Send times recorded so far (ns)."""
+    def send_ns(self) -> array:
+        """Send times recorded so far (ns; a copy, ``array('q')``)."""
         return self._send[:self._count]
 
     @property
-    def slots(self) -> np.ndarray:
-        """Slots recorded so far, in send order."""
+    def slots(self) -> array:
+        """Slots recorded so far, in send order (a copy, ``array('q')``)."""
         return self._slot[:self._count]
 
     def stats(self) -> TimingStats:

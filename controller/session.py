@@ -451,7 +451,6 @@ class Session:
                                            miss_threshold_ns(self.lead_ms * 1_000_000),
                                            capacity=len(plan) + ramp_slots)
         self.scheduler = scheduler
-        scheduler.stats()  # the first call of numpy's percentile costs ~15 ms: not mid-stream
         previous_switch = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         collecting = gc.isenabled()

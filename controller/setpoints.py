@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from controller.errors import DataError
+from controller.series import floats
 
 FORMAT_TAG = "bemore-setpoints 1"
 COLUMNS = ("t_s", "shoulder_angle_rad", "shoulder_velocity_rad_s", "shoulder_torque_nm")
@@ -56,17 +57,24 @@ class Gesture:
 
     ``torque_nm`` is the torque at ONE shoulder; ``metadata`` holds every ``key: value`` line of
     the header as text; ``static_torque_nm`` the static (gravity) part of ``torque_nm`` (N·m,
-    per shoulder) when the file has that column, else None.
+    per shoulder) when the file has that column, else None. The columns are stored as
+    ``array('d')`` whatever sequences they are given as (lists, numpy arrays).
     """
 
     path: str
     rate_hz: float
-    t_s: np.ndarray
-    angle_rad: np.ndarray
-    velocity_rad_s: np.ndarray
-    torque_nm: np.ndarray
+    t_s: array
+    angle_rad: array
+    velocity_rad_s: array
+    torque_nm: array
     metadata: dict[str, str] = field(default_factory=dict)
-    static_torque_nm: np.ndarray | None = None
+    static_torque_nm: array | None = None
+
+    def __post_init__(self) -> None:
+        self.t_s, self.angle_rad = floats(self.t_s), floats(self.angle_rad)
+        self.velocity_rad_s, self.torque_nm = floats(self.velocity_rad_s), floats(self.torque_nm)
+        if self.static_torque_nm is not None:
+            self.static_torque_nm = floats(self.static_torque_nm)
 
     @property
     def duration_s(self) -> float:
@@ -80,12 +88,17 @@ class Gesture:
             "rate_hz": self.rate_hz,
             "samples": len(self.t_s),
             "duration_s": self.duration_s,
-            "peak_angle_deg": math.degrees(float(np.max(np.abs(self.angle_rad)))),
-            "peak_velocity_deg_s": math.degrees(float(np.max(np.abs(self.velocity_rad_s)))),
-            "peak_torque_nm": float(np.max(np.abs(self.torque_nm))),
+            "peak_angle_deg": math.degrees(_peak(self.angle_rad)),
+            "peak_velocity_deg_s": math.degrees(_peak(self.velocity_rad_s)),
+            "peak_torque_nm": _peak(self.torque_nm),
             "athlete": self.metadata.get("athlete", ""),
             "gesture": self.metadata.get("gesture", ""),
         }
+
+
+def _peak(values: Sequence[float]) -> float:
+    """Largest magnitude of ``values`` (their units)."""
+    return float(max(max(values), -min(values)))
 
 
 def read_setpoints(path: str | Path) -> Gesture:
@@ -108,8 +121,8 @@ def read_setpoints(path: str | Path) -> Gesture:
         raise DataError(f"{path}: line {len(lines)}: partial last row (no final newline): "
                         "the file was cut short")
     table = _parse_rows(path, lines, header_index)
-    static = table[:, 4] if table.shape[1] > len(COLUMNS) else None
-    gesture = Gesture(str(path), rate_hz, *table[:, : len(COLUMNS)].T, metadata=metadata,
+    static = table[4] if len(table) > len(COLUMNS) else None
+    gesture = Gesture(str(path), rate_hz, *table[: len(COLUMNS)], metadata=metadata,
                       static_torque_nm=static)
     _check_times(gesture)
     _check_complete(gesture, text, header_index)
@@ -177,9 +190,9 @@ def _float_metadata(path: Path, metadata: dict[str, str], key: str) -> float:
         raise DataError(f"{path}: metadata {key} = {metadata[key]!r}: not a number") from None
 
 
-def _parse_rows(path: Path, lines: list[str], header_index: int) -> np.ndarray:
-    """The numeric rows as an (n, 4) array in the order of :data:`COLUMNS` (n, 5 with the
-    optional :data:`STATIC_COLUMN`)."""
+def _parse_rows(path: Path, lines: list[str], header_index: int) -> list[array]:
+    """The numeric columns (4 in the order of :data:`COLUMNS`, 5 with the optional
+    :data:`STATIC_COLUMN`), each an ``array('d')`` of the rows."""
     header = [name.strip() for name in lines[header_index].split(",")]
     if tuple(header) not in (COLUMNS, (*COLUMNS, STATIC_COLUMN)):
         raise DataError(
@@ -205,37 +218,38 @@ def _parse_rows(path: Path, lines: list[str], header_index: int) -> np.ndarray:
         rows.append(values)
     if len(rows) < 2:
         raise DataError(f"{path}: needs at least 2 rows of setpoints, found {len(rows)}")
-    return np.asarray(rows, dtype=float)
+    return [array("d", column) for column in zip(*rows, strict=True)]
 
 
 def _check_times(gesture: Gesture) -> None:
     """Times must start at 0 and advance by exactly one period (within text rounding)."""
     period = 1.0 / gesture.rate_hz
-    expected = np.arange(len(gesture.t_s)) * period
-    error = np.abs(gesture.t_s - expected)
-    bad = np.flatnonzero(error > TIME_TOLERANCE * period)
-    if bad.size:
-        row = int(bad[0])
-        raise DataError(
-            f"{gesture.path}: row {row + 1} (t_s = {gesture.t_s[row]:g}): times must be "
-            f"k / rate_hz = {expected[row]:g} s (from 0 at steps of {period:g} s)"
-        )
+    tolerance = TIME_TOLERANCE * period
+    for row, t in enumerate(gesture.t_s):
+        expected = row * period
+        if abs(t - expected) > tolerance:
+            raise DataError(
+                f"{gesture.path}: row {row + 1} (t_s = {t:g}): times must be "
+                f"k / rate_hz = {expected:g} s (from 0 at steps of {period:g} s)"
+            )
 
 
 def _check_peaks(gesture: Gesture) -> None:
     """The data must not exceed the peaks its header declares (beyond header rounding)."""
     checks = (
-        ("peak_angle_deg", np.degrees(np.abs(gesture.angle_rad))),
-        ("peak_velocity_deg_s", np.degrees(np.abs(gesture.velocity_rad_s))),
-        ("peak_torque_nm", np.abs(gesture.torque_nm)),
+        ("peak_angle_deg", gesture.angle_rad, math.degrees),
+        ("peak_velocity_deg_s", gesture.velocity_rad_s, math.degrees),
+        ("peak_torque_nm", gesture.torque_nm, float),
     )
-    for key, values in checks:
+    for key, column, display in checks:
         declared = _float_metadata(Path(gesture.path), gesture.metadata, key)
-        row = int(np.argmax(values))
-        if values[row] > declared * (1 + PEAK_TOLERANCE) + 1e-9:
+        magnitudes = [abs(value) for value in column]
+        row = max(range(len(magnitudes)), key=magnitudes.__getitem__)  # the first largest
+        value = display(magnitudes[row])
+        if value > declared * (1 + PEAK_TOLERANCE) + 1e-9:
             raise DataError(
                 f"{gesture.path}: row {row + 1} (t_s = {gesture.t_s[row]:g}): "
-                f"{values[row]:.4g} exceeds the declared {key} = {declared:g}"
+                f"{value:.4g} exceeds the declared {key} = {declared:g}"
             )
 
 

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import re
 import selectors
 import subprocess
 import tempfile
 import threading
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 from pydantic import Field
 
 from controller.config import Section, load_toml_model
@@ -80,24 +81,28 @@ class SimBenchConfig(Section):
     athlete: AthleteSection = AthleteSection()
 
 
-def athlete_effort(plan: Plan, athlete: AthleteSection) -> np.ndarray:
+def athlete_effort(plan: Plan, athlete: AthleteSection) -> array:
     """The simulated athlete's effort at every setpoint of ``plan`` (1 = exactly her share).
 
     (1 + noise) · (1 − fatigue_per_rep)^(repetition − 1); the noise is a first-order low-pass
-    of white Gaussian noise (time constant ``effort_time_s``) scaled to ``effort_noise`` RMS.
-    Rests and the final ramp keep the fatigue of the repetition before them.
+    of white Gaussian noise (time constant ``effort_time_s``, drawn by ``random.Random`` seeded
+    with ``seed``) scaled to ``effort_noise`` RMS. Rests and the final ramp keep the fatigue of
+    the repetition before them. Returns an ``array('d')``, one value per setpoint.
     """
-    rng = np.random.default_rng(athlete.seed)
+    rng = random.Random(athlete.seed)
     count = len(plan)
     alpha = math.exp(-1.0 / (athlete.effort_time_s * plan.rate_hz))
-    white = rng.standard_normal(count) * math.sqrt(1.0 - alpha**2)
-    noise = np.empty(count)
-    level = rng.standard_normal()
+    scale = math.sqrt(1.0 - alpha**2)
+    white = [rng.gauss(0.0, 1.0) * scale for _ in range(count)]
+    level = rng.gauss(0.0, 1.0)
+    effort = array("d", bytes(8 * count))
+    rep = 1
     for k in range(count):
         level = alpha * level + white[k]
-        noise[k] = level
-    rep = np.maximum.accumulate(np.maximum(plan.rep, 1))
-    return (1.0 + athlete.effort_noise * noise) * (1.0 - athlete.fatigue_per_rep) ** (rep - 1)
+        rep = max(rep, plan.rep[k])
+        effort[k] = ((1.0 + athlete.effort_noise * level)
+                     * (1.0 - athlete.fatigue_per_rep) ** (rep - 1))
+    return effort
 
 
 def load_table(plan: Plan, athlete_share: float, athlete: AthleteSection) -> str:
@@ -110,12 +115,12 @@ def load_table(plan: Plan, athlete_share: float, athlete: AthleteSection) -> str
     """
     if plan.need_nm is None:
         return ""
-    external = plan.need_nm * (athlete_share * athlete_effort(plan, athlete) - 1.0)
+    effort = athlete_effort(plan, athlete)
     return "".join(
-        f"{t} {ff} {position} {value:.6f}\n"
-        for t, ff, position, value in zip(plan.time_ms.tolist(), plan.torque_mNm.tolist(),
-                                          plan.position_urad.tolist(), external.tolist(),
-                                          strict=True)
+        f"{t} {ff} {position} {need * (athlete_share * share - 1.0):.6f}\n"
+        for t, ff, position, need, share in zip(plan.time_ms, plan.torque_mNm,
+                                                plan.position_urad, plan.need_nm, effort,
+                                                strict=True)
     )
 
 

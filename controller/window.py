@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.errors import BemoreError
-from controller.modes import LOADED_MODES, MODES, ModeSettings, build_plan
+from controller.modes import LOADED_MODES, MODES, ModeSettings, Pace, build_plan, pace
 from controller.preflight import FirmwareLimits, Violation, preflight
 from controller.profile import DEFAULT_PROFILE, AthleteProfile
 from controller.setpoints import Gesture
@@ -61,13 +61,19 @@ class Cell:
 
 def _violations(gesture: Gesture, bench: Bench, athlete: AthleteProfile,
                 firmware: FirmwareLimits | None, template: ModeSettings, mode: str,
-                load: float, speed: float) -> list[Violation]:
-    """Pre-flight violations of ``gesture`` played in ``mode`` at ``load`` % and ``speed``."""
-    settings = ModeSettings(mode=mode, load_pct=load, speed=speed, reps=template.reps,
-                            rest_s=template.rest_s, rate_hz=template.rate_hz,
-                            ramp_down_s=template.ramp_down_s)
-    plan = build_plan(gesture, settings)
+                load: float, speed: float, paced: Pace | None = None) -> list[Violation]:
+    """Pre-flight violations of ``gesture`` played in ``mode`` at ``load`` % and ``speed``
+    (``paced``: the gesture already played at that speed, :func:`controller.modes.pace`)."""
+    settings = _settings(template, mode, load, speed)
+    plan = build_plan(gesture, settings, paced)
     return preflight(gesture, plan, bench, firmware, settings.torque_gain, athlete)
+
+
+def _settings(template: ModeSettings, mode: str, load: float, speed: float) -> ModeSettings:
+    """``template``'s repetitions, rest, rate and ramp with this mode, load (%) and speed."""
+    return ModeSettings(mode=mode, load_pct=load, speed=speed, reps=template.reps,
+                        rest_s=template.rest_s, rate_hz=template.rate_hz,
+                        ramp_down_s=template.ramp_down_s)
 
 
 def _worst(violations: list[Violation]) -> Violation:
@@ -111,11 +117,16 @@ def _bisect(ok, low: int, high: int, rising: bool) -> int | None:
 
 def _cell(gesture: Gesture, bench: Bench, athlete: AthleteProfile,
           firmware: FirmwareLimits | None, template: ModeSettings, mode: str,
-          speed: float) -> Cell:
-    """The passing loads of ``mode`` at ``speed`` (see the module doc)."""
+          speed: float, paced: Pace | None = None) -> Cell:
+    """The passing loads of ``mode`` at ``speed`` (see the module doc; ``paced``: the gesture
+    already played at that speed)."""
+    checked: dict[float, list[Violation]] = {}
 
     def check(load: float) -> list[Violation]:
-        return _violations(gesture, bench, athlete, firmware, template, mode, load, speed)
+        if load not in checked:  # both bisections and the final check meet at some loads
+            checked[load] = _violations(gesture, bench, athlete, firmware, template, mode,
+                                        load, speed, paced)
+        return checked[load]
 
     try:
         if mode not in LOADED_MODES:
@@ -156,13 +167,20 @@ def feasible_window(gesture: Gesture, bench: Bench, athlete: AthleteProfile = DE
     repetition at 1 kHz with a 0.3 s ramp).
     """
     template = template or ModeSettings()
+    paced: dict[float, Pace | None] = {}  # the gesture played at each speed, once
     cells = []
     for mode in MODES:
         for speed in SPEEDS:
             if speed != 1.0 and gesture.static_torque_nm is None:
                 cells.append(Cell(mode, speed, None, NO_STATIC))
-            else:
-                cells.append(_cell(gesture, bench, athlete, firmware, template, mode, speed))
+                continue
+            if speed not in paced:
+                try:
+                    paced[speed] = pace(gesture, _settings(template, MODES[0], 0.0, speed))
+                except BemoreError:
+                    paced[speed] = None  # each cell then names the refusal itself
+            cells.append(_cell(gesture, bench, athlete, firmware, template, mode, speed,
+                               paced[speed]))
     return cells
 
 
@@ -172,7 +190,7 @@ def format_window(cells: list[Cell], gesture: Gesture, athlete: AthleteProfile,
     torque_limit = athlete.shoulder_torque_limit_Nm
     low, high = athlete.shoulder_flexion_range_deg
     lines = [
-        f"feasible window of {gesture.path} (peak {max(abs(gesture.torque_nm)):.1f} N·m per "
+        f"feasible window of {gesture.path} (peak {max(map(abs, gesture.torque_nm)):.1f} N·m per "
         f"shoulder at full pace) for {athlete.name} ({torque_limit:g} N·m, {low:g}..{high:g} "
         f"deg) on {bench_source}:",
         f"{'mode':<11}" + "".join(f"{'speed ' + format(s, 'g'):>14}" for s in SPEEDS),

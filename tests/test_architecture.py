@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,54 @@ def _violations(package: str, foreign: str, allowed: set[str]) -> list[str]:
 
 def test_controller_imports_nothing_from_bemore() -> None:
     assert _violations("controller", "bemore", set()) == []
+
+
+# What controller/ may import besides the standard library and itself: the module of each
+# dependency controller/pyproject.toml declares (distribution → module). No numpy: the PC at
+# the bench installs without it. matplotlib (the `plot` extra) only inside controller.replay.plot.
+BENCH_DEPENDENCIES = {"pyserial": "serial", "click": "click", "rich": "rich",
+                      "pydantic": "pydantic", "tomli": "tomli"}
+
+
+def _controller_imports() -> dict[str, set[str]]:
+    """Top-level module of every import in controller/ (module or function level) → files."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "controller").rglob("*.py")):
+        for name in _imports(path):
+            found.setdefault(name.split(".")[0], set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_controller_imports_no_numpy() -> None:
+    assert _controller_imports().get("numpy", set()) == set()
+
+
+def test_controller_imports_only_the_standard_library_and_its_declared_dependencies() -> None:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    declared = tomllib.loads((ROOT / "controller" / "pyproject.toml").read_text())
+    names = {re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].lower()
+             for requirement in declared["project"]["dependencies"]}
+    assert names == set(BENCH_DEPENDENCIES)  # declared = listed here
+    allowed = set(sys.stdlib_module_names) | {"controller", *BENCH_DEPENDENCIES.values()}
+    foreign = {module: files for module, files in _controller_imports().items()
+               if module not in allowed}
+    assert foreign == {"matplotlib": {"controller/replay.py"}}
+    replay = ast.parse((ROOT / "controller" / "replay.py").read_text())
+    plot = next(node for node in replay.body
+                if isinstance(node, ast.FunctionDef) and node.name == "plot")
+    everywhere = [node for node in ast.walk(replay) if _imports_matplotlib(node)]
+    inside_plot = [node for node in ast.walk(plot) if _imports_matplotlib(node)]
+    assert everywhere and everywhere == inside_plot
+
+
+def _imports_matplotlib(node: ast.AST) -> bool:
+    if isinstance(node, ast.Import):
+        return any(alias.name.split(".")[0] == "matplotlib" for alias in node.names)
+    return (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None
+            and node.module.split(".")[0] == "matplotlib")
 
 
 def test_bemore_reaches_the_bench_only_through_its_commands() -> None:

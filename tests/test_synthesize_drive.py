@@ -52,8 +52,8 @@ def _window(text: str) -> dict[str, list[str]]:
 def _assistive_low(setpoints, speed: float) -> int:
     """Lowest whole-% assistive load at which the athlete's share (1 − load) of the torque the
     gesture needs at ``speed`` stays within her limit, from the file's own columns."""
-    need = setpoints.static_torque_nm + speed**2 * (setpoints.torque_nm
-                                                    - setpoints.static_torque_nm)
+    static, torque = np.asarray(setpoints.static_torque_nm), np.asarray(setpoints.torque_nm)
+    need = static + speed**2 * (torque - static)
     return math.ceil(100.0 * (1.0 - ATHLETE_NM / np.abs(need).max()) - 1e-9)
 
 
@@ -125,7 +125,7 @@ def test_slow_motion_torque_is_inverse_dynamics_at_the_slowed_pace(sample_gestur
     design = gesture_json["design"]
     x = np.array([design["final_time_s"], design["flexion_end_time_s"],
                   design["max_flexion_rad"]])
-    t = gesture.t_s[: round(design["final_time_s"] * 1000)]
+    t = np.asarray(gesture.t_s[: round(design["final_time_s"] * 1000)])
     _, free_q, free_qd, _, ok = problem.simulate_design(x, t, substeps=2)
     assert ok
     sample = slice(100, len(t) - 100, 50)  # every 50 ms
@@ -140,8 +140,9 @@ def test_slow_motion_torque_is_inverse_dynamics_at_the_slowed_pace(sample_gestur
     full = 0.5 * pinocchio_exemplary.rnea_torque(oracle, q, v, a)
     # gesture time τ plays at stream time τ / speed
     k = np.round(t[sample] / speed * plan.rate_hz).astype(int)
-    sent = plan.need_nm[k]
-    assert plan.torque_nm[k] == pytest.approx(sent, abs=1e-3)  # passive: the bench sends it
+    sent = np.asarray(plan.need_nm)[k]
+    # passive: the bench sends it
+    assert np.asarray(plan.torque_nm)[k] == pytest.approx(sent, abs=1e-3)
     # central differences of the accelerations cost accuracy (O(h²)): 1 % of the peak
     assert np.abs(sent - slowed).max() <= 0.01 * np.abs(full).max()
     # and it is not the full-pace torque replayed: they differ by far more than that

@@ -91,8 +91,8 @@ def test_drive_follows_a_synthesized_gesture_on_the_emulated_board(
     assert summary.tracking_rms_deg < 3.0, summary.lines()
     assert summary.tracking_max_deg < 8.0, summary.lines()
     telemetry = session.telemetry
-    armed = telemetry["state"] == SPEC.states["ARMED"]
-    measured_deg = np.rad2deg(telemetry["position_urad"][armed] * 1e-6)
+    armed = np.asarray(telemetry["state"]) == SPEC.states["ARMED"]
+    measured_deg = np.rad2deg(np.asarray(telemetry["position_urad"])[armed] * 1e-6)
     assert measured_deg.max() > 150.0  # the arms really went up to the gesture's peak
     assert abs(measured_deg[-1]) < 5.0  # and came back down
     # Nothing was lost on the link, whatever the machine's load did to the pacing.

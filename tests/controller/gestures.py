@@ -14,7 +14,7 @@ def make_gesture(duration_s: float = 2.4, peak_deg: float = 160.0, rate_hz: floa
     """A rest-to-rest shoulder gesture 0 → peak → 0 (sin² profile) with a plausible torque.
 
     angle = A·sin²(πt/T), velocity = A·π/T·sin(2πt/T); the torque is a gravity-like term
-    25·sin(angle) N·m plus an inertial term 2·acceleration N·m (peak ≈ 44 N·m for the defaults);
+    25·sin(angle) N·m plus an inertial term 2·acceleration N·m (peak 26.5 N·m for the defaults);
     the static torque (slow motion) is the gravity-like term.
     """
     t = np.arange(round(duration_s * rate_hz) + 1) / rate_hz

@@ -72,11 +72,12 @@ def stream_with_stall(tmp_path, stall_s: float):
 
 def test_a_stall_longer_than_the_lead_is_missed_by_host_and_firmware_alike(tmp_path):
     result, scheduler, summary = stream_with_stall(tmp_path, stall_s=0.040)
-    lateness_ms = (scheduler.send_ns - (scheduler.t0_ns + scheduler.slots * 1_000_000)) * 1e-6
-    stalled = int(np.flatnonzero(scheduler.slots == STALL_SLOT)[0])
+    slots, send_ns = np.asarray(scheduler.slots), np.asarray(scheduler.send_ns)
+    lateness_ms = (send_ns - (scheduler.t0_ns + slots * 1_000_000)) * 1e-6
+    stalled = int(np.flatnonzero(slots == STALL_SLOT)[0])
     # nothing skipped: the slots owed after the stall went in a burst, in order
     assert scheduler.skipped == 0
-    assert np.array_equal(scheduler.slots, np.arange(scheduler.slots.size))
+    assert np.array_equal(slots, np.arange(slots.size))
     assert lateness_ms[stalled] > 39.0
     # 40 ms stall, 20 ms lead: the slots due during the stall are late
     host = result.timing["deadline_misses"]
@@ -94,8 +95,9 @@ def test_a_stall_longer_than_the_lead_is_missed_by_host_and_firmware_alike(tmp_p
 
 def test_a_stall_shorter_than_the_lead_misses_nothing(tmp_path):
     result, scheduler, summary = stream_with_stall(tmp_path, stall_s=0.008)
-    lateness_ms = (scheduler.send_ns - (scheduler.t0_ns + scheduler.slots * 1_000_000)) * 1e-6
-    stalled = int(np.flatnonzero(scheduler.slots == STALL_SLOT)[0])
+    slots, send_ns = np.asarray(scheduler.slots), np.asarray(scheduler.send_ns)
+    lateness_ms = (send_ns - (scheduler.t0_ns + slots * 1_000_000)) * 1e-6
+    stalled = int(np.flatnonzero(slots == STALL_SLOT)[0])
     assert lateness_ms[stalled] > 7.0  # the stall happened: late sends (jitter) ...
     assert result.timing["late_sends"] >= 6
     # ... but no deadline missed, as the firmware counts and as the host counts
@@ -151,7 +153,7 @@ def test_a_stop_flushes_the_queue_at_once(tmp_path):
     # what was queued when flushed: about the lead, less when the host's sends ran behind their
     # slots under load (the CI machine showed 16 of 20); never more than the lead
     assert 1 <= last_sent - in_force <= LEAD_MS + 3
-    seen = record.telemetry["setpoint_time_ms"]
+    seen = np.asarray(record.telemetry["setpoint_time_ms"])
     # the flushed setpoints (in force + 2 .. last sent) never came in force ...
     assert not np.any((seen > in_force + 2) & (seen <= last_sent))
     # ... the ramp did (its times follow the last sent), to its end, then DISARM
@@ -206,12 +208,12 @@ def test_an_estop_does_not_wait_for_the_queue(tmp_path):
         linger_s=0.08)  # longer than the lead: a queue played out would show by now
     assert result.reason == "estop" and "torque cut at once" in result.message
     last_sent = int(record.setpoints["time_ms"][-1])
-    seen = record.telemetry["setpoint_time_ms"]
+    seen = np.asarray(record.telemetry["setpoint_time_ms"])
     assert last_sent == StopAt.stop_slot
     # from just after the stop on, the setpoint in force never moves again: the setpoints still
     # queued (sent ahead, up to the last one sent) were dropped, not played out
     stop = next(e for e in record.events if e["kind"] == "stop")["host_time"]
-    after = seen[record.telemetry["host_time"] > stop + 0.003]
+    after = seen[np.asarray(record.telemetry["host_time"]) > stop + 0.003]
     assert after.size >= 1 and np.all(after == after[0]) and after[0] < last_sent
     assert final["setpoint_time_ms"] == after[0]  # 80 ms later, still the same
     assert final["state"] == 2 and final["fault"] == 2  # FAULT, ESTOP_MESSAGE

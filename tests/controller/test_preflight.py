@@ -39,7 +39,7 @@ def test_too_far_and_too_strong_is_refused_with_a_table(bench):
     assert 1.0 < angle.start_s < 1.2 < angle.end_s < 1.4
     # each reported run of the athlete's torque limit is exactly a run of samples above 70 N·m
     # (on the stream: the gesture's 2401 samples at 1 kHz, then the final ramp)
-    athlete = 1.8 * plan.need_nm
+    athlete = [1.8 * need for need in plan.need_nm]
     for run in (v for v in error.violations if v.quantity == "athlete torque"):
         first, last = round(run.start_s * 1000), round(run.end_s * 1000)
         assert all(abs(athlete[i]) > 70.0 for i in range(first, last + 1))
@@ -91,7 +91,7 @@ def test_a_stop_from_any_setpoint_must_respect_the_torque_rate(bench):
     # passive, 100 N·m of feed-forward: a controlled stop ramps it to zero over ramp_down_s;
     # over 0.3 s that is 333 N·m/s (within 2000), over 0.04 s 2500 N·m/s: refused before arming
     gesture = make_gesture(duration_s=1.0, peak_deg=10.0)
-    gesture.torque_nm = np.full(gesture.t_s.size, 100.0)
+    gesture.torque_nm = np.full(len(gesture.t_s), 100.0)
     gesture.static_torque_nm = gesture.torque_nm.copy()
     slow = build_plan(gesture, ModeSettings(ramp_down_s=0.3))
     assert not [v for v in preflight(gesture, slow, bench) if v.quantity == "stop torque rate"]
@@ -99,3 +99,22 @@ def test_a_stop_from_any_setpoint_must_respect_the_torque_rate(bench):
     found = [v for v in preflight(gesture, fast, bench) if v.quantity == "stop torque rate"]
     assert found and found[0].source == "bench.toml [limits]"
     assert max(abs(v.value) for v in found) == pytest.approx(2500.0, rel=1e-3)
+
+
+def test_wire_columns_are_checked_as_their_si_samples():
+    """A Scaled column (wire integers · scale, built only when a limit is crossed) gives the
+    same violations as its samples; the worst value of a run is the one furthest out, the
+    first on a tie, whichever side it lies on."""
+    from controller.preflight import Limit, Scaled, check_series
+
+    wire = [0, 5, 12, -13, 4, 11, 11, 3, -12]  # ×0.5: 0 2.5 6 −6.5 2 5.5 5.5 1.5 −6
+    t_s = [0.1 * k for k in range(len(wire))]
+    limit = [Limit("torque", -5.0, 5.0, "test")]
+    found = check_series("stream", t_s, {"torque": Scaled(wire, 0.5)}, limit)
+    assert found == check_series("stream", t_s, {"torque": [0.5 * w for w in wire]}, limit)
+    # runs: samples 2–3 (6 and −6.5: −6.5 is 1.5 out), 5–6 (5.5 twice), 8 (−6)
+    assert [(round(v.start_s, 1), round(v.end_s, 1), v.value) for v in found] == [
+        (0.2, 0.3, -6.5), (0.5, 0.6, 5.5), (0.8, 0.8, -6.0)]
+    tie = check_series("stream", t_s[:2], {"torque": [6.0, -6.0]}, limit)
+    assert [v.value for v in tie] == [6.0]
+    assert check_series("stream", t_s, {"torque": Scaled(wire, 0.1)}, limit) == []

@@ -53,7 +53,7 @@ def test_round_trip_of_the_writer(setpoint_file, gesture):
     read = read_setpoints(setpoint_file)
     assert len(read.t_s) == 2401
     np.testing.assert_allclose(read.angle_rad, gesture.angle_rad, rtol=1e-8, atol=1e-12)
-    assert math.degrees(read.angle_rad.max()) == pytest.approx(160.0, abs=1e-6)
+    assert math.degrees(max(read.angle_rad)) == pytest.approx(160.0, abs=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -93,9 +93,9 @@ def test_synthesis_output_is_read_back(tmp_path):
     from bemore.synthesis.outputs import write_setpoints as synthesis_write
 
     gesture = make_gesture()
-    torque = gesture.torque_nm
-    profiles = SimpleNamespace(t_s=gesture.t_s, angle_rad=gesture.angle_rad,
-                               velocity_rad_s=gesture.velocity_rad_s,
+    torque = np.asarray(gesture.torque_nm)
+    profiles = SimpleNamespace(t_s=np.asarray(gesture.t_s), angle_rad=np.asarray(gesture.angle_rad),
+                               velocity_rad_s=np.asarray(gesture.velocity_rad_s),
                                torque_per_shoulder_nm=torque,
                                static_torque_per_shoulder_nm=0.5 * torque)
     path = synthesis_write(tmp_path / "s.csv", profiles, 1000.0, "default", "x",

@@ -115,7 +115,7 @@ def test_a_signal_between_arm_and_the_first_setpoint_disarms(setpoint_file, tmp_
     # nothing was streamed: no ramp to speak of
     assert result.message == f"stopped by {name}; disarmed (no setpoint had been sent)"
     log = read_log(log_path)
-    assert log.setpoints["k"].size == 0
+    assert len(log.setpoints["k"]) == 0
     assert [event["kind"] for event in log.events][-2:] == ["stop", "disarmed"]
     assert log.end["reason"] == "interrupted"
 

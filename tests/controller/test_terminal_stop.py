@@ -61,7 +61,7 @@ def test_ctrl_c_in_a_terminal_ramps_down_and_exits_1(setpoint_file, tmp_path):
         code, output = _drive_in_a_terminal(setpoint_file, log)
         session = read_log(log)
         kinds = [event["kind"] for event in session.events]
-        ramp = int((session.setpoints["rep"] == -1).sum())
+        ramp = session.setpoints["rep"].count(-1)
         outcomes.append((code, session.end["reason"] if session.end else None, ramp))
         # reported as a stop, not as an error; the simulated bench kept serving (no link lost)
         assert "stopped by Ctrl-C; ramped down over 0.3 s and disarmed" in output, output[-2000:]
