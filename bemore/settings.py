@@ -142,6 +142,11 @@ class InitialState(Section):
     bar_rest_margin_m: float = Field(
         0.005, ge=0.0, description="bar rest searched within its equilibrium estimate ± this"
     )
+    shoulder_rest_margin_m: float = Field(
+        0.015, ge=0.0, le=0.1,
+        description="acromions on the trunk's side: the shoulder springs' rest (the arm-end "
+        "recipe's bias) searched within ± this; 0 = none"
+    )
     shoulder_start: Literal["equilibrium", "seen"] = Field(
         "equilibrium", description="initial shoulder translations: spring equilibrium or seen"
     )

@@ -7,7 +7,8 @@ machine (empty compile caches) ≤ 15 s.
 
 * each command runs in a subprocess, timed by wall clock from its start to its exit; the
   commands write the end of each phase (start-up, trial, search, polish, analysis, result, plots
-  for identify; start-up, synthesis, outputs, plots, animation for synthesize) to the file named
+  for identify; start-up, synthesis, outputs, figures (the wait for the child
+  process drawing the plots and GIF beside the outputs) for synthesize) to the file named
   by ``BEMORE_PHASE_TIMES`` (:mod:`bemore.phases`), so each phase is the difference of two
   instants, the first from the process's start, the last ("exit") to the process's end;
 * warm: the medians of ``repeats`` pairs; first run: one pair with ``BEMORE_KERNEL_CACHE`` and
@@ -43,7 +44,7 @@ SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
 SEED_IDENTIFY_S = 39.77 * 60.0
 SEED_SYNTHESIS_S = 23.82
 IDENTIFY_PHASES = ("start-up", "trial", "search", "polish", "analysis", "result", "plots", "exit")
-SYNTHESIZE_PHASES = ("start-up", "synthesis", "outputs", "plots", "animation", "exit")
+SYNTHESIZE_PHASES = ("start-up", "synthesis", "outputs", "figures", "exit")
 
 
 def load() -> float:
@@ -239,13 +240,13 @@ def run(smoke: bool) -> list[Measurement]:
     baseline_identify = baseline_synthesis = None
     if not smoke:
         baseline_identify = per_identify_evaluation * evaluations
-        baseline_synthesis = per_gesture_evaluation * int(gesture["evaluations"])
+        baseline_synthesis = per_gesture_evaluation * int(gesture["optimisation"]["nfev"])
         print(f"  baseline (load {baseline_load:.1f}): mealpy OriginalGWO + solve_ivp LSODA, "
               f"{pack} wolves × {iterations} iterations = {counted} evaluations, "
               f"{per_identify_evaluation:.3f} s each, × bemore's {evaluations} = "
               f"{baseline_identify / 60:.1f} min; synthesis: solve_ivp "
               f"{per_gesture_evaluation:.3f} s per gesture × bemore's "
-              f"{gesture['evaluations']} = {baseline_synthesis:.0f} s; seed (published): "
+              f"{gesture['optimisation']['nfev']} = {baseline_synthesis:.0f} s; seed (published): "
               f"{SEED_IDENTIFY_S / 60:.2f} min + {SEED_SYNTHESIS_S} s")
     measurements.append(Measurement(
         f"coach's wait, warm: identify + synthesize, whole processes ({what})", "s", wait,
@@ -258,8 +259,9 @@ def run(smoke: bool) -> list[Measurement]:
         target=f"≤ 3 s (seed {SEED_IDENTIFY_S / 60:.2f} min)"))
     measurements.append(Measurement(
         f"synthesize warm, whole process with plots and GIF ({what}; "
-        f"{gesture['evaluations']} evaluations)", "s", synthesize_total, baseline_synthesis,
-        "SLSQP-count × solve_ivp, extrapolated", target=f"≤ 1.2 s (seed {SEED_SYNTHESIS_S} s)"))
+        f"{gesture['optimisation']['nfev']} evaluations)", "s", synthesize_total,
+        baseline_synthesis, "SLSQP-count × solve_ivp, extrapolated",
+        target=f"≤ 1.2 s (seed {SEED_SYNTHESIS_S} s)"))
     for command, runs, phases in (("identify", identify_runs, IDENTIFY_PHASES),
                                   ("synthesize", synthesize_runs, SYNTHESIZE_PHASES)):
         for phase in phases:

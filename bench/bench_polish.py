@@ -1,4 +1,4 @@
-"""``bemore identify``'s least-squares polish: now against the polish before lock step, in one run.
+"""``bemore identify``'s polish: lock step against one start at a time, in one run.
 
 * whole processes: ``python -m bemore identify data/sample_trial.c3d`` (search, then the polish
   from 3 distinct starts), alternated between this checkout and the tree of commit
@@ -19,33 +19,18 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
-from io import BytesIO
 from pathlib import Path
 
 import numpy as np
 
-from bench.common import Measurement
+from bench.common import RUN_TREE, Measurement, commit_tree
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
 BASELINE_COMMIT = "ce76a10"
 """main before the lock-step polish, the single-copy residuals and the reused Jacobian."""
-
-# Runs ``python -m bemore`` from the tree given first, not the editable install of this checkout
-# (whose import hook would take precedence over sys.path).
-_RUN_TREE = (
-    "import runpy, sys\n"
-    "root = sys.argv.pop(1)\n"
-    "sys.meta_path = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
-    "sys.path.insert(0, root)\n"
-    "import bemore\n"
-    "assert bemore.__file__.startswith(root), bemore.__file__\n"
-    "runpy.run_module('bemore', run_name='__main__', alter_sys=True)\n"
-)
-
 
 def load() -> float:
     """The 1-minute load average (runnable processes; 2 = both cores busy)."""
@@ -54,13 +39,7 @@ def load() -> float:
 
 def baseline_tree(folder: Path) -> Path:
     """The files of :data:`BASELINE_COMMIT` extracted into ``folder`` (``git archive``)."""
-    archive = subprocess.run(["git", "archive", BASELINE_COMMIT], cwd=REPOSITORY,
-                             capture_output=True, check=False)
-    if archive.returncode != 0:
-        raise RuntimeError(f"git archive {BASELINE_COMMIT}: {archive.stderr.decode()[-500:]}")
-    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
-        tar.extractall(folder, filter="data")
-    return folder
+    return commit_tree(BASELINE_COMMIT, folder)
 
 
 def identify_once(tree: Path | None, out: Path, options: list[str],
@@ -71,7 +50,7 @@ def identify_once(tree: Path | None, out: Path, options: list[str],
     marks = out.parent / f"{out.name}-phases.jsonl"
     marks.unlink(missing_ok=True)
     env = dict(os.environ, BEMORE_PHASE_TIMES=str(marks))
-    prefix = [sys.executable, "-c", _RUN_TREE, str(tree)] if tree else [sys.executable, "-m"]
+    prefix = [sys.executable, "-c", RUN_TREE, str(tree)] if tree else [sys.executable, "-m"]
     command = [*prefix, *([] if tree else ["bemore"]), "identify", str(SAMPLE), *options,
                "--out", str(out)]
     before, clock = load(), time.perf_counter()

@@ -15,20 +15,33 @@ Target (issue 6): the whole synthesis (multi-start SLSQP) in ≤ 0.5 s; the seed
   verification), warm, median wall and CPU time, engine calls; its baseline is not run (hours):
   the per-evaluation baseline times bemore's evaluation count is printed as an estimate;
 * the start-up of a fresh process (imports, model, compiled kernels loaded from the cache),
-  reported separately.
+  reported separately;
+* ``bemore synthesize`` as a whole process, warm, WITH its plots and GIF (what a coach waits
+  for), alternated with the tree of commit ``BASELINE_COMMIT`` run from a ``git archive`` with
+  the same interpreter and kernel cache: medians of the wall time, of the CPU time (the process
+  and the child drawing its figures) and of each phase (:mod:`bemore.phases`), the load average
+  before each run; both must find the same gesture (gesture.json's design, to the digit).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
-from bench.common import Measurement, median_time, run_child
+from bench.common import RUN_TREE, Measurement, commit_tree, median_time, run_child
 
 SEED_ELAPSED_S = 23.82
+BASELINE_COMMIT = "d926d4c"
+"""main before the figures were drawn with Pillow in a forked child and gc.freeze."""
+PHASES = ("start-up", "synthesis", "outputs", "plots", "animation", "figures", "exit")
 START = np.array([3.0, 2.0, np.deg2rad(140.0)])  # the box centre, the first screened start
 
 
@@ -131,6 +144,77 @@ def _fresh_process_seconds() -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def synthesize_once(tree: Path | None, out: Path, options: list[str]) -> dict[str, float]:
+    """``bemore synthesize OPTIONS --out OUT`` from ``tree`` (None: this checkout) as a whole
+    process: wall ("total") and CPU ("cpu", the process and its waited-for children) in s, each
+    phase's seconds, the load average before it ("load")."""
+    from bemore.phases import read
+
+    marks = out.parent / f"{out.name}-phases.jsonl"
+    marks.unlink(missing_ok=True)
+    env = dict(os.environ, BEMORE_PHASE_TIMES=str(marks))
+    prefix = [sys.executable, "-c", RUN_TREE, str(tree)] if tree else [sys.executable, "-m",
+                                                                        "bemore"]
+    before, started, clock = os.getloadavg()[0], time.time(), time.perf_counter()
+    child = subprocess.Popen([*prefix, "synthesize", *options, "--out", str(out)],
+                             cwd=Path(__file__).resolve().parent.parent, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(child.pid, 0)
+    total = time.perf_counter() - clock
+    error = child.stderr.read()
+    child.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"synthesize from {tree or 'the checkout'} failed: {error[-1500:]}")
+    sample = {"total": total, "cpu": usage.ru_utime + usage.ru_stime, "load": before}
+    previous = started
+    for item in read(marks):
+        phase = str(item["phase"])
+        sample[phase] = sample.get(phase, 0.0) + float(item["end_unix_s"]) - previous
+        previous = float(item["end_unix_s"])
+    sample["exit"] = started + total - previous
+    return sample
+
+
+def whole_processes(pairs: int, options: list[str]) -> list[Measurement]:
+    """Alternated ``bemore synthesize`` runs, the baseline tree's then this checkout's, after one
+    unmeasured pair (module docstring)."""
+    samples: dict[str, list[dict[str, float]]] = {"baseline": [], "now": []}
+    with tempfile.TemporaryDirectory() as temporary:
+        folder = Path(temporary)
+        tree = commit_tree(BASELINE_COMMIT, folder / "baseline-tree")
+        for pair in range(pairs + 1):
+            for name, source in (("baseline", tree), ("now", None)):
+                sample = synthesize_once(source, folder / name, options)
+                if pair:
+                    samples[name].append(sample)
+            designs = [json.loads((folder / name / "gesture.json").read_text())["design"]
+                       for name in ("baseline", "now")]
+            if designs[0] != designs[1]:
+                raise RuntimeError(f"the gestures differ: {designs[0]} against {designs[1]}")
+            figures = sorted(path.name for path in (folder / "now" / "plots").iterdir())
+            if len(figures) != 8 or ("--no-animation" not in options
+                                     and not (folder / "now" / "gesture.gif").is_file()):
+                raise RuntimeError(f"figures missing after the command: {figures}")
+    loads = [sample["load"] for name in samples for sample in samples[name]]
+    print(f"  whole processes: {pairs} alternated pairs, load {min(loads):.1f}–{max(loads):.1f};"
+          " the same gesture.json design in every run")
+    for name in ("baseline", "now"):
+        phases = [key for key in PHASES if any(key in sample for sample in samples[name])]
+        print(f"  {'commit ' + BASELINE_COMMIT if name == 'baseline' else 'now':>15}, phase "
+              "medians (s): " + ", ".join(
+                  f"{key} {statistics.median(sample.get(key, 0.0) for sample in samples[name]):.2f}"
+                  for key in phases))
+    measurements = []
+    for key, label in (("total", "synthesize, whole process with plots and GIF, wall"),
+                       ("cpu", "synthesize, whole process, CPU time (with its figures' child)")):
+        measurements.append(Measurement(
+            f"{label} (median of {pairs})", "s",
+            statistics.median(sample[key] for sample in samples["now"]),
+            statistics.median(sample[key] for sample in samples["baseline"]),
+            f"commit {BASELINE_COMMIT}", "≤ 1.2 s" if key == "total" else ""))
+    return measurements
+
+
 def run(smoke: bool) -> list[Measurement]:
     """Per-evaluation, per-solve and whole-synthesis figures of bemore next to the baseline."""
     from bemore.synthesis.solve import solve_multistart
@@ -170,8 +254,8 @@ def run(smoke: bool) -> list[Measurement]:
         problem, START, 40
     )
     print(
-        f"  one start to convergence: bemore {outcome.iterations} iterations, "
-        f"{outcome.evaluations} evaluations in {calls} engine calls | baseline "
+        f"  one start to convergence: bemore {outcome.nit} iterations, "
+        f"{outcome.nfev} evaluations in {calls} engine calls | baseline "
         f"{baseline_iterations} iterations, {baseline_evaluations} evaluations"
     )
     measurements.append(
@@ -194,8 +278,8 @@ def run(smoke: bool) -> list[Measurement]:
         name: statistics.median(r.timings_s[name] for r in results) for name in last.timings_s
     }
     print(
-        f"  whole synthesis: {last.evaluations} evaluations in {last.engine_calls} engine calls "
-        f"({last.batches} batched requests); stage medians (s): "
+        f"  whole synthesis: {last.optimisation.nfev} evaluations in {last.engine_calls} engine "
+        f"calls ({last.optimisation.nbatch} batched requests); stage medians (s): "
         + ", ".join(f"{name} {value:.3f}" for name, value in stages.items())
         + f"; wall min {min(walls):.3f} s"
     )
@@ -204,7 +288,7 @@ def run(smoke: bool) -> list[Measurement]:
             "whole synthesis (screening, 4 starts, polish, verification), warm, median wall",
             "s",
             statistics.median(walls),
-            baseline_eval * last.evaluations,
+            baseline_eval * last.optimisation.nfev,
             "estimate: solve_ivp per evaluation × the same evaluation count",
             f"≤ 0.5 s (seed {SEED_ELAPSED_S} s)",
         )
@@ -223,12 +307,16 @@ def run(smoke: bool) -> list[Measurement]:
             _fresh_process_seconds(),
         )
     )
+    measurements += whole_processes(int(os.environ.get("BENCH_SYNTHESIZE_PAIRS", "5")), [])
     return measurements
 
 
 if __name__ == "__main__":
     from bench.common import machine
 
-    print(f"machine: {machine()}")
-    for measurement in run(smoke="--smoke" in sys.argv):
+    print(f"machine: {machine()}; load average {os.getloadavg()}")
+    # --whole: only the whole processes against the baseline commit (PAIRS pairs, default 5)
+    found = (whole_processes(int(os.environ.get("BENCH_SYNTHESIZE_PAIRS", "5")), [])
+             if "--whole" in sys.argv else run(smoke="--smoke" in sys.argv))
+    for measurement in found:
         print("  " + measurement.line())

@@ -5,9 +5,26 @@ from __future__ import annotations
 import platform
 import statistics
 import subprocess
+import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from io import BytesIO
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+# Runs ``python -m bemore`` from the tree given first, not the editable install of this checkout
+# (whose import hook would take precedence over sys.path): ``python -c RUN_TREE TREE ARGS…``.
+RUN_TREE = (
+    "import runpy, sys\n"
+    "root = sys.argv.pop(1)\n"
+    "sys.meta_path = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+    "sys.path.insert(0, root)\n"
+    "import bemore\n"
+    "assert bemore.__file__.startswith(root), bemore.__file__\n"
+    "runpy.run_module('bemore', run_name='__main__', alter_sys=True)\n"
+)
 
 
 @dataclass
@@ -65,3 +82,15 @@ def machine() -> str:
     except OSError:
         pass
     return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def commit_tree(commit: str, folder: Path) -> Path:
+    """The files of ``commit`` extracted into ``folder`` (``git archive``), to run a baseline
+    with :data:`RUN_TREE` beside this checkout in the same run."""
+    archive = subprocess.run(["git", "archive", commit], cwd=REPOSITORY, capture_output=True,
+                             check=False)
+    if archive.returncode != 0:
+        raise RuntimeError(f"git archive {commit}: {archive.stderr.decode()[-500:]}")
+    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
+        tar.extractall(folder, filter="data")
+    return folder

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from pathlib import Path
 
 import click
@@ -105,6 +106,16 @@ def _run(run, log: Path, window=None) -> None:
     click.echo(result.message)
 
 
+WEB_OPTION = click.option(
+    "--web", default=None, metavar="[HOST:]PORT",
+    help="Serve the live page on PORT (this machine only; another HOST needs --web-public; "
+         "default: no page).")
+WEB_PUBLIC_OPTION = click.option(
+    "--web-public", is_flag=True,
+    help="Allow --web on an interface other machines reach (e.g. 0.0.0.0:8080 for a tablet); "
+         "the page still needs the session's token.")
+
+
 @click.command("drive")
 @click.argument("setpoints", type=click.Path(path_type=Path))
 @click.option("--plan", "plan_only", is_flag=True,
@@ -128,24 +139,34 @@ def _run(run, log: Path, window=None) -> None:
 @click.option("--rate", "rate_hz", type=float, default=None,
               help="Setpoint rate in Hz, up to 1000 (default: bench.toml [streaming] rate_hz).")
 @click.option("--log", "log", type=click.Path(path_type=Path), default=None,
-              help="Session log to write (JSON Lines); required unless --plan.")
+              help="Session log to write (JSON Lines); required unless --plan (no default).")
 @click.option("--bench-config", type=click.Path(path_type=Path), default=None,
               help="Bench configuration (default: the packaged bench.toml).")
 @click.option("--clear-fault", is_flag=True, help="Clear a fault latched on the bench first.")
 @click.option("--no-view", is_flag=True, help="No live view (plain output).")
 @click.option("--dump", type=click.Path(path_type=Path), default=None,
-              help="Also record every byte on the link (decode: bemore replay DUMP).")
+              help="Also record every byte on the link (decode: bemore replay DUMP; default: "
+                   "none).")
 @click.option("--sim-fault", "sim_fault", default=None, metavar="KEY=VALUE[,...]",
               help="Dry run: start the simulated bench with faults: drop, corrupt (per byte), "
-                   "direction (rx|tx|both), delay_ms, stall_at_ms + stall_ms, reset_at_ms, seed.")
+                   "direction (rx|tx|both), delay_ms, stall_at_ms + stall_ms, reset_at_ms, seed "
+                   "(default: none).")
 @click.option("--sim-inject", "sim_inject", multiple=True, metavar="SECONDS:COMMAND",
               help="Dry run: inject a fault SECONDS after arming: 'estop on', 'driver on', "
-                   "'stall MS', 'reset', 'drop P', 'corrupt P', 'delay MS' (repeatable).")
+                   "'stall MS', 'reset', 'drop P', 'corrupt P', 'delay MS' (repeatable; default: "
+                   "none).")
+@WEB_OPTION
+@WEB_PUBLIC_OPTION
+@click.option("--stop-if-page-lost", "page_lost_s", type=click.FloatRange(min=0.0, min_open=True),
+              default=None, metavar="SECONDS",
+              help="With --web: once a page has connected, a controlled stop when no page is "
+                   "connected for SECONDS (off by default).")
 def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
                   load_pct: float | None, speed: float, profile_path: Path | None, reps: int,
                   rest_s: float, rate_hz: float | None, log: Path | None,
                   bench_config: Path | None, clear_fault: bool, no_view: bool,
-                  dump: Path | None, sim_fault: str | None, sim_inject: tuple[str, ...]) -> None:
+                  dump: Path | None, sim_fault: str | None, sim_inject: tuple[str, ...],
+                  web: str | None, web_public: bool, page_lost_s: float | None) -> None:
     """Stream a gesture to the bench, safely, and log the session.
 
     \b
@@ -161,6 +182,9 @@ def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
     Ctrl-C or q: controlled stop (ramp down, disarm; exit 1); e or space: E-STOP.
     Without --port, the simulated bench is started (a dry run); --sim-fault and --sim-inject
     rehearse a fault on it, e.g. --sim-inject '0.8:driver on'.
+    --web [HOST:]PORT serves the live page (angles, torques against the limits, repetition,
+    state; STOP and E-STOP buttons; the replay summary at the end); its URL carries the
+    session's token (printed, with a QR code). Needs the web extra.
     Exit codes: 0 completed, 1 stopped by the operator, 2 refused (data/config), 3 bench fault.
     Examples:
         bemore drive out/gesture/setpoints.csv --plan
@@ -191,32 +215,94 @@ def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
         load_pct = DEFAULT_LOAD_PCT if mode in LOADED_MODES else 0.0
     settings = ModeSettings(mode=mode, load_pct=load_pct, speed=speed, reps=reps, rest_s=rest_s,
                             rate_hz=template.rate_hz, ramp_down_s=template.ramp_down_s)
-    view = None
+    if page_lost_s is not None and web is None:
+        raise click.UsageError("--stop-if-page-lost needs --web")
+    views = []
     if not no_view:
-        from controller.liveview import live_view as view
-    _run(lambda: drive(setpoints, log, settings, port=port, bench=bench,
-                       clear_fault=clear_fault, view=view, dump=dump, athlete=athlete,
-                       sim_faults=faults, sim_inject=injections), log, window)
+        from controller.liveview import live_view
+
+        views.append(live_view)
+    server, plan, source_or_gesture = None, None, setpoints
+    if web is not None:
+        from controller.modes import build_plan
+        from controller.setpoints import read_setpoints
+        from controller.webview import plan_payload
+
+        server = _start_web(web, web_public, page_lost_s)
+        source_or_gesture = read_setpoints(setpoints)
+        plan = build_plan(source_or_gesture, settings)
+        hello = plan_payload(plan, settings, bench, athlete, source_or_gesture.metadata)
+        views.append(lambda session: server.attach(session, hello))
+    try:
+        _run(lambda: drive(source_or_gesture, log, settings, port=port, bench=bench,
+                           clear_fault=clear_fault, view=_together(views), dump=dump,
+                           athlete=athlete, sim_faults=faults, sim_inject=injections,
+                           plan=plan), log, window)
+    finally:
+        if server is not None:
+            _finish_web(server, log)
+
+
+def _together(views: list):
+    """One view (drive's ``view``) that opens each of ``views`` on the session, or None."""
+    if not views:
+        return None
+
+    @contextlib.contextmanager
+    def view(session):
+        with contextlib.ExitStack() as stack:
+            for each in views:
+                stack.enter_context(each(session))
+            yield
+
+    return view
+
+
+def _start_web(address: str, public: bool, page_lost_s: float | None = None):
+    """Start the page's server on ``address`` and print its URL and QR code (stderr)."""
+    from controller.webview import WebServer, announce, parse_address
+
+    host, port = parse_address(address, public)
+    server = WebServer(host, port, stop_if_page_lost_s=page_lost_s)
+    server.start()
+    announce(server, lambda line: click.echo(line, err=True))
+    return server
+
+
+def _finish_web(server, log: Path) -> None:
+    """After a session: show its replay summary on the pages (from the log), then stop."""
+    from controller.log import read_log
+    from controller.webview import FINISH_WAIT_S, session_payload
+
+    try:
+        if server.attached and Path(log).exists():
+            server.show(session_payload(read_log(log)), wait_s=FINISH_WAIT_S)
+    finally:
+        server.close()
 
 
 @click.command("replay")
 @click.argument("log", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--plot", "plot_dir", type=click.Path(path_type=Path), default=None,
-              help="Write plots (commanded vs measured) to this folder.")
+              help="Write plots (commanded vs measured) to this folder (default: no plots).")
 @click.option("--stream", is_flag=True, help="Send the logged stream to the bench again.")
 @click.option("--port", help="Bench for --stream (default: start the simulated bench).")
 @click.option("--log-out", type=click.Path(path_type=Path), default=None,
               help="Log of the --stream session (default: LOG with .replay.jsonl).")
+@WEB_OPTION
+@WEB_PUBLIC_OPTION
 def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool,
-                   port: str | None, log_out: Path | None) -> None:
+                   port: str | None, log_out: Path | None, web: str | None,
+                   web_public: bool) -> None:
     """Summarise a session log; plot it; stream it again. Or decode a byte dump.
 
     \b
     Reads:  a session log written by `bemore drive` (a log cut short by a crash is fine), or a
             byte dump (`bemore drive --dump`), printed as one decoded message per line.
     Writes: the summary on stdout (text, or JSON with --json); with --plot DIR, DIR/tracking.png;
-            with --stream, a new session log (--log-out).
+            with --stream, a new session log (--log-out); with --web [HOST:]PORT, serves the
+            session's page with a time slider until Ctrl-C.
     Summary: duration, tracking RMS and max, peak torque, deadline misses, period jitter
     p50/p99/max, faults, firmware counters, how the session ended.
     Example:
@@ -252,6 +338,20 @@ def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool
         gesture, plan, settings = replay_plan(session_log)
         out = log_out or log.with_suffix(".replay.jsonl")
         _run(lambda: drive(gesture, out, settings, port=port, plan=plan), out)
+    if web is not None:
+        from controller.webview import session_payload
+
+        payload = session_payload(session_log)
+        server = _start_web(web, web_public)
+        server.show(payload)
+        click.echo("serving the session's page; Ctrl-C to stop", err=True)
+        try:
+            while True:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.close()
 
 
 class BenchGroup(click.Group):

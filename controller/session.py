@@ -439,6 +439,11 @@ class Session:
             self._stop_reason = (reason, message)
             self._stop.set()
 
+    @property
+    def stop_requested(self) -> str:
+        """The reason of the stop asked for ("" while none is): the live views show the ramp."""
+        return self._stop_reason[0] if self._stop.is_set() else ""
+
     def stream(self, plan: Plan, scheduler: Scheduler | None = None) -> SessionResult:
         """Send ``plan`` at its rate, monitor, and end in a controlled way (see module doc).
 

@@ -14,6 +14,10 @@ markers. Per simulated member (parameter vector ``p``):
 * **shoulder springs**: their equilibrium translation (``shoulder_start = "equilibrium"``) or
   the translation the markers see (``"seen"``; on real data it carries the C7/STERNUM neck's
   offset of a few cm, which would start the springs loaded by hundreds of newtons);
+* **shoulder springs' rest** (acromions on the trunk's side only): the arm's end is placed by a
+  recipe calibrated at the springs' median deflection (:mod:`bemore.trial.acromion`), a bias of
+  a few mm that the springs' rest ``shoulder.rest_offset_ap/pd`` within ±
+  ``shoulder_rest_margin_m`` takes up (in the model: ``shoulder.rest_ap/pd``);
 * **rotation about the bar**: rate a nuisance unknown ``initial.rotation_rate`` within the
   prepared rate ± ``rate_margin_rad_per_s``; angle a nuisance unknown ``initial.rotation_angle``
   within the prepared angle ± ``angle_margin_rad`` (a few mrad of error in the filtered
@@ -38,6 +42,8 @@ from bemore.settings import InitialState as InitialStateSettings
 RATE = "initial.rotation_rate"
 ANGLE = "initial.rotation_angle"
 REST_X, REST_Y = "bar.rest_offset_x", "bar.rest_offset_y"
+SHOULDER_REST = ("shoulder.rest_offset_ap", "shoulder.rest_offset_pd")
+SHOULDER_REST_PARAMETERS = ("shoulder.rest_ap", "shoulder.rest_pd")
 HAND_ROTATION = 2  # index of the rotation about the bar among the free coordinates
 BAR = slice(0, 2)  # bar_x, bar_y among the free coordinates
 SHOULDER = slice(3, 5)  # shoulder_ap, shoulder_pd among the free coordinates
@@ -67,7 +73,8 @@ class StartState(Box):
     def from_trial(cls, trial: Any, settings: InitialStateSettings) -> StartState:
         """The start of a prepared ``bemore.trial.Trial`` with the configured margins."""
         return cls.from_arrays(
-            trial.free_q0, trial.free_qd0, trial.free_seen[0, SHOULDER], trial.driven, settings
+            trial.free_q0, trial.free_qd0, trial.free_seen[0, SHOULDER], trial.driven, settings,
+            shoulder_rest=trial.arm_end is not None,
         )
 
     @classmethod
@@ -78,9 +85,11 @@ class StartState(Box):
         shoulder_seen: np.ndarray,
         motion: Any,
         settings: InitialStateSettings,
+        shoulder_rest: bool = False,
     ) -> StartState:
         """From the prepared free state (5,), the seen shoulder translations (2,) m and the
-        driven motion (its first frame is used)."""
+        driven motion (its first frame is used); ``shoulder_rest``: the shoulder springs' rest
+        is an unknown too (the arm's end came from a recipe, acromions on the trunk's side)."""
         rate = float(free_qd0[HAND_ROTATION])
         margin = settings.rate_margin_rad_per_s
         names, units = [RATE], ["rad/s"]
@@ -97,6 +106,12 @@ class StartState(Box):
                 units.append("m")
                 lower.append(-settings.bar_rest_margin_m)
                 upper.append(settings.bar_rest_margin_m)
+        if shoulder_rest and settings.shoulder_rest_margin_m > 0:
+            for name in SHOULDER_REST:
+                names.append(name)
+                units.append("m")
+                lower.append(-settings.shoulder_rest_margin_m)
+                upper.append(settings.shoulder_rest_margin_m)
         return cls(
             names=tuple(names),
             units=tuple(units),
@@ -130,6 +145,9 @@ class StartState(Box):
             ) from None
         P = P.copy()
         P[:, columns] = 0.0
+        if SHOULDER_REST[0] in self.names:
+            for parameter, name in zip(SHOULDER_REST_PARAMETERS, SHOULDER_REST, strict=True):
+                P[:, model.parameter_names.index(parameter)] = values[:, self.names.index(name)]
         start = np.repeat(self.free_q0[None, :], B, axis=0)
         if ANGLE in self.names:
             start[:, HAND_ROTATION] = values[:, self.names.index(ANGLE)]
@@ -183,7 +201,9 @@ class StartState(Box):
             "shoulder_start": self.shoulder_start,
             "notes": (
                 "nuisance unknowns of this trial, not athlete parameters: the rotation rate "
-                "about the bar at the first frame, and the bar springs' rest position (bar start "
-                "− equilibrium deflection + offset); see docs/identify.md 'Initial state'"
+                "and angle about the bar at the first frame, the bar springs' rest position (bar "
+                "start − equilibrium deflection + offset) and, acromions on the trunk's side, the "
+                "shoulder springs' rest (the arm-end recipe's bias); see docs/identify.md "
+                "'Initial state'"
             ),
         }

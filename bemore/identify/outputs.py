@@ -38,7 +38,11 @@ def athlete_record(
     status = outcome.polish_result or outcome.global_result
     record: dict[str, Any] = {
         "format": report.ATHLETE_FORMAT,
-        "parameters": report.parameter_rows(problem.space, outcome.values, outcome.identifiability),
+        "parameters": report.parameter_rows(problem.space, outcome.values, outcome.identifiability,
+                                            getattr(problem, "held", [])),
+        # Parameters the trial cannot determine (not fitted, held at their seed values):
+        # `bemore synthesize` refuses the athlete unless --accept-poor-fit.
+        "unobservable_parameters": [item["name"] for item in getattr(problem, "held", [])],
         "initial_state": outcome.initial_state,
         # Model parameters measured on the trial and kept by the fit (SI; e.g. the neck-to-hip
         # distance): the athlete's body as her markers show it.

@@ -155,7 +155,7 @@ def run_identification(
         "trunk_mass_upper_bound_kg": float(space.upper[space.names.index("trunk.mass")])
         if "trunk.mass" in space.names
         else None,
-        "box": space.describe(),
+        "box": problem.space.describe(),
         "initial_state_box": problem.start.describe() if problem.start is not None else None,
         "identification_settings": identification.model_dump(),
         **(extra_config or {}),

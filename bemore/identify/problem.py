@@ -62,6 +62,13 @@ def force_scales(marker_noise_m: float, marker_rate_hz: float, force_noise_n: np
         sigma / np.sqrt(force_rate_hz))
 
 
+# The shoulder spring-dampers of a trial that cannot see them (acromions on the trunk's side, no
+# marker fixed on the arm): the arm the trial drives already carries their deflection, so the
+# fit runs them locked (N/m, N·s/m: 0.1 mm under 1 kN, damping ratio ≈ 0.9 on the trunk).
+LOCKED_SHOULDER = {"shoulder.stiffness_ap": 1e7, "shoulder.stiffness_pd": 1e7,
+                   "shoulder.damping_ap": 3e4, "shoulder.damping_pd": 3e4}
+
+
 class IdentificationProblem(Problem):
     """f1 of a trial as a function of the normalised identified parameters.
 
@@ -85,6 +92,11 @@ class IdentificationProblem(Problem):
         table's) and to the segment lengths the trial's joint centres show; the model
         parameters of that body that ``model`` has are kept fixed by the fit.
 
+        A trial whose shoulder springs are unobservable (``trial.shoulder_springs_observable``
+        False: acromions on the trunk's side, no marker fixed on the arm) is fitted without the
+        ``shoulder.*`` parameters (:attr:`held`, reported at their seed values) and with the
+        springs locked (:data:`LOCKED_SHOULDER`): their deflection is in the driven arm.
+
         ``forces``: the force term's settings (``bemore.settings.ForceTerm``; default: on,
         weight 1); used when the trial carries bar forces (``trial.bar_force``)."""
         if trial.driven is None:
@@ -101,12 +113,24 @@ class IdentificationProblem(Problem):
         if space.initial_state is not None:
             start = StartState.from_arrays(trial.free_q0, trial.free_qd0,
                                            trial.free_seen[0, SHOULDER], motion,
-                                           space.initial_state)
+                                           space.initial_state,
+                                           shoulder_rest=getattr(trial, "arm_end", None)
+                                           is not None)
+        held: list[dict[str, Any]] = []
+        if not getattr(trial, "shoulder_springs_observable", True):
+            # Acromions on the trunk's side and nothing fixed on the arm: the springs'
+            # deflection is in the driven arm, not separable (docs/trials.md, "Acromion side").
+            space, held = space.without([name for name in space.names
+                                         if name.startswith("shoulder.")])
         table = segments if segments is not None else load_gymnast().segments
         body = {name: value
                 for name, value in body_parameters(table, body_mass_kg,
                                                    trial.segment_lengths_m).items()
                 if name in model.parameter_names}
+        if held:
+            # The deflection is in the arm the trial drives: the springs must not add it again.
+            body.update({name: value for name, value in LOCKED_SHOULDER.items()
+                         if name in model.parameter_names})
         bar_force, scales = None, None
         use = forces.use if forces is not None else True
         if use and getattr(trial, "bar_force", None) is not None:
@@ -114,9 +138,12 @@ class IdentificationProblem(Problem):
             scales = force_scales(trial.marker_noise_m, trial.rate_hz_original,
                                   trial.bar_force_noise_n, trial.bar_force_rate_hz, bar_force,
                                   forces.weight if forces is not None else 1.0)
-        return cls(model, space, motion, trial.free_q0, trial.free_qd0,
-                   trial.joint_centres, tuple(trial.joint_centre_names), start,
-                   samples_per_step, trial.marker_noise_m, body, bar_force, scales)
+        problem = cls(model, space, motion, trial.free_q0, trial.free_qd0,
+                      trial.joint_centres, tuple(trial.joint_centre_names), start,
+                      samples_per_step, trial.marker_noise_m, body, bar_force, scales)
+        problem.held = held
+        problem.conventions = trial.conventions() if hasattr(trial, "conventions") else {}
+        return problem
 
     def __init__(
         self,
@@ -168,6 +195,10 @@ class IdentificationProblem(Problem):
                                            or self.force_scale is None):
             raise DataError(f"bar forces have shape {self.bar_force.shape}, expected "
                             f"({frames}, 2) with their scales")
+        # Parameters the trial cannot determine, held at their seed values (rows of
+        # ParameterSpace.without), and the trial's conventions record (Trial.conventions()).
+        self.held: list[dict[str, Any]] = []
+        self.conventions: dict[str, Any] = {}
         self._defaults = model.parameter_matrix([self.body])[0]
         self._columns = [model.parameter_names.index(name) for name in space.names]
         self._point_index = [model.point_names.index(name) for name in cost_points]

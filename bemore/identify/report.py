@@ -33,9 +33,12 @@ def fit_metrics(measured: np.ndarray, simulated: np.ndarray, names: list[str]) -
 
 
 def parameter_rows(
-    space: ParameterSpace, values: np.ndarray, identifiability: Identifiability | None
+    space: ParameterSpace, values: np.ndarray, identifiability: Identifiability | None,
+    held: list[dict[str, Any]] = (),
 ) -> dict[str, dict[str, Any]]:
-    """``parameters`` of athlete.json: value, unit, lower, upper, position in the box, flags."""
+    """``parameters`` of athlete.json: value, unit, lower, upper, position in the box, flags;
+    then the ``held`` parameters (rows of ``ParameterSpace.without``: not fitted, at their seed
+    values, ``"unobservable": true``, not identifiable, no standard error)."""
     flags = {item.name: item for item in identifiability.parameters} if identifiability else {}
     rows = {}
     for k, name in enumerate(space.names):
@@ -52,6 +55,14 @@ def parameter_rows(
             row["identifiable"] = flags[name].identifiable
             row["standard_error"] = flags[name].standard_error
         rows[name] = row
+    for item in held:
+        value = item["seed_value"]
+        rows[item["name"]] = {
+            "value": value, "unit": item["unit"], "lower": item["lower"], "upper": item["upper"],
+            "position": (value - item["lower"]) / (item["upper"] - item["lower"]),
+            "seed_value": value, "description": item["description"],
+            "identifiable": False, "standard_error": None, "unobservable": True,
+        }
     return rows
 
 
@@ -105,6 +116,8 @@ def summary_text(athlete: dict[str, Any]) -> str:
         position = min(max(row["position"], 0.0), 1.0)
         bar = "".join("#" if (i + 0.5) / 10 <= position else "-" for i in range(10))
         flag = "" if row.get("identifiable", True) else "  ? flagged"
+        if row.get("unobservable"):
+            flag = "  UNOBSERVABLE (held)"
         lines.append(
             f"{name:<24}{row['value']:>12.5g}  {row['unit']:<6}{row['lower']:>10.5g}"
             f"{row['upper']:>10.5g}  [{bar}] {position:>4.0%}{row['seed_value']:>11.5g}{flag}"
@@ -142,6 +155,17 @@ def summary_text(athlete: dict[str, Any]) -> str:
         "RMS distance per joint centre (mm): "
         + ", ".join(f"{name} {value:.3g}" for name, value in athlete["rms_mm"].items())
     )
+    check = ((athlete.get("trial") or {}).get("conventions") or {}).get("acromion_check")
+    if check:
+        lines.append(check["message"])
+    unobservable = athlete.get("unobservable_parameters") or []
+    if unobservable:
+        lines.append(
+            "UNOBSERVABLE, not fitted: " + ", ".join(unobservable)
+            + " — the acromions ride on the trunk's side and no marker fixed on the arm is in "
+            "the trial ([conventions] arm_markers): the springs' deflection is in the arm the "
+            "trial drives, so the fit ran them locked; athlete.json holds their seed values and "
+            "synthesize refuses this athlete unless --accept-poor-fit")
     verdict = athlete.get("fit_verdict")
     if verdict:
         lines.append(verdict["message"])

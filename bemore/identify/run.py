@@ -185,8 +185,9 @@ def _identify(
         position = x[: problem.space.dim]
         at_bounds = [name for name, value in zip(problem.space.names, position, strict=True)
                      if not BOUND_MARGIN < value < 1.0 - BOUND_MARGIN]
+        conventions = getattr(problem, "conventions", None) or {}
         verdict = judge_fit(problem.measured, points[:, cost_index], problem.cost_points,
-                            problem.marker_noise_m, at_bounds)
+                            problem.marker_noise_m, at_bounds, conventions.get("acromion_check"))
         if jacobian is None:
             jacobian, residuals, analysis_evaluations = finite_difference_jacobian(
                 problem.residuals, x, problem.lower, problem.upper

@@ -97,6 +97,22 @@ class ParameterSpace(Box):
             initial_state=identification.initial_state,
         )
 
+    def without(self, names: tuple[str, ...] | list[str]) -> tuple[ParameterSpace,
+                                                                    list[dict[str, Any]]]:
+        """The space without ``names`` (parameters the trial cannot determine, held at their
+        seed values) and those parameters' rows (:meth:`describe`'s, with ``seed_value`` and
+        ``description``)."""
+        keep = [k for k, name in enumerate(self.names) if name not in names]
+        held = [{**self.describe()[k], "seed_value": float(self.seed_values[k]),
+                 "description": self.descriptions[k]}
+                for k, name in enumerate(self.names) if name in names]
+        space = ParameterSpace(
+            names=tuple(self.names[k] for k in keep), units=tuple(self.units[k] for k in keep),
+            descriptions=tuple(self.descriptions[k] for k in keep), lower=self.lower[keep],
+            upper=self.upper[keep], seed_values=self.seed_values[keep],
+            configured_upper=self.configured_upper[keep], initial_state=self.initial_state)
+        return space, held
+
     def as_dict(self, values: np.ndarray) -> dict[str, float]:
         """SI values (d,) → {name: value}."""
         return {name: float(value) for name, value in zip(self.names, values, strict=True)}

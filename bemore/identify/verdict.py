@@ -12,9 +12,11 @@ joint-centre distances of the order of the noise the markers carry (a joint cent
 * a joint centre whose mean residual vector is at least ``SYSTEMATIC_FRACTION`` of its RMS and
   above ``MEAN_DISTANCE_LIMIT``·σ has a **systematic offset**: the model's point is not where
   the markers put it (a convention or a segment length), not noise;
-* the worst joint centre is given its likely cause (``LIKELY_CAUSES``); a poor fit that pushed
-  the shoulder spring-dampers to their bounds points at the acromion markers instead: riding on
-  the trunk's side, they make the chain count the springs' deflection twice.
+* the worst joint centre is given its likely cause (``LIKELY_CAUSES``); a poor fit of a trial
+  whose acromion markers contradict the declared side (:mod:`bemore.trial.acromion`'s check),
+  or that pushed the shoulder spring-dampers to their bounds, points at the acromion markers
+  instead: riding on the other side, they make the chain count the springs' deflection twice
+  or not at all.
 
 A poor fit's parameters are not trusted: the standard errors bound the noise's effect, not a
 model error's (docs/identify.md, "Fit verdict").
@@ -33,15 +35,16 @@ SYSTEMATIC_FRACTION = 0.5  # |mean residual| / RMS from which an offset is syste
 NOISE_FLOOR_M = 1e-4  # marker noise used at least (m): the engine's own error is ~0.01 mm
 
 ACROMION_CAUSE = ("the acromion markers ride on the trunk's side of the shoulder springs "
-                  "(the shoulder spring-dampers went to their bounds; docs/identify.md, "
-                  "\"Conventions\")")
+                  "(the shoulder spring-dampers went to their bounds): declare [conventions] "
+                  "acromion_side = \"trunk\" in the marker set (docs/trials.md, \"Acromion "
+                  "side\")")
 LIKELY_CAUSES = {
     "bar": "the bar markers, or a bar that does not move as the model's spring-damper",
     "wrist": "the hand length (bar to wrist) or the wrist markers",
     "elbow": "the arm chain: the forearm markers, or the acromion side of the shoulder springs "
              "([conventions] acromion_side in the marker set)",
     "neck": "the neck convention: the C7/STERNUM centre is not where the model hinges the head "
-            "([conventions] neck_offset in the marker set)",
+            "(neck.offset, identified within its box)",
     "hip": "the trunk: its length, the hip markers, or the neck convention",
     "knee": "the thigh length or the knee markers",
     "ankle": "the shank length or the ankle markers",
@@ -85,10 +88,12 @@ class FitVerdict:
 
 
 def judge_fit(measured: np.ndarray, simulated: np.ndarray, names: list[str] | tuple[str, ...],
-              marker_noise_m: float, at_bounds: list[str] | tuple[str, ...] = ()) -> FitVerdict:
+              marker_noise_m: float, at_bounds: list[str] | tuple[str, ...] = (),
+              acromion_check: dict[str, Any] | None = None) -> FitVerdict:
     """Judge a fit of the joint centres ``measured`` by ``simulated`` ((F, J, 2) m, NaN = not
     seen) against ``marker_noise_m`` (m; NaN: unknown, the fit is "unjudged"); ``at_bounds``
-    names the parameters the fit left at a bound of their box. See the module docstring.
+    names the parameters the fit left at a bound of their box; ``acromion_check`` is the
+    trial's acromion-side check (``AcromionCheck.to_dict()``). See the module docstring.
 
     >>> rng = np.random.default_rng(0)
     >>> measured = rng.normal(0.0, 1.0, (500, 2, 2))
@@ -128,8 +133,18 @@ def judge_fit(measured: np.ndarray, simulated: np.ndarray, names: list[str] | tu
     if verdict.poor:
         worst = max(rows, key=lambda row: row.rms_mm).name
         shoulder = [name for name in at_bounds if name.startswith("shoulder.")]
-        verdict.likely_cause = (ACROMION_CAUSE if len(shoulder) >= 2
-                                else LIKELY_CAUSES.get(worst, "its markers"))
+        if acromion_check and acromion_check.get("contradicts"):
+            check = acromion_check
+            arm = (f"{check['arm_spread_mm']:.3g} mm against the arm-end recipe"
+                   if check.get("arm_spread_mm") is not None else "no marker fixed on the arm")
+            verdict.likely_cause = (
+                f"the acromion markers ride on the {check['supported']}'s side of the shoulder "
+                f"springs, declared {check['declared']} (their spread: "
+                f"{check['trunk_spread_mm']:.3g} mm in the trunk's frame, {arm}): declare "
+                f"[conventions] acromion_side = \"{check['supported']}\" in the marker set")
+        else:
+            verdict.likely_cause = (ACROMION_CAUSE if len(shoulder) >= 2
+                                    else LIKELY_CAUSES.get(worst, "its markers"))
     verdict.message = _message(verdict)
     return verdict
 

@@ -4,9 +4,10 @@
 ``{value, unit, lower, upper}`` with the twelve names of ``configs/identification.toml``.
 Without one, the seed's identified values (``seed_value``) are used. Values are SI.
 
-An athlete whose identification was interrupted, or whose fit is poor (``fit_verdict``: the
-model did not follow her trial, :mod:`bemore.identify.verdict`), is refused unless the caller
-accepts it explicitly (``accept_poor_fit``); what was accepted is recorded with the gesture.
+An athlete whose identification was interrupted, whose fit is poor (``fit_verdict``: the
+model did not follow her trial, :mod:`bemore.identify.verdict`), or whose shoulder springs her
+trial could not determine (``unobservable_parameters``), is refused unless the caller accepts
+it explicitly (``accept_poor_fit``); what was accepted is recorded with the gesture.
 """
 
 from __future__ import annotations
@@ -86,13 +87,20 @@ def load_athlete(path: str | Path, identification: Identification,
 
 def fit_record(data: dict, path: str | Path, accept_poor_fit: bool) -> dict:
     """What the athlete file says of its fit (status, message, accepted); raises
-    :class:`~bemore.errors.PoorFitError` for an interrupted or poor fit unless accepted."""
+    :class:`~bemore.errors.PoorFitError` for an interrupted or poor fit, or one with
+    unobservable parameters, unless accepted."""
     verdict = data.get("fit_verdict") if isinstance(data.get("fit_verdict"), dict) else {}
     status = "interrupted" if data.get("interrupted") else verdict.get("status", "unjudged")
     message = ("the identification was interrupted: its parameters are the best found so far"
                if status == "interrupted" else verdict.get("message", "no fit verdict recorded"))
-    if status in ("poor", "interrupted") and not accept_poor_fit:
+    unobservable = data.get("unobservable_parameters") or []
+    if status not in ("poor", "interrupted") and unobservable:
+        message = (f"{', '.join(unobservable)} unobservable in this trial (not fitted, held at "
+                   "their seed values: the acromions ride on the trunk's side and no marker "
+                   "fixed on the arm was recorded)")
+    refused = status in ("poor", "interrupted") or bool(unobservable)
+    if refused and not accept_poor_fit:
         raise PoorFitError(f"{path}: {message}; refusing this athlete (--accept-poor-fit "
                            "synthesizes with it all the same, and says so in gesture.json)")
-    return {"status": status, "message": message,
-            "accepted_by_flag": status in ("poor", "interrupted")}
+    return {"status": status, "message": message, "unobservable": list(unobservable),
+            "accepted_by_flag": refused}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 import numpy as np
@@ -55,8 +57,8 @@ def summary_lines(
         f"{'rotation at t_f (deg)':22}{result.final_rotation_deg:12.4f}  {'band [360, 362]':<22}"
         f"{seed_rotation_deg:15.2f}",
         f"{'peak torque/shoulder':22}{result.peak_torque_per_shoulder_nm:12.1f}  {'N·m':<22}",
-        f"{'iterations':22}{result.iterations:12d}",
-        f"{'evaluations':22}{result.evaluations:12d}  {'':<22}{seed['evaluations']:15.0f}",
+        f"{'iterations':22}{result.optimisation.nit:12d}",
+        f"{'evaluations':22}{result.optimisation.nfev:12d}  {'':<22}{seed['evaluations']:15.0f}",
         f"{'engine calls':22}{result.engine_calls:12d}  {'(batched)':<22}",
         f"{'time (s)':22}{result.elapsed_s:12.2f}  {_time_split(result):<22}"
         f"{seed['elapsed_s']:15.2f}",
@@ -106,7 +108,7 @@ def difference_sentence(
 @click.command("synthesize")
 @click.argument("athlete_json", required=False, type=click.Path(path_type=Path))
 @click.option(
-    "--config",
+    "--synthesis-config",
     "config_path",
     type=click.Path(path_type=Path),
     default=None,
@@ -157,7 +159,7 @@ def difference_sentence(
     default=None,
     metavar="NM|athlete",
     help="Constrain the peak torque of each shoulder (N·m), or 'athlete' for the athlete "
-    "profile's shoulder_torque_limit_Nm (--profile).",
+    "profile's shoulder_torque_limit_Nm (--profile); default: no torque constraint.",
 )
 @click.option(
     "--profile",
@@ -195,7 +197,7 @@ def difference_sentence(
     help="Synthesize for an athlete whose identification was poor or interrupted (refused "
     "otherwise); gesture.json records it.",
 )
-@click.option("--no-animation", is_flag=True, help="Skip the animated GIF (saves ≈ 1.5 s).")
+@click.option("--no-animation", is_flag=True, help="Skip the animated GIF (gesture.gif).")
 @click.option(
     "--dask",
     "dask_address",
@@ -211,7 +213,7 @@ def difference_sentence(
     metavar="NAME",
     help="The athlete in the records database: her profile (limits) instead of --profile, "
     "her latest identified model when ATHLETE_JSON is not given, and this run recorded under "
-    "her name (docs/records.md).",
+    "her name (docs/records.md). Default: none, no records.",
 )
 @click.option(
     "--db",
@@ -225,7 +227,8 @@ def difference_sentence(
 @click.option(
     "--out",
     "out_dir",
-    required=True,
+    default=Path("out/gesture"),
+    show_default=True,
     type=click.Path(path_type=Path),
     help="Folder for the outputs (created if needed).",
 )
@@ -255,9 +258,9 @@ def synthesize_command(
     \b
     Reads:  ATHLETE_JSON (written by `bemore identify`; without it, with --athlete NAME her
             latest model in the records, else the seed's identified values),
-            configs/synthesis.toml (bounds, constraints, solver) or --config,
+            configs/synthesis.toml (bounds, constraints, solver) or --synthesis-config,
             configs/identification.toml (parameter names and defaults).
-    Writes: OUT/gesture.json (design, objective, constraints, evaluations, elapsed_s, inputs),
+    Writes: OUT/gesture.json (design, objective, constraints, the optimisers' report, inputs),
             OUT/profiles.csv (1 kHz: angle, velocity, acceleration, jerk, torques, rotation,
             bar displacement), OUT/setpoints.csv (what `bemore drive` plays, with the static
             torque for slow motion), OUT/plots/*.png, OUT/gesture.gif. gesture.json and the
@@ -323,97 +326,170 @@ def synthesize_command(
     result, problem, profiles = run_synthesis(athlete, synthesis, options, out_dir, config_path,
                                               dask_address)
     mark("synthesize", "synthesis")
-    seed_result = synthesis.seed_result.model_dump()
-    seed_rotation, seed_objective = _seed_evaluation(problem, seed_result)
-    result.inputs["seed_gesture_rotation_deg"] = seed_rotation
-    result.inputs["seed_gesture_objective"] = seed_objective
-    bounds = _bounds(problem)
-    for line in summary_lines(result, seed_result, seed_rotation, bounds):
-        click.echo(line)
-    click.echo(difference_sentence(result, seed_result, seed_rotation, seed_objective))
-    def record(outcome: str) -> None:
-        """With --athlete: the run in the records (what it read and wrote, with hashes)."""
-        if records is None:
-            return
-        from bemore.records.register import register_synthesis
-
-        register_synthesis(
-            records, athlete_record.name, started_utc, athlete_json, out_dir,
-            {"method": options.method, "objective": options.objective, "starts": options.starts,
-             "seed": options.seed, "free_midpoints": free_midpoints,
-             "start_rate_deg_s": start_rate_deg_s, "torque_limit_nm": options.torque_limit_nm,
-             "segments": segments, "accept_poor_fit": accept_poor_fit},
-            {"synthesis": str(config_path or default_config("synthesis.toml")),
-             "bench": str(bench_config or default_config("bench.toml"))}, outcome)
-        click.echo(f"recorded in the records: {athlete_record.name}, {outcome} gesture")
-
-    # The result first (gesture.json, setpoints.csv, the console); the figures after it.
+    # The figures are drawn by a child process beside the result's writing (the other core);
+    # the command returns once both are done.
     figures = {
         "folder": out_dir, "profiles": profiles, "result": result, "athlete_json": athlete_json,
         "limits": {"athlete": profile.shoulder_torque_limit_Nm,
                    "bench": bench.limits.max_torque_nm},
         "animation": not no_animation,
     }
-    if not result.feasible:
-        write_gesture_json(out_dir / "gesture.json", result)
-        record("infeasible")
-        failing = [s for s in result.constraints if not s.satisfied]
-        for status in failing:
-            allowed = (
-                f"≤ {status.upper:g}" if status.lower is None
-                else f"≥ {status.lower:g}" if status.upper is None
-                else f"[{status.lower:g}, {status.upper:g}]"
-            )
-            click.echo(
-                f"constraint failed: {status.name} = {status.value:.4f} {status.unit} "
-                f"(allowed {allowed})"
-            )
-        click.echo(
-            f"bemore: no feasible gesture within the bounds; closest design written to "
-            f"{out_dir / 'gesture.json'} (no setpoints.csv)",
-            err=True,
-        )
-        if options.torque_limit_nm is not None:
-            click.echo(_lowest_peak_line(athlete, synthesis, options, config_path), err=True)
-        mark("synthesize", "outputs")
-        _write_figures(**figures)
-        sys.exit(1)
-    write_gesture_setpoints(out_dir / "setpoints.csv", profiles, athlete.source, result)
-    from bemore.synthesis.requirements import bench_requirements, requirement_lines
+    # Everything loaded so far lives until the process ends: out of the collector's sight, the
+    # child shares its pages with this process and the interpreter's teardown skips them
+    # (0.2–0.3 s of CPU per run, docs/speed.md).
+    gc.freeze()
+    drawing = _start_figures(figures)
+    try:
+        seed_result = synthesis.seed_result.model_dump()
+        seed_rotation, seed_objective = _seed_evaluation(problem, seed_result)
+        result.inputs["seed_gesture_rotation_deg"] = seed_rotation
+        result.inputs["seed_gesture_objective"] = seed_objective
+        bounds = _bounds(problem)
+        for line in summary_lines(result, seed_result, seed_rotation, bounds):
+            click.echo(line)
+        click.echo(difference_sentence(result, seed_result, seed_rotation, seed_objective))
 
-    result.bench_requirements = bench_requirements(
-        profiles,
-        out_dir / "setpoints.csv",
-        bench,
-        str(bench_config) if bench_config else "bench.toml",
-        profile,
-    )
-    write_gesture_json(out_dir / "gesture.json", result)
-    record("feasible")
-    click.echo(f"{result.message}")
-    for line in requirement_lines(result.bench_requirements):
-        click.echo(line)
-    click.echo(f"wrote {out_dir}/gesture.json, profiles.csv, setpoints.csv; plotting…")
-    mark("synthesize", "outputs")
-    _write_figures(**figures)
+        def record(outcome: str) -> None:
+            """With --athlete: the run in the records (what it read and wrote, with hashes)."""
+            if records is None:
+                return
+            from bemore.records.register import register_synthesis
+
+            register_synthesis(
+                records, athlete_record.name, started_utc, athlete_json, out_dir,
+                {"method": options.method, "objective": options.objective,
+                 "starts": options.starts, "seed": options.seed,
+                 "free_midpoints": free_midpoints, "start_rate_deg_s": start_rate_deg_s,
+                 "torque_limit_nm": options.torque_limit_nm, "segments": segments,
+                 "accept_poor_fit": accept_poor_fit},
+                {"synthesis": str(config_path or default_config("synthesis.toml")),
+                 "bench": str(bench_config or default_config("bench.toml"))}, outcome)
+            click.echo(f"recorded in the records: {athlete_record.name}, {outcome} gesture")
+
+        if not result.feasible:
+            write_gesture_json(out_dir / "gesture.json", result)
+            record("infeasible")
+            failing = [s for s in result.constraints if not s.satisfied]
+            for status in failing:
+                allowed = (
+                    f"≤ {status.upper:g}" if status.lower is None
+                    else f"≥ {status.lower:g}" if status.upper is None
+                    else f"[{status.lower:g}, {status.upper:g}]"
+                )
+                click.echo(
+                    f"constraint failed: {status.name} = {status.value:.4f} {status.unit} "
+                    f"(allowed {allowed})"
+                )
+            click.echo(
+                f"bemore: no feasible gesture within the bounds; closest design written to "
+                f"{out_dir / 'gesture.json'} (no setpoints.csv)",
+                err=True,
+            )
+            if options.torque_limit_nm is not None:
+                click.echo(_lowest_peak_line(athlete, synthesis, options, config_path), err=True)
+            mark("synthesize", "outputs")
+            sys.exit(1)
+        write_gesture_setpoints(out_dir / "setpoints.csv", profiles, athlete.source, result)
+        from bemore.synthesis.requirements import bench_requirements, requirement_lines
+
+        result.bench_requirements = bench_requirements(
+            profiles,
+            out_dir / "setpoints.csv",
+            bench,
+            str(bench_config) if bench_config else "bench.toml",
+            profile,
+        )
+        write_gesture_json(out_dir / "gesture.json", result)
+        record("feasible")
+        click.echo(f"{result.message}")
+        for line in requirement_lines(result.bench_requirements):
+            click.echo(line)
+        click.echo(f"wrote {out_dir}/gesture.json, profiles.csv, setpoints.csv; plotting…")
+        mark("synthesize", "outputs")
+    except SystemExit:  # no feasible gesture: the figures show the closest design
+        _finish_figures(drawing, figures)
+        raise
+    except BaseException:
+        _finish_figures(drawing, figures, quietly=True)  # the first error is the one to tell
+        raise
+    _finish_figures(drawing, figures)
+    gc.freeze()
 
 
 def _write_figures(folder: Path, profiles: Any, result: SynthesisResult,
                    athlete_json: Path | None, limits: dict[str, float], animation: bool) -> None:
     """The plots (folder/plots/), the coach's view and the animated stick figure (folder/
-    gesture.gif unless ``animation`` is False), written after the result; one line says so."""
-    from bemore.phases import mark
-    from bemore.synthesis.outputs import write_animation, write_coach_plot, write_plots
+    gesture.gif unless ``animation`` is False)."""
+    from bemore.synthesis import outputs
 
     flexion_end = result.design.flexion_end_time_s
-    write_plots(folder / "plots", profiles, flexion_end, limits=limits)
-    write_coach_plot(folder / "plots" / "coach_view.png", profiles, flexion_end,
-                     _recorded_flexion(athlete_json))
-    mark("synthesize", "plots")
+    outputs.write_plots(folder / "plots", profiles, flexion_end, limits=limits)
+    outputs.write_coach_plot(folder / "plots" / "coach_view.png", profiles, flexion_end,
+                             _recorded_flexion(athlete_json))
     if animation:
-        write_animation(folder / "gesture.gif", profiles)
-        mark("synthesize", "animation")
-    click.echo(f"wrote {folder}/plots/" + (", gesture.gif" if animation else ""))
+        outputs.write_animation(folder / "gesture.gif", profiles)
+
+
+class _Drawing(NamedTuple):
+    """A child process drawing the figures: its pid and the pipe its error line comes on."""
+
+    pid: int
+    errors: int  # file descriptor, read end
+
+
+def _start_figures(figures: dict[str, Any]) -> _Drawing | None:
+    """Fork a child that writes the figures (:func:`_write_figures`) while this process writes
+    the result; None where there is no fork (then :func:`_finish_figures` draws them here).
+
+    The child inherits everything loaded (nothing to import again) and ends with ``os._exit``
+    (no interpreter teardown): status 0 when every figure is written, else 1 with its one-line
+    reason on the pipe.
+    """
+    if not hasattr(os, "fork"):
+        return None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        return _Drawing(pid, read_end)
+    status = 1
+    try:
+        os.close(read_end)
+        _write_figures(**figures)
+        status = 0
+    except BaseException as error:  # reported by the parent as one line
+        os.write(write_end, f"{type(error).__name__}: {error}".encode()[:2000])
+    finally:
+        os._exit(status)
+
+
+def _finish_figures(drawing: _Drawing | None, figures: dict[str, Any],
+                    quietly: bool = False) -> None:
+    """Wait for the figures (or draw them here without a child); one line says what was
+    written. A child that failed raises a BemoreError with its reason (exit code 1).
+    ``quietly``: the command is ending on another error: only wait for the child."""
+    from bemore.errors import BemoreError
+    from bemore.phases import mark
+
+    if quietly:
+        if drawing is not None:
+            os.waitpid(drawing.pid, 0)
+            os.close(drawing.errors)
+        return
+    if drawing is None:
+        _write_figures(**figures)
+    else:
+        _, status = os.waitpid(drawing.pid, 0)
+        with os.fdopen(drawing.errors, "rb") as stream:
+            reason = stream.read().decode(errors="replace")
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise BemoreError(f"the figures in {figures['folder']} were not written: "
+                              f"{reason or 'the drawing process ended with ' + str(status)}")
+    mark("synthesize", "figures")
+    click.echo(f"wrote {figures['folder']}/plots/"
+               + (", gesture.gif" if figures["animation"] else ""))
 
 
 def _recorded_flexion(athlete_json: Path | None) -> tuple[np.ndarray, np.ndarray, str] | None:

@@ -162,10 +162,9 @@ PLOTS = (
 
 TORQUE_PLOT = "shoulder_torque.png"
 LIMIT_STYLES = ("tab:red", "tab:orange", "tab:purple")
-# Fixed margins (fractions of the figure) that fit the labels of these sizes: matplotlib's
-# tight_layout drew every figure once more to measure them (a third of the plots' time).
-MARGINS = {"left": 0.12, "right": 0.97, "top": 0.91, "bottom": 0.15}
-TORQUE_MARGINS = {"left": 0.12, "right": 0.97, "top": 0.93, "bottom": 0.29}
+PLOT_SIZE_PX = (640, 360)
+TORQUE_PLOT_SIZE_PX = (640, 440)
+COACH_PLOT_SIZE_PX = (800, 420)
 
 
 def write_plots(
@@ -178,44 +177,32 @@ def write_plots(
 
     ``limits`` (label → N·m per shoulder, e.g. the athlete's and the bench's) are drawn as
     ±limit lines on the torque plot, which is per shoulder like the console and setpoints.csv.
+    Drawn with Pillow (:mod:`bemore.synthesis.raster`).
     """
-    from matplotlib.figure import Figure
+    from bemore.synthesis.raster import Chart
 
     folder = _ensure_dir(folder)
     written = []
     for name, title, label, values in PLOTS:
-        figure = Figure(figsize=(6.4, 4.4 if name == TORQUE_PLOT else 3.6))
-        axes = figure.subplots()
-        axes.plot(profiles.t_s, values(profiles), color="tab:blue")
-        axes.axvline(flexion_end_time_s, color="grey", linestyle=":", label="t_flexmax")
-        if name == TORQUE_PLOT:
+        torque = name == TORQUE_PLOT
+        chart = Chart(title, "time (s)", label, legend_below=torque)
+        chart.line(profiles.t_s, values(profiles), colour="tab:blue")
+        chart.vertical.append((flexion_end_time_s, "grey", "dotted", "t_flexmax"))
+        if torque:
             if profiles.static_torque_per_shoulder_nm is not None:
-                axes.plot(profiles.t_s, profiles.static_torque_per_shoulder_nm, color="tab:green",
-                          linewidth=1, label="of which gravity (slow-motion floor)")
-            for (what, value), color in zip((limits or {}).items(), LIMIT_STYLES, strict=False):
-                axes.axhline(value, color=color, linestyle="--", linewidth=1,
-                             label=f"{what} limit ±{value:g} N·m")
-                axes.axhline(-value, color=color, linestyle="--", linewidth=1)
-        axes.set(title=title, xlabel="time (s)", ylabel=label)
-        axes.grid(alpha=0.3)
-        if name == TORQUE_PLOT:
-            axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=7)
-            figure.subplots_adjust(**TORQUE_MARGINS)
-        else:
-            axes.legend(loc="best")
-            figure.subplots_adjust(**MARGINS)
-        figure.savefig(folder / name, dpi=100)
+                chart.line(profiles.t_s, profiles.static_torque_per_shoulder_nm,
+                           colour="tab:green", width=1.0,
+                           label="of which gravity (slow-motion floor)")
+            for (what, value), colour in zip((limits or {}).items(), LIMIT_STYLES, strict=False):
+                chart.horizontal.append((value, colour, "dashed",
+                                         f"{what} limit ±{value:g} N·m"))
+                chart.horizontal.append((-value, colour, "dashed", None))
+        chart.save(folder / name, TORQUE_PLOT_SIZE_PX if torque else PLOT_SIZE_PX)
         written.append(folder / name)
-    figure = Figure(figsize=(6.4, 3.6))
-    axes = figure.subplots()
-    axes.plot(profiles.t_s, 1e3 * profiles.bar_x_m, label="horizontal")
-    axes.plot(profiles.t_s, 1e3 * profiles.bar_y_m, label="vertical")
-    axes.set(title="Bar displacement", xlabel="time (s)", ylabel="displacement (mm)")
-    axes.grid(alpha=0.3)
-    axes.legend(loc="best")
-    figure.subplots_adjust(**MARGINS)
-    figure.savefig(folder / "bar_displacement.png", dpi=100)
-    written.append(folder / "bar_displacement.png")
+    chart = Chart("Bar displacement", "time (s)", "displacement (mm)")
+    chart.line(profiles.t_s, 1e3 * profiles.bar_x_m, colour="tab:blue", label="horizontal")
+    chart.line(profiles.t_s, 1e3 * profiles.bar_y_m, colour="tab:orange", label="vertical")
+    written.append(chart.save(folder / "bar_displacement.png", PLOT_SIZE_PX))
     return written
 
 
@@ -228,49 +215,35 @@ def write_coach_plot(
     """The coach's view: the athlete's recorded shoulder flexion (from the trial her model came
     from: (time s, angle rad, source)) beside the optimal gesture, on one time axis from the
     start of the circle, with the key instants marked (start, maximal flexion, end)."""
-    from matplotlib.figure import Figure
+    from bemore.synthesis.raster import Chart, Mark
 
-    figure = Figure(figsize=(8, 4.2))
-    axes = figure.subplots()
+    chart = Chart("Shoulder flexion: what she did, what the optimal gesture does",
+                  "time from the handstand (s)", "shoulder flexion (deg)", legend_below=True)
     angle = np.rad2deg(profiles.angle_rad)
-    axes.plot(profiles.t_s, angle, color="tab:blue", linewidth=2, label="optimal gesture")
+    chart.line(profiles.t_s, angle, colour="tab:blue", width=2.0, label="optimal gesture")
     peak = int(np.argmax(angle))
-    marks = [(profiles.t_s[peak], angle[peak], "tab:blue",
-              f"max flexion {angle[peak]:.0f}° at {profiles.t_s[peak]:.2f} s"),
-             (profiles.t_s[-1], angle[-1], "tab:blue", f"end {profiles.t_s[-1]:.2f} s")]
+    chart.marks += [Mark(profiles.t_s[peak], angle[peak], "tab:blue",
+                         f"max flexion {angle[peak]:.0f}° at {profiles.t_s[peak]:.2f} s"),
+                    Mark(profiles.t_s[-1], angle[-1], "tab:blue", f"end {profiles.t_s[-1]:.2f} s")]
     if recorded is not None:
         t, recorded_rad, source = recorded
         recorded_deg = np.rad2deg(recorded_rad)
-        axes.plot(t - t[0], recorded_deg, color="tab:orange", linewidth=2,
-                  label=f"her recorded circle ({Path(source).name})")
+        chart.line(t - t[0], recorded_deg, colour="tab:orange", width=2.0,
+                   label=f"her recorded circle ({Path(source).name})")
         top = int(np.argmax(recorded_deg))
-        marks += [(t[top] - t[0], recorded_deg[top], "tab:orange",
-                   f"max flexion {recorded_deg[top]:.0f}° at {t[top] - t[0]:.2f} s"),
-                  (t[-1] - t[0], recorded_deg[-1], "tab:orange", f"end {t[-1] - t[0]:.2f} s")]
-    for x, y, color, text in marks:
-        axes.plot([x], [y], "o", color=color)
-        axes.annotate(text, (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8,
-                      color=color)
-    axes.axvline(flexion_end_time_s, color="grey", linestyle=":", linewidth=1)
-    axes.set(title="Shoulder flexion: what she did, what the optimal gesture does",
-             xlabel="time from the handstand (s)", ylabel="shoulder flexion (deg)")
-    axes.grid(alpha=0.3)
-    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8)
-    figure.subplots_adjust(left=0.09, right=0.97, top=0.92, bottom=0.25)
-    figure.savefig(path, dpi=100)
-    return Path(path)
+        chart.marks += [Mark(t[top] - t[0], recorded_deg[top], "tab:orange",
+                             f"max flexion {recorded_deg[top]:.0f}° at {t[top] - t[0]:.2f} s"),
+                        Mark(t[-1] - t[0], recorded_deg[-1], "tab:orange",
+                             f"end {t[-1] - t[0]:.2f} s")]
+    chart.vertical.append((flexion_end_time_s, "grey", "dotted", None))
+    return chart.save(path, COACH_PLOT_SIZE_PX)
 
 
 def write_animation(path: Path, profiles: Profiles, fps: int = 25) -> Path:
-    """Animated stick figure (GIF) of the gesture: the named points joined in order, bar at 0.
-
-    The axes are drawn once; each frame restores that background and draws only the stick
-    figure and its caption (matplotlib's blitting). ``FuncAnimation.save`` redrew the whole
-    figure — ticks and text layout — twice per frame: 16 s for a 3 s gesture, now ≈ 1 s.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from PIL import Image
+    """Animated stick figure (GIF) of the gesture: the named points joined in order, bar at 0,
+    ``fps`` frames per second of the gesture plus its last sample, each captioned with the
+    time and the shoulder angle (Pillow, :func:`bemore.synthesis.raster.stick_animation`)."""
+    from bemore.synthesis.raster import stick_animation
 
     if not profiles.points:
         raise DataError(f"{path}: no point trajectories to animate")
@@ -280,33 +253,5 @@ def write_animation(path: Path, profiles: Profiles, fps: int = 25) -> Path:
     frames = list(range(0, len(profiles.t_s), step))
     if frames[-1] != len(profiles.t_s) - 1:
         frames.append(len(profiles.t_s) - 1)
-    reach = float(np.abs(stacked).max()) * 1.1
-    figure = Figure(figsize=(4, 4))
-    canvas = FigureCanvasAgg(figure)
-    axes = figure.subplots()
-    axes.set(
-        xlim=(-reach, reach), ylim=(-reach, reach), aspect="equal", xlabel="x (m)", ylabel="y (m)"
-    )
-    axes.plot([0.0], [0.0], "ko", markersize=6)
-    (line,) = axes.plot([], [], "o-", color="tab:red", linewidth=3, animated=True)
-    caption = axes.set_title("t = 0.00 s, shoulder 000°", animated=True)  # room for it
-    figure.subplots_adjust(left=0.2, right=0.95, top=0.9, bottom=0.14)
-    canvas.draw()  # everything but the animated artists
-    background = canvas.copy_from_bbox(figure.bbox)
-    images = []
-    for index in frames:
-        canvas.restore_region(background)
-        line.set_data(stacked[index, :, 0], stacked[index, :, 1])
-        angle_deg = np.rad2deg(profiles.angle_rad[index])
-        caption.set_text(f"t = {profiles.t_s[index]:.2f} s, shoulder {angle_deg:.0f}°")
-        axes.draw_artist(line)
-        axes.draw_artist(caption)
-        width, height = canvas.get_width_height()
-        frame = Image.frombuffer("RGBA", (width, height), bytes(canvas.buffer_rgba()),
-                                 "raw", "RGBA", 0, 1).convert("RGB")
-        # One palette for every frame (the figure's few colours), fitted on the first: a
-        # median cut per frame was most of the time left.
-        images.append(frame.quantize(palette=images[0]) if images else frame.quantize())
-    images[0].save(path, save_all=True, append_images=images[1:],
-                   duration=round(1000 / fps), loop=0)
-    return Path(path)
+    return stick_animation(path, profiles.t_s, stacked, np.rad2deg(profiles.angle_rad), frames,
+                           duration_ms=round(1000 / fps))

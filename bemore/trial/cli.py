@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from bemore.config import parse_assignments
-from bemore.errors import ConfigError
+from bemore.errors import ConfigError, DataError
 
 
 @click.group("trial")
@@ -17,24 +17,27 @@ def trial_group() -> None:
 
 @trial_group.command("inspect")
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("--markerset", type=click.Path(path_type=Path), default=None,
+@click.option("--markerset-config", "markerset", type=click.Path(path_type=Path), default=None,
               help="Marker set and joint-centre recipes (default: configs/markerset.toml).")
-@click.option("--config", "settings", type=click.Path(path_type=Path), default=None,
+@click.option("--trial-config", "settings", type=click.Path(path_type=Path), default=None,
               help="Preparation settings (default: configs/trial.toml).")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="Folder for joint_centres.csv, driven.csv, stick_figure.png, trial.json.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("out/trial"),
+              show_default=True,
+              help="Folder for joint_centres.csv, driven.csv, stick_figure.png, trial.json "
+              "(created if needed).")
 @click.option("--no-plot", is_flag=True, help="Do not draw the stick figure.")
 @click.option("--profile", type=click.Path(path_type=Path), default=None,
               help="Athlete profile: its [shoulder_centre] (trial score) gives the shoulder.")
-def inspect_command(file: Path, markerset: Path | None, settings: Path | None, out: Path | None,
+def inspect_command(file: Path, markerset: Path | None, settings: Path | None, out: Path,
                     no_plot: bool, profile: Path | None) -> None:
     """Summarise a trial and, if it is a bar trial, prepare it and export the results.
 
     \b
-    Reads:  FILE (C3D, TRC or CSV), configs/markerset.toml, configs/trial.toml.
+    Reads:  FILE (C3D, TRC or CSV), configs/markerset.toml, configs/trial.toml (or the files
+            --markerset-config and --trial-config name).
     Prints: rate, duration, markers found / missing, gaps; then the prepared trial (initial
             state, range of the driven coordinates, what was filled or trimmed).
-    Writes (with --out DIR): joint_centres.csv (model plane, m), driven.csv (q, q', q''),
+    Writes (in --out): joint_centres.csv (model plane, m), driven.csv (q, q', q''),
             stick_figure.png (joint centres at key frames), trial.json (summary).
     Example:
         bemore trial inspect data/sample_trial.c3d --out out/trial
@@ -64,16 +67,17 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
     trial = prepare_markers(markers, marker_set, trial_settings, forces, centre)
     for line in trial_summary(trial):
         click.echo(line)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        write_joint_centres_csv(trial, out / "joint_centres.csv")
-        write_driven_csv(trial, out / "driven.csv")
-        (out / "trial.json").write_text(trial.summary_json() + "\n")
-        written = ["joint_centres.csv", "driven.csv", "trial.json"]
-        if not no_plot:
-            plot_stick_figure(trial, out / "stick_figure.png")
-            written.append("stick_figure.png")
-        click.echo(f"wrote {', '.join(str(out / name) for name in written)}")
+    if out.exists() and not out.is_dir():
+        raise DataError(f"{out}: output folder exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    write_joint_centres_csv(trial, out / "joint_centres.csv")
+    write_driven_csv(trial, out / "driven.csv")
+    (out / "trial.json").write_text(trial.summary_json() + "\n")
+    written = ["joint_centres.csv", "driven.csv", "trial.json"]
+    if not no_plot:
+        plot_stick_figure(trial, out / "stick_figure.png")
+        written.append("stick_figure.png")
+    click.echo(f"wrote {', '.join(str(out / name) for name in written)}")
 
 
 @trial_group.command("synth")
@@ -81,9 +85,11 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
 @click.option("--duration", "duration_s", type=float, default=1.8, show_default=True,
               help="Handstand to handstand, s (1.5 to 2.5).")
 @click.option("--set", "parameters", multiple=True, metavar="NAME=VALUE",
-              help="Model parameter (SI, docs/model.md names), e.g. --set trunk.mass=13.5.")
+              help="Model parameter (SI, docs/model.md names), e.g. --set trunk.mass=13.5; "
+              "repeatable (default: the model's own values).")
 @click.option("--amplitude", "amplitudes", multiple=True, metavar="NAME=VALUE",
-              help="Mid-trial excursion of a driven coordinate (rad or m), e.g. hip=1.3.")
+              help="Mid-trial excursion of a driven coordinate (rad or m), e.g. hip=1.3; "
+              "repeatable (default: the built-in circle's).")
 @click.option("--noise-mm", type=float, default=1.0, show_default=True,
               help="Standard deviation of the marker noise, mm.")
 @click.option("--gaps", type=int, default=3, show_default=True, help="Number of short gaps.")
@@ -136,7 +142,7 @@ def synth_command(output: Path, duration_s: float, parameters: tuple[str, ...],
               help="Which arm moved (its upper-arm cluster of markerset.toml [score]).")
 @click.option("--profile", type=click.Path(path_type=Path), default=None,
               help="Athlete profile TOML to write the centre into ([shoulder_centre]).")
-@click.option("--markerset", type=click.Path(path_type=Path), default=None,
+@click.option("--markerset-config", "markerset", type=click.Path(path_type=Path), default=None,
               help="Marker set with its [score] clusters (default: configs/markerset.toml).")
 def score_command(calibration: Path, side: str, profile: Path | None,
                   markerset: Path | None) -> None:

@@ -7,6 +7,11 @@ the model's z = x × y points to her right, the chest facing +x).
 The sites of the markers a joint-centre recipe averages are symmetric about that
 joint centre (in the plane and left/right), so the recipes of configs/markerset.toml give back
 the model's points exactly before noise; the technical markers are plausible skin sites.
+
+The upper arm's sites (R/L_TRICEPS) ride on the arm itself: its frame runs from the elbow to the
+arm's END (the arm side of the shoulder spring-dampers), wherever the acromion markers ride, and
+their distance along the arm follows its apparent length (a projection: an arm turning out of
+the plane shortens both), from the first frame's.
 """
 
 from __future__ import annotations
@@ -81,12 +86,20 @@ def bar_sites() -> dict[str, tuple[float, float, float]]:
     }
 
 
-def model_marker_positions(points: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
+def model_marker_positions(points: np.ndarray, arm_end: np.ndarray | None = None
+                           ) -> tuple[tuple[str, ...], np.ndarray]:
     """Labels and (F, M, 3) marker positions in the MODEL frame (x, y plane; z along the bar), m.
 
-    ``points``: (F, 10, 2) named points (POINT_NAMES order), m.
+    ``points``: (F, 10, 2) named points (POINT_NAMES order), m; ``arm_end``: (F, 2) the upper
+    arm's end (m; None: the ``shoulder`` point is the arm's end).
     """
     angles = segment_angles(points)
+    elbow = points[:, POINT_NAMES.index("elbow")]
+    end = points[:, POINT_NAMES.index("shoulder")] if arm_end is None else arm_end
+    arm = end - elbow
+    angles["upper_arm"] = np.arctan2(arm[:, 1], arm[:, 0])
+    length = np.hypot(arm[:, 0], arm[:, 1])
+    arm_scale = length / length[0]
     labels, columns = [], []
     for label, (x, y, z) in bar_sites().items():
         bar = points[:, POINT_NAMES.index("bar")]
@@ -95,6 +108,8 @@ def model_marker_positions(points: np.ndarray) -> tuple[tuple[str, ...], np.ndar
     for label, (segment, point, x, y, z) in SITES.items():
         origin = points[:, POINT_NAMES.index(point)]
         c, s = np.cos(angles[segment]), np.sin(angles[segment])
+        if segment == "upper_arm":
+            x = x * arm_scale
         labels.append(label)
         columns.append(np.stack(
             [origin[:, 0] + c * x - s * y, origin[:, 1] + s * x + c * y, np.full(len(c), -z)],

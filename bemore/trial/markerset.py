@@ -49,13 +49,30 @@ class ScoreMarkers(Section):
         0.05, description="weakest-direction rotation spread below which it is refused")
 
 
+class Conventions(Section):
+    """Where markers sit relative to the model's joints (docs/trials.md, "Acromion side").
+
+    ``acromion_side``: the acromion markers (the ``shoulder`` recipe) ride on the ARM's end of
+    the shoulder spring-dampers ("arm", the humeral head) or on the TRUNK's side ("trunk", the
+    shoulder girdle). For the trunk side the arm's end comes from ``arm_markers``, markers fixed
+    on the upper arm (:mod:`bemore.trial.acromion`); without any in the file the shoulder
+    springs are unobservable and the fit holds them at their seed values.
+    """
+
+    acromion_side: Literal["arm", "trunk"] = "arm"
+    arm_markers: list[str] = Field(
+        default_factory=list, description="markers fixed on the upper arm (both sides averaged)")
+
+
 class MarkerSet(Section):
-    """``configs/markerset.toml``: label renames, plane markers, joint-centre recipes."""
+    """``configs/markerset.toml``: label renames, plane markers, joint-centre recipes,
+    conventions."""
 
     labels: dict[str, str] = Field(default_factory=dict)
     plane: PlaneMarkers
     joint_centres: dict[str, list[str]]
     score: ScoreMarkers | None = None
+    conventions: Conventions = Conventions()
 
     @field_validator("joint_centres")
     @classmethod
@@ -206,6 +223,22 @@ def check_required(markers: Markers, markerset: MarkerSet) -> list[int]:
                 f"({markers.t[0]:.3f}–{markers.t[-1]:.3f} s)"
             )
     return indices
+
+
+def present_arm_markers(markers: Markers, markerset: MarkerSet) -> dict[str, int]:
+    """Canonical name → index in ``markers`` of the ``[conventions] arm_markers`` present in
+    the file with at least one valid sample (optional markers: absent ones are left out)."""
+    present = {}
+    for name in markerset.conventions.arm_markers:
+        index = markers.find(markerset.label(name))
+        if index is not None and not np.isnan(markers.positions[:, index]).all():
+            present[name] = index
+    return present
+
+
+def arm_marker_indices(markers: Markers, markerset: MarkerSet) -> list[int]:
+    """Indices in ``markers`` of the arm markers present (:func:`present_arm_markers`)."""
+    return list(present_arm_markers(markers, markerset).values())
 
 
 def joint_centres_3d(markers: Markers, markerset: MarkerSet) -> np.ndarray:

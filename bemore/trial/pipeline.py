@@ -3,11 +3,13 @@
 Steps (settings in ``configs/trial.toml``, marker set in ``configs/markerset.toml``):
 read → trim → required markers present → short gaps filled (cubic spline), long ones refused →
 zero-lag Butterworth low-pass → joint centres in 3D → study plane from the bar markers →
-projection → driven coordinates (from the filtered joint centres, or with ``[driven_filter]
-enabled`` from the unfiltered ones, each filtered at its own cutoff) and seen free coordinates
-at the file's rate → quintic spline resampling to 1 kHz with velocities and accelerations →
-initial free state. A C3D's bar force channels (``[forces]``, :mod:`bemore.trial.forces`) are
-trimmed with the markers, projected onto the study plane and resampled with them.
+projection → the acromion side's check and, for the trunk side, the arm's end from the arm
+markers (:mod:`bemore.trial.acromion`) → driven coordinates (from the filtered joint centres,
+or with ``[driven_filter] enabled`` from the unfiltered ones, each filtered at its own cutoff)
+and seen free coordinates at the file's rate → quintic spline resampling to 1 kHz with
+velocities and accelerations → initial free state. A C3D's bar force channels (``[forces]``,
+:mod:`bemore.trial.forces`) are trimmed with the markers, projected onto the study plane and
+resampled with them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from bemore.errors import DataError
+from bemore.trial.acromion import AcromionCheck, ArmEnd, calibrate_arm_end, check_acromion_side
 from bemore.trial.coordinates import (
     DRIVEN_NAMES,
     FREE_NAMES,
@@ -42,16 +45,20 @@ from bemore.trial.markerset import (
     POINT_NAMES,
     MarkerSet,
     TrialSettings,
+    arm_marker_indices,
     check_required,
     joint_centres_3d,
     load_markerset,
     load_trial_settings,
+    present_arm_markers,
 )
 from bemore.trial.noise import marker_noise_m
 from bemore.trial.plane import Plane, bar_axis, study_plane
 from bemore.trial.readers import read_markers
 
 _COST_INDEX = [POINT_NAMES.index(name) for name in JOINT_CENTRE_NAMES]
+_SHOULDER, _ELBOW = POINT_NAMES.index("shoulder"), POINT_NAMES.index("elbow")
+_NECK, _HIP = POINT_NAMES.index("neck"), POINT_NAMES.index("hip")
 
 # Each segment's length as the joint centres show it: the two points it runs between.
 # ``trunk.neck_to_hip`` is the model parameter of the same name (configs/models/real_gymnast.toml).
@@ -139,6 +146,10 @@ class Trial:
     marker_noise_m: float = float("nan")
     segment_lengths_m: dict[str, float] = field(default_factory=dict)
     segment_length_spread_m: dict[str, float] = field(default_factory=dict)
+    acromion_side: str = "arm"
+    arm_end: ArmEnd | None = None
+    shoulder_springs_observable: bool = True
+    acromion_check: AcromionCheck | None = None
     joint_centre_names: tuple[str, ...] = JOINT_CENTRE_NAMES
     point_names: tuple[str, ...] = POINT_NAMES
     driven_names: tuple[str, ...] = DRIVEN_NAMES
@@ -192,7 +203,19 @@ class Trial:
                 "peak_n": np.max(np.abs(self.bar_force), axis=0).tolist(),
             },
             "shoulder_centre_difference_mm": self.shoulder_centre_difference_mm,
+            "conventions": self.conventions(),
             "notes": list(self.notes),
+        }
+
+    def conventions(self) -> dict[str, Any]:
+        """JSON-ready record of the acromion convention: side declared, arm-end recipe,
+        whether the shoulder springs are observable, the markers' side check."""
+        return {
+            "acromion_side": self.acromion_side,
+            "arm_end": self.arm_end.to_dict() if self.arm_end is not None else None,
+            "shoulder_springs_observable": self.shoulder_springs_observable,
+            "acromion_check": (self.acromion_check.to_dict() if self.acromion_check is not None
+                               else None),
         }
 
     def summary_json(self) -> str:
@@ -237,9 +260,12 @@ def trim(markers: Markers, start_s: float, end_s: float) -> Markers:
 def fill_markers(
     markers: Markers, markerset: MarkerSet, settings: TrialSettings
 ) -> tuple[Markers, list[int]]:
-    """Trim, check the required markers and fill their short gaps; also their indices."""
+    """Trim, check the required markers and fill their short gaps (and those of the arm
+    markers present, ``[conventions]``); also their indices (required ones first)."""
     markers = trim(markers, settings.trim.start_s, settings.trim.end_s)
     indices = check_required(markers, markerset)
+    indices += [index for index in arm_marker_indices(markers, markerset)
+                if index not in indices]
     positions = markers.positions.copy()
     notes = list(markers.notes)
     for index in indices:
@@ -395,26 +421,45 @@ def prepare_markers(
                                           settings.trim.end_s))
     filled, indices = fill_markers(markers, markerset, settings)
     clean = low_pass_markers(filled, indices, settings)
-    noise = marker_noise_m(filled.positions[:, indices], clean.positions[:, indices],
+    required = indices[: len(markerset.required_markers())]
+    noise = marker_noise_m(filled.positions[:, required], clean.positions[:, required],
                            filled.rate_hz, settings.filter.cutoff_hz, settings.filter.order,
                            round(settings.filter.edge_cycles * filled.rate_hz
                                  / settings.filter.cutoff_hz))
     plane = find_plane(clean, markerset, settings)
     free_qd0 = initial_free_rates(filled, plane, markerset, settings)
-    points = plane.project(_joint_centres(clean, markerset, shoulder_centre))
+    points = plane.project(joint_centres_3d(clean, markerset))
+    arm = _arm_centre(clean, markerset, plane)
+    check = check_acromion_side(markerset.conventions.acromion_side, points[:, _ELBOW],
+                                points[:, _NECK], points[:, _HIP], points[:, _SHOULDER], arm,
+                                noise)
+    side = markerset.conventions.acromion_side
+    # The profile's functional centre moves the acromion-based shoulder (acromions on the arm's
+    # side); with the acromions on the trunk's side the arm markers place the arm's end.
+    centre = shoulder_centre if side == "arm" else None
     difference = float("nan")
-    if shoulder_centre is not None:
-        acromions = plane.project(joint_centres_3d(clean, markerset))
-        shoulder = POINT_NAMES.index("shoulder")
-        apart = np.linalg.norm(points[:, shoulder] - acromions[:, shoulder], axis=1)
-        difference = float(np.sqrt(np.nanmean(apart**2))) * 1e3
-        if np.isnan(points[:, shoulder]).any():
+    if centre is not None:
+        acromions = points[:, _SHOULDER].copy()
+        points = plane.project(_joint_centres(clean, markerset, centre))
+        if np.isnan(points[:, _SHOULDER]).any():
             raise DataError(f"{markers.source}: the shoulder centre's thorax markers are not "
                             "all seen at every frame")
+        apart = np.linalg.norm(points[:, _SHOULDER] - acromions, axis=1)
+        difference = float(np.sqrt(np.mean(apart**2))) * 1e3
+    arm_end = None
+    if side == "trunk" and arm is not None:
+        # The shoulder point is the arm's end, placed from the elbow and the arm markers
+        # (bemore.trial.acromion); the acromions only calibrate where it sits.
+        arm_end = calibrate_arm_end(points[:, _ELBOW], arm, points[:, _SHOULDER],
+                                    tuple(present_arm_markers(clean, markerset)))
+        points[:, _SHOULDER] = arm_end.place(points[:, _ELBOW], arm)
     if settings.driven_filter.enabled:
         # Slow relative angles of fast-turning segments, each filtered at its own cutoff
         # (docs/trials.md, "Accuracy").
-        raw_points = plane.project(_joint_centres(filled, markerset, shoulder_centre))
+        raw_points = plane.project(_joint_centres(filled, markerset, centre))
+        if arm_end is not None:
+            raw_points[:, _SHOULDER] = arm_end.place(raw_points[:, _ELBOW],
+                                                     _arm_centre(filled, markerset, plane))
         q = low_pass_driven(driven_from_points(raw_points), filled.rate_hz, settings,
                             markers.source)
     else:
@@ -442,11 +487,16 @@ def prepare_markers(
     free_seen = values[:, n_driven : n_driven + n_free]
     all_points = values[:, n_driven + n_free :].reshape(len(t_new), len(POINT_NAMES), 2)
     lengths, spread = segment_lengths(all_points)
-    centre_note = () if shoulder_centre is None else (
-        f"shoulder: functional centre ({shoulder_centre.get('method', 'SCoRE')}, "
-        f"{shoulder_centre.get('side', '')} side, profile) instead of the acromions alone: "
+    observable = side == "arm" or arm_end is not None
+    centre_note = () if centre is None else (
+        f"shoulder: functional centre ({centre.get('method', 'SCoRE')}, "
+        f"{centre.get('side', '')} side, profile) instead of the acromions alone: "
         f"{difference:.1f} mm RMS apart in the plane",)
-    notes = (*clean.notes, *_driven_note(settings), *centre_note,
+    if shoulder_centre is not None and centre is None:
+        centre_note = ("shoulder: the profile's functional centre is not used (acromions on "
+                       "the trunk's side: the arm markers place the arm's end)",)
+    notes = (*clean.notes, *_driven_note(settings), *_acromion_notes(side, arm_end, observable),
+             *centre_note,
              f"resampled {clean.rate_hz:g} Hz → {settings.resample.rate_hz:g} Hz (quintic spline)")
     return Trial(
         t=t_new,
@@ -469,12 +519,37 @@ def prepare_markers(
         marker_noise_m=noise,
         segment_lengths_m=lengths,
         segment_length_spread_m=spread,
+        acromion_side=side,
+        arm_end=arm_end,
+        shoulder_springs_observable=observable,
+        acromion_check=check,
         markers=clean,
         bar_force=bar_force,
         bar_force_noise_n=force_noise,
         bar_force_rate_hz=forces.analog_rate_hz if forces is not None else float("nan"),
         shoulder_centre_difference_mm=difference,
     )
+
+
+def _arm_centre(markers: Markers, markerset: MarkerSet, plane: Plane) -> np.ndarray | None:
+    """(F, 2) centre of the arm markers present (model plane, m), None without any."""
+    indices = arm_marker_indices(markers, markerset)
+    if not indices:
+        return None
+    return plane.project(np.mean(markers.positions[:, indices], axis=1))
+
+
+def _acromion_notes(side: str, arm_end: ArmEnd | None, observable: bool) -> tuple[str, ...]:
+    """The note saying where the shoulder point comes from on the trunk side."""
+    if side == "arm":
+        return ()
+    if not observable:
+        return ("acromions on the trunk's side and no marker fixed on the arm in the file: the "
+                "shoulder springs are UNOBSERVABLE (the arm runs elbow → acromions)",)
+    return (f"arm end from the elbow and {', '.join(arm_end.markers)}: "
+            f"{arm_end.along:.3f} × the elbow–arm-marker distance along the arm "
+            f"({arm_end.length_m * 1e3:.1f} mm at the median), {arm_end.across_m * 1e3:+.1f} mm "
+            "across (calibrated on the acromions, on the trunk's side)",)
 
 
 def prepare_trial(

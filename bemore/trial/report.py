@@ -56,6 +56,13 @@ def trial_summary(trial: Trial) -> list[str]:
         "segment lengths (median ± half the interquartile range): " + ", ".join(
             f"{name} {length * 1e3:.1f} ± {trial.segment_length_spread_m[name] * 1e3:.1f} mm"
             for name, length in trial.segment_lengths_m.items()),
+    ]
+    if trial.acromion_check is not None:
+        lines.append(trial.acromion_check.message)
+    if not trial.shoulder_springs_observable:
+        lines.append("shoulder springs: UNOBSERVABLE (acromions on the trunk's side, no marker "
+                     "fixed on the arm): identify holds them at their seed values")
+    lines += [
         "driven coordinates (min … max):",
     ]
     if trial.bar_force is not None:

@@ -46,8 +46,9 @@ class SyntheticSpec:
         rate_hz: marker rate written to the C3D (Hz); bar_height_m: bar above the lab floor (m).
         prefix: subject prefix of every label ("" for none).
         acromion_side: where the acromion markers ride: "arm" (the arm's end of the shoulder
-            spring-dampers, the convention the trial chain assumes) or "trunk" (the trunk's
-            side, the shoulder joint centre): another convention, to test what the chain says.
+            spring-dampers, the marker set's default convention) or "trunk" (the trunk's side,
+            the shoulder joint centre). The upper-arm markers (TRICEPS) ride on the arm either
+            way (bemore.trial.markerplacement).
         bar_forces: also write the bar's spring-damper force (``Model.spring_forces``) as
             analog channels ``BarFX`` (lab X = model x) and ``BarFZ`` (lab Z = model y), N, at
             ``analog_per_frame`` samples per marker frame (the analog rate must divide 1 kHz:
@@ -82,7 +83,8 @@ class Truth:
     """What the synthetic trial really is (ground truth), JSON-ready except the arrays.
 
     Arrays at the C3D frames: t (F,) s, points (F, 10, 2) m as the markers show them (the
-    ``shoulder`` is the arm side of the shoulder spring; the engine's shoulder is ``neck``),
+    ``shoulder`` is where the acromions ride: the arm's end of the shoulder springs, or with
+    ``acromion_side = "trunk"`` the engine's shoulder joint),
     driven_q (F, 9) the profile's driven coordinates, driven_seen (F, 9) the docs/model.md
     definitions evaluated on those noise-free points (what a perfect pipeline returns),
     free_q (F, 5).
@@ -221,10 +223,10 @@ def synthesize(spec: SyntheticSpec) -> tuple[Markers, Truth]:
     points = sim.points[0, rows].copy()
     if spec.acromion_side not in ("arm", "trunk"):
         raise DataError(f"synthetic trial: acromion_side {spec.acromion_side!r}: arm or trunk")
+    end = arm_end(points, sim.free_q[0, rows], motion.q[rows])
     if spec.acromion_side == "arm":
-        points[:, POINT_NAMES.index("shoulder")] = arm_end(points, sim.free_q[0, rows],
-                                                           motion.q[rows])
-    labels, model_positions = model_marker_positions(points)
+        points[:, POINT_NAMES.index("shoulder")] = end
+    labels, model_positions = model_marker_positions(points, end)
     lab = model_to_lab(model_positions, spec.bar_height_m)
     rng = np.random.default_rng(spec.seed)
     lab = lab + rng.normal(0.0, spec.noise_mm * 1e-3, lab.shape)

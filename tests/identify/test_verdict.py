@@ -123,24 +123,103 @@ def test_a_right_model_on_noisy_data_is_judged_good_at_any_noise_level() -> None
         assert verdict.not_following == ["neck"] and verdict.joint_centres[3].systematic
 
 
-def test_acromions_on_the_trunk_side_give_a_poor_fit_that_names_them(tmp_path) -> None:
-    # Another convention than the chain assumes: the acromion markers on the trunk's side of
-    # the shoulder spring-dampers. The chain then counts the springs' deflection twice; the
-    # fit must not pass for good, and the verdict must point at the acromions.
-    from bemore.identify.problem import IdentificationProblem
-    from bemore.identify.run import RunSettings, identify
-    from bemore.identify.space import ParameterSpace
-    from bemore.settings import load_gymnast, load_identification
-    from bemore.trial import prepare_trial
-    from bemore.trial.synthetic import write_synthetic_trial
+@pytest.fixture(scope="module")
+def trunk_side_trials(tmp_path_factory) -> dict[str, Path]:
+    """Trials whose acromion markers ride on the trunk's side of the shoulder springs (1 mm of
+    noise): "with arm markers" (the full marker set), "without arm markers" (no TRICEPS), and
+    the marker set declaring the trunk side ("markerset")."""
+    from bemore.paths import default_config
 
-    path, _, _ = write_synthetic_trial(
-        SyntheticSpec(duration_s=1.6, noise_mm=1.0, seed=4, acromion_side="trunk"),
-        tmp_path / "trunk_side.c3d")
-    space = ParameterSpace.from_config(load_identification(), load_gymnast())
-    problem = IdentificationProblem.from_trial(prepare_trial(path), space, samples_per_step=2)
-    outcome = identify(problem, RunSettings(seed=4))
-    assert outcome.verdict.status == "poor"
-    assert "acromion markers ride on the trunk's side" in outcome.verdict.message
-    flagged = outcome.identifiability.flagged
-    assert all(name in flagged for name in space.names if name.startswith("shoulder."))
+    folder = tmp_path_factory.mktemp("trunk_side")
+    markers, _ = synthesize(SyntheticSpec(duration_s=1.6, noise_mm=1.0, seed=4,
+                                          acromion_side="trunk"))
+    write_c3d(folder / "trunk_side.c3d", markers, "acromions on the trunk's side")
+    keep = [k for k, label in enumerate(markers.labels) if "TRICEPS" not in label]
+    from bemore.trial.markers import Markers
+
+    write_c3d(folder / "no_arm_markers.c3d",
+              Markers(markers.t, markers.positions[:, keep],
+                      tuple(markers.labels[k] for k in keep), markers.rate_hz, markers.source,
+                      markers.unit_in_file, markers.notes), "no marker fixed on the arm")
+    markerset = folder / "markerset.toml"
+    markerset.write_text(default_config("markerset.toml").read_text().replace(
+        'acromion_side = "arm"', 'acromion_side = "trunk"'))
+    return {"with arm markers": folder / "trunk_side.c3d",
+            "without arm markers": folder / "no_arm_markers.c3d", "markerset": markerset}
+
+
+def test_trunk_side_acromions_declared_arm_exit_1_naming_them_and_are_refused(
+        trunk_side_trials, tmp_path) -> None:
+    # Another convention than the one declared: the acromions ride on the trunk's side of the
+    # shoulder spring-dampers, the marker set says "arm". The chain then counts the springs'
+    # deflection twice; the markers' check says so, and the fit must not pass for good.
+    trial = trunk_side_trials["with arm markers"]
+    out = tmp_path / "identify"
+    result = CliRunner().invoke(cli, ["identify", str(trial), "--pack", "100", "--iterations",
+                                      "30", "--seed", "4", "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "declared arm: CONTRADICTED" in result.output  # the check, on screen
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith(f"bemore: error: {trial}: fit poor:")
+    assert "worst: " in last and "do not follow" in last
+    assert ("likely: the acromion markers ride on the trunk's side of the shoulder springs, "
+            "declared arm") in last
+    athlete = json.loads((out / "athlete.json").read_text())
+    check = athlete["trial"]["conventions"]["acromion_check"]
+    assert check["supported"] == "trunk" and check["contradicts"] is True
+    verdict = athlete["fit_verdict"]
+    # Measured (seed 4): 3.1 mm against a 2.1 mm limit; worst neck 4.6, hip 4.1, knee 3.8 mm.
+    assert verdict["status"] == "poor" and verdict["not_following"]
+    worst = max(verdict["joint_centres"], key=lambda row: row["rms_mm"])["name"]
+    assert f"worst: {worst}" in last
+    refused = CliRunner().invoke(cli, ["synthesize", str(out / "athlete.json"), "--out",
+                                       str(tmp_path / "g")])
+    assert refused.exit_code == 1
+    lines = [line for line in refused.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "fit poor" in lines[0] and "--accept-poor-fit" in lines[0]
+    assert not (tmp_path / "g" / "setpoints.csv").exists()
+
+
+def test_unobservable_shoulder_springs_are_held_flagged_and_refused(trunk_side_trials,
+                                                                    tmp_path) -> None:
+    # Acromions on the trunk's side and no marker fixed on the arm: nothing separates the
+    # springs' deflection from the arm's motion. The springs are not fitted (held at their seed
+    # values, the fit runs them locked), athlete.json and the screen say so, and synthesize
+    # refuses the athlete unless --accept-poor-fit.
+    from bemore.settings import load_identification
+
+    trial, markerset = trunk_side_trials["without arm markers"], trunk_side_trials["markerset"]
+    out = tmp_path / "identify"
+    result = CliRunner().invoke(cli, ["identify", str(trial), "--markerset-config", str(markerset),
+                                      "--pack", "100", "--iterations", "30", "--seed", "4",
+                                      "--out", str(out)])
+    athlete = json.loads((out / "athlete.json").read_text())
+    shoulder = [item.name for item in load_identification().parameters
+                if item.name.startswith("shoulder.")]
+    assert athlete["unobservable_parameters"] == shoulder
+    for item in load_identification().parameters:
+        row = athlete["parameters"][item.name]
+        if item.name in shoulder:
+            assert row["unobservable"] is True and row["identifiable"] is False
+            assert row["value"] == item.seed_value and row["standard_error"] is None
+        else:
+            assert "unobservable" not in row
+    assert "UNOBSERVABLE, not fitted: shoulder.stiffness_ap" in result.output
+    assert athlete["trial"]["conventions"]["shoulder_springs_observable"] is False
+    # The locked springs follow the trial (measured: 0.66 mm, bar stiffnesses within 1 %).
+    assert result.exit_code == 0, result.output
+    assert athlete["fit_verdict"]["status"] == "good"
+    truth = {"bar.stiffness_x": 15326.0, "bar.stiffness_y": 31983.0}  # the model's seed values
+    for name, value in truth.items():
+        assert athlete["parameters"][name]["value"] == pytest.approx(value, rel=0.05), name
+    refused = CliRunner().invoke(cli, ["synthesize", str(out / "athlete.json"), "--out",
+                                       str(tmp_path / "g")])
+    assert refused.exit_code == 1
+    lines = [line for line in refused.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "unobservable in this trial" in lines[0], refused.output
+    accepted = CliRunner().invoke(cli, ["synthesize", str(out / "athlete.json"),
+                                        "--accept-poor-fit", "--no-animation", "--starts", "2",
+                                        "--out", str(tmp_path / "g")])
+    gesture = json.loads((tmp_path / "g" / "gesture.json").read_text())
+    fit = gesture["inputs"]["athlete_fit"]
+    assert fit["unobservable"] == shoulder and fit["accepted_by_flag"] is True, accepted.output

@@ -1,5 +1,6 @@
 """``bemore synthesize`` writes its result (gesture.json, setpoints.csv, the console summary)
-before its plots and GIF, marks its phases when asked (BEMORE_PHASE_TIMES), loads no numba."""
+without waiting for its plots and GIF (drawn by a child process beside it), returns once both
+are written, marks its phases when asked (BEMORE_PHASE_TIMES), loads no numba."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -17,54 +19,95 @@ from bemore.phases import read
 from tests.synthesis.test_synthesize import NEAR_OPTIMUM, _config
 
 ROOT = Path(__file__).resolve().parents[2]
+WAIT_S = 120.0  # the longest the figures' process waits for the result before giving up
 
 
-def test_the_result_is_written_before_the_figures(tmp_path, monkeypatch) -> None:
+def test_the_result_does_not_wait_for_the_figures(tmp_path, monkeypatch) -> None:
     config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
     out = tmp_path / "gesture"
     marks = tmp_path / "phases.jsonl"
+    seen = tmp_path / "seen.json"
     monkeypatch.setenv("BEMORE_PHASE_TIMES", str(marks))
-    seen = {}
     original = outputs.write_plots
 
-    def recording_plots(folder, *args, **kwargs):
-        seen["files"] = sorted(path.name for path in out.iterdir())
+    def plots_after_the_result(folder, *args, **kwargs):
+        # The figures' process holds its plots until gesture.json is complete: were the
+        # result waiting for the figures, this would time out and no figure would be written.
+        deadline = time.monotonic() + WAIT_S
+        while not (out / "gesture.json").is_file() or not _complete(out / "gesture.json"):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the result was not written while the figures waited")
+            time.sleep(0.01)
+        seen.write_text(json.dumps(sorted(path.name for path in out.iterdir())))
         return original(folder, *args, **kwargs)
 
-    monkeypatch.setattr(outputs, "write_plots", recording_plots)
-    result = CliRunner().invoke(cli, ["synthesize", "--config", str(config), "--out", str(out)])
+    monkeypatch.setattr(outputs, "write_plots", plots_after_the_result)
+    result = CliRunner().invoke(
+        cli, ["synthesize", "--synthesis-config", str(config), "--out", str(out)])
     assert result.exit_code == 0, result.output
-    # when the plots start, the result is already on disk (and no figure yet)
-    assert {"gesture.json", "setpoints.csv", "profiles.csv"} <= set(seen["files"])
-    assert "gesture.gif" not in seen["files"] and "plots" not in seen["files"]
+    # when the plots started, the result was on disk (and no figure yet)
+    files = set(json.loads(seen.read_text()))
+    assert {"gesture.json", "setpoints.csv", "profiles.csv"} <= files
+    assert "gesture.gif" not in files and "plots" not in files
     # the console gives the result before it announces the figures
     text = result.output
     assert text.index("every constraint holds") < text.index("plotting…")
     assert text.index("bench requirements") < text.index("plotting…")
     assert text.rstrip().endswith("plots/, gesture.gif")
-    # the GIF and the plots are there after the command
+    # the GIF and the plots are there when the command returns
     assert (out / "gesture.gif").read_bytes()[:6] in (b"GIF87a", b"GIF89a")
     assert len(list((out / "plots").glob("*.png"))) == 8
     assert json.loads((out / "gesture.json").read_text())["feasible"] is True
     phases = [(item["command"], item["phase"]) for item in read(marks)]
     assert phases == [("synthesize", name) for name in
-                      ("start-up", "synthesis", "outputs", "plots", "animation")]
+                      ("start-up", "synthesis", "outputs", "figures")]
     instants = [item["end_unix_s"] for item in read(marks)]
     assert instants == sorted(instants)
 
 
-def test_synthesize_loads_no_numba(tmp_path) -> None:
+def _complete(path: Path) -> bool:
+    try:
+        json.loads(path.read_text())
+    except ValueError:
+        return False
+    return True
+
+
+def test_a_figure_that_fails_is_one_line_and_exit_code_1(tmp_path, monkeypatch) -> None:
+    config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
+    out = tmp_path / "gesture"
+
+    def broken(path, *args, **kwargs):
+        raise OSError(f"{path}: disk full")
+
+    monkeypatch.setattr(outputs, "write_animation", broken)
+    result = CliRunner().invoke(
+        cli, ["synthesize", "--synthesis-config", str(config), "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "the figures in" in result.output and "disk full" in result.output
+    assert "Traceback" not in result.output
+    # the result itself is complete
+    assert json.loads((out / "gesture.json").read_text())["feasible"] is True
+
+
+def test_synthesize_loads_no_numba_matplotlib_or_pymoo(tmp_path) -> None:
+    # Without os.fork (as where there is none) the figures are drawn in this same process, so
+    # its modules after the command are those of the synthesis, the result and the figures.
     config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
     code = (
-        "import sys\n"
+        "import os, sys\n"
+        "del os.fork\n"
         "from bemore.cli import cli\n"
-        f"try:\n    cli(['synthesize', '--config', {str(config)!r}, '--no-animation', "
+        f"try:\n    cli(['synthesize', '--synthesis-config', {str(config)!r}, "
         f"'--out', {str(tmp_path / 'g')!r}], prog_name='bemore')\n"
         "except SystemExit as end:\n    assert end.code in (0, None), end.code\n"
-        "print('numba loaded:', 'numba' in sys.modules)\n"
+        "print('loaded:', sorted(name for name in ('numba', 'matplotlib', 'pymoo') "
+        "if name in sys.modules))\n"
     )
     env = {key: value for key, value in os.environ.items() if key != "BEMORE_PHASE_TIMES"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=ROOT, env=env, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip().splitlines()[-1] == "numba loaded: False"
+    assert result.stdout.strip().splitlines()[-1] == "loaded: []"
+    assert (tmp_path / "g" / "gesture.gif").is_file()
+    assert len(list((tmp_path / "g" / "plots").glob("*.png"))) == 8

@@ -141,7 +141,8 @@ def test_synth_cli_writes_bar_forces_and_inspect_shows_them(tmp_path) -> None:
     assert "BarFX, BarFZ at 1000 Hz, 2 % noise" in result.output
     analogs = read_analogs(out)
     assert analogs.labels == ("BarFX", "BarFZ") and analogs.per_frame == 10
-    result = runner.invoke(cli, ["trial", "inspect", str(out)])
+    result = runner.invoke(cli, ["trial", "inspect", str(out), "--out", str(tmp_path / "i"),
+                                 "--no-plot"])
     assert result.exit_code == 0, result.output
     line = next(line for line in result.output.splitlines() if line.startswith("bar force"))
     assert "at 1000 Hz" in line
