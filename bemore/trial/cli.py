@@ -27,7 +27,8 @@ def trial_group() -> None:
               "(created if needed).")
 @click.option("--no-plot", is_flag=True, help="Do not draw the stick figure.")
 @click.option("--profile", type=click.Path(path_type=Path), default=None,
-              help="Athlete profile: its [shoulder_centre] (trial score) gives the shoulder.")
+              help="Athlete profile whose [shoulder_centre] (trial score) moves the shoulder "
+              "(default: none, the acromions alone).")
 def inspect_command(file: Path, markerset: Path | None, settings: Path | None, out: Path,
                     no_plot: bool, profile: Path | None) -> None:
     """Summarise a trial and, if it is a bar trial, prepare it and export the results.
@@ -141,7 +142,8 @@ def synth_command(output: Path, duration_s: float, parameters: tuple[str, ...],
 @click.option("--side", type=click.Choice(["right", "left"]), default="right", show_default=True,
               help="Which arm moved (its upper-arm cluster of markerset.toml [score]).")
 @click.option("--profile", type=click.Path(path_type=Path), default=None,
-              help="Athlete profile TOML to write the centre into ([shoulder_centre]).")
+              help="Athlete profile TOML to write the centre into ([shoulder_centre]; default: "
+              "none, printed only).")
 @click.option("--markerset-config", "markerset", type=click.Path(path_type=Path), default=None,
               help="Marker set with its [score] clusters (default: configs/markerset.toml).")
 def score_command(calibration: Path, side: str, profile: Path | None,
