@@ -113,6 +113,10 @@ class Optimiser(Section):
     polish_starts: int = Field(
         3, ge=1, le=50, description="distinct points of the global run the polish starts from"
     )
+    polish_jacobian: Literal["exact", "finite-difference"] = Field(
+        "exact", description="the polish's Jacobian: sensitivities computed with the simulation "
+        "(exact) or central finite differences"
+    )
     workers: int = Field(0, ge=0, description="0 = all local cores")
     dask: str | None = Field(None, description="Dask scheduler address; absent = in-process")
     samples_per_step: Literal[1, 2] = Field(

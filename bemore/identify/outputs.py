@@ -57,6 +57,7 @@ def athlete_record(
         "analysis_evaluations": outcome.analysis_evaluations,
         "seed": settings.seed,
         "polish": settings.polish,
+        "polish_jacobian": settings.polish_jacobian,  # exact | finite-difference
         "workers": settings.workers,
         # The search's cost only (global_run.fun, convergence.csv); the figures above are exact.
         "search_samples_per_step": getattr(problem, "samples_per_step", 1),

@@ -43,6 +43,7 @@ def run_settings(optimiser: Optimiser, overrides: Overrides = Overrides()) -> Ru
         polish=optimiser.polish if overrides.polish is None else overrides.polish,
         workers=optimiser.workers if overrides.workers is None else overrides.workers,
         polish_starts=optimiser.polish_starts,
+        polish_jacobian=optimiser.polish_jacobian,
     )
     if settings.pack < 2:
         raise ConfigError(f"--pack {settings.pack}: a population needs at least 2 members")

@@ -62,6 +62,7 @@ def force_scales(marker_noise_m: float, marker_rate_hz: float, force_noise_n: np
         sigma / np.sqrt(force_rate_hz))
 
 
+START_STEP = 1e-4  # normalised units: central differences of the start's spring equilibrium
 # The shoulder spring-dampers of a trial that cannot see them (acromions on the trunk's side, no
 # marker fixed on the arm): the arm the trial drives already carries their deflection, so the
 # fit runs them locked (N/m, N·s/m: 0.1 mm under 1 kN, damping ratio ≈ 0.9 on the trunk).
@@ -345,6 +346,50 @@ class IdentificationProblem(Problem):
         bad = ~np.isfinite(difference).all(axis=1)
         difference[bad] = PENALTY_DISTANCE_M / np.sqrt(2.0)
         return difference
+
+    def start_derivatives(self, X: np.ndarray, step: float = START_STEP
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Derivatives of what the engine simulates for X (N, dim) with respect to each
+        coordinate of x: parameters dP (N, dim, n_model_parameters) SI per unit of x, start
+        dq0 and dq̇0 (N, dim, 5). The parameters' own columns are linear in x; the bar rest and
+        the equilibrium shoulder start solve the spring equilibrium (Newton), differenced
+        centrally with ``step`` (no trial simulation: a static solve per point)."""
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        N, d = X.shape
+        eye = np.eye(d) * step
+        points = np.concatenate([X[:, None, :] + eye, X[:, None, :] - eye], axis=1)
+        P, q0, qd0 = self.members(points.reshape(-1, d))
+        nf = self.model.n_free
+        P = P.reshape(N, 2, d, -1)
+        q0 = np.broadcast_to(q0, (2 * N * d, nf)).reshape(N, 2, d, nf)
+        qd0 = np.broadcast_to(qd0, (2 * N * d, nf)).reshape(N, 2, d, nf)
+        return tuple((a[:, 0] - a[:, 1]) / (2.0 * step) for a in (P, q0, qd0))
+
+    def jacobian(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Residuals (N, m) of X (N, dim), as :meth:`residuals` gives them, and their exact
+        Jacobian (N, m, dim) in m per unit of x: the engine's forward-mode sensitivities
+        (:mod:`bemore.model.sensitivity`) chained with :meth:`start_derivatives`. A member that
+        cannot be simulated gets the penalty residuals and a zero Jacobian."""
+        from bemore.model.sensitivity import point_sensitivities
+
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        N, d = X.shape
+        P, q0, qd0 = self.members(X)
+        dP, dq0, dqd0 = self.start_derivatives(X)
+        result = point_sensitivities(self.model, P, self.motion, q0, qd0, dP, dq0, dqd0)
+        difference = np.take(result.points, self._point_index, axis=2)
+        np.subtract(difference, self.measured, out=difference)
+        derivative = np.take(result.derivatives, self._point_index, axis=3)  # (N, d, F, 7, 2)
+        unseen = np.isnan(self.measured)
+        if unseen.any():
+            difference[:, unseen] = 0.0
+            derivative[:, :, unseen] = 0.0
+        difference = difference.reshape(N, -1)
+        J = np.ascontiguousarray(derivative.reshape(N, d, -1).transpose(0, 2, 1))
+        bad = ~(np.isfinite(difference).all(axis=1) & np.isfinite(J).all(axis=(1, 2)))
+        difference[bad] = PENALTY_DISTANCE_M / np.sqrt(2.0)
+        J[bad] = 0.0
+        return difference, J
 
 
 def _driven_by_name(trial: Any, model: Any) -> Any:

@@ -45,6 +45,9 @@ class RunSettings:
     workers: int = 0
     polish_iterations: int = 100
     polish_starts: int = 3  # distinct points of the global run polished (1 = its best only)
+    # The polish's and the analysis's Jacobian: "exact" (sensitivities computed with the
+    # simulation, bemore.model.sensitivity) or "finite-difference" (central, 2·d + 1 points).
+    polish_jacobian: str = "exact"
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -188,7 +191,10 @@ def _identify(
         conventions = getattr(problem, "conventions", None) or {}
         verdict = judge_fit(problem.measured, points[:, cost_index], problem.cost_points,
                             problem.marker_noise_m, at_bounds, conventions.get("acromion_check"))
-        if jacobian is None:
+        if jacobian is None and settings.polish_jacobian == "exact":
+            residuals, jacobian = (a[0] for a in problem.jacobian(x[None, :]))
+            analysis_evaluations = 1
+        elif jacobian is None:
             jacobian, residuals, analysis_evaluations = finite_difference_jacobian(
                 problem.residuals, x, problem.lower, problem.upper
             )
@@ -254,8 +260,10 @@ def _polish_from_distinct_starts(
     seen = np.all(np.isfinite(problem.measured), axis=-1).reshape(-1)  # (F·7,) joint centres
     picks = distinct_starts(X, F, settings.polish_starts, problem.lower, problem.upper)
     # In lock step: each Jacobian or residual request of the starts is one engine call.
+    exact = settings.polish_jacobian == "exact"
     fits = polish_many(problem.residuals, X[picks], problem.lower, problem.upper,
-                       max_iterations=settings.polish_iterations)
+                       max_iterations=settings.polish_iterations,
+                       jacobian=problem.jacobian if exact else None)
     starts: list[PolishStart] = []
     for index, fit in zip(picks, fits, strict=True):
         squared = np.sum(_joint_centre_part(problem, fit.residuals).reshape(-1, 2) ** 2, axis=1)
