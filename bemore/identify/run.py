@@ -191,7 +191,7 @@ def _identify(
         conventions = getattr(problem, "conventions", None) or {}
         verdict = judge_fit(problem.measured, points[:, cost_index], problem.cost_points,
                             problem.marker_noise_m, at_bounds, conventions.get("acromion_check"))
-        if jacobian is None and settings.polish_jacobian == "exact":
+        if jacobian is None and _exact_jacobian(problem, settings):
             residuals, jacobian = (a[0] for a in problem.jacobian(x[None, :]))
             analysis_evaluations = 1
         elif jacobian is None:
@@ -260,7 +260,7 @@ def _polish_from_distinct_starts(
     seen = np.all(np.isfinite(problem.measured), axis=-1).reshape(-1)  # (F·7,) joint centres
     picks = distinct_starts(X, F, settings.polish_starts, problem.lower, problem.upper)
     # In lock step: each Jacobian or residual request of the starts is one engine call.
-    exact = settings.polish_jacobian == "exact"
+    exact = _exact_jacobian(problem, settings)
     fits = polish_many(problem.residuals, X[picks], problem.lower, problem.upper,
                        max_iterations=settings.polish_iterations,
                        jacobian=problem.jacobian if exact else None)
@@ -280,6 +280,12 @@ def _polish_from_distinct_starts(
     best = int(np.flatnonzero(costs <= costs.min() * (1.0 + TIE_RELATIVE))[0])
     starts[best].won = True
     return fits[best], starts
+
+
+def _exact_jacobian(problem: IdentificationProblem, settings: RunSettings) -> bool:
+    """Whether the problem's exact Jacobian (sensitivities of the joint centres) is used: asked
+    for, and no bar-force rows in the residuals (their Jacobian is by finite differences)."""
+    return settings.polish_jacobian == "exact" and not getattr(problem, "has_forces", False)
 
 
 def _joint_centre_part(problem: IdentificationProblem, residuals: np.ndarray) -> np.ndarray:
