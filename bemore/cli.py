@@ -18,7 +18,7 @@ from controller.cli import BenchGroup
 
 # The capabilities' commands in the coach's workflow order (the order `bemore --help` lists them:
 # look at the recording, identify, synthesize, drive, replay; then the whole-squad batch, the
-# model tool and the records; `config` follows): name → (module, attribute, one-line summary for
+# records and the model tool; `config` follows): name → (module, attribute, one-line summary for
 # `bemore --help`).
 # A command's module is imported only when that command runs, so that `bemore --help` and each
 # command start without the others' heavy imports (numba kernels, scipy.signal, matplotlib).
@@ -40,10 +40,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "batch": ("bemore.batch.cli", "batch_command",
               "Identify and synthesize every athlete of MANIFEST (TOML or CSV), in parallel, "
               "resumably."),
-    "simulate": ("bemore.model.cli", "simulate_command",
-                 "Simulate a gymnast model along a driven motion, from spring equilibrium."),
-    "model": ("bemore.model.compiler_cli", "model_group",
-              "A model's equations of motion for people (LaTeX, Markdown) and as portable C."),
     # The coach's records (docs/records.md): the squad, the season, the database file.
     "athlete": ("bemore.records.cli", "athlete_group",
                 "The squad's athletes: add, list, show, edit (a body mass is a dated series)."),
@@ -59,6 +55,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                ".json)."),
     "db": ("bemore.records.cli", "db_group",
            "The records database file: where it is, its schema version, an online backup."),
+    # The model tools.
+    "simulate": ("bemore.model.cli", "simulate_command",
+                 "Simulate a gymnast model along a driven motion, from spring equilibrium."),
+    "model": ("bemore.model.compiler_cli", "model_group",
+              "A model's equations of motion for people (LaTeX, Markdown) and as portable C."),
 }
 
 
@@ -114,7 +115,7 @@ def config_group() -> None:
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--kind", default=None, metavar="KIND",
               help="Kind of every FILE, for a copy whose name does not tell it: gymnast, "
-              "identification, synthesis, bench, athlete, markerset, trial, bench_sim, batch, "
+              "identification, synthesis, bench, profile, markerset, trial, bench_sim, batch, "
               "model. "
               "Default: told by the file name (bench.toml, models/*.toml, ...).")
 def config_check(files: tuple[Path, ...], kind: str | None) -> None:

@@ -47,7 +47,8 @@ class Kind:
 KINDS: dict[str, Kind] = {
     **{name.removesuffix(".toml"): Kind(name, schema, schema.__name__)
        for name, schema in CONFIG_SCHEMAS.items()},
-    "athlete": Kind("athlete.example.toml", "bemore.profile:ProfileFile", "ProfileFile"),
+    # An athlete's profile (what --profile reads).
+    "profile": Kind("athlete.example.toml", "bemore.profile:ProfileFile", "ProfileFile"),
     "markerset": Kind("markerset.toml", "bemore.trial.markerset:MarkerSet", "MarkerSet"),
     "trial": Kind("trial.toml", "bemore.trial.markerset:TrialSettings", "TrialSettings"),
     # The simulated bench's plant and gains, validated by the bench side's own loader.

@@ -113,6 +113,10 @@ class Optimiser(Section):
     polish_starts: int = Field(
         3, ge=1, le=50, description="distinct points of the global run the polish starts from"
     )
+    polish_jacobian: Literal["exact", "finite-difference"] = Field(
+        "exact", description="the polish's Jacobian: sensitivities computed with the simulation "
+        "(exact) or central finite differences"
+    )
     workers: int = Field(0, ge=0, description="0 = all local cores")
     dask: str | None = Field(None, description="Dask scheduler address; absent = in-process")
     samples_per_step: Literal[1, 2] = Field(
@@ -152,11 +156,21 @@ class InitialState(Section):
     )
 
 
+class ForceTerm(Section):
+    """The bar-force term of the cost, when the trial has bar forces (docs/identify.md,
+    "Bar forces")."""
+
+    use: bool = Field(True, description="add the force term when the trial carries bar forces")
+    weight: PositiveFloat = Field(
+        1.0, description="multiplies the force term; 1 = each residual normalised by its noise")
+
+
 class Identification(Section):
     """The identified parameters (their one list), their bounds, and the optimiser settings."""
 
     optimiser: Optimiser = Optimiser()
     initial_state: InitialState = InitialState()
+    forces: ForceTerm = ForceTerm()
     mass_budget: MassBudget
     parameters: list[Bounded] = Field(min_length=1)
 

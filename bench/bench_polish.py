@@ -1,4 +1,5 @@
-"""``bemore identify``'s least-squares polish: now against the polish before lock step, in one run.
+"""``bemore identify``'s polish: lock step against one start at a time, in one run (both with
+the finite-difference Jacobian; ``bench_sensitivities`` compares the exact one).
 
 * whole processes: ``python -m bemore identify data/sample_trial.c3d`` (search, then the polish
   from 3 distinct starts), alternated between this checkout and the tree of commit
@@ -69,6 +70,18 @@ def identify_once(tree: Path | None, out: Path, options: list[str],
             "cpu": usage.ru_utime + usage.ru_stime}
 
 
+def jacobian_config(folder: Path, jacobian: str) -> Path:
+    """A copy of configs/identification.toml with ``polish_jacobian = jacobian`` in ``folder``."""
+    config = REPOSITORY / "configs" / "identification.toml"
+    text = config.read_text()
+    line = 'polish_jacobian = "exact"'
+    if line not in text:
+        raise RuntimeError(f"{config} has no line {line!r}")
+    path = folder / f"identification-{jacobian}.toml"
+    path.write_text(text.replace(line, f'polish_jacobian = "{jacobian}"'))
+    return path
+
+
 def same_result(first: Path, second: Path) -> None:
     """Raise unless the two athlete.json hold the same parameters and fit, number for number."""
     a, b = (json.loads((folder / "athlete.json").read_text()) for folder in (first, second))
@@ -84,9 +97,13 @@ def whole_processes(pairs: int, options: list[str], accepted: tuple[int, ...] = 
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
         tree = baseline_tree(folder / "baseline")
+        # This checkout with the baseline's finite-difference Jacobian: the same numbers are
+        # expected (bench_sensitivities compares the exact Jacobian).
+        now = ["--identification-config", str(jacobian_config(folder, "finite-difference"))]
         for pair in range(pairs + 1):  # the first pair unmeasured (caches, page cache)
             for name, source in (("baseline", tree), ("now", None)):
-                sample = identify_once(source, folder / name, options, accepted)
+                sample = identify_once(source, folder / name,
+                                       options + (now if source is None else []), accepted)
                 if pair:
                     samples[name].append(sample)
             same_result(folder / "baseline", folder / "now")
@@ -166,7 +183,8 @@ def run(smoke: bool) -> list[Measurement]:
         from bench.bench_identify import trimmed_trial_config
 
         with tempfile.TemporaryDirectory() as scratch:
-            config = trimmed_trial_config(Path(scratch), 0.5)
+            # The baseline tree predates [forces]: a copy without it serves both trees.
+            config = trimmed_trial_config(Path(scratch), 0.5, keep_forces=False)
             options = ["--trial-config", str(config), "--pack", "5", "--iterations", "2"]
             # A 5 × 2 search may not fit the trial: identify's poor-fit exit 1 is accepted.
             measured = whole_processes(1, options, (0, 1))

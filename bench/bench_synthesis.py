@@ -254,8 +254,8 @@ def run(smoke: bool) -> list[Measurement]:
         problem, START, 40
     )
     print(
-        f"  one start to convergence: bemore {outcome.iterations} iterations, "
-        f"{outcome.evaluations} evaluations in {calls} engine calls | baseline "
+        f"  one start to convergence: bemore {outcome.nit} iterations, "
+        f"{outcome.nfev} evaluations in {calls} engine calls | baseline "
         f"{baseline_iterations} iterations, {baseline_evaluations} evaluations"
     )
     measurements.append(
@@ -278,8 +278,8 @@ def run(smoke: bool) -> list[Measurement]:
         name: statistics.median(r.timings_s[name] for r in results) for name in last.timings_s
     }
     print(
-        f"  whole synthesis: {last.evaluations} evaluations in {last.engine_calls} engine calls "
-        f"({last.batches} batched requests); stage medians (s): "
+        f"  whole synthesis: {last.optimisation.nfev} evaluations in {last.engine_calls} engine "
+        f"calls ({last.optimisation.nbatch} batched requests); stage medians (s): "
         + ", ".join(f"{name} {value:.3f}" for name, value in stages.items())
         + f"; wall min {min(walls):.3f} s"
     )
@@ -288,7 +288,7 @@ def run(smoke: bool) -> list[Measurement]:
             "whole synthesis (screening, 4 starts, polish, verification), warm, median wall",
             "s",
             statistics.median(walls),
-            baseline_eval * last.evaluations,
+            baseline_eval * last.optimisation.nfev,
             "estimate: solve_ivp per evaluation × the same evaluation count",
             f"≤ 0.5 s (seed {SEED_ELAPSED_S} s)",
         )

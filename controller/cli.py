@@ -108,7 +108,8 @@ def _run(run, log: Path, window=None) -> None:
 
 WEB_OPTION = click.option(
     "--web", default=None, metavar="[HOST:]PORT",
-    help="Serve the live page on PORT (this machine only; another HOST needs --web-public).")
+    help="Serve the live page on PORT (this machine only; another HOST needs --web-public; "
+         "default: no page).")
 WEB_PUBLIC_OPTION = click.option(
     "--web-public", is_flag=True,
     help="Allow --web on an interface other machines reach (e.g. 0.0.0.0:8080 for a tablet); "
@@ -138,19 +139,22 @@ WEB_PUBLIC_OPTION = click.option(
 @click.option("--rate", "rate_hz", type=float, default=None,
               help="Setpoint rate in Hz, up to 1000 (default: bench.toml [streaming] rate_hz).")
 @click.option("--log", "log", type=click.Path(path_type=Path), default=None,
-              help="Session log to write (JSON Lines); required unless --plan.")
+              help="Session log to write (JSON Lines); required unless --plan (no default).")
 @click.option("--bench-config", type=click.Path(path_type=Path), default=None,
               help="Bench configuration (default: the packaged bench.toml).")
 @click.option("--clear-fault", is_flag=True, help="Clear a fault latched on the bench first.")
 @click.option("--no-view", is_flag=True, help="No live view (plain output).")
 @click.option("--dump", type=click.Path(path_type=Path), default=None,
-              help="Also record every byte on the link (decode: bemore replay DUMP).")
+              help="Also record every byte on the link (decode: bemore replay DUMP; default: "
+                   "none).")
 @click.option("--sim-fault", "sim_fault", default=None, metavar="KEY=VALUE[,...]",
               help="Dry run: start the simulated bench with faults: drop, corrupt (per byte), "
-                   "direction (rx|tx|both), delay_ms, stall_at_ms + stall_ms, reset_at_ms, seed.")
+                   "direction (rx|tx|both), delay_ms, stall_at_ms + stall_ms, reset_at_ms, seed "
+                   "(default: none).")
 @click.option("--sim-inject", "sim_inject", multiple=True, metavar="SECONDS:COMMAND",
               help="Dry run: inject a fault SECONDS after arming: 'estop on', 'driver on', "
-                   "'stall MS', 'reset', 'drop P', 'corrupt P', 'delay MS' (repeatable).")
+                   "'stall MS', 'reset', 'drop P', 'corrupt P', 'delay MS' (repeatable; default: "
+                   "none).")
 @WEB_OPTION
 @WEB_PUBLIC_OPTION
 @click.option("--stop-if-page-lost", "page_lost_s", type=click.FloatRange(min=0.0, min_open=True),
@@ -281,7 +285,7 @@ def _finish_web(server, log: Path) -> None:
 @click.argument("log", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--plot", "plot_dir", type=click.Path(path_type=Path), default=None,
-              help="Write plots (commanded vs measured) to this folder.")
+              help="Write plots (commanded vs measured) to this folder (default: no plots).")
 @click.option("--stream", is_flag=True, help="Send the logged stream to the bench again.")
 @click.option("--port", help="Bench for --stream (default: start the simulated bench).")
 @click.option("--log-out", type=click.Path(path_type=Path), default=None,

@@ -30,8 +30,9 @@ def test_help_lists_the_commands_in_workflow_order() -> None:
     result = CliRunner().invoke(cli, ["--help"])
     listed = [line.split()[0] for line in result.output.split("Commands:")[1].splitlines()
               if line.startswith("  ") and not line.startswith("   ")]
-    assert listed == ["trial", "identify", "synthesize", "drive", "replay", "batch", "simulate",
-                      "model", "athlete", "import", "history", "squad", "export", "db", "config"]
+    assert listed == ["trial", "identify", "synthesize", "drive", "replay", "batch", "athlete",
+                      "import", "history", "squad", "export", "db", "simulate", "model",
+                      "config"]
 
 
 GROUPS = {"trial": ["inspect", "synth"], "athlete": ["add", "list", "show", "edit"],
@@ -66,3 +67,53 @@ def test_unknown_command_is_one_usage_error() -> None:
     result = CliRunner().invoke(cli, ["identfy"])
     assert result.exit_code == 2
     assert "No such command 'identfy'" in result.output
+
+
+def _leaf_options() -> list[tuple[str, click.Option]]:
+    """(command words, option) of every option of every command."""
+    found = []
+    for words in LEAF_COMMANDS:
+        command: click.Command = cli
+        for word in words:
+            command = command.get_command(click.Context(command), word)  # type: ignore[union-attr]
+        found += [(" ".join(words), param) for param in command.params
+                  if isinstance(param, click.Option)]
+    return found
+
+
+OPTIONS = _leaf_options()
+
+
+def test_every_option_states_its_default_in_help() -> None:
+    # Flags are off unless given, and a required option has none; every other option shows its
+    # default (click's show_default) or says it in its help.
+    unstated = [f"{words} {param.opts[0]}" for words, param in OPTIONS
+                if not (param.is_flag or param.required or param.show_default
+                        or "default" in (param.help or "").lower())]
+    assert unstated == []
+    result = CliRunner().invoke(cli, ["synthesize", "--help"])
+    assert "[default: out/gesture]" in " ".join(result.output.split())
+
+
+def test_configuration_files_have_one_flag_scheme() -> None:
+    # A configuration file is given as --KIND-config, KIND being its `bemore config check --kind`
+    # name (--profile, the athlete's profile, is its own kind); no command takes a bare --config.
+    from bemore.configcheck import KINDS
+
+    names = {name for _, param in OPTIONS for name in param.opts}
+    assert "--config" not in names and "--markerset" not in names
+    config_flags = {name for name in names if name.endswith("-config")}
+    assert config_flags == {"--trial-config", "--identification-config", "--synthesis-config",
+                            "--markerset-config", "--bench-config"}
+    for flag in config_flags:
+        assert flag.removeprefix("--").removesuffix("-config") in KINDS
+    assert "profile" in KINDS and "--profile" in names
+
+
+def test_out_is_defaulted_and_shown_wherever_a_command_writes_a_folder() -> None:
+    outs = {words: param for words, param in OPTIONS if "--out" in param.opts}
+    assert set(outs) == {"trial inspect", "identify", "synthesize", "batch", "simulate",
+                         "model equations", "model export-c"}
+    for words, param in outs.items():
+        assert not param.required and param.show_default, words
+        assert str(param.default).startswith("out/"), (words, param.default)

@@ -142,9 +142,11 @@ def test_kind_checks_a_renamed_copy(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from bemore.cli import cli
+    from bemore.configcheck import KINDS
 
-    copies = {"bench": "bench.toml", "bench_sim": "bench_sim.toml",
-              "model": "models/real_gymnast.toml", "markerset": "markerset.toml"}
+    copies = {kind: spec.bundled.replace("*", "real_gymnast") for kind, spec in KINDS.items()}
+    assert set(copies) >= {"bench", "bench_sim", "batch", "model", "markerset", "profile", "trial",
+                           "identification", "synthesis", "gymnast"}
     for kind, name in copies.items():
         copy = tmp_path / f"my_{kind}.toml"
         shutil.copy(default_config(name), copy)

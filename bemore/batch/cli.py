@@ -29,7 +29,8 @@ SHOWN = (
 
 @click.command("batch")
 @click.argument("manifest", type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("out/batch"),
+              show_default=True, help="Output folder (created if needed).")
 @click.option(
     "--dask",
     "dask_address",
@@ -41,7 +42,9 @@ SHOWN = (
     "--local-cluster",
     type=click.IntRange(0, 256),
     default=0,
-    help="Start a Dask cluster of N worker processes on this machine (loopback) for the batch.",
+    show_default=True,
+    help="Start a Dask cluster of N worker processes on this machine (loopback) for the batch "
+    "(0: none).",
 )
 def batch_command(
     manifest: Path, out: Path, dask_address: str | None, local_cluster: int

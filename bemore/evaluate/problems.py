@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from bemore.evaluate.base import Evaluator
+from bemore.optimize.constrained import ConstrainedProblem
 from bemore.optimize.problem import Problem
 
 
@@ -63,15 +64,21 @@ class EvaluatedProblem(Problem):
         return self.evaluator.map_rows(problem_residual_chunk, np.atleast_2d(X), shared=self.inner)
 
 
-class EvaluatedGestureProblem:
-    """The synthesis gesture problem with :meth:`evaluate` handed to ``evaluator``.
+class EvaluatedGestureProblem(ConstrainedProblem):
+    """The synthesis gesture problem with its batch evaluation handed to ``evaluator``.
 
-    Each design is its own engine call (its own time grid), so chunks of designs spread over the
+    Box, constraints and their scales are the inner problem's; chunks of designs spread over the
     workers; every other attribute is the inner problem's.
     """
 
-    def __init__(self, inner: Any, evaluator: Evaluator) -> None:
+    def __init__(self, inner: ConstrainedProblem, evaluator: Evaluator) -> None:
         self.inner = inner
+        super().__init__(
+            inner.lower, inner.upper, inner.names,
+            constraint_lower=inner.constraint_lower, constraint_upper=inner.constraint_upper,
+            constraint_names=inner.constraint_names, constraint_units=inner.constraint_units,
+            constraint_scale=inner.constraint_scale,
+        )
         self.evaluator = evaluator
 
     def __getattr__(self, name: str) -> Any:
@@ -79,9 +86,8 @@ class EvaluatedGestureProblem:
             raise AttributeError(name)
         return getattr(self.inner, name)
 
-    def evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Objective (B,) and constraint values (B, m) of the designs X (B, n)."""
-        X = np.atleast_2d(np.asarray(X, dtype=float))
         if self.evaluator.name == "in-process":
             return self.inner.evaluate(X)
         f, c = self.evaluator.map_rows(gesture_chunk, X, shared=self.inner)

@@ -14,7 +14,8 @@ from bemore.optimize.driver import ALGORITHMS
 @click.command("identify")
 @click.argument("trial", type=click.Path(path_type=Path))
 @click.option(
-    "--config",
+    "--identification-config",
+    "config",
     type=click.Path(path_type=Path),
     default=None,
     help="Identification TOML (default: configs/identification.toml).",
@@ -26,7 +27,8 @@ from bemore.optimize.driver import ALGORITHMS
     help="Trial preparation TOML (default: configs/trial.toml).",
 )
 @click.option(
-    "--markerset",
+    "--markerset-config",
+    "markerset",
     type=click.Path(path_type=Path),
     default=None,
     help="Marker-set TOML (default: configs/markerset.toml).",
@@ -44,7 +46,8 @@ from bemore.optimize.driver import ALGORITHMS
     "--profile",
     type=click.Path(path_type=Path),
     default=None,
-    help="The athlete's profile TOML (body mass, stature, limits; configs/athlete.example.toml).",
+    help="The athlete's profile TOML (body mass, stature, limits; configs/athlete.example.toml; "
+    "default: none, the body mass from --body-mass or the segment table).",
 )
 @click.option(
     "--model",
@@ -61,7 +64,9 @@ from bemore.optimize.driver import ALGORITHMS
               help="Least-squares polish after the global run (default: on; --no-polish runs "
               "the seed protocol alone).")
 @click.option("--seed", type=int, default=None, help="Random seed (default 0).")
-@click.option("--workers", type=int, default=None, help="Threads for the engine (0 = all cores).")
+@click.option("--workers", type=int, default=None,
+              help="Threads for the engine (0 = all cores; default: identification.toml's, "
+              "all cores).")
 @click.option(
     "--dask",
     "dask_address",
@@ -73,11 +78,12 @@ from bemore.optimize.driver import ALGORITHMS
 @click.option("--athlete", default=None, metavar="NAME",
               help="The athlete in the records database: her profile (body mass) instead of "
               "--profile, and this run recorded under her name (trial and configs read, "
-              "athlete.json written, with hashes; docs/records.md).")
+              "athlete.json written, with hashes; docs/records.md). Default: none, no records.")
 @click.option("--db", "db_path", type=click.Path(path_type=Path), default=None, metavar="PATH",
               help="Records database for --athlete (default: $BEMORE_DB, else "
               "$XDG_DATA_HOME/bemore/records.sqlite).")
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="Output folder.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("out/identify"),
+              show_default=True, help="Output folder (created if needed).")
 def identify_command(
     trial: Path,
     config: Path | None,

@@ -133,9 +133,10 @@ def plot_stick(path: Path, model: Model, P: np.ndarray, motion: DrivenMotion, si
 @click.option("--model", "model_name", default="real_gymnast", show_default=True,
               help="real_gymnast, exemplary_gymnast, or a model description TOML file.")
 @click.option("--params", "params_path", type=click.Path(path_type=Path),
-              help="JSON file of parameters ({name: value} or {\"parameters\": {...}}).")
+              help="JSON file of parameters ({name: value} or {\"parameters\": {...}}); "
+              "default: the model's own values.")
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
-              help="Set one parameter (SI units); repeatable.")
+              help="Set one parameter (SI units); repeatable (default: none set).")
 @click.option("--driven", "driven_path", type=click.Path(path_type=Path),
               help="CSV of driven coordinates (t_s + one column per coordinate, SI). "
                    "Default: the built-in profile.")

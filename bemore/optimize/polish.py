@@ -2,8 +2,10 @@
 
 Follows any global run. The cost is ``Σ r²`` (the same f1 as the global run: for the
 identification, r stacks the simulated − measured joint-centre coordinates, so Σ r² is the sum of
-squared distances). The Jacobian is a finite difference whose 2·d (central) or d + 1 (forward)
-points are evaluated as ONE batch call of the residual function, like a population.
+squared distances). The Jacobian is either given (``jacobian``: e.g. the identification's exact
+sensitivities, computed with the simulation) or a finite difference whose 2·d (central) or
+d + 1 (forward) points are evaluated as ONE batch call of the residual function, like a
+population.
 
 :func:`polish_many` runs several starts in lock step: each start's scipy iterations run in a
 thread of their own, and the residual requests of all the starts still running are merged into
@@ -26,6 +28,9 @@ from bemore.optimize.result import IterationRecord, OptimisationResult
 
 BatchResiduals = Callable[[np.ndarray], np.ndarray]
 """``residuals(X (N, d)) -> (N, m)``: residual vectors of N points in one call."""
+BatchJacobian = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""``jacobian(X (N, d)) -> (residuals (N, m), Jacobians (N, m, d))`` of N points in one call
+(e.g. exact sensitivities computed with the simulation)."""
 
 
 @dataclass
@@ -80,11 +85,14 @@ def polish(
     max_iterations: int = 30,
     step: float = 1e-4,
     scheme: str = "central",
+    jacobian: BatchJacobian | None = None,
 ) -> LocalFit:
     """Minimise ``Σ r(x)²`` from ``x0`` within [lower, upper] (scipy trust-region reflective).
 
     ``max_iterations`` bounds the residual evaluations of scipy (each Jacobian is one more batch
-    of 2·d or d + 1 points). Ctrl-C stops cleanly with the best point evaluated so far (status 1).
+    of 2·d or d + 1 points, or one call of ``jacobian`` when given: counted as one point in
+    ``nfev``, and in ``options["jacobians"]``). Ctrl-C stops cleanly with the best point
+    evaluated so far (status 1).
     """
     # Imported here: scipy.optimize costs ~1 s of start-up that a run without --polish skips.
     from scipy.optimize import least_squares
@@ -92,7 +100,7 @@ def polish(
     start = time.perf_counter()
     lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
     x0 = np.clip(np.asarray(x0, dtype=float), lower, upper)
-    counts = {"points": 0}
+    counts = {"points": 0, "jacobians": 0}
     best = {"x": x0.copy(), "cost": np.inf, "r": None}
     history: list[IterationRecord] = []
     last: dict = {"x": None, "J": None, "r": None}  # the latest Jacobian, its point and r
@@ -118,8 +126,15 @@ def polish(
         )
         return r
 
+    def jacobian_at(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        counts["jacobians"] += 1
+        if jacobian is None:
+            return finite_difference_jacobian(residuals, x, lower, upper, step, scheme)
+        r, J = jacobian(x[None, :])
+        return J[0], r[0], 1
+
     def jac(x: np.ndarray) -> np.ndarray:
-        J, r, n_points = finite_difference_jacobian(residuals, x, lower, upper, step, scheme)
+        J, r, n_points = jacobian_at(x)
         counts["points"] += n_points
         remember(x, r)
         last.update(x=np.array(x, dtype=float), J=J, r=r)
@@ -138,20 +153,21 @@ def polish(
         # scipy's last Jacobian is at its final point, usually the best one: the same batch.
         J, r = last["J"], last["r"]
     else:
-        J, r, n_points = finite_difference_jacobian(
-            residuals, best["x"], lower, upper, step, scheme
-        )
+        J, r, n_points = jacobian_at(best["x"])
         counts["points"] += n_points
     result = OptimisationResult(
         x=best["x"],
         fun=float(r @ r),
         nfev=counts["points"],
+        njev=counts["jacobians"],
         nit=len(history),
         status=status,
         algorithm="least_squares",
         elapsed_s=time.perf_counter() - start,
         history=history,
-        options={"method": "trf", "max_iterations": max_iterations, "step": step, "scheme": scheme},
+        options={"method": "trf", "max_iterations": max_iterations, "step": step,
+                 "scheme": scheme if jacobian is None else "given",
+                 "jacobians": counts["jacobians"]},
     )
     return LocalFit(result=result, residuals=r, jacobian=J)
 
@@ -166,8 +182,10 @@ class LockStep:
     (the final Jacobian) are then answered one by one.
     """
 
-    def __init__(self, residuals: BatchResiduals, count: int) -> None:
+    def __init__(self, residuals: BatchResiduals, count: int,
+                 jacobian: BatchJacobian | None = None) -> None:
         self._residuals = residuals
+        self._jacobian = jacobian
         self._active = count
         self._pending: list[dict] = []
         self._condition = threading.Condition()
@@ -177,6 +195,15 @@ class LockStep:
 
     def __call__(self, X: np.ndarray) -> np.ndarray:
         """Residuals (N, m) of X (N, d), computed within the next merged batch call."""
+        return self._request("residuals", X)
+
+    def jacobian(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Residuals (N, m) and Jacobians (N, m, d) of X (N, d) from the ``jacobian`` function,
+        computed within the next merged call of it."""
+        return self._request("jacobian", X)
+
+    def _request(self, kind: str, X: np.ndarray):
+        function = self._residuals if kind == "residuals" else self._jacobian
         with self._condition:
             if self._interrupted:
                 thread = threading.get_ident()
@@ -184,9 +211,9 @@ class LockStep:
                     self._told.add(thread)
                     raise KeyboardInterrupt
                 self.calls += 1
-                return self._residuals(X)
+                return function(X)
             request = {"X": np.atleast_2d(X), "value": None, "error": None, "done": False,
-                       "thread": threading.get_ident()}
+                       "thread": threading.get_ident(), "kind": kind}
             self._pending.append(request)
             self._run_if_complete()
             while not request["done"]:
@@ -216,25 +243,39 @@ class LockStep:
         if not self._pending or len(self._pending) < self._active:
             return
         pending, self._pending = self._pending, []
-        sizes = [request["X"].shape[0] for request in pending]
         # The call runs without the lock (every running polish is waiting for it), so that
-        # Ctrl-C's :meth:`interrupt` is not held up by it.
+        # Ctrl-C's :meth:`interrupt` is not held up by it. One call per kind of request.
         self._condition.release()
         try:
-            values = self._residuals(np.vstack([request["X"] for request in pending]))
-        except BaseException as error:  # handed to every waiting polish
-            values = error
+            for kind in ("residuals", "jacobian"):
+                group = [request for request in pending if request["kind"] == kind]
+                if group:
+                    self._answer(kind, group)
         finally:
             self._condition.acquire()
-        self.calls += 1
-        if isinstance(values, BaseException):
-            for request in pending:
-                request.update(error=values, done=True)
-        else:
-            for request, part in zip(pending, np.split(values, np.cumsum(sizes)[:-1]),
-                                     strict=True):
-                request.update(value=part, done=True)
         self._condition.notify_all()
+
+    def _answer(self, kind: str, group: list[dict]) -> None:
+        """Make one call of ``kind`` for the requests ``group`` (without the lock) and hand
+        each its part (or the call's error)."""
+        sizes = [request["X"].shape[0] for request in group]
+        function = self._residuals if kind == "residuals" else self._jacobian
+        try:
+            values = function(np.vstack([request["X"] for request in group]))
+        except BaseException as error:  # handed to every waiting polish
+            values = error
+        with self._condition:
+            self.calls += 1
+            if isinstance(values, BaseException):
+                for request in group:
+                    request.update(error=values, done=True)
+                return
+            cuts = np.cumsum(sizes)[:-1]
+            parts = (np.split(values, cuts) if kind == "residuals" else
+                     list(zip(np.split(values[0], cuts), np.split(values[1], cuts),
+                              strict=True)))
+            for request, part in zip(group, parts, strict=True):
+                request.update(value=part, done=True)
 
 
 def polish_many(
@@ -245,6 +286,7 @@ def polish_many(
     max_iterations: int = 30,
     step: float = 1e-4,
     scheme: str = "central",
+    jacobian: BatchJacobian | None = None,
 ) -> list[LocalFit]:
     """:func:`polish` from each row of ``starts`` (k, d), in lock step (module docstring).
 
@@ -253,7 +295,7 @@ def polish_many(
     start at its best point (status 1). An error of ``residuals`` is raised here.
     """
     starts = np.atleast_2d(np.asarray(starts, dtype=float))
-    lock_step = LockStep(residuals, starts.shape[0])
+    lock_step = LockStep(residuals, starts.shape[0], jacobian)
     fits: list[LocalFit | None] = [None] * starts.shape[0]
     errors: list[BaseException] = []
 
@@ -264,7 +306,7 @@ def polish_many(
         began[index].set()
         try:
             fits[index] = polish(lock_step, starts[index], lower, upper, max_iterations,
-                                 step, scheme)
+                                 step, scheme, lock_step.jacobian if jacobian else None)
         except BaseException as error:  # re-raised in the calling thread
             errors.append(error)
         finally:

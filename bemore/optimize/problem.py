@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from bemore.errors import OptimisationError
+from bemore.optimize.constrained import check_box
 
 
 class Problem(ABC):
@@ -30,23 +31,7 @@ class Problem(ABC):
         names: Sequence[str] | None = None,
         penalty: float = 1e10,
     ) -> None:
-        self.lower = np.asarray(lower, dtype=float).ravel()
-        self.upper = np.asarray(upper, dtype=float).ravel()
-        self.names = list(names) if names is not None else [f"x{i}" for i in range(self.lower.size)]
-        if self.lower.size == 0 or self.lower.shape != self.upper.shape:
-            raise OptimisationError(
-                f"bounds: lower has {self.lower.size} values and upper {self.upper.size}; "
-                "they must have the same non-zero length"
-            )
-        if len(self.names) != self.lower.size:
-            raise OptimisationError(
-                f"bounds: {len(self.names)} names for {self.lower.size} coordinates"
-            )
-        for name, low, high in zip(self.names, self.lower, self.upper, strict=True):
-            if not (np.isfinite(low) and np.isfinite(high) and low < high):
-                raise OptimisationError(
-                    f"bounds of {name}: lower ({low:g}) must be finite and below upper ({high:g})"
-                )
+        self.lower, self.upper, self.names = check_box(lower, upper, names)
         if not np.isfinite(penalty):
             raise OptimisationError(f"penalty must be finite, got {penalty}")
         self.penalty = float(penalty)

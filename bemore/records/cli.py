@@ -57,7 +57,7 @@ def athlete_group() -> None:
               help="Body mass (kg), in (10, 200].")
 @click.option("--stature", "stature_m", type=float, required=True, metavar="M",
               help="Stature (m), in (0.8, 2.5].")
-@click.option("--sex", type=click.Choice(["F", "M"]), required=True)
+@click.option("--sex", type=click.Choice(["F", "M"]), required=True, help="Sex (F or M).")
 @click.option("--torque-limit", "torque_limit_nm", type=float, default=None, metavar="N·m",
               help="Peak shoulder torque per shoulder (default: the default athlete's 70 N·m, "
               "controller/profile.py).")
@@ -149,12 +149,16 @@ def athlete_show(name: str, db_path: Path | None) -> None:
 @athlete_group.command("edit")
 @click.argument("name")
 @click.option("--body-mass", "body_mass_kg", type=float, default=None, metavar="KG",
-              help="A new body-mass measurement (kept beside the earlier ones).")
+              help="A new body-mass measurement (kept beside the earlier ones; default: "
+              "unchanged).")
 @click.option("--on", "measured_on", default=None, metavar="DATE",
               help="Date of that measurement, YYYY-MM-DD (default: today).")
-@click.option("--stature", "stature_m", type=float, default=None, metavar="M")
-@click.option("--torque-limit", "torque_limit_nm", type=float, default=None, metavar="N·m")
-@click.option("--flexion-range", type=(float, float), default=None, metavar="LOW HIGH")
+@click.option("--stature", "stature_m", type=float, default=None, metavar="M",
+              help="Stature (m), in (0.8, 2.5] (default: unchanged).")
+@click.option("--torque-limit", "torque_limit_nm", type=float, default=None, metavar="N·m",
+              help="Peak shoulder torque per shoulder (default: unchanged).")
+@click.option("--flexion-range", type=(float, float), default=None, metavar="LOW HIGH",
+              help="Shoulder-flexion range in deg (default: unchanged).")
 @db_option
 def athlete_edit(name: str, body_mass_kg: float | None, measured_on: str | None,
                  stature_m: float | None, torque_limit_nm: float | None,

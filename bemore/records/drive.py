@@ -78,7 +78,8 @@ drive_command = click.Command(
         *bench_drive_command.params,
         click.Option(["--athlete"], default=None, metavar="NAME",
                      help="The athlete in the records: her profile (limits) instead of "
-                     "--profile, and the session log indexed under her name."),
+                     "--profile, and the session log indexed under her name (default: none, no "
+                     "records)."),
         click.Option(["--db", "db_path"], type=click.Path(path_type=Path), default=None,
                      metavar="PATH", help="Records database (default: $BEMORE_DB, else "
                      "$XDG_DATA_HOME/bemore/records.sqlite)."),

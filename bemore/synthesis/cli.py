@@ -57,8 +57,8 @@ def summary_lines(
         f"{'rotation at t_f (deg)':22}{result.final_rotation_deg:12.4f}  {'band [360, 362]':<22}"
         f"{seed_rotation_deg:15.2f}",
         f"{'peak torque/shoulder':22}{result.peak_torque_per_shoulder_nm:12.1f}  {'N·m':<22}",
-        f"{'iterations':22}{result.iterations:12d}",
-        f"{'evaluations':22}{result.evaluations:12d}  {'':<22}{seed['evaluations']:15.0f}",
+        f"{'iterations':22}{result.optimisation.nit:12d}",
+        f"{'evaluations':22}{result.optimisation.nfev:12d}  {'':<22}{seed['evaluations']:15.0f}",
         f"{'engine calls':22}{result.engine_calls:12d}  {'(batched)':<22}",
         f"{'time (s)':22}{result.elapsed_s:12.2f}  {_time_split(result):<22}"
         f"{seed['elapsed_s']:15.2f}",
@@ -108,7 +108,7 @@ def difference_sentence(
 @click.command("synthesize")
 @click.argument("athlete_json", required=False, type=click.Path(path_type=Path))
 @click.option(
-    "--config",
+    "--synthesis-config",
     "config_path",
     type=click.Path(path_type=Path),
     default=None,
@@ -159,7 +159,7 @@ def difference_sentence(
     default=None,
     metavar="NM|athlete",
     help="Constrain the peak torque of each shoulder (N·m), or 'athlete' for the athlete "
-    "profile's shoulder_torque_limit_Nm (--profile).",
+    "profile's shoulder_torque_limit_Nm (--profile); default: no torque constraint.",
 )
 @click.option(
     "--profile",
@@ -213,7 +213,7 @@ def difference_sentence(
     metavar="NAME",
     help="The athlete in the records database: her profile (limits) instead of --profile, "
     "her latest identified model when ATHLETE_JSON is not given, and this run recorded under "
-    "her name (docs/records.md).",
+    "her name (docs/records.md). Default: none, no records.",
 )
 @click.option(
     "--db",
@@ -227,7 +227,8 @@ def difference_sentence(
 @click.option(
     "--out",
     "out_dir",
-    required=True,
+    default=Path("out/gesture"),
+    show_default=True,
     type=click.Path(path_type=Path),
     help="Folder for the outputs (created if needed).",
 )
@@ -257,9 +258,9 @@ def synthesize_command(
     \b
     Reads:  ATHLETE_JSON (written by `bemore identify`; without it, with --athlete NAME her
             latest model in the records, else the seed's identified values),
-            configs/synthesis.toml (bounds, constraints, solver) or --config,
+            configs/synthesis.toml (bounds, constraints, solver) or --synthesis-config,
             configs/identification.toml (parameter names and defaults).
-    Writes: OUT/gesture.json (design, objective, constraints, evaluations, elapsed_s, inputs),
+    Writes: OUT/gesture.json (design, objective, constraints, the optimisers' report, inputs),
             OUT/profiles.csv (1 kHz: angle, velocity, acceleration, jerk, torques, rotation,
             bar displacement), OUT/setpoints.csv (what `bemore drive` plays, with the static
             torque for slow motion), OUT/plots/*.png, OUT/gesture.gif. gesture.json and the

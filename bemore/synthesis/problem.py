@@ -26,6 +26,7 @@ import numpy as np
 from bemore.errors import OptimisationError
 from bemore.model import DrivenMotion, Model, simulate
 from bemore.model.equilibrium import oracle_motion, spring_equilibrium
+from bemore.optimize.constrained import ConstrainedProblem
 from bemore.settings import Synthesis
 from bemore.synthesis.gesture import MONOTONIC_MID_FRACTION, GestureParameters, gesture_kinematics
 from bemore.synthesis.results import OBJECTIVES, Profiles
@@ -190,8 +191,12 @@ class GestureEvaluation:
                 for key, value in vars(self).items()}
 
 
-class GestureProblem:
+class GestureProblem(ConstrainedProblem):
     """The synthesis problem for one athlete model; evaluates a batch of designs at a time.
+
+    A :class:`~bemore.optimize.ConstrainedProblem`: the design box is the configured bounds
+    (``names``: t_f s, t_flexmax s, φ_max rad, optionally the two mid fractions), the constraints
+    are named by ``constraint_names`` (units in ``constraint_units``).
 
     ``P`` (1, n_parameters) holds the exemplary model's parameters. Designs are simulated on a
     shared grid of step ``step_s`` (default: the longest allowed t_f divided by ``steps``), each
@@ -249,9 +254,6 @@ class GestureProblem:
             names += ["mid_fraction_flexion", "mid_fraction_extension"]
             lower += [MONOTONIC_MID_FRACTION[0]] * 2
             upper += [MONOTONIC_MID_FRACTION[1]] * 2
-        self.names = tuple(names)
-        self.lower = np.array(lower)
-        self.upper = np.array(upper)
         band = synthesis.constraints.final_rotation_deg
         self.rotation_band_deg = (band.lower, band.upper)
         constraint_names = ["extension_duration_s", "final_rotation_deg"]
@@ -265,14 +267,15 @@ class GestureProblem:
             # narrowed by the relative margin for the optimiser, as the rotation band is, so that
             # the verified gesture holds the limit itself at every re-simulated sample
             high.append(float(torque_limit_nm) * (1.0 - torque_margin))
-        self.constraint_names = tuple(constraint_names)
-        self.constraint_units = tuple(
-            {"extension_duration_s": "s", "final_rotation_deg": "deg"}.get(name, "N·m")
-            for name in constraint_names
+        super().__init__(
+            lower, upper, names,
+            constraint_lower=low, constraint_upper=high, constraint_names=constraint_names,
+            constraint_units=[
+                {"extension_duration_s": "s", "final_rotation_deg": "deg"}.get(name, "N·m")
+                for name in constraint_names
+            ],
+            constraint_scale=[CONSTRAINT_SCALES[name] for name in constraint_names],
         )
-        self.constraint_lower = np.array(low)
-        self.constraint_upper = np.array(high)
-        self.constraint_scale = np.array([CONSTRAINT_SCALES[name] for name in constraint_names])
         self.simulations = 0
         self.engine_calls = 0
 
@@ -379,7 +382,7 @@ class GestureProblem:
             engine_calls=self.engine_calls - calls,
         )
 
-    def evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Objective (B,) and constraint values (B, m) of the designs X (B, n): one engine call."""
         result = self.evaluate_batch(X)
         return result.objective, result.constraints

@@ -1,7 +1,7 @@
 """Constrained global search of a batched problem with pymoo (differential evolution).
 
 The whole population is evaluated in one batched call per generation. Constraints reach pymoo
-through :func:`bemore.synthesis.solve.constraint_form` (``G ≤ 0``), the one adapter of sign
+through :func:`bemore.optimize.constrained.constraint_form` (``G ≤ 0``), the one adapter of sign
 conventions; the best individual is then polished by SLSQP.
 """
 
@@ -12,25 +12,19 @@ from typing import Any
 
 import numpy as np
 
-from bemore.synthesis.solve import (
-    BatchProblem,
-    Normaliser,
-    RunRecord,
-    SolveOutcome,
-    best_outcome,
-    constraint_form,
-    solve_multistart,
-)
+from bemore.optimize.constrained import ConstrainedProblem, constraint_form
+from bemore.optimize.result import LocalRun, OptimisationResult
+from bemore.synthesis.solve import Normaliser, best_outcome, solve_multistart
 
 
 def solve_pymoo(
-    problem: BatchProblem,
+    problem: ConstrainedProblem,
     rng_seed: int,
     population: int = 40,
     generations: int = 40,
     polish: bool = True,
     feasibility_tolerance: float = 1e-6,
-) -> SolveOutcome:
+) -> OptimisationResult:
     """Constrained global search (pymoo differential evolution), whole population per batch.
 
     Constraints reach pymoo through :func:`constraint_form` (``G ≤ 0``). With ``polish`` the best
@@ -71,31 +65,31 @@ def solve_pymoo(
         else np.argmin(worst)
     )
     x_best = normaliser.physical(population_u[pick])
-    record = RunRecord(
+    record = LocalRun(
         x0=[],
         x=x_best.tolist(),
-        objective=float(population_f[pick]),
-        violation=float(worst[pick]),
-        iterations=generations,
-        evaluations=counter["evaluations"],
+        fun=float(population_f[pick]),
+        maxcv=float(worst[pick]),
+        nit=generations,
+        nfev=counter["evaluations"],
         success=True,
         message=f"pymoo DE, {population} individuals × {generations} generations",
+        stage="global",
     )
     if polish:
         polished = solve_multistart(
             problem, x_best[None], feasibility_tolerance=feasibility_tolerance
         )
         polished.runs.insert(0, record)
-        polished.evaluations += counter["evaluations"]
-        polished.batches += counter["batches"]
-        polished.iterations += generations
-        polished.method = "pymoo"
+        polished.nfev += counter["evaluations"]
+        polished.nbatch += counter["batches"]
+        polished.nit += generations
+        polished.algorithm = "pymoo"
         polished.elapsed_s = time.perf_counter() - clock
-        polished.message = "pymoo DE then SLSQP polish: " + polished.message
+        polished.detail = "pymoo DE then SLSQP polish: " + polished.detail
         return polished
     return best_outcome(
         problem,
-        normaliser,
         [record],
         "pymoo",
         feasibility_tolerance,

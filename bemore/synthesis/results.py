@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from bemore.optimize.result import OptimisationResult
 from bemore.synthesis.gesture import GestureParameters
 
 # Objective name → unit (∫|C|dt, max |C|, ∫C²dt of the total shoulder torque C).
@@ -86,15 +87,14 @@ class SynthesisResult:
     feasible: bool
     method: str
     starts: int
-    iterations: int
-    evaluations: int
     elapsed_s: float
     message: str
     inputs: dict[str, Any]
+    # what the optimisers found and what it cost (search then polish, on their own grids): x, fun,
+    # constraints, maxcv, nfev, njev, nit, nbatch, every local run, the history of batches
+    optimisation: OptimisationResult
     design_position: dict[str, float] = field(default_factory=dict)
-    runs: list[dict[str, Any]] = field(default_factory=list)
     peak_torque_per_shoulder_nm: float = float("nan")  # at the returned gesture, re-simulated
-    batches: int = 0  # batched evaluation requests of the optimisers
     engine_calls: int = 0  # simulate() calls of the in-process problems (0 on a Dask cluster)
     timings_s: dict[str, float] = field(default_factory=dict)  # wall time of each stage
     # what the gesture asks of the bench and the athlete (bemore.synthesis.requirements)
@@ -108,4 +108,5 @@ class SynthesisResult:
         data["constraints"] = [
             {**asdict(item), "violation": item.violation} for item in self.constraints
         ]
+        data["optimisation"] = self.optimisation.to_dict()
         return data

@@ -8,9 +8,11 @@ The starting points of a multi-start run advance in lockstep, each in its own th
 requests are merged into one batch (:class:`_LockstepBatcher`), so the engine always sees a
 whole pack at once.
 
-Constraints are declared once, as ``lower ≤ value ≤ upper`` (:class:`BatchProblem`), and converted
-to each library's sign convention in exactly one place: :func:`constraint_form` (also used by
-the pymoo global search in :mod:`bemore.synthesis.pymoo_search`).
+The problems are :class:`bemore.optimize.ConstrainedProblem` (constraints declared once, as
+``lower ≤ value ≤ upper``, converted to each library's sign convention in exactly one place:
+:func:`bemore.optimize.constrained.constraint_form`); every solver returns a
+:class:`bemore.optimize.OptimisationResult` with the constraint values and violation at ``x``,
+the local runs and the history of batched requests.
 """
 
 from __future__ import annotations
@@ -19,57 +21,19 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import numpy as np
 
 from bemore.errors import OptimisationError
-
-Convention = Literal["scipy", "pymoo"]
-
-
-class BatchProblem(Protocol):
-    """A design problem evaluated a whole batch at a time (physical units)."""
-
-    names: tuple[str, ...]
-    lower: np.ndarray  # (n,) bounds of the design variables
-    upper: np.ndarray
-    constraint_names: tuple[str, ...]  # (m,) every constraint is lower ≤ value ≤ upper
-    constraint_lower: np.ndarray  # (m,), −inf when one-sided
-    constraint_upper: np.ndarray  # (m,), +inf when one-sided
-
-    def evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Objective (B,) and constraint values (B, m) of the designs X (B, n)."""
-        ...
-
-
-def constraint_form(
-    values: np.ndarray, lower: np.ndarray, upper: np.ndarray, convention: Convention
-) -> np.ndarray:
-    """Convert ``lower ≤ values ≤ upper`` (…, m) to a library's inequality convention.
-
-    ``"scipy"``: SLSQP's ``ineq`` — feasible when every returned entry is ≥ 0.
-    ``"pymoo"``: pymoo's ``G`` — feasible when every returned entry is ≤ 0.
-    Each finite bound contributes one column (lower bounds first, then upper bounds); infinite
-    bounds are dropped. The one place where sign conventions are converted.
-    """
-    has_lower = np.isfinite(lower)
-    has_upper = np.isfinite(upper)
-    at_least = values[..., has_lower] - lower[has_lower]  # ≥ 0 when the lower bound holds
-    at_most = upper[has_upper] - values[..., has_upper]  # ≥ 0 when the upper bound holds
-    margins = np.concatenate([at_least, at_most], axis=-1)
-    if convention == "scipy":
-        return margins
-    if convention == "pymoo":
-        return -margins
-    raise OptimisationError(f"unknown constraint convention {convention!r}")
-
-
-def violation(values: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    """Largest constraint violation (…) in the constraints' own units; 0 when feasible."""
-    margins = constraint_form(values, lower, upper, "scipy")
-    return np.maximum(0.0, -margins).max(axis=-1, initial=0.0)
+from bemore.optimize.constrained import ConstrainedProblem, constraint_form, violation
+from bemore.optimize.result import (
+    FEASIBLE,
+    INFEASIBLE,
+    IterationRecord,
+    LocalRun,
+    OptimisationResult,
+)
 
 
 class _LockstepBatcher:
@@ -162,6 +126,11 @@ class _StencilCache:
         self.requests += 1
         return self._raw_request(X)
 
+    @property
+    def jacobians(self) -> int:
+        """Number of points whose Jacobians were computed (one stencil each)."""
+        return len(self._gradients)
+
     def best(self, lower: np.ndarray, upper: np.ndarray, tolerance: float) -> np.ndarray:
         """The best point visited (u): feasible within ``tolerance`` with the lowest objective,
         else the least violating."""
@@ -216,37 +185,32 @@ class _OutOfBudgetError(Exception):
     """A run asked for more batched evaluations than its budget (caught in the run)."""
 
 
-@dataclass
-class RunRecord:
-    """One local run (one starting point): where it started and ended (physical units)."""
+class _History:
+    """``evaluate`` recording one :class:`IterationRecord` per batched request: the lowest
+    objective among the points so far within ``tolerance`` of feasibility (NaN before the first),
+    the batch's lowest and mean objective."""
 
-    x0: list[float]
-    x: list[float]
-    objective: float
-    violation: float
-    iterations: int
-    evaluations: int
-    success: bool
-    message: str
-    constraints: list[float] = field(default_factory=list)  # values at x (their own units)
+    def __init__(self, evaluate: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+                 lower: np.ndarray, upper: np.ndarray, tolerance: float) -> None:
+        self._evaluate = evaluate
+        self._lower, self._upper, self._tolerance = lower, upper, tolerance
+        self._clock = time.perf_counter()
+        self._best = np.inf
+        self.records: list[IterationRecord] = []
 
-
-@dataclass
-class SolveOutcome:
-    """Best design found and how: a result object, never an exception for non-convergence."""
-
-    x: np.ndarray
-    objective: float
-    constraints: np.ndarray
-    violation: float
-    feasible: bool
-    iterations: int
-    evaluations: int
-    batches: int
-    elapsed_s: float
-    method: str
-    message: str
-    runs: list[RunRecord] = field(default_factory=list)
+    def __call__(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        f, c = self._evaluate(X)
+        ok = violation(c, self._lower, self._upper) <= self._tolerance
+        if ok.any():
+            self._best = min(self._best, float(f[ok].min()))
+        nfev = (self.records[-1].nfev if self.records else 0) + len(f)
+        self.records.append(IterationRecord(
+            iteration=len(self.records) + 1, nfev=nfev,
+            best=self._best if np.isfinite(self._best) else float("nan"),
+            batch_best=float(f.min()), batch_mean=float(f.mean()),
+            elapsed_s=time.perf_counter() - self._clock,
+        ))
+        return f, c
 
 
 class Normaliser:
@@ -257,14 +221,16 @@ class Normaliser:
         self.span = np.asarray(upper, float) - self.lower
 
     def physical(self, u: np.ndarray) -> np.ndarray:
+        """Physical x (…, n) of normalised u (…, n)."""
         return self.lower + np.asarray(u) * self.span
 
     def normalised(self, x: np.ndarray) -> np.ndarray:
+        """Normalised u (…, n) of physical x (…, n)."""
         return (np.asarray(x) - self.lower) / self.span
 
 
 def starting_points(
-    problem: BatchProblem,
+    problem: ConstrainedProblem,
     count: int,
     rng: np.random.Generator,
     linear: Callable[[np.ndarray], np.ndarray] | None = None,
@@ -295,7 +261,7 @@ def starting_points(
 
 
 def screened_starts(
-    problem: BatchProblem,
+    problem: ConstrainedProblem,
     count: int,
     rng: np.random.Generator,
     linear: Callable[[np.ndarray], np.ndarray] | None = None,
@@ -330,38 +296,40 @@ def screened_starts(
     return candidates[chosen], f[chosen], len(candidates)
 
 
-class ShiftedProblem:
+class ShiftedProblem(ConstrainedProblem):
     """``inner`` with constant offsets added to its objective and constraint values.
 
     The defect correction of :func:`solve_corrected`: a cheap (coarse) problem shifted by what
     an accurate (fine) one differs from it at the current design.
     """
 
-    def __init__(self, inner: BatchProblem, objective_offset: float, constraint_offset: np.ndarray):
+    def __init__(self, inner: ConstrainedProblem, objective_offset: float,
+                 constraint_offset: np.ndarray):
+        super().__init__(
+            inner.lower, inner.upper, inner.names,
+            constraint_lower=inner.constraint_lower, constraint_upper=inner.constraint_upper,
+            constraint_names=inner.constraint_names, constraint_units=inner.constraint_units,
+            constraint_scale=inner.constraint_scale,
+        )
         self.inner = inner
         self.objective_offset = float(objective_offset)
         self.constraint_offset = np.asarray(constraint_offset, float)
-        for name in ("names", "lower", "upper", "constraint_names", "constraint_lower",
-                     "constraint_upper"):
-            setattr(self, name, getattr(inner, name))
-        ones = np.ones(len(self.constraint_lower))
-        self.constraint_scale = getattr(inner, "constraint_scale", ones)
 
-    def evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The inner objective (B,) and constraints (B, m), shifted by the offsets."""
         f, c = self.inner.evaluate(X)
         return f + self.objective_offset, c + self.constraint_offset
 
 
 def solve_corrected(
-    coarse: BatchProblem,
-    fine: BatchProblem,
+    coarse: ConstrainedProblem,
+    fine: ConstrainedProblem,
     x0: np.ndarray,
     tolerance: float = 1e-8,
     defect_tolerance: np.ndarray | None = None,
     max_corrections: int = 4,
     feasibility_tolerance: float = 1e-6,
-) -> tuple[SolveOutcome, int]:
+) -> tuple[OptimisationResult, int]:
     """Solve ``fine`` through ``coarse`` by defect correction, from x0 (n,).
 
     Each round evaluates the fine problem at the current design (one batch of one design),
@@ -375,15 +343,16 @@ def solve_corrected(
     """
     clock = time.perf_counter()
     x = x_start = np.asarray(x0, float)
-    scale = np.asarray(getattr(fine, "constraint_scale", np.ones(len(fine.constraint_lower))))
+    scale = fine.constraint_scale
     limit = 1e-3 * scale if defect_tolerance is None else np.asarray(defect_tolerance, float)
     f_fine, c_fine = fine.evaluate(x[None])
     start_values = (f_fine, c_fine)
     f_coarse, c_coarse = coarse.evaluate(x[None])
     fine_evaluations = 1
-    runs: list[RunRecord] = []
-    outcome: SolveOutcome | None = None
-    evaluations = iterations = batches = 0
+    runs: list[LocalRun] = []
+    history: list[IterationRecord] = []
+    outcome: OptimisationResult | None = None
+    evaluations = iterations = batches = jacobians = 0
     for _ in range(max_corrections):
         shift_f, shift_c = f_fine[0] - f_coarse[0], c_fine[0] - c_coarse[0]
         shifted = ShiftedProblem(coarse, shift_f, shift_c)
@@ -396,17 +365,19 @@ def solve_corrected(
             reevaluate=False,
             restore=False,  # a warm start a defect away from feasibility: SLSQP copes
         )
-        evaluations += outcome.evaluations
-        iterations += outcome.iterations
-        batches += outcome.batches
+        evaluations += outcome.nfev
+        iterations += outcome.nit
+        batches += outcome.nbatch
+        jacobians += outcome.njev
         runs += outcome.runs
+        history += continued(history, outcome.history)
         x = outcome.x
         f_fine, c_fine = fine.evaluate(x[None])
         fine_evaluations += 1
         predicted = outcome.constraints  # the shifted coarse values at x
         if np.all(np.abs(c_fine[0] - predicted) <= limit):
             break
-        f_coarse, c_coarse = [outcome.objective - shift_f], [outcome.constraints - shift_c]
+        f_coarse, c_coarse = [outcome.fun - shift_f], [outcome.constraints - shift_c]
     assert outcome is not None  # max_corrections ≥ 1
     worst = float(violation(c_fine[0], fine.constraint_lower, fine.constraint_upper))
     start_worst = float(violation(start_values[1][0], fine.constraint_lower, fine.constraint_upper))
@@ -414,27 +385,47 @@ def solve_corrected(
     if fallback:  # the corrections lost feasibility the start had on the fine problem: keep it
         x, (f_fine, c_fine), worst = x_start, start_values, start_worst
     ok = worst <= feasibility_tolerance
-    result = SolveOutcome(
+    result = OptimisationResult(
         x=x,
-        objective=float(f_fine[0]),
-        constraints=c_fine[0],
-        violation=worst,
-        feasible=ok,
-        iterations=iterations,
-        evaluations=evaluations + fine_evaluations,
-        batches=batches + fine_evaluations,
+        fun=float(f_fine[0]),
+        nfev=evaluations + fine_evaluations,
+        nit=iterations,
+        status=FEASIBLE if ok else INFEASIBLE,
+        algorithm="slsqp (defect-corrected)",
         elapsed_s=time.perf_counter() - clock,
-        method="slsqp (defect-corrected)",
-        message=f"defect correction: {fine_evaluations} fine evaluation(s)"
-        + ("; kept the start (the corrections lost feasibility)" if fallback else "")
-        + ("" if ok else "; the fine problem is violated at the end"),
+        history=history,
+        njev=jacobians,
+        nbatch=batches + fine_evaluations,
+        constraints=c_fine[0],
+        constraint_names=tuple(fine.constraint_names),
+        maxcv=worst,
         runs=runs,
+        detail=f"defect correction: {fine_evaluations} fine evaluation(s)"
+        + ("; kept the start (the corrections lost feasibility)" if fallback else ""),
     )
     return result, fine_evaluations
 
 
+def continued(
+    history: list[IterationRecord], more: list[IterationRecord]
+) -> list[IterationRecord]:
+    """The records ``more`` of a later stage, renumbered to follow ``history`` (iterations and
+    evaluation counts; the best so far carried over)."""
+    if not history:
+        return list(more)
+    last = history[-1]
+    return [
+        IterationRecord(
+            iteration=last.iteration + r.iteration, nfev=last.nfev + r.nfev,
+            best=float(np.fmin(last.best, r.best)), batch_best=r.batch_best,
+            batch_mean=r.batch_mean, elapsed_s=last.elapsed_s + r.elapsed_s,
+        )
+        for r in more
+    ]
+
+
 def solve_multistart(
-    problem: BatchProblem,
+    problem: ConstrainedProblem,
     starts: np.ndarray,
     method: Literal["slsqp", "trust-constr"] = "slsqp",
     objective_scale: float | None = None,
@@ -447,7 +438,7 @@ def solve_multistart(
     restore: bool = True,
     reevaluate: bool = True,
     budget: int | None = None,
-) -> SolveOutcome:
+) -> OptimisationResult:
     """Run a local method from every starting point (S, n) and return the best feasible end.
 
     ``objective_scale`` divides the objective so that SLSQP sees values near 1 (default: |f| at
@@ -469,14 +460,17 @@ def solve_multistart(
     lower_c, upper_c = problem.constraint_lower, problem.constraint_upper
     u_starts = np.clip(normaliser.normalised(np.atleast_2d(starts)), 0.0, 1.0)
     n_runs = len(u_starts)
+    scaling = 0  # evaluations spent on the objective's scale
     if objective_scale is None:
         f0, _ = problem.evaluate(normaliser.physical(u_starts[:1]))
         objective_scale = max(abs(float(f0[0])), 1e-12)
-    batcher = _LockstepBatcher(problem.evaluate, n_runs if lockstep else 1)
-    records: list[RunRecord | None] = [None] * n_runs
+        scaling = 1
+    history = _History(problem.evaluate, lower_c, upper_c, feasibility_tolerance)
+    batcher = _LockstepBatcher(history, n_runs if lockstep else 1)
+    records: list[LocalRun | None] = [None] * n_runs
     # Constraints as the optimiser sees them: divided by the problem's scales (so that
     # degrees of rotation and seconds have comparable sizes).
-    scale = np.asarray(getattr(problem, "constraint_scale", np.ones(len(lower_c))), float)
+    scale = problem.constraint_scale
     low, up = lower_c / scale, upper_c / scale
     box = Bounds(np.zeros(problem.lower.size), np.ones(problem.lower.size))
     caches = [
@@ -500,13 +494,13 @@ def solve_multistart(
         def record(u: np.ndarray, success: bool, message: str) -> None:
             u = np.clip(u, 0.0, 1.0)
             f_end, c_end = cache.values(u)  # known: every point recorded has been visited
-            records[index] = RunRecord(
+            records[index] = LocalRun(
                 x0=normaliser.physical(u_starts[index]).tolist(),
                 x=normaliser.physical(u).tolist(),
-                objective=f_end,
-                violation=float(violation(c_end, lower_c, upper_c)),
-                iterations=iterations[0],
-                evaluations=cache.evaluations,
+                fun=f_end,
+                maxcv=float(violation(c_end, lower_c, upper_c)),
+                nit=iterations[0],
+                nfev=cache.evaluations,
                 success=success,
                 message=message,
                 constraints=np.asarray(c_end).tolist(),
@@ -545,16 +539,20 @@ def solve_multistart(
                 run(index)
     if any(record is None for record in records):
         raise OptimisationError(f"{method}: a local run stopped without a result")
-    return best_outcome(
+    result = best_outcome(
         problem,
-        normaliser,
         [r for r in records if r is not None],
         method,
         feasibility_tolerance,
         batcher.batches,
         time.perf_counter() - clock,
         reevaluate,
+        history=history.records,
+        njev=sum(cache.jacobians for cache in caches),
     )
+    result.nfev += scaling
+    result.nbatch += scaling
+    return result
 
 
 def _local(
@@ -656,25 +654,26 @@ def _jacobian_form(jac: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.
 
 
 def best_outcome(
-    problem: BatchProblem,
-    normaliser: Normaliser,
-    records: list[RunRecord],
+    problem: ConstrainedProblem,
+    records: list[LocalRun],
     method: str,
     feasibility_tolerance: float,
     batches: int,
     elapsed_s: float,
     reevaluate: bool = True,
-) -> SolveOutcome:
+    history: list[IterationRecord] | None = None,
+    njev: int = 0,
+) -> OptimisationResult:
     """Lowest objective among feasible ends, else the least-violating end.
 
     With ``reevaluate`` the chosen design is evaluated once more; without, its recorded values
     are used (they are evaluations at exactly that point, cached by the point).
     """
-    feasible = [r for r in records if r.violation <= feasibility_tolerance]
+    feasible = [r for r in records if r.maxcv <= feasibility_tolerance]
     best = (
-        min(feasible, key=lambda r: r.objective)
+        min(feasible, key=lambda r: r.fun)
         if feasible
-        else min(records, key=lambda r: r.violation)
+        else min(records, key=lambda r: r.maxcv)
     )
     x = np.array(best.x)
     if reevaluate:
@@ -682,25 +681,23 @@ def best_outcome(
         f, c = problem.evaluate(x[None])
         f0, c0 = float(f[0]), c[0]
     else:
-        f0, c0 = best.objective, np.asarray(best.constraints, float)
+        f0, c0 = best.fun, np.asarray(best.constraints, float)
     worst = float(violation(c0, problem.constraint_lower, problem.constraint_upper))
     ok = worst <= feasibility_tolerance
-    message = (
-        f"best of {len(records)} start(s); {len(feasible)} ended feasible"
-        if ok
-        else f"no feasible design found from {len(records)} start(s); closest shown"
-    )
-    return SolveOutcome(
+    return OptimisationResult(
         x=x,
-        objective=f0,
-        constraints=c0,
-        violation=worst,
-        feasible=ok,
-        iterations=sum(r.iterations for r in records),
-        evaluations=sum(r.evaluations for r in records) + int(reevaluate),
-        batches=batches,
+        fun=f0,
+        nfev=sum(r.nfev for r in records) + int(reevaluate),
+        nit=sum(r.nit for r in records),
+        status=FEASIBLE if ok else INFEASIBLE,
+        algorithm=method,
         elapsed_s=elapsed_s,
-        method=method,
-        message=message,
+        history=list(history or []),
+        njev=njev,
+        nbatch=batches + int(reevaluate),
+        constraints=c0,
+        constraint_names=tuple(problem.constraint_names),
+        maxcv=worst,
         runs=records,
+        detail=f"best of {len(records)} start(s), {len(feasible)} ended feasible",
     )

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +23,14 @@ import numpy as np
 
 from bemore.errors import OptimisationError
 from bemore.model import exemplary_parameters, load_model
+from bemore.optimize.result import OptimisationResult
 from bemore.settings import Synthesis, load_gymnast
 from bemore.synthesis.athlete import AthleteParameters
 from bemore.synthesis.problem import HAND_ROTATION, GestureProblem, StartState, objective_value
 from bemore.synthesis.pymoo_search import solve_pymoo
 from bemore.synthesis.results import OBJECTIVES, ConstraintStatus, SynthesisResult
 from bemore.synthesis.solve import (
-    SolveOutcome,
+    continued,
     screened_starts,
     solve_corrected,
     solve_multistart,
@@ -109,7 +110,7 @@ def exemplary_matrix(
     return model, model.parameter_matrix([values]), values
 
 
-def _search(problem: GestureProblem, options: SynthesisOptions) -> SolveOutcome:
+def _search(problem: GestureProblem, options: SynthesisOptions) -> OptimisationResult:
     """The coarse search with the chosen method."""
     if options.method == "pymoo":
         return solve_pymoo(
@@ -141,9 +142,9 @@ def _search(problem: GestureProblem, options: SynthesisOptions) -> SolveOutcome:
         feasibility_tolerance=COARSE_FEASIBILITY,
         budget=COARSE_BUDGET,
     )
-    outcome.evaluations += screened
-    outcome.batches += 1
-    outcome.message += f" (screened from {screened} candidates in one batch)"
+    outcome.nfev += screened
+    outcome.nbatch += 1
+    outcome.detail += f"; screened from {screened} candidates in one batch"
     return outcome
 
 
@@ -271,35 +272,28 @@ def synthesize(
     timings = {"startup": time.perf_counter() - clock}
     outcome = _search(coarse, options)
     timings["coarse"] = time.perf_counter() - clock - sum(timings.values())
-    runs = [vars(record) for record in outcome.runs]
-    iterations, evaluations = outcome.iterations, outcome.evaluations
-    batches = outcome.batches
-    x = outcome.x
-    if options.polish and outcome.feasible:
+    optimisation = outcome
+    if options.polish and outcome.success:
         if options.fine_polish:
-            polished = solve_multistart(fine, x[None], method="slsqp", tolerance=1e-8)
+            polished = solve_multistart(fine, outcome.x[None], method="slsqp", tolerance=1e-8)
             # Keep the polish unless it lost feasibility the coarse design had on the fine grid.
-            _, c_start = fine.evaluate(x[None])
+            _, c_start = fine.evaluate(outcome.x[None])
             start_violation = float(
                 violation(c_start[0], fine.constraint_lower, fine.constraint_upper)
             )
-            keep = polished.feasible or polished.violation <= start_violation
+            keep = polished.success or polished.maxcv <= start_violation
         else:
-            polished, _ = solve_corrected(coarse, fine, x, tolerance=POLISH_TOLERANCE)
+            polished, _ = solve_corrected(coarse, fine, outcome.x, tolerance=POLISH_TOLERANCE)
             keep = True  # solve_corrected already falls back to x when it would lose feasibility
-        iterations += polished.iterations
-        evaluations += polished.evaluations
-        batches += polished.batches
-        runs += [{**vars(record), "stage": "polish"} for record in polished.runs]
-        if keep:
-            x = polished.x
+        optimisation = _with_polish(outcome, polished, keep)
+    x = optimisation.x
     timings["polish"] = time.perf_counter() - clock - sum(timings.values())
     value, rotation, peak, statuses = verify(fine_problem, x)
     timings["verify"] = time.perf_counter() - clock - sum(timings.values())
     feasible = all(status.satisfied for status in statuses)
     failing = [status.name for status in statuses if not status.satisfied]
     message = (
-        f"{outcome.message}; re-simulated with {VERIFY_SUBSTEPS} steps per sample: every "
+        f"{optimisation.message}; re-simulated with {VERIFY_SUBSTEPS} steps per sample: every "
         "constraint holds"
         if feasible
         else f"no feasible gesture found within the bounds: {', '.join(failing)} "
@@ -320,8 +314,6 @@ def synthesize(
         feasible=feasible,
         method=options.method,
         starts=options.starts if options.method != "pymoo" else 1,
-        iterations=iterations,
-        evaluations=evaluations,
         elapsed_s=elapsed,
         message=message,
         inputs={
@@ -347,13 +339,33 @@ def synthesize(
             },
         },
         design_position=position,
-        runs=runs,
+        optimisation=optimisation,
         peak_torque_per_shoulder_nm=peak,
-        batches=batches,
         engine_calls=coarse_problem.engine_calls + fine_problem.engine_calls,
         timings_s=timings,
     )
     return result, fine
+
+
+def _with_polish(
+    search: OptimisationResult, polish: OptimisationResult, keep: bool
+) -> OptimisationResult:
+    """The search and its polish as one result: the polish's point when ``keep`` (else the
+    search's), the costs, runs and history of both (the polish's runs marked ``"polish"``)."""
+    final = polish if keep else search
+    return replace(
+        final,
+        nfev=search.nfev + polish.nfev,
+        nit=search.nit + polish.nit,
+        njev=search.njev + polish.njev,
+        nbatch=search.nbatch + polish.nbatch,
+        algorithm=f"{search.algorithm}, then {polish.algorithm}",
+        elapsed_s=search.elapsed_s + polish.elapsed_s,
+        history=[*search.history, *continued(search.history, polish.history)],
+        runs=[*search.runs, *(replace(run, stage="polish") for run in polish.runs)],
+        detail=f"{search.detail}; polish: {polish.detail}"
+        + ("" if keep else " (not kept: it lost feasibility the search's point had)"),
+    )
 
 
 def _warm_up(problem: GestureProblem) -> None:

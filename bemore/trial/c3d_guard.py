@@ -221,6 +221,12 @@ def check_c3d_bytes(path: Path) -> C3DLayout:
     scale = _float32(data[12:16], processor)
     (data_block,) = struct.unpack(endian + "H", data[16:18])
     table = _walk_parameters(path, data[parameter_start:parameter_end], processor)
+    (header_points,) = struct.unpack(endian + "H", data[2:4])
+    if header_points == 0 and not any(key.startswith("POINT:") for key in table):
+        raise DataError(
+            f"{path}: no marker data: the C3D file has no POINT group and its header declares 0 "
+            f"points (analog channels only: {n_analog} samples per frame)"
+        )
     for required in ("POINT:USED", "POINT:RATE"):
         if required not in table:
             raise DataError(f"{path}: C3D parameter {required} missing")

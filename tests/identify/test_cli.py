@@ -123,7 +123,8 @@ def test_bounds_with_lower_not_below_upper_name_file_and_parameter(tmp_path) -> 
     assert broken != text
     config = tmp_path / "identification.toml"
     config.write_text(broken)
-    result = run(str(SAMPLE), "--config", str(config), "--out", str(tmp_path / "out"))
+    result = run(str(SAMPLE), "--identification-config", str(config),
+                 "--out", str(tmp_path / "out"))
     assert result.exit_code == 2
     line = one_error_line(result)
     assert str(config) in line and "bar.mass: lower (1.0) must be below upper (0.1)" in line

@@ -14,13 +14,17 @@ from bemore.settings import load_identification
 from tests.identify.synthetic import synthetic_case
 
 
-def _same_fits(problem: IdentificationProblem, starts: np.ndarray, iterations: int) -> list:
-    """Polish ``starts`` one after the other and in lock step; assert they agree bit for bit;
-    return the lock-step fits."""
+def _same_fits(problem: IdentificationProblem, starts: np.ndarray, iterations: int,
+               exact: bool = False) -> list:
+    """Polish ``starts`` one after the other and in lock step (with the exact Jacobian or
+    finite differences); assert they agree bit for bit; return the lock-step fits."""
     box = (problem.lower, problem.upper)
+    jacobian = problem.jacobian if exact else None
     with threadpool_limits(limits=1, user_api="blas"):  # as identify runs the polish
-        alone = [polish(problem.residuals, x, *box, max_iterations=iterations) for x in starts]
-        together = polish_many(problem.residuals, starts, *box, max_iterations=iterations)
+        alone = [polish(problem.residuals, x, *box, max_iterations=iterations,
+                        jacobian=jacobian) for x in starts]
+        together = polish_many(problem.residuals, starts, *box, max_iterations=iterations,
+                               jacobian=jacobian)
     for one, other in zip(alone, together, strict=True):
         assert np.array_equal(one.result.x, other.result.x)
         assert one.result.fun == other.result.fun
@@ -65,7 +69,7 @@ def test_lock_step_polish_of_the_sample_matches_the_starts_alone() -> None:
         minimize(archive, make_algorithm("gwo", problem, 40, 10, 0, {}), seed=0)
     X, F = np.vstack(archive.points), np.concatenate(archive.costs)
     starts = X[distinct_starts(X, F, 3, problem.lower, problem.upper)]
-    fits = _same_fits(problem, starts, iterations=100)
+    fits = _same_fits(problem, starts, iterations=100, exact=True)  # identify's default
     # identify polishes the same starts in lock step and keeps the earliest of the lowest.
     with threadpool_limits(limits=1, user_api="blas"):
         kept, records = _polish_from_distinct_starts(problem, archive, RunSettings())

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from bemore.identify.problem import IdentificationProblem
-from bemore.identify.run import RunSettings, identify
+from bemore.identify.run import TIE_RELATIVE, RunSettings, identify
 from bemore.identify.space import ParameterSpace
 from bemore.paths import data_dir
 from bemore.settings import load_gymnast, load_identification
@@ -35,5 +35,7 @@ def test_seed_2_recovers_the_truth_from_a_distinct_start_despite_its_second_mini
     # (the trunk parameters have a second minimum at +3 % of the cost, 0.449 mm).
     kept = [start for start in starts if start.won]
     assert len(kept) == 1 and len(starts) == 3
-    assert all(start.polished_cost_m2 >= kept[0].polished_cost_m2 for start in starts)
+    # (Starts within TIE_RELATIVE of the lowest are one minimum and the earliest is kept.)
+    assert all(start.polished_cost_m2 >= kept[0].polished_cost_m2 * (1.0 - TIE_RELATIVE)
+               for start in starts), [start.polished_cost_m2 for start in starts]
     assert outcome.metrics["cost_m2"] == pytest.approx(outcome.polish_result.fun, rel=1e-9)

@@ -190,7 +190,7 @@ def test_unobservable_shoulder_springs_are_held_flagged_and_refused(trunk_side_t
 
     trial, markerset = trunk_side_trials["without arm markers"], trunk_side_trials["markerset"]
     out = tmp_path / "identify"
-    result = CliRunner().invoke(cli, ["identify", str(trial), "--markerset", str(markerset),
+    result = CliRunner().invoke(cli, ["identify", str(trial), "--markerset-config", str(markerset),
                                       "--pack", "100", "--iterations", "30", "--seed", "4",
                                       "--out", str(out)])
     athlete = json.loads((out / "athlete.json").read_text())

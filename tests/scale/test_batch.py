@@ -132,7 +132,7 @@ def test_a_batch_item_writes_what_identify_and_synthesize_write(resumed, squad: 
         ["identify", str(data_dir() / "sample_trial.c3d"), "--trial-config",
          str(folder / "trial.toml"), "--pack", "6", "--iterations", "2", "--seed", "1",
          "--out", str(identified)],
-        ["synthesize", str(identified / "athlete.json"), "--config",
+        ["synthesize", str(identified / "athlete.json"), "--synthesis-config",
          str(folder / "synthesis.toml"), "--starts", "1", "--no-animation",
          "--out", str(gesture)],
     ]

@@ -51,7 +51,7 @@ def test_identification_config_key_selects_the_cluster(dask_client, tmp_path: Pa
     trial = (configs_dir() / "trial.toml").read_text()
     short = tmp_path / "trial.toml"
     short.write_text(trial.replace("\nend_s = 0.0\n", "\nend_s = 0.6\n"))
-    result = _identify(tmp_path / "out", short, "--config", str(config))
+    result = _identify(tmp_path / "out", short, "--identification-config", str(config))
     assert result.exit_code == 1 and "fit poor" in result.output, result.output
     record = json.loads((tmp_path / "out" / "athlete.json").read_text())
     assert record["config"]["evaluator"]["kind"] == "dask"

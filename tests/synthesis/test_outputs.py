@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from bemore.errors import DataError
+from bemore.optimize.result import IterationRecord, LocalRun, OptimisationResult
 from bemore.synthesis.gesture import GestureParameters, sample_gesture
 from bemore.synthesis.outputs import (
     write_animation,
@@ -112,16 +113,34 @@ def test_gesture_json_round_trips(tmp_path) -> None:
         feasible=False,
         method="slsqp",
         starts=4,
-        iterations=10,
-        evaluations=123,
         elapsed_s=0.25,
         message="m",
         inputs={"athlete": "default"},
+        peak_torque_per_shoulder_nm=151.2,
+        optimisation=OptimisationResult(
+            x=np.array([2.4, 1.4, np.deg2rad(160.0)]), fun=12.4, nfev=123, nit=10, status=7,
+            algorithm="slsqp", njev=20, nbatch=30, constraints=np.array([0.9, 362.4]),
+            constraint_names=("extension_duration_s", "final_rotation_deg"), maxcv=0.4,
+            runs=[LocalRun(x0=[2.0, 1.0, 2.0], x=[2.4, 1.4, 2.79], fun=12.4, maxcv=0.4, nit=10,
+                           nfev=123, success=False, message="Iteration limit reached")],
+            # no feasible point yet: the best so far is not a number
+            history=[IterationRecord(1, 8, float("nan"), 12.4, 13.0, 0.01)],
+        ),
     )
-    data = json.loads(write_gesture_json(tmp_path / "gesture.json", result).read_text())
+    text = write_gesture_json(tmp_path / "gesture.json", result).read_text()
+    assert "NaN" not in text and "Infinity" not in text  # strict JSON
+    data = json.loads(text)
+    assert data["optimisation"]["history"][0]["best"] is None
     assert data["design"]["max_flexion_deg"] == pytest.approx(160.0)
     assert data["constraints"][0]["violation"] == pytest.approx(1.0)
-    assert data["evaluations"] == 123 and data["elapsed_s"] == 0.25
+    assert data["elapsed_s"] == 0.25
+    optimisation = data["optimisation"]
+    assert optimisation["nfev"] == 123 and optimisation["njev"] == 20
+    assert optimisation["constraints"] == [0.9, 362.4] and optimisation["maxcv"] == 0.4
+    assert not optimisation["success"]
+    assert optimisation["message"].startswith("no feasible point found")
+    assert optimisation["runs"][0]["message"] == "Iteration limit reached"
+    assert optimisation["runs"][0]["stage"] == "search"
 
 
 def test_plots_and_animation_are_written(tmp_path) -> None:

@@ -42,7 +42,8 @@ def test_the_result_does_not_wait_for_the_figures(tmp_path, monkeypatch) -> None
         return original(folder, *args, **kwargs)
 
     monkeypatch.setattr(outputs, "write_plots", plots_after_the_result)
-    result = CliRunner().invoke(cli, ["synthesize", "--config", str(config), "--out", str(out)])
+    result = CliRunner().invoke(
+        cli, ["synthesize", "--synthesis-config", str(config), "--out", str(out)])
     assert result.exit_code == 0, result.output
     # when the plots started, the result was on disk (and no figure yet)
     files = set(json.loads(seen.read_text()))
@@ -80,7 +81,8 @@ def test_a_figure_that_fails_is_one_line_and_exit_code_1(tmp_path, monkeypatch) 
         raise OSError(f"{path}: disk full")
 
     monkeypatch.setattr(outputs, "write_animation", broken)
-    result = CliRunner().invoke(cli, ["synthesize", "--config", str(config), "--out", str(out)])
+    result = CliRunner().invoke(
+        cli, ["synthesize", "--synthesis-config", str(config), "--out", str(out)])
     assert result.exit_code == 1, result.output
     assert "the figures in" in result.output and "disk full" in result.output
     assert "Traceback" not in result.output
@@ -96,7 +98,7 @@ def test_synthesize_loads_no_numba_matplotlib_or_pymoo(tmp_path) -> None:
         "import os, sys\n"
         "del os.fork\n"
         "from bemore.cli import cli\n"
-        f"try:\n    cli(['synthesize', '--config', {str(config)!r}, "
+        f"try:\n    cli(['synthesize', '--synthesis-config', {str(config)!r}, "
         f"'--out', {str(tmp_path / 'g')!r}], prog_name='bemore')\n"
         "except SystemExit as end:\n    assert end.code in (0, None), end.code\n"
         "print('loaded:', sorted(name for name in ('numba', 'matplotlib', 'pymoo') "

@@ -69,7 +69,7 @@ def test_command_finds_a_gesture_that_holds_every_constraint(tmp_path) -> None:
     config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
     out = tmp_path / "gesture"
     result = CliRunner().invoke(
-        cli, ["synthesize", "--config", str(config), "--no-animation", "--out", str(out)]
+        cli, ["synthesize", "--synthesis-config", str(config), "--no-animation", "--out", str(out)]
     )
     assert result.exit_code == 0, result.output
     assert "seed (fmincon)" in result.output and "2.405" in result.output
@@ -103,14 +103,22 @@ def test_command_finds_a_gesture_that_holds_every_constraint(tmp_path) -> None:
     assert rows[0, 4] == pytest.approx(rows[0, 3], abs=1e-6)
     assert np.abs(rows[:, 4] - rows[:, 3]).max() > 10.0  # elsewhere the inertial terms count
     assert len(list((out / "plots").glob("*.png"))) == 8  # the seed's figures and coach_view
-    assert data["evaluations"] > 0 and data["elapsed_s"] > 0
+    assert data["elapsed_s"] > 0
+    # the optimisers' own report: the returned design is its x, feasible on its own grid
+    report = data["optimisation"]
+    assert report["success"] and report["maxcv"] <= 1e-6 and report["nfev"] > 0
+    assert report["x"] == [design.final_time_s, design.flexion_end_time_s,
+                           design.max_flexion_rad]
+    assert report["constraint_names"] == ["extension_duration_s", "final_rotation_deg"]
+    assert {run["stage"] for run in report["runs"]} == {"search", "polish"}
+    assert report["nbatch"] >= len(report["history"]) > 0
 
 
 def test_impossible_box_says_which_constraint_fails(tmp_path) -> None:
     config = _config(tmp_path, "impossible.toml", IMPOSSIBLE)
     out = tmp_path / "none"
     result = CliRunner().invoke(
-        cli, ["synthesize", "--config", str(config), "--no-animation", "--out", str(out)]
+        cli, ["synthesize", "--synthesis-config", str(config), "--no-animation", "--out", str(out)]
     )
     assert result.exit_code == 1
     assert "constraint failed: rotation about the bar at t_f" in result.output
@@ -135,7 +143,8 @@ def test_bad_inputs_are_one_line_errors(tmp_path) -> None:
     assert "missing.json: athlete file not found" in result.output
     bad = tmp_path / "bad.toml"
     bad.write_text(TEMPLATE.format(**NEAR_OPTIMUM).replace("starts = 1", "starts = 0"))
-    result = runner.invoke(cli, ["synthesize", "--config", str(bad), "--out", str(tmp_path)])
+    result = runner.invoke(
+        cli, ["synthesize", "--synthesis-config", str(bad), "--out", str(tmp_path)])
     assert result.exit_code == 2
     assert "bad.toml: [solver] starts = 0" in result.output
     assert "Traceback" not in result.output
@@ -157,7 +166,8 @@ def _resimulated_torque_per_shoulder(design: GestureParameters) -> np.ndarray:
 def test_torque_limit_holds_at_every_sample_of_the_resimulated_gesture(tmp_path) -> None:
     config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
     out = tmp_path / "limited"
-    arguments = ["synthesize", "--config", str(config), "--no-animation", "--out", str(out)]
+    arguments = ["synthesize", "--synthesis-config", str(config), "--no-animation", "--out",
+                 str(out)]
     result = CliRunner().invoke(cli, [*arguments, "--torque-limit", "190"])
     assert result.exit_code == 0, result.output
     data = json.loads((out / "gesture.json").read_text())
@@ -193,7 +203,7 @@ def test_an_unreachable_limit_gives_the_lowest_reachable_peak_in_one_line(tmp_pa
     )
     config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
     runner = CliRunner()
-    arguments = ["synthesize", "--config", str(config), "--no-animation", "--out"]
+    arguments = ["synthesize", "--synthesis-config", str(config), "--no-animation", "--out"]
     out = tmp_path / "athlete"
     result = runner.invoke(
         cli, [*arguments, str(out), "--torque-limit", "athlete", "--profile", str(profile)]

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from c3d_bytes import DEC, INTEL, MIPS, C3DSpec, Parameter, write_c3d_bytes
 from click.testing import CliRunner
+from conftest import REALDATA
 
 from bemore.cli import cli
 from bemore.errors import DataError
@@ -274,3 +275,52 @@ def test_inspect_reports_the_file_before_naming_the_missing_markers(
     error = [line for line in lines if line.startswith("bemore: error:")]
     assert len(error) == 1 and "required marker(s) missing from the file: BAR_01" in error[0]
     assert lines.index(first_line) < lines.index(error[0])
+
+
+# --- real files of another laboratory (biomdp, MIT; tests/data/README.md) ------------------------
+
+BIOMDP_VICON = REALDATA / "biomdp_vicon_CMJ.c3d"
+BIOMDP_KISTLER = REALDATA / "biomdp_kistler_COP.c3d"
+
+
+def test_another_laboratory_s_vicon_file_reads_as_ezc3d_reads_it() -> None:
+    # Vicon Nexus 2.14 at 200 Hz with 31 analog channels at 2000 Hz, 7 % of the samples
+    # missing: rate, frames, labels and every valid coordinate as ezc3d (the reference reader)
+    # gives them, in metres.
+    reference = ezc3d.c3d(str(BIOMDP_VICON))
+    parameters = reference["parameters"]
+    assert parameters["MANUFACTURER"]["VERSION_LABEL"]["value"] == ["2.14.0.139696h"]
+    markers = read_c3d(BIOMDP_VICON)
+    assert markers.rate_hz == parameters["POINT"]["RATE"]["value"][0] == 200.0
+    assert markers.n_frames == parameters["POINT"]["FRAMES"]["value"][0] == 1600
+    assert list(markers.labels) == parameters["POINT"]["LABELS"]["value"]
+    assert len(markers.labels) == 42 and markers.unit_in_file == "mm"
+    expected_m = np.transpose(reference["data"]["points"][:3], (2, 1, 0)) / 1000.0  # (F, M, 3)
+    seen = np.isfinite(markers.positions)
+    np.testing.assert_array_equal(seen, np.isfinite(expected_m))
+    np.testing.assert_allclose(markers.positions[seen], expected_m[seen], rtol=0, atol=1e-12)
+    assert 0.06 < 1.0 - seen.mean() < 0.08
+
+
+def test_inspect_reads_another_laboratory_s_file_before_naming_the_missing_markers() -> None:
+    result = CliRunner().invoke(cli, ["trial", "inspect", str(BIOMDP_VICON)])
+    assert result.exit_code == 2, result.output
+    lines = result.output.splitlines()
+    first = "rate: 200 Hz, 1600 frames, 7.995 s, lengths in mm (converted to m)"
+    assert first in lines and "markers: 42 in the file, 0 of the 37 the joint centres need" in lines
+    error = [line for line in lines if line.startswith("bemore: error:")]
+    assert len(error) == 1 and "required marker(s) missing from the file: BAR_01" in error[0]
+    assert lines.index(first) < lines.index(error[0])
+
+
+def test_an_analog_only_file_is_refused_with_one_true_line() -> None:
+    # Kistler BioWare's export of a force-plate recording: 8 analog channels at 1000 Hz, no
+    # POINT group at all (ezc3d fills in an empty one).
+    reference = ezc3d.c3d(str(BIOMDP_KISTLER))
+    assert reference["parameters"]["POINT"]["USED"]["value"][0] == 0
+    assert reference["parameters"]["ANALOG"]["USED"]["value"][0] == 8
+    with pytest.raises(DataError) as error:
+        read_c3d(BIOMDP_KISTLER)
+    assert _one_line(error) == (
+        f"{BIOMDP_KISTLER}: no marker data: the C3D file has no POINT group and its header "
+        "declares 0 points (analog channels only: 8 samples per frame)")

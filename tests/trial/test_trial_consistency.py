@@ -104,7 +104,7 @@ def test_the_sample_file_identifies_the_truth_when_the_initial_rate_is_fitted(tr
     twelve parameters AND the initial rotation rate about the bar, from the seed study's values
     (true origin, seen shoulder translations), lands on the truth: 0.7 mm RMS, bar stiffnesses
     within 1 %, trunk mass 5.6 % low (bar mass 9 %, the least sensitive). ``bemore identify``
-    now fits the rate too, with the bar rest from each member's spring equilibrium instead of
+    fits the rate too, with the bar rest from each member's spring equilibrium instead of
     the true origin (tests/identify/test_sample_file.py, docs/consistency.md)."""
     from scipy.optimize import least_squares
 

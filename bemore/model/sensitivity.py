@@ -1,0 +1,495 @@
+"""Exact sensitivities of the simulated points: forward-mode derivatives of the generated kernel.
+
+The derivative of a trial's simulated points with respect to the model parameters and the free
+start state is computed *with* the simulation, by direct differentiation of the integrator's
+discrete steps: every line of the generated ROS34PW2 kernel (``generated.py``: straight-line
+single assignments of +, −, ×, ÷, polynomial sine/cosine, conditional selects) is rewritten
+into the line itself followed by its tangents in ``K`` directions (:func:`tangent_source`, a
+source-to-source transformation of the generated Python, so it covers everything the kernel
+computes — stage dynamics, the Cholesky factors of M and of W = M₀ + γhC + γ²h²K, the solves,
+the step combination, the points — with no second hand-written model of them). The result is
+the exact derivative of the discrete map the engine computes (not of the ODE), to rounding.
+
+The tangent kernel is compiled like the engine's kernels (C translation by clang, cached by
+source digest; numba without a compiler) and run batched like them: lanes are members, each
+lane carrying its ``K`` seed directions in the field vector V and the start state (q₀, q̇₀).
+Seeds in the model's parameters become seeds in V through the field map's derivative
+(:func:`field_tangents`: V is linear in the parameters plus products of two).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bemore.errors import ModelError
+
+# Arrays whose tangents the kernel carries, and the axis of their direction index: the lane
+# arrays (lanes last) get it first; the member-major point output gets it after the member.
+TANGENT_ARRAYS = {"Vt": 0, "S": 0, "S0": 0, "MX": 0, "U": 0, "UN": 0, "R": 0, "out_pts": 1}
+_SUFFIX = "_d"
+KERNEL = "integrate_shared"
+
+
+def _tangent_name(name: str, t: int) -> str:
+    return f"{name}_dT{t}"
+
+
+class _Tangents:
+    """Forward-mode rewriting of one generated kernel function (see the module docstring)."""
+
+    def __init__(self, fn: ast.FunctionDef, directions: int, shared_primal: bool) -> None:
+        self.fn = fn
+        self.K = directions
+        self.shared_primal = shared_primal
+        self.active = self._active_names()
+
+    # -- which names carry a tangent -------------------------------------------------------
+    def _reads_active(self, e: ast.expr, active: set[str]) -> bool:
+        """True if ``e`` reads an active name or a tangent array (index expressions aside)."""
+        if isinstance(e, ast.Name):
+            return e.id in active
+        if isinstance(e, ast.Subscript):
+            return isinstance(e.value, ast.Name) and e.value.id in TANGENT_ARRAYS
+        if isinstance(e, ast.Call):
+            name = ast.unparse(e.func)
+            if name in ("np.floor", "np.uint64"):
+                return False
+            return any(self._reads_active(a, active) for a in e.args)
+        if isinstance(e, ast.Compare | ast.BoolOp):
+            return False
+        if isinstance(e, ast.IfExp):
+            return self._reads_active(e.body, active) or self._reads_active(e.orelse, active)
+        return any(self._reads_active(child, active) for child in ast.iter_child_nodes(e)
+                   if isinstance(child, ast.expr))
+
+    def _active_names(self) -> set[str]:
+        """Names assigned, anywhere, a value that depends on the seeds (fixed point: a name
+        assigned in a loop may be read before a later assignment of it in the source)."""
+        assigns = [node for node in ast.walk(self.fn) if isinstance(node, ast.Assign)
+                   and isinstance(node.targets[0], ast.Name)]
+        active: set[str] = set()
+        while True:
+            grown = {a.targets[0].id for a in assigns if self._reads_active(a.value, active)}
+            if grown <= active:
+                return active
+            active |= grown
+
+    # -- derivative of an expression (None: exactly zero) -------------------------------------
+    def d(self, e: ast.expr, t: int) -> ast.expr | None:
+        if isinstance(e, ast.Constant):
+            return None
+        if isinstance(e, ast.Name):
+            return ast.Name(_tangent_name(e.id, t), ast.Load()) if e.id in self.active else None
+        if isinstance(e, ast.Attribute):
+            return None  # np.nan
+        if isinstance(e, ast.Subscript):
+            if not (isinstance(e.value, ast.Name) and e.value.id in TANGENT_ARRAYS):
+                return None
+            return self._tangent_subscript(e, t, ast.Load())
+        if isinstance(e, ast.UnaryOp):
+            if isinstance(e.op, ast.USub):
+                inner = self.d(e.operand, t)
+                return None if inner is None else ast.UnaryOp(ast.USub(), inner)
+            if isinstance(e.op, ast.UAdd):
+                return self.d(e.operand, t)
+            return None
+        if isinstance(e, ast.BinOp):
+            return self._binary(e, t)
+        if isinstance(e, ast.IfExp):
+            body, orelse = self.d(e.body, t), self.d(e.orelse, t)
+            if body is None and orelse is None:
+                return None
+            zero = ast.Constant(0.0)
+            return ast.IfExp(copy.deepcopy(e.test), body or zero, orelse or zero)
+        if isinstance(e, ast.Call):
+            name = ast.unparse(e.func)
+            if name in ("np.floor", "np.uint64"):
+                return None  # piecewise constant
+            if name == "abs":
+                inner = self.d(e.args[0], t)
+                if inner is None:
+                    return None
+                test = ast.Compare(copy.deepcopy(e.args[0]), [ast.GtE()], [ast.Constant(0.0)])
+                return ast.IfExp(test, inner, ast.UnaryOp(ast.USub(), copy.deepcopy(inner)))
+        raise ModelError(f"sensitivity kernel: cannot differentiate {ast.unparse(e)!r}")
+
+    def _binary(self, e: ast.BinOp, t: int) -> ast.expr | None:
+        left, right = e.left, e.right
+        dl, dr = self.d(left, t), self.d(right, t)
+        if dl is None and dr is None:
+            return None
+        op = e.op
+        if isinstance(op, ast.Add | ast.Sub):
+            if dr is None:
+                return dl
+            if dl is None:
+                return dr if isinstance(op, ast.Add) else ast.UnaryOp(ast.USub(), dr)
+            return ast.BinOp(dl, op, dr)
+        if isinstance(op, ast.Mult):
+            terms = []
+            if dl is not None:
+                terms.append(ast.BinOp(dl, ast.Mult(), copy.deepcopy(right)))
+            if dr is not None:
+                terms.append(ast.BinOp(copy.deepcopy(left), ast.Mult(), dr))
+            return terms[0] if len(terms) == 1 else ast.BinOp(terms[0], ast.Add(), terms[1])
+        if isinstance(op, ast.Div):
+            # d(l/r) = (dl − (l/r)·dr) / r
+            quotient = ast.BinOp(copy.deepcopy(left), ast.Div(), copy.deepcopy(right))
+            top = dl
+            if dr is not None:
+                product = ast.BinOp(quotient, ast.Mult(), dr)
+                top = (ast.UnaryOp(ast.USub(), product) if dl is None
+                       else ast.BinOp(dl, ast.Sub(), product))
+            return ast.BinOp(top, ast.Div(), copy.deepcopy(right))
+        if isinstance(op, ast.Pow) and isinstance(right, ast.Constant) and dr is None:
+            power = right.value
+            base = (ast.Constant(1.0) if power == 1 else
+                    ast.BinOp(copy.deepcopy(left), ast.Pow(), ast.Constant(power - 1)))
+            return ast.BinOp(ast.BinOp(ast.Constant(float(power)), ast.Mult(), base),
+                             ast.Mult(), dl)
+        raise ModelError(f"sensitivity kernel: cannot differentiate {ast.unparse(e)!r}")
+
+    def _tangent_subscript(self, e: ast.Subscript, t: int, ctx) -> ast.Subscript:
+        name = e.value.id
+        indices = list(e.slice.elts) if isinstance(e.slice, ast.Tuple) else [e.slice]
+        indices = [copy.deepcopy(i) for i in indices]
+        indices.insert(TANGENT_ARRAYS[name], ast.Constant(t))
+        return ast.Subscript(ast.Name(name + _SUFFIX, ast.Load()),
+                             ast.Tuple(indices, ast.Load()), ctx)
+
+    # -- statements ---------------------------------------------------------------------------
+    def statements(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        """``body`` with the tangent statements after each statement they differentiate."""
+        out: list[ast.stmt] = []
+        for s in body:
+            if self.shared_primal and _is_lane_loop(s):
+                out += self._hoisted(s)
+                continue
+            out.append(s)
+            out += self._tangents_of(s)
+        return out
+
+    def _tangents_of(self, s: ast.stmt) -> list[ast.stmt]:
+        """The tangent statements of ``s`` (its loops and branches rewritten in place)."""
+        out: list[ast.stmt] = []
+        if isinstance(s, ast.Assign):
+            target = s.targets[0]
+            if isinstance(target, ast.Name) and target.id in self.active:
+                for t in range(self.K):
+                    value = self.d(s.value, t) or ast.Constant(0.0)
+                    out.append(ast.Assign([ast.Name(_tangent_name(target.id, t), ast.Store())],
+                                          value))
+            elif (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                  and target.value.id in TANGENT_ARRAYS):
+                for t in range(self.K):
+                    value = self.d(s.value, t) or ast.Constant(0.0)
+                    out.append(ast.Assign([self._tangent_subscript(target, t, ast.Store())],
+                                          value))
+        elif isinstance(s, ast.AugAssign):
+            target = s.target
+            if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                    and target.value.id in TANGENT_ARRAYS) or (
+                    isinstance(target, ast.Name) and target.id in self.active):
+                raise ModelError(f"sensitivity kernel: {ast.unparse(s)!r} is not supported")
+        elif isinstance(s, ast.For):
+            s.body = self.statements(s.body)
+        elif isinstance(s, ast.If):
+            s.body = self.statements(s.body)
+            s.orelse = self.statements(s.orelse)
+        return out
+
+    def _hoisted(self, loop: ast.For) -> list[ast.stmt]:
+        """A lane loop whose lanes are directions of ONE member: its own statements run once,
+        for lane ``lo`` (the primal is the same in every lane), before the loop; the loop
+        computes only the tangents, one direction per lane (vectorised across directions)."""
+        primal, tangents = [], []
+        for s in loop.body:
+            if isinstance(s, ast.For | ast.If):
+                raise ModelError("sensitivity kernel: a lane loop with a loop or branch inside")
+            primal.append(s)
+            tangents += self._tangents_of(s)
+        for node in (n for t in tangents for n in ast.walk(t.value)):
+            if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                    and node.value.id in TANGENT_ARRAYS):
+                # The member's arrays hold lane lo only: a tangent must read its values by name.
+                raise ModelError(f"sensitivity kernel: a tangent reads {ast.unparse(node)!r}")
+        # The member's statements in a loop of one lane (lo): a loop body, so the C backend
+        # fuses its products into the expressions that read them exactly as in the engine's
+        # kernel (the same rounding: the points are the engine's bit for bit).
+        once = ast.parse("range(lo, lo + 1)", mode="eval").body
+        member = ast.For(copy.deepcopy(loop.target), once, primal, [])
+        if not tangents:
+            return [member]
+        return [member, ast.For(loop.target, loop.iter, tangents, [])]
+
+
+def _is_lane_loop(s: ast.stmt) -> bool:
+    return isinstance(s, ast.For) and ast.unparse(s.iter) == "range(lo, hi)"
+
+
+def tangent_arguments(kinds: dict[str, str | int]) -> dict[str, str | int]:
+    """The tangent kernel's argument kinds: the engine kernel's, then each tangent array
+    (``X_d``, one rank more)."""
+    out = dict(kinds)
+    for name in TANGENT_ARRAYS:
+        out[name + _SUFFIX] = int(kinds[name]) + 1
+    return out
+
+
+def tangent_source(source: str, name: str, directions: int, new_name: str,
+                   shared_primal: bool = False) -> str:
+    """Python source of ``new_name``: function ``name`` of the generated ``source`` with the
+    tangents of ``directions`` seed directions per lane (arguments ``X_d`` appended, see
+    :data:`TANGENT_ARRAYS`). ``shared_primal``: the lanes of a call are the directions of one
+    member (``directions`` = 1): the member's own values are computed once per lane loop, for
+    its first lane, and only the tangents run across the lanes."""
+    if directions < 1 or (shared_primal and directions != 1):
+        allowed = "exactly 1 with a shared primal" if shared_primal else "at least 1"
+        raise ModelError(f"sensitivity kernel: {directions} directions per lane ({allowed})")
+    module = ast.parse(source)
+    header = [node for node in module.body if not isinstance(node, ast.FunctionDef)]
+    for node in module.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            fn = copy.deepcopy(node)
+            break
+    else:
+        raise ModelError(f"sensitivity kernel: no function {name}")
+    rewriter = _Tangents(fn, directions, shared_primal)
+    fn.body = rewriter.statements(fn.body)
+    fn.name = new_name
+    fn.args.args += [ast.arg(n + _SUFFIX) for n in TANGENT_ARRAYS]
+    out = ast.Module(body=[*header, fn], type_ignores=[])
+    return ast.unparse(ast.fix_missing_locations(out)) + "\n"
+
+
+def field_tangents(tree, P: np.ndarray, dP: np.ndarray) -> np.ndarray:
+    """Directional derivatives (B, K, n_fields) of the field vectors V(P) (B, n_parameters)
+    along dP (B, K, n_parameters): V = P·A + offset + Σ c·P_a·P_b, so exactly
+    dV = dP·A + Σ c·(dP_a·P_b + P_a·dP_b) (units: the fields' per unit of the direction)."""
+    P = np.asarray(P, dtype=np.float64)
+    dP = np.asarray(dP, dtype=np.float64)
+    dV = dP @ tree.field_matrix
+    for (f, a, b), c in zip(tree.field_products, tree.product_coefficients, strict=True):
+        dV[..., f] += c * (dP[..., a] * P[:, None, b] + P[:, None, a] * dP[..., b])
+    return dV
+
+
+@dataclass
+class PointSensitivities:
+    """Simulated points (B, F, n_points, 2) m and their derivatives (B, K, F, n_points, 2) in m
+    per unit of each seed direction; ``valid`` (B,) False for members that failed (NaN)."""
+
+    points: np.ndarray
+    derivatives: np.ndarray
+    valid: np.ndarray
+
+
+DIRECTIONS = 4
+"""Seed directions per lane of the ``"members"`` layout: a member with d directions runs as
+⌈d/DIRECTIONS⌉ lanes, each recomputing the member's simulation beside its directions' tangents
+(docs/model.md, "Exact sensitivities": the layouts and their cost)."""
+LAYOUTS = ("directions", "members")
+
+_kernels: dict[tuple, object] = {}
+
+
+def tangent_kernel(model, cost_points: tuple[int, ...], directions: int = DIRECTIONS,
+                   shared_primal: bool = False):
+    """(compiled tangent kernel, its :class:`~bemore.model.generated.Program`) of the shared-motion
+    engine kernel of ``model`` with ``directions`` seed directions per lane; built once per
+    machine (clang, cached on disk like the engine's kernels; numba without a compiler)."""
+    from bemore.model import generated, native
+
+    n_points = len(model.point_names)
+    _, program = generated.kernel_for(model.tree, n_points, False, False, cost_points)
+    key = (id(model.tree), n_points, cost_points, directions, shared_primal)
+    known = _kernels.get(key)
+    if known is not None and known[0] is model.tree:
+        return known[1], program
+    name = f"sensitivity_{'primal' if shared_primal else 'lanes'}_{directions}"
+
+    def source() -> str:
+        return tangent_source(program.source, KERNEL, directions, name, shared_primal)
+
+    cc = native.compiler()
+    if cc is None:
+        kernel = getattr(generated._load_module(source()), name)
+    else:
+        kinds = tangent_arguments(generated._KINDS)
+        # Keyed on what the tangent source is made from (the engine's source and this
+        # module), so that a cached library loads without the transformation (≈ 1 s).
+        key = f"{name}\n{program.source}\n{Path(__file__).read_text()}"
+        kernel = native.cached(key, name,
+                               lambda: native.translate(source(), name, kinds), cc)
+    _kernels[key] = (model.tree, kernel)
+    return kernel, program
+
+
+def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
+                        layout: str = "directions", directions: int = DIRECTIONS,
+                        threads: int | None = None, max_abs: float = 1.0e3
+                        ) -> PointSensitivities:
+    """Simulated named points of every member and their exact derivatives along seed directions.
+
+    ``P`` (B, n_parameters) SI; ``motion`` one shared DrivenMotion; ``free_q0``/``free_qd0``
+    (n_free,) or (B, n_free). Seeds: ``dP`` (B, K, n_parameters), ``dq0``/``dqd0``
+    (B, K, n_free) — direction k of member b moves its parameters by dP[b, k] and its start by
+    (dq0[b, k], dqd0[b, k]). One integrator step per sample (the engine's default). Returns the
+    points and ∂points/∂direction (:class:`PointSensitivities`); NaN for failed members.
+
+    ``layout``: "directions" (default) runs each member as one call whose vector lanes are its
+    K directions, the member's simulation computed once (scalar) beside them; "members" runs
+    lanes of members, each lane carrying ``directions`` of a member's directions (the member's
+    simulation recomputed per lane). Both give the same numbers to rounding; the points are
+    the engine's bit for bit in both.
+    """
+    from bemore.model import generated
+    from bemore.model.simulate import (
+        COST_POINTS,
+        _cached,
+        _check_motion,
+        _coefficients,
+        engine_threads,
+    )
+    from bemore.model.table import driven_table
+
+    if motion.members is not None:
+        raise ModelError("sensitivities: one shared driven motion for every member")
+    V, valid = model.fields(P)
+    P = model.as_matrix(P)
+    B, nf = V.shape[0], model.n_free
+    _check_motion(model, motion, B)
+    dP = np.asarray(dP, dtype=np.float64)
+    K = dP.shape[1]
+    dq0 = np.broadcast_to(np.asarray(dq0, dtype=np.float64), (B, K, nf))
+    dqd0 = np.broadcast_to(np.asarray(dqd0, dtype=np.float64), (B, K, nf))
+    if dP.shape != (B, K, P.shape[1]):
+        raise ModelError(f"sensitivities: dP has shape {dP.shape}, expected ({B}, K, "
+                         f"{P.shape[1]})")
+    q0 = np.broadcast_to(np.asarray(free_q0, np.float64), (B, nf))
+    v0 = np.broadcast_to(np.asarray(free_qd0, np.float64), (B, nf))
+    valid = valid & np.all(np.isfinite(q0), axis=1) & np.all(np.isfinite(v0), axis=1)
+    if not valid.all():
+        V = V.copy()
+        V[~valid] = V[np.argmax(valid)] if valid.any() else model.tree.fields(
+            model.parameter_matrix([{}]))[0]
+    if layout not in LAYOUTS:
+        raise ModelError(f"sensitivities: layout {layout!r} (allowed: {', '.join(LAYOUTS)})")
+    dV = field_tangents(model.tree, P, dP)
+    if layout == "directions":
+        return _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_abs)
+    # Lanes: member b's directions in chunks of ``directions`` (the last chunk zero-padded).
+    chunks = -(-K // directions)
+    lanes = B * chunks
+    member = np.repeat(np.arange(B), chunks)
+    nfield = V.shape[1]
+    seeds_V = np.zeros((lanes, directions, nfield))
+    seeds_S = np.zeros((lanes, directions, 2 * nf))
+    for c in range(chunks):
+        lo, hi = c * directions, min(K, (c + 1) * directions)
+        seeds_V[c::chunks, : hi - lo] = dV[:, lo:hi]
+        seeds_S[c::chunks, : hi - lo, :nf] = dq0[:, lo:hi]
+        seeds_S[c::chunks, : hi - lo, nf:] = dqd0[:, lo:hi]
+    selection = tuple(model.point_names.index(p) for p in COST_POINTS
+                      if p in model.point_names)
+    kernel, program = tangent_kernel(model, selection, directions)
+    D = _cached("generated1", model, motion, 1, lambda: driven_table(
+        model.tree, program.slots, motion.q, motion.qd, motion.qdd, motion.dt, 1, 1))
+    F, n_points = len(motion.t), len(model.point_names)
+    h = motion.dt
+    coefficients = _coefficients(h)
+    tri = nf * (nf + 1) // 2
+    rows = max(2 * nf, 2 * n_points, model.n_driven)
+    out_pts = np.empty((lanes, F, n_points, 2))
+    out_d = np.empty((lanes, directions, F, n_points, 2))
+    alive = valid[member].astype(np.float64)
+    cost = np.zeros(lanes)
+    unused = np.empty((1, 1, 1))
+    after = (np.zeros((1, len(selection), 2)), np.zeros((1, len(selection))), 0, 1, 0, max_abs)
+    calls = []
+    for lo, hi in generated.lane_groups(lanes, threads or engine_threads()):
+        n = hi - lo
+        S = np.ascontiguousarray(np.concatenate([q0[member[lo:hi]].T, v0[member[lo:hi]].T]))
+        work = (np.ascontiguousarray(V[member[lo:hi]].T), S, np.empty((2 * nf, n)),
+                np.empty((2 * tri + nf, n)), np.zeros((4, 2 * nf, n)), np.empty((2 * nf, n)),
+                np.empty((rows, n)))
+        tangents = (np.ascontiguousarray(seeds_V[lo:hi].transpose(1, 2, 0)),
+                    np.ascontiguousarray(seeds_S[lo:hi].transpose(1, 2, 0)),
+                    np.empty((directions, 2 * nf, n)), np.empty((directions, 2 * tri + nf, n)),
+                    np.zeros((directions, 4, 2 * nf, n)), np.empty((directions, 2 * nf, n)),
+                    np.empty((directions, rows, n)))
+        calls.append((*work, coefficients, D, h, 1, 1, 0, n, *after, unused, unused,
+                      out_pts[lo:hi], unused, cost[lo:hi], alive[lo:hi], *tangents,
+                      out_d[lo:hi]))
+    generated.run_calls(kernel, calls)
+    ok = np.ones(B, dtype=bool)
+    np.logical_and.at(ok, member, alive > 0.0)
+    points = out_pts[::chunks].copy()
+    derivatives = out_d.reshape(B, chunks * directions, F, n_points, 2)[:, :K].copy()
+    points[~ok] = np.nan
+    derivatives[~ok] = np.nan
+    return PointSensitivities(points, derivatives, ok)
+
+
+def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_abs
+                   ) -> PointSensitivities:
+    """:func:`point_sensitivities` in the "directions" layout: one kernel call per member, its
+    K directions as the lanes."""
+    from bemore.model import generated
+    from bemore.model.simulate import COST_POINTS, _cached, _coefficients
+    from bemore.model.table import driven_table
+
+    B, K, nf = dq0.shape
+    selection = tuple(model.point_names.index(p) for p in COST_POINTS
+                      if p in model.point_names)
+    kernel, program = tangent_kernel(model, selection, 1, shared_primal=True)
+    D = _cached("generated1", model, motion, 1, lambda: driven_table(
+        model.tree, program.slots, motion.q, motion.qd, motion.qdd, motion.dt, 1, 1))
+    F, n_points = len(motion.t), len(model.point_names)
+    h = motion.dt
+    coefficients = _coefficients(h)
+    tri = nf * (nf + 1) // 2
+    rows = max(2 * nf, 2 * n_points, model.n_driven)
+    points = np.empty((B, F, n_points, 2))
+    derivatives = np.empty((B, K, 1, F, n_points, 2))
+    alive = valid.astype(np.float64)
+    cost = np.zeros(B)
+    unused = np.empty((1, 1, 1))
+    selected = len(selection)
+    after = (np.zeros((1, selected, 2)), np.zeros((1, selected)), 0, 1, 0, max_abs)
+    calls = []
+    for b in range(B):
+        # The member's own arrays have one column (its values are computed for lane 0 only);
+        # the tangent arrays one column per direction.
+        S = np.concatenate([q0[b], v0[b]])[:, None].copy()
+        work = (np.ascontiguousarray(V[b][:, None]), S, np.empty((2 * nf, 1)),
+                np.empty((2 * tri + nf, 1)), np.zeros((4, 2 * nf, 1)), np.empty((2 * nf, 1)),
+                np.empty((rows, 1)))
+        seeds_S = np.concatenate([dq0[b], dqd0[b]], axis=1)  # (K, 2 nf)
+        tangents = (np.ascontiguousarray(dV[b].T[None]), np.ascontiguousarray(seeds_S.T[None]),
+                    np.empty((1, 2 * nf, K)), np.empty((1, 2 * tri + nf, K)),
+                    np.zeros((1, 4, 2 * nf, K)), np.empty((1, 2 * nf, K)),
+                    np.empty((1, rows, K)))
+        calls.append((*work, coefficients, D, h, 1, 1, 0, K, *after, unused, unused,
+                      points[b:b + 1], unused, cost[b:b + 1], alive[b:b + 1], *tangents,
+                      derivatives[b]))
+    # One member per thread (a call is one member's lanes); at most ``threads`` at a time.
+    width = max(1, threads or _engine_threads())
+    for first in range(0, len(calls), width):
+        generated.run_calls(kernel, calls[first:first + width])
+    ok = alive > 0.0
+    derivatives = derivatives[:, :, 0]
+    points[~ok] = np.nan
+    derivatives[~ok] = np.nan
+    return PointSensitivities(points, derivatives, ok)
+
+
+def _engine_threads() -> int:
+    from bemore.model.simulate import engine_threads
+
+    return engine_threads()

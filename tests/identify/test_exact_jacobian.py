@@ -1,0 +1,105 @@
+"""The identification's exact Jacobian (engine sensitivities chained with the start state) and
+the polish that uses it: same residuals as the problem's, same derivatives as differences of
+them, same optimum as the finite-difference polish with fewer simulations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from bemore.identify.problem import IdentificationProblem
+from bemore.optimize.polish import polish, polish_many
+from bemore.settings import load_identification
+from tests.identify.synthetic import synthetic_case
+
+TOLERANCE = 1e-6
+
+
+def _reference(problem: IdentificationProblem, x: np.ndarray) -> tuple:
+    """Richardson-extrapolated central differences (m, d) of the residuals at x, and the
+    change of that estimate when the step halves (relative, per column: its error bound); per
+    column the step of smallest such change among 1e-2 … 1e-4 of the box (a parameter the
+    trial barely sees, like the bar's mass, needs a long step to rise above rounding)."""
+    d = x.size
+    best, error = None, np.full(d, np.inf)
+    for h in (1e-2, 1e-3, 1e-4):
+        estimates = []
+        for step in (h, h / 2, h / 4):
+            eye = np.eye(d) * step
+            values = problem.residuals(np.vstack([x + eye, x - eye]))
+            estimates.append((values[:d] - values[d:]).T / (2 * step))
+        coarse = (4 * estimates[1] - estimates[0]) / 3
+        fine = (4 * estimates[2] - estimates[1]) / 3
+        own = np.linalg.norm(coarse - fine, axis=0) / np.linalg.norm(fine, axis=0)
+        better = own < error
+        best = fine if best is None else np.where(better, fine, best)
+        error = np.where(better, own, error)
+    return best, error
+
+
+@pytest.fixture(scope="module")
+def sample_problem() -> IdentificationProblem:
+    from bemore.identify.space import ParameterSpace
+    from bemore.paths import data_dir
+    from bemore.settings import load_gymnast
+    from bemore.trial import prepare_trial
+
+    trial = prepare_trial(data_dir() / "sample_trial.c3d")
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    return IdentificationProblem.from_trial(trial, space)
+
+
+def test_exact_jacobian_of_the_sample_matches_differences(sample_problem) -> None:
+    problem = sample_problem
+    assert problem.start is not None and problem.dim > problem.space.dim  # start unknowns in
+    X = np.random.default_rng(4).uniform(0.1, 0.9, (2, problem.dim))
+    r, J = problem.jacobian(X)
+    assert np.array_equal(r, problem.residuals(X))  # the residuals are the problem's own
+    for n in range(len(X)):
+        reference, own = _reference(problem, X[n])
+        assert np.all(own < 0.5 * TOLERANCE), own  # the bar mass: 1.5e-7 (barely seen)
+        error = np.linalg.norm(J[n] - reference, axis=0) / np.linalg.norm(reference, axis=0)
+        assert np.all(error < TOLERANCE), error
+
+
+def test_exact_polish_reaches_the_finite_difference_optimum_on_synthetic_trials() -> None:
+    truth = {item.name: item.seed_value for item in load_identification().parameters}
+    for seed in (5, 8):
+        case = synthetic_case(truth, noise_m=0.001, seed=seed, frames=300)
+        problem = case.problem
+        centre = problem.space.to_normalised(np.array([truth[n] for n in problem.space.names]))
+        rng = np.random.default_rng(seed)
+        starts = np.clip(centre + rng.uniform(-0.1, 0.1, (2, problem.dim)), 0.0, 1.0)
+        box = (problem.lower, problem.upper)
+        with threadpool_limits(limits=1, user_api="blas"):
+            differences = polish_many(problem.residuals, starts, *box, max_iterations=60)
+            exact = polish_many(problem.residuals, starts, *box, max_iterations=60,
+                                jacobian=problem.jacobian)
+        for fd, ex in zip(differences, exact, strict=True):
+            assert ex.result.status in (2, 3, 4) and fd.result.status in (2, 3, 4)
+            assert abs(ex.result.fun - fd.result.fun) <= 1e-9 * fd.result.fun
+            assert np.max(np.abs(ex.result.x - fd.result.x)) < 1e-4
+            # The Jacobians at the optimum agree too (the identifiability's input).
+            scale = np.linalg.norm(fd.jacobian, axis=0)
+            assert np.all(np.linalg.norm(ex.jacobian - fd.jacobian, axis=0) < 1e-5 * scale)
+            # Far fewer simulated points: one per Jacobian instead of 2·d + 1.
+            assert ex.result.nfev < fd.result.nfev / 5
+
+
+def test_lock_step_with_exact_jacobians_matches_the_starts_alone() -> None:
+    truth = {item.name: item.seed_value for item in load_identification().parameters}
+    problem = synthetic_case(truth, noise_m=0.001, seed=5, frames=300).problem
+    centre = problem.space.to_normalised(np.array([truth[n] for n in problem.space.names]))
+    starts = np.clip(centre + np.random.default_rng(6).uniform(-0.08, 0.08, (3, problem.dim)),
+                     0.0, 1.0)
+    box = (problem.lower, problem.upper)
+    with threadpool_limits(limits=1, user_api="blas"):
+        alone = [polish(problem.residuals, x, *box, max_iterations=12,
+                        jacobian=problem.jacobian) for x in starts]
+        together = polish_many(problem.residuals, starts, *box, max_iterations=12,
+                               jacobian=problem.jacobian)
+    for one, other in zip(alone, together, strict=True):
+        assert np.array_equal(one.result.x, other.result.x)
+        assert one.result.fun == other.result.fun
+        assert np.array_equal(one.jacobian, other.jacobian)

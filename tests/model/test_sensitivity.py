@@ -1,0 +1,167 @@
+"""Exact sensitivities (forward-mode tangent kernel) against central differences of the engine.
+
+The reference is Richardson's extrapolation R(h) = (4·D(h/2) − D(h))/3 of the engine's own
+central differences D (fourth order). Its error is estimated by how much it changes when the
+step halves, |R(h) − R(h/2)|: that catches the truncation (some corners are strongly
+non-linear: an undamped shoulder moves its points' sensitivity by 90 % between steps of 1e-3
+and 1e-4 of the box) and the rounding (≈ ε·|points|/h) alike. Per point and direction the step
+of smallest estimated error among 1e-2 … 1e-6 box widths is used, and the test asserts that
+this estimate is itself below a tenth of the tolerance: a 1e-6 agreement then says the
+sensitivities are right to 1e-6, not that the reference is loose. Relative errors are per
+direction, over the whole trajectory: ‖exact − reference‖ / ‖reference‖ (an element-wise
+ratio is meaningless where a coordinate does not move).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bemore.identify.space import ParameterSpace
+from bemore.model import simulate
+from bemore.model.profiles import clear_hip_circle_profile
+from bemore.model.sensitivity import field_tangents, point_sensitivities
+from bemore.settings import load_gymnast, load_identification
+
+TOLERANCE = 1e-6
+STEPS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)  # normalised units (fractions of the box's width)
+
+
+def _box_points(space: ParameterSpace, count: int, seed: int) -> np.ndarray:
+    """``count`` normalised points: the stiffest and the softest corners (springs' stiffness at
+    the upper bound and damping at the lower, and the reverse), random corners, interior."""
+    rng = np.random.default_rng(seed)
+    stiff = np.array([1.0 if "stiffness" in name else 0.0 if "damping" in name else 0.5
+                      for name in space.names])
+    corners = rng.integers(0, 2, (count // 4, space.dim)).astype(float)
+    interior = rng.uniform(0.0, 1.0, (count - 2 - len(corners), space.dim))
+    return np.vstack([stiff, 1.0 - stiff, corners, interior])
+
+
+def _central(model, P, motion, q0, v0, dP, dq0, dv0, h):
+    """Central differences (B, F, n_points, 2) along (dP, dq0, dv0) (B, ·) with steps h (B,)."""
+    B = P.shape[0]
+    h = np.broadcast_to(np.asarray(h, dtype=float), (B,))[:, None]
+    sim = simulate(model, np.vstack([P + h * dP, P - h * dP]), motion,
+                   np.vstack([q0 + h * dq0, q0 - h * dq0]), np.vstack([v0 + h * dv0, v0 - h * dv0]),
+                   outputs=("points",))
+    return (sim.points[:B] - sim.points[B:]) / (2.0 * h[:, :, None, None])
+
+
+def test_field_tangents_are_the_derivative_of_the_field_map(real) -> None:
+    rng = np.random.default_rng(3)
+    P = real.parameter_matrix([{}]) * rng.uniform(0.8, 1.2, (4, len(real.parameter_names)))
+    dP = rng.normal(size=(4, 2, P.shape[1])) * P[:, None, :]
+    dV = field_tangents(real.tree, P, dP)
+    for k in range(2):
+        # V is quadratic in P: the central difference is exact up to rounding.
+        reference = (real.tree.fields(P + dP[:, k]) - real.tree.fields(P - dP[:, k])) / 2.0
+        assert np.allclose(dV[:, k], reference, rtol=1e-12, atol=1e-12 * np.abs(reference).max())
+
+
+@pytest.mark.slow
+def test_sensitivities_agree_with_central_differences_over_the_box(real) -> None:
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    motion = clear_hip_circle_profile(0.5, 1000.0)
+    X = _box_points(space, 200, seed=11)
+    defaults = real.parameter_matrix([{}])[0]
+    columns = [real.parameter_names.index(name) for name in space.names]
+    P = np.repeat(defaults[None, :], len(X), axis=0)
+    P[:, columns] = space.to_physical(X)
+    free = np.zeros(real.n_free)
+    rotation = real.free_coordinates.index("hand_rotation")
+    free[rotation] = 3.0
+    q0 = real.equilibrium(P, motion.q[0], free_q=free)
+    v0 = np.zeros_like(q0)
+    v0[:, rotation] = 1.4
+    # Directions: every identified parameter (one box width), the start angle and rate.
+    d = space.dim + 2
+    dP = np.zeros((len(X), d, P.shape[1]))
+    dP[:, np.arange(space.dim), columns] = space.width
+    dq0 = np.zeros((len(X), d, real.n_free))
+    dv0 = np.zeros_like(dq0)
+    dq0[:, space.dim, rotation] = 1.0
+    dv0[:, space.dim + 1, rotation] = 1.0
+    exact = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dv0)
+    assert exact.valid.all()
+    plain = simulate(real, P, motion, q0, v0, outputs=("points",)).points
+    assert np.array_equal(exact.points, plain)  # the primal is the engine's, bit for bit
+    worst, worst_reference = 0.0, 0.0
+    for k in range(d):
+        args = (real, P, motion, q0, v0, dP[:, k], dq0[:, k], dv0[:, k])
+        best_error = np.full(len(X), np.inf)
+        reference = np.zeros_like(exact.derivatives[:, k])
+        for h in STEPS:
+            central = [_central(*args, h / 2**i) for i in range(3)]
+            coarse = (4.0 * central[1] - central[0]) / 3.0
+            fine = (4.0 * central[2] - central[1]) / 3.0
+            own = (np.linalg.norm((coarse - fine).reshape(len(X), -1), axis=1)
+                   / np.linalg.norm(fine.reshape(len(X), -1), axis=1))
+            better = own < best_error
+            best_error[better] = own[better]
+            reference[better] = fine[better]
+        scale = np.linalg.norm(reference.reshape(len(X), -1), axis=1)
+        error = np.linalg.norm((exact.derivatives[:, k] - reference).reshape(len(X), -1), axis=1)
+        worst = max(worst, float(np.max(error / scale)))
+        worst_reference = max(worst_reference, float(np.max(best_error)))
+    assert worst < TOLERANCE, worst
+    # The reference's own error estimate: well inside the tolerance at every point.
+    assert worst_reference < 0.1 * TOLERANCE, worst_reference
+
+
+_TOY = '''
+import numpy as np
+
+
+def toy(Vt, S, S0, MX, U, UN, R, out_pts, lo, hi):
+    for b in range(lo, hi):
+        a = Vt[0, b]
+        c = Vt[1, b]
+        k = np.floor(a * 0.15915494309189535 + 0.5)
+        r = a - k * 6.283185307179586
+        d = (1.0 / c) if c > 0.0 else np.nan
+        e = a * c - r / c + d ** 3 - -a
+        R[0, b] = e * e + abs(r) * 2.0
+        g = R[0, b]
+        S[1, b] = g * c
+'''
+
+
+@pytest.mark.parametrize("shared_primal", [False, True])
+def test_tangent_rules_on_a_small_function(shared_primal: bool) -> None:
+    """The rewriting's derivative rules (×, ÷, powers, selects, floor, abs, negation, array
+    stores and loads) against central differences of the same function; with a shared primal
+    (one member, a direction per lane) too."""
+    from bemore.model.sensitivity import TANGENT_ARRAYS, tangent_source
+
+    namespace: dict = {}
+    K = 1 if shared_primal else 2
+    exec(tangent_source(_TOY, "toy", K, "toy_d", shared_primal), namespace)
+    exec(_TOY, namespace)
+    lanes = 3
+    rng = np.random.default_rng(2)
+    base = rng.uniform(0.5, 4.0, (2, lanes))
+    seeds = rng.normal(size=(K, 2, lanes))
+    if shared_primal:  # one member: every lane has the same values, its own direction
+        base[:] = base[:, :1]
+
+    def arrays(V):
+        return [V.copy(), np.zeros((2, lanes)), np.zeros((2, lanes)), np.zeros((1, lanes)),
+                np.zeros((1, 2, lanes)), np.zeros((2, lanes)), np.zeros((1, lanes)),
+                np.zeros((1, 1, 1, 1))]
+
+    primal = arrays(base)
+    tangents = [np.zeros((K, *a.shape)) if name != "out_pts" else np.zeros((1, K, 1, 1, 1))
+                for name, a in zip(TANGENT_ARRAYS, primal, strict=True)]
+    tangents[0][:] = seeds
+    namespace["toy_d"](*primal, 0, lanes, *tangents)
+    for t in range(K):
+        h = 1e-6
+        plus, minus = arrays(base + h * seeds[t]), arrays(base - h * seeds[t])
+        namespace["toy"](*plus, 0, lanes)
+        namespace["toy"](*minus, 0, lanes)
+        for index, (name, row) in enumerate((("R", 0), ("S", 1))):
+            slot = list(TANGENT_ARRAYS).index(name)
+            reference = (plus[slot][row] - minus[slot][row]) / (2 * h)
+            exact = tangents[slot][t, row]
+            assert np.allclose(exact, reference, rtol=1e-7), (name, index, exact, reference)
