@@ -156,11 +156,21 @@ class InitialState(Section):
     )
 
 
+class ForceTerm(Section):
+    """The bar-force term of the cost, when the trial has bar forces (docs/identify.md,
+    "Bar forces")."""
+
+    use: bool = Field(True, description="add the force term when the trial carries bar forces")
+    weight: PositiveFloat = Field(
+        1.0, description="multiplies the force term; 1 = each residual normalised by its noise")
+
+
 class Identification(Section):
     """The identified parameters (their one list), their bounds, and the optimiser settings."""
 
     optimiser: Optimiser = Optimiser()
     initial_state: InitialState = InitialState()
+    forces: ForceTerm = ForceTerm()
     mass_budget: MassBudget
     parameters: list[Bounded] = Field(min_length=1)
 

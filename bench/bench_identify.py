@@ -39,10 +39,15 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
 
 
-def trimmed_trial_config(folder: Path, duration_s: float) -> Path:
-    """A copy of configs/trial.toml that keeps the first ``duration_s`` seconds."""
+def trimmed_trial_config(folder: Path, duration_s: float, keep_forces: bool = True) -> Path:
+    """A copy of configs/trial.toml that keeps the first ``duration_s`` seconds; without
+    ``keep_forces``, without its ``[forces]`` tables (the last of the file: a tree older than
+    the bar-force channels refuses the key; the sample has no analog channels anyway)."""
     text = (REPOSITORY / "configs" / "trial.toml").read_text()
     assert "end_s = 0.0" in text
+    if not keep_forces:
+        assert "\n[forces]\n" in text
+        text = text[: text.index("\n[forces]\n") + 1]
     path = folder / "trial.toml"
     path.write_text(text.replace("end_s = 0.0", f"end_s = {duration_s}"))
     return path

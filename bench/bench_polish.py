@@ -183,7 +183,8 @@ def run(smoke: bool) -> list[Measurement]:
         from bench.bench_identify import trimmed_trial_config
 
         with tempfile.TemporaryDirectory() as scratch:
-            config = trimmed_trial_config(Path(scratch), 0.5)
+            # The baseline tree predates [forces]: a copy without it serves both trees.
+            config = trimmed_trial_config(Path(scratch), 0.5, keep_forces=False)
             options = ["--trial-config", str(config), "--pack", "5", "--iterations", "2"]
             # A 5 × 2 search may not fit the trial: identify's poor-fit exit 1 is accepted.
             measured = whole_processes(1, options, (0, 1))

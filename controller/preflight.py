@@ -200,18 +200,34 @@ class Scaled:
     def __init__(self, values: Sequence[float], factor: float, divisor: float = 1.0):
         self.values, self.factor, self.divisor = values, factor, divisor
 
-    def extremes(self) -> tuple[float, float]:
-        """(lowest, highest) sample; (inf, -inf) when there is none."""
+    def extremes(self, raw: tuple[float, float] | None = None) -> tuple[float, float]:
+        """(lowest, highest) sample; (inf, -inf) when there is none. ``raw``: the extremes of
+        ``values`` when already known (:func:`extremes`)."""
         if not len(self.values):
             return math.inf, -math.inf
-        ends = [value * self.factor / self.divisor for value in (min(self.values),
-                                                                  max(self.values))]
+        lowest, highest = raw if raw is not None else extremes(self.values)
+        ends = [value * self.factor / self.divisor for value in (lowest, highest)]
         return min(ends), max(ends)
 
     def samples(self) -> Sequence[float]:
         """Every sample (SI)."""
         return array("d", list(map(truediv, scaled(self.values, self.factor),
                                    repeat(self.divisor))))
+
+
+def extremes(values: Sequence[float]) -> tuple[float, float]:
+    """(min, max) of ``values`` ((inf, -inf) when empty), in their own units; remembered by
+    content for arrays of at most :data:`~controller.series.REMEMBERED_SAMPLES` samples (the
+    feasible window's plans at one speed share their angle, velocity and need columns)."""
+    if isinstance(values, array) and 0 < len(values) <= REMEMBERED_SAMPLES:
+        return _remembered_extremes(values.typecode, values.tobytes())
+    return min(values, default=math.inf), max(values, default=-math.inf)
+
+
+@functools.lru_cache(maxsize=16)
+def _remembered_extremes(typecode: str, data: bytes) -> tuple[float, float]:
+    values = array(typecode, data)
+    return min(values), max(values)
 
 
 def check_series(
@@ -221,13 +237,20 @@ def check_series(
     """Every run of samples of ``series`` (quantity → SI values, or :class:`Scaled` wire
     values) outside one of ``limits``."""
     violations = []
-    extremes = {quantity: values.extremes() if isinstance(values, Scaled)
-                else (min(values, default=math.inf), max(values, default=-math.inf))
-                for quantity, values in series.items()}
+    raw: dict[int, tuple[float, float]] = {}  # by identity: two quantities may share samples
+
+    def raw_extremes(values: Sequence[float]) -> tuple[float, float]:
+        if id(values) not in raw:
+            raw[id(values)] = extremes(values)
+        return raw[id(values)]
+
+    lowest_highest = {quantity: values.extremes(raw_extremes(values.values))
+                      if isinstance(values, Scaled) else raw_extremes(values)
+                      for quantity, values in series.items()}
     for limit in limits:
         if limit.quantity not in series:
             continue
-        lowest, highest = extremes[limit.quantity]
+        lowest, highest = lowest_highest[limit.quantity]
         if not (lowest < limit.low or highest > limit.high):
             continue  # every sample within (the common case: no pass over the samples)
         values = series[limit.quantity]

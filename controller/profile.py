@@ -44,14 +44,42 @@ class AthleteProfile:
     shoulder_torque_limit_Nm: float  # noqa: N815 - N·m in the name, as in the TOML key
     shoulder_flexion_range_deg: tuple[float, float]
     segment_lengths_m: dict[str, float] | None = field(default=None)
+    shoulder_centre: dict[str, Any] | None = field(default=None)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready mapping of the profile (same keys as the TOML file)."""
         data = asdict(self)
         data["shoulder_flexion_range_deg"] = list(self.shoulder_flexion_range_deg)
-        if self.segment_lengths_m is None:
-            data.pop("segment_lengths_m")
+        for optional in ("segment_lengths_m", "shoulder_centre"):
+            if data[optional] is None:
+                data.pop(optional)
         return data
+
+
+class ShoulderCentre(Section):
+    """Her functional gleno-humeral centre (``bemore trial score``, SCoRE): the centre ``centre_m``
+    in the frame of her thorax markers' reference shape ``thorax_shape_m`` (m, centred, one row
+    per marker of ``thorax_markers``), its offset from the ``acromion`` marker in that frame
+    (``acromion_offset_m``, what a trial adds to the acromion-based shoulder), and how well the
+    calibration movement determined it."""
+
+    side: Literal["right", "left"]
+    method: str
+    calibration: str
+    thorax_markers: list[str] = Field(min_length=3)
+    thorax_shape_m: list[tuple[float, float, float]]
+    centre_m: tuple[float, float, float]
+    acromion: str
+    acromion_offset_m: tuple[float, float, float]
+    residual_mm: float = Field(ge=0)
+    spread_rad: float = Field(ge=0)
+    condition: float = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _shape(self) -> ShoulderCentre:
+        if len(self.thorax_shape_m) != len(self.thorax_markers):
+            raise ValueError("thorax_shape_m needs one row per thorax marker")
+        return self
 
 
 class ProfileFile(Section):
@@ -64,6 +92,7 @@ class ProfileFile(Section):
     shoulder_torque_limit_Nm: PositiveFloat = Field(le=500)  # noqa: N815 - the TOML key
     shoulder_flexion_range_deg: tuple[float, float]
     segment_lengths_m: dict[str, PositiveFloat] | None = None
+    shoulder_centre: ShoulderCentre | None = None
 
     @model_validator(mode="after")
     def _range(self) -> ProfileFile:
@@ -91,6 +120,8 @@ def load_profile(path: str | Path) -> AthleteProfile:
             float(data.shoulder_flexion_range_deg[1]),
         ),
         segment_lengths_m=lengths,
+        shoulder_centre=(data.shoulder_centre.model_dump() if data.shoulder_centre is not None
+                         else None),
     )
 
 

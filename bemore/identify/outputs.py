@@ -77,11 +77,36 @@ def athlete_record(
             if outcome.identifiability
             else None
         ),
+        # With bar forces: what the markers alone would flag (same Jacobian, joint-centre rows).
+        "bar_forces": _bar_forces_record(outcome, problem),
         "trial": trial,
         "config": config,
         "versions": report.versions(),
     }
     return record
+
+
+def _bar_forces_record(outcome: Outcome, problem: IdentificationProblem
+                       ) -> dict[str, Any] | None:
+    """The force term's record (None when the cost had none): scales, fit, what it adds."""
+    if not getattr(problem, "has_forces", False):
+        return None
+    markers_only = outcome.identifiability_markers_only
+    errors = {}
+    if markers_only is not None and outcome.identifiability is not None:
+        alone = {item.name: item.relative_standard_error for item in markers_only.parameters}
+        errors = {item.name: [alone[item.name], item.relative_standard_error]
+                  for item in outcome.identifiability.parameters
+                  if item.name not in outcome.identifiability.nuisance}
+    return {
+        "scale_m_per_n": [float(v) for v in problem.force_scale],
+        "rms_residual_n": outcome.metrics.get("bar_force_rms_n"),
+        "flagged_by_markers_alone": markers_only.flagged if markers_only else None,
+        "made_identifiable_by_forces": outcome.made_identifiable_by_forces,
+        # Relative standard error of each parameter: [markers alone, markers and forces].
+        "relative_standard_errors": errors,
+        "markers_only_identifiability": asdict(markers_only) if markers_only else None,
+    }
 
 
 def convergence_csv(outcome: Outcome) -> str:

@@ -58,20 +58,23 @@ def build_problem(
     trial_path: str | Path, space: Any, markerset: str | Path | None = None,
     trial_config: str | Path | None = None, samples_per_step: int = 1,
     body_mass_kg: float | None = None, model_name: str | Path = "real_gymnast",
+    forces: Any = None, shoulder_centre: dict[str, Any] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Prepare the trial and build the identification problem on ``model_name`` (a built-in
     name or a description path; search cost: ``samples_per_step`` samples per integrator step;
-    the body scaled to ``body_mass_kg`` in kg, None: the segment table's). Returns the problem
-    and the trial's summary."""
+    the body scaled to ``body_mass_kg`` in kg, None: the segment table's; ``forces``: the
+    bar-force term's settings, ``bemore.settings.ForceTerm``; ``shoulder_centre``: her
+    profile's functional shoulder centre, used for the shoulder point). Returns the problem and
+    the trial's summary."""
     from bemore.identify.problem import IdentificationProblem
     from bemore.model import load_model
     from bemore.trial import prepare_trial
 
     model = load_model(model_name)
-    trial = prepare_trial(trial_path, markerset, trial_config)
+    trial = prepare_trial(trial_path, markerset, trial_config, shoulder_centre)
     problem = IdentificationProblem.from_trial(trial, space, model,
                                                samples_per_step=samples_per_step,
-                                               body_mass_kg=body_mass_kg)
+                                               body_mass_kg=body_mass_kg, forces=forces)
     return problem, trial.summary()
 
 
@@ -137,7 +140,10 @@ def run_identification(
     settings = run_settings(defaults, overrides)
     space = ParameterSpace.from_config(identification, gymnast, str(config_path), body_mass_kg)
     problem, trial_summary = build_problem(trial_path, space, markerset, trial_config,
-                                           defaults.samples_per_step, body_mass_kg, model_name)
+                                           defaults.samples_per_step, body_mass_kg, model_name,
+                                           identification.forces,
+                                           profile.shoulder_centre if profile is not None
+                                           else None)
     mark("identify", "trial")
     record_config = {
         "identification": str(config_path),

@@ -16,6 +16,13 @@ one integrator step per 2 samples: half the engine's work, 0.05 mm on the points
 tight reference (docs/model.md). It only steers the search: :meth:`simulated_points`,
 :meth:`residuals` and :meth:`exact_cost` — everything reported — step every sample. A trial
 with an odd number of sample intervals is searched with the exact cost (:attr:`notes` says so).
+
+**Bar forces** (a trial whose file carries the bar's force channels, docs/identify.md "Bar
+forces"): the cost adds Σ over frames and the two axes of (s·(F_sim − F_meas))², F_sim the
+bar spring-dampers' force of the simulation (``Model.spring_forces``), s (m/N per axis) =
+√weight·(σ_p/√f_p)/(σ_F/√f_F): each residual normalised by its noise density (σ the raw noise,
+f its sampling rate), expressed back in the markers' m. :meth:`residuals` then carries, per
+frame, the 14 joint-centre coordinates followed by the 2 scaled force residuals.
 """
 
 from __future__ import annotations
@@ -30,6 +37,31 @@ from bemore.identify.space import ParameterSpace
 from bemore.optimize.problem import Problem
 
 PENALTY_DISTANCE_M = 10.0
+BAR_AXES = ("bar_x", "bar_y")  # the bar spring-dampers' coordinates (model x, y)
+FORCE_NOISE_FLOOR = 1e-3  # σ_F at least this fraction of the axis' RMS force (noise-free data)
+
+
+def force_scales(marker_noise_m: float, marker_rate_hz: float, force_noise_n: np.ndarray,
+                 force_rate_hz: float, bar_force: np.ndarray, weight: float) -> np.ndarray:
+    """(2,) m/N: what turns a force residual (N) into its joint-centre equivalent (m) — each
+    normalised by its noise density σ/√f (σ: raw noise, f: its sampling rate in Hz), times
+    √weight. ``bar_force`` (F, 2) N sets the floor of σ_F (:data:`FORCE_NOISE_FLOOR` of its
+    RMS). DataError when the marker noise is unknown (NaN): nothing to weigh against.
+
+    >>> force_scales(0.001, 100.0, np.array([20.0, 20.0]), 2000.0, np.ones((3, 2)), 1.0)
+    array([0.00022361, 0.00022361])
+    """
+    if not np.isfinite(marker_noise_m) or marker_noise_m <= 0.0:
+        raise DataError("bar forces: the marker noise of the trial is unknown, so the force "
+                        "term cannot be weighed against the markers ([forces] use = false)")
+    floor = FORCE_NOISE_FLOOR * np.sqrt(np.mean(np.asarray(bar_force) ** 2, axis=0))
+    sigma = np.maximum(np.nan_to_num(np.asarray(force_noise_n, dtype=float)), floor)
+    if np.any(sigma <= 0.0):
+        raise DataError("bar forces: an axis has neither noise nor force")
+    return np.sqrt(weight) * (marker_noise_m / np.sqrt(marker_rate_hz)) / (
+        sigma / np.sqrt(force_rate_hz))
+
+
 START_STEP = 1e-4  # normalised units: central differences of the start's spring equilibrium
 # The shoulder spring-dampers of a trial that cannot see them (acromions on the trunk's side, no
 # marker fixed on the arm): the arm the trial drives already carries their deflection, so the
@@ -51,7 +83,7 @@ class IdentificationProblem(Problem):
     @classmethod
     def from_trial(cls, trial: Any, space: ParameterSpace, model: Any = None,
                    samples_per_step: int = 1, body_mass_kg: float | None = None,
-                   segments: Any = None) -> IdentificationProblem:
+                   segments: Any = None, forces: Any = None) -> IdentificationProblem:
         """The problem of a prepared ``bemore.trial.Trial`` on ``model`` (default: the
         real gymnast), with the initial-state unknowns of ``space.initial_state``; the search
         cost steps ``samples_per_step`` samples at a time (see the module docstring).
@@ -64,7 +96,10 @@ class IdentificationProblem(Problem):
         A trial whose shoulder springs are unobservable (``trial.shoulder_springs_observable``
         False: acromions on the trunk's side, no marker fixed on the arm) is fitted without the
         ``shoulder.*`` parameters (:attr:`held`, reported at their seed values) and with the
-        springs locked (:data:`LOCKED_SHOULDER`): their deflection is in the driven arm."""
+        springs locked (:data:`LOCKED_SHOULDER`): their deflection is in the driven arm.
+
+        ``forces``: the force term's settings (``bemore.settings.ForceTerm``; default: on,
+        weight 1); used when the trial carries bar forces (``trial.bar_force``)."""
         if trial.driven is None:
             raise DataError(f"{trial.source}: the trial has no driven motion for the engine")
         if model is None:
@@ -97,9 +132,16 @@ class IdentificationProblem(Problem):
             # The deflection is in the arm the trial drives: the springs must not add it again.
             body.update({name: value for name, value in LOCKED_SHOULDER.items()
                          if name in model.parameter_names})
+        bar_force, scales = None, None
+        use = forces.use if forces is not None else True
+        if use and getattr(trial, "bar_force", None) is not None:
+            bar_force = trial.bar_force
+            scales = force_scales(trial.marker_noise_m, trial.rate_hz_original,
+                                  trial.bar_force_noise_n, trial.bar_force_rate_hz, bar_force,
+                                  forces.weight if forces is not None else 1.0)
         problem = cls(model, space, motion, trial.free_q0, trial.free_qd0,
                       trial.joint_centres, tuple(trial.joint_centre_names), start,
-                      samples_per_step, trial.marker_noise_m, body)
+                      samples_per_step, trial.marker_noise_m, body, bar_force, scales)
         problem.held = held
         problem.conventions = trial.conventions() if hasattr(trial, "conventions") else {}
         return problem
@@ -117,6 +159,8 @@ class IdentificationProblem(Problem):
         samples_per_step: int = 1,
         marker_noise_m: float = float("nan"),
         body: dict[str, float] | None = None,
+        bar_force: np.ndarray | None = None,
+        force_scale: np.ndarray | None = None,
     ) -> None:
         frames = measured.shape[0]
         nuisance = start.names if start is not None else ()
@@ -145,6 +189,13 @@ class IdentificationProblem(Problem):
         self.measured = np.ascontiguousarray(measured, dtype=float)
         self.cost_points = tuple(cost_points)
         self.body = dict(body or {})
+        # Bar forces (F, 2) N in the model plane and their scales (2,) m/N, or None.
+        self.bar_force = None if bar_force is None else np.ascontiguousarray(bar_force, float)
+        self.force_scale = None if force_scale is None else np.asarray(force_scale, float)
+        if self.bar_force is not None and (self.bar_force.shape != (frames, 2)
+                                           or self.force_scale is None):
+            raise DataError(f"bar forces have shape {self.bar_force.shape}, expected "
+                            f"({frames}, 2) with their scales")
         # Parameters the trial cannot determine, held at their seed values (rows of
         # ParameterSpace.without), and the trial's conventions record (Trial.conventions()).
         self.held: list[dict[str, Any]] = []
@@ -192,22 +243,72 @@ class IdentificationProblem(Problem):
         whatever :attr:`samples_per_step` the search uses."""
         return self._cost(np.atleast_2d(X), 1)
 
+    @property
+    def has_forces(self) -> bool:
+        """True when the cost carries the bar-force term."""
+        return self.bar_force is not None
+
+    @property
+    def columns_per_frame(self) -> int:
+        """Residuals per frame: the joint centres' coordinates, then 2 forces if any."""
+        return 2 * len(self.cost_points) + (2 if self.has_forces else 0)
+
     def _cost(self, X: np.ndarray, samples_per_step: int) -> np.ndarray:
-        from bemore.model import joint_centre_cost
+        from bemore.model import joint_centre_cost, simulate
 
         P, q0, qd0 = self.members(X)
-        return joint_centre_cost(
-            self.model, P, self.motion, q0, qd0, self.measured, names=self.cost_points,
-            samples_per_step=samples_per_step,
-        )
+        if not self.has_forces:
+            return joint_centre_cost(
+                self.model, P, self.motion, q0, qd0, self.measured, names=self.cost_points,
+                samples_per_step=samples_per_step,
+            )
+        sim = simulate(self.model, P, self.motion, q0, qd0, outputs=("free_q", "free_qd"),
+                       measured=self.measured, points=self.cost_points,
+                       samples_per_step=samples_per_step)
+        force = self._force_residuals(P, sim.free_q, sim.free_qd)
+        return sim.cost + np.sum(force**2, axis=(1, 2))
+
+    def _force_residuals(self, P: np.ndarray, free_q: np.ndarray, free_qd: np.ndarray
+                         ) -> np.ndarray:
+        """Scaled force residuals (N, F, 2) m: s·(F_sim − F_meas) (see the module docstring)."""
+        force = self.model.spring_forces(P, free_q, free_qd, BAR_AXES)
+        np.subtract(force, self.bar_force, out=force)
+        force *= self.force_scale
+        return force
+
+    def joint_centre_part(self, residuals: np.ndarray) -> np.ndarray:
+        """The joint-centre coordinates (…, F·7·2) m of stacked :meth:`residuals` (…, m)."""
+        if not self.has_forces:
+            return residuals
+        frames = self.measured.shape[0]
+        shaped = residuals.reshape(*residuals.shape[:-1], frames, self.columns_per_frame)
+        return shaped[..., : 2 * len(self.cost_points)].reshape(*residuals.shape[:-1], -1)
+
+    def force_part(self, residuals: np.ndarray) -> np.ndarray | None:
+        """The force residuals (…, F, 2) N (unscaled: simulated − measured) of stacked
+        :meth:`residuals`, or None without forces."""
+        if not self.has_forces:
+            return None
+        frames = self.measured.shape[0]
+        shaped = residuals.reshape(*residuals.shape[:-1], frames, self.columns_per_frame)
+        return shaped[..., 2 * len(self.cost_points):] / self.force_scale
 
     def simulated_points(self, X: np.ndarray) -> np.ndarray:
         """All named points (N, F, n_points, 2) m of the normalised points X (N, dim)."""
+        return self._simulate_points(X)[0]
+
+    def _simulate_points(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Named points (N, F, n_points, 2) m and, with forces, the scaled force residuals
+        (N, F, 2) m (else None)."""
         from bemore.model import simulate
 
         P, q0, qd0 = self.members(X)
-        simulation = simulate(self.model, P, self.motion, q0, qd0, outputs=("points",))
-        return simulation.points
+        outputs = ("points", "free_q", "free_qd") if self.has_forces else ("points",)
+        simulation = simulate(self.model, P, self.motion, q0, qd0, outputs=outputs)
+        if not self.has_forces:
+            return simulation.points, None
+        return simulation.points, self._force_residuals(P, simulation.free_q,
+                                                        simulation.free_qd)
 
     def start_record(self, x: np.ndarray) -> dict[str, Any] | None:
         """JSON-ready initial state of the point x (dim,) (None without nuisance unknowns)."""
@@ -217,19 +318,30 @@ class IdentificationProblem(Problem):
         return self.start.record(self.model, self.parameter_matrix(x)[0], nuisance[0])
 
     def residuals(self, X: np.ndarray) -> np.ndarray:
-        """Stacked (simulated − measured) joint-centre coordinates (N, F·7·2) m.
+        """Stacked (simulated − measured) joint-centre coordinates (N, F·7·2) m; with bar
+        forces (N, F·16): each frame's 14 coordinates then its 2 scaled force residuals (m).
 
         Not-seen measurements give 0 (they are out of the cost); members that cannot be
-        simulated give the penalty distance everywhere, so their Σ r² is the penalty.
+        simulated give the penalty distance everywhere (forces: 0), so their Σ r² is the
+        penalty.
         """
         # One copy (the cost points), then in place: the residuals of a Jacobian's 31 members
         # are 5 MB, and each extra pass over them costs about as much as a quarter of the
         # simulation (measured: 19.5 → 1.5 ms for 31 members of the sample).
-        difference = np.take(self.simulated_points(X), self._point_index, axis=2)
+        points, force = self._simulate_points(X)
+        difference = np.take(points, self._point_index, axis=2)
         np.subtract(difference, self.measured, out=difference)
         unseen = np.isnan(self.measured)
         if unseen.any():
             difference[:, unseen] = 0.0
+        if force is not None:
+            members, frames = difference.shape[:2]
+            difference = np.concatenate([difference.reshape(members, frames, -1), force],
+                                        axis=2)
+            bad = ~np.isfinite(difference).all(axis=(1, 2))
+            difference[bad, :, :2 * len(self.cost_points)] = PENALTY_DISTANCE_M / np.sqrt(2.0)
+            difference[bad, :, 2 * len(self.cost_points):] = 0.0
+            return difference.reshape(members, -1)
         difference = difference.reshape(difference.shape[0], -1)
         bad = ~np.isfinite(difference).all(axis=1)
         difference[bad] = PENALTY_DISTANCE_M / np.sqrt(2.0)

@@ -175,9 +175,30 @@ def summary_text(athlete: dict[str, Any]) -> str:
             "flagged (insensitive, confounded or imprecise in this trial; reasons in "
             "athlete.json): " + ", ".join(flagged)
         )
+    forces = athlete.get("bar_forces")
+    if forces:
+        rms = forces.get("rms_residual_n") or {}
+        text = ("bar forces in the cost: RMS residual "
+                + ", ".join(f"{axis} {value:.3g} N" for axis, value in rms.items()))
+        if forces.get("flagged_by_markers_alone") is not None:
+            made = forces["made_identifiable_by_forces"]
+            text += ("; the markers alone would flag "
+                     + (", ".join(forces["flagged_by_markers_alone"]) or "nothing")
+                     + "; the forces make identifiable: " + (", ".join(made) or "nothing more"))
+        lines.append(text)
+        narrowed = [(name, alone, both) for name, (alone, both)
+                    in (forces.get("relative_standard_errors") or {}).items()
+                    if both > 0 and alone >= FORCE_NARROWING * both]
+        if narrowed:
+            lines.append("relative standard errors narrowed by the forces (markers alone → with "
+                         "forces): " + ", ".join(f"{name} {alone:.1%} → {both:.1%}"
+                                                 for name, alone, both in narrowed))
     if athlete.get("interrupted"):
         lines.append("INTERRUPTED: best result so far")
     return "\n".join(lines)
+
+
+FORCE_NARROWING = 1.5  # a relative standard error this many times smaller with forces is shown
 
 
 def polish_starts_text(starts: list[dict[str, Any]]) -> str:

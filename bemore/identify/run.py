@@ -86,6 +86,18 @@ class Outcome:
     initial_state: dict[str, Any] | None = None  # nuisance unknowns found (JSON-ready)
     polish_starts: list[PolishStart] = field(default_factory=list)  # every start, winner marked
     verdict: FitVerdict | None = None  # does the model follow the trial (None: interrupted)
+    # With bar forces: the same analysis on the joint-centre rows of the same Jacobian alone
+    # (what the markers determine without the forces); None without forces.
+    identifiability_markers_only: Identifiability | None = None
+
+    @property
+    def made_identifiable_by_forces(self) -> list[str]:
+        """Parameters the markers alone flag and the markers with the bar forces do not."""
+        if self.identifiability is None or self.identifiability_markers_only is None:
+            return []
+        with_forces = set(self.identifiability.flagged)
+        return [name for name in self.identifiability_markers_only.flagged
+                if name not in with_forces]
 
     @property
     def interrupted(self) -> bool:
@@ -169,7 +181,7 @@ def _identify(
     points = problem.simulated_points(x[None, :])[0]
     cost_index = [problem.model.point_names.index(name) for name in problem.cost_points]
     metrics = fit_metrics(problem.measured, points[:, cost_index], list(problem.cost_points))
-    identifiability, analysis_evaluations, verdict = None, 0, None
+    identifiability, analysis_evaluations, verdict, markers_only = None, 0, None, None
     if not (result.interrupted or any(start.status == 1 for start in starts)):
         if on_phase:
             on_phase("analysis")
@@ -179,20 +191,28 @@ def _identify(
         conventions = getattr(problem, "conventions", None) or {}
         verdict = judge_fit(problem.measured, points[:, cost_index], problem.cost_points,
                             problem.marker_noise_m, at_bounds, conventions.get("acromion_check"))
-        if jacobian is None and settings.polish_jacobian == "exact":
+        if jacobian is None and _exact_jacobian(problem, settings):
             residuals, jacobian = (a[0] for a in problem.jacobian(x[None, :]))
             analysis_evaluations = 1
         elif jacobian is None:
             jacobian, residuals, analysis_evaluations = finite_difference_jacobian(
                 problem.residuals, x, problem.lower, problem.upper
             )
+        untrusted = ("fit poor: the model does not follow the trial, so the standard errors "
+                     "do not bound its error" if verdict.poor else None)
         identifiability = analyse(
             jacobian, residuals, problem.names, *_values_and_widths(problem, x),
             nuisance=problem.dim - problem.space.dim, frames=problem.measured.shape[0],
-            positions=x, lowers=_lowers(problem),
-            untrusted="fit poor: the model does not follow the trial, so the standard errors "
-                      "do not bound its error" if verdict.poor else None,
+            positions=x, lowers=_lowers(problem), untrusted=untrusted,
         )
+        if getattr(problem, "has_forces", False):
+            markers_only = analyse(
+                problem.joint_centre_part(jacobian.T).T, problem.joint_centre_part(residuals),
+                problem.names, *_values_and_widths(problem, x),
+                nuisance=problem.dim - problem.space.dim, frames=problem.measured.shape[0],
+                positions=x, lowers=_lowers(problem), untrusted=untrusted,
+            )
+            metrics["bar_force_rms_n"] = _force_rms(problem, residuals)
     return Outcome(
         values=problem.space.to_physical(x[: problem.space.dim]),
         initial_state=problem.start_record(x),
@@ -206,6 +226,7 @@ def _identify(
         analysis_evaluations=analysis_evaluations,
         polish_starts=starts,
         verdict=verdict,
+        identifiability_markers_only=markers_only,
     )
 
 
@@ -239,13 +260,13 @@ def _polish_from_distinct_starts(
     seen = np.all(np.isfinite(problem.measured), axis=-1).reshape(-1)  # (F·7,) joint centres
     picks = distinct_starts(X, F, settings.polish_starts, problem.lower, problem.upper)
     # In lock step: each Jacobian or residual request of the starts is one engine call.
-    exact = settings.polish_jacobian == "exact"
+    exact = _exact_jacobian(problem, settings)
     fits = polish_many(problem.residuals, X[picks], problem.lower, problem.upper,
                        max_iterations=settings.polish_iterations,
                        jacobian=problem.jacobian if exact else None)
     starts: list[PolishStart] = []
     for index, fit in zip(picks, fits, strict=True):
-        squared = np.sum(fit.residuals.reshape(-1, 2) ** 2, axis=1)
+        squared = np.sum(_joint_centre_part(problem, fit.residuals).reshape(-1, 2) ** 2, axis=1)
         starts.append(PolishStart(
             rank=int(ranks[index]), search_cost_m2=float(F[index]),
             polished_cost_m2=fit.result.fun,
@@ -259,6 +280,26 @@ def _polish_from_distinct_starts(
     best = int(np.flatnonzero(costs <= costs.min() * (1.0 + TIE_RELATIVE))[0])
     starts[best].won = True
     return fits[best], starts
+
+
+def _exact_jacobian(problem: IdentificationProblem, settings: RunSettings) -> bool:
+    """Whether the problem's exact Jacobian (sensitivities of the joint centres) is used: asked
+    for, and no bar-force rows in the residuals (their Jacobian is by finite differences)."""
+    return settings.polish_jacobian == "exact" and not getattr(problem, "has_forces", False)
+
+
+def _joint_centre_part(problem: IdentificationProblem, residuals: np.ndarray) -> np.ndarray:
+    """The joint-centre coordinates (m) of a residual vector (the forces left out)."""
+    if getattr(problem, "has_forces", False):
+        return problem.joint_centre_part(residuals)
+    return residuals
+
+
+def _force_rms(problem: IdentificationProblem, residuals: np.ndarray) -> dict[str, float]:
+    """RMS (simulated − measured) bar force per model axis (N), and the channels' noise."""
+    force = problem.force_part(residuals)
+    rms = np.sqrt(np.mean(force**2, axis=0))
+    return {"x": float(rms[0]), "y": float(rms[1])}
 
 
 def _exact(problem: IdentificationProblem, result: OptimisationResult) -> float:

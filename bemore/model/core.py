@@ -96,6 +96,25 @@ class Model:
         valid &= np.all(V[:, bf[:, 0]] > 0.0, axis=1) & np.all(V[:, bf[:, 3]] > 0.0, axis=1)
         return V, valid
 
+    def spring_forces(self, P, free_q: np.ndarray, free_qd: np.ndarray,
+                      coordinates: Iterable[str]) -> np.ndarray:
+        """Generalised force (B, F, k) of the spring-dampers of ``coordinates`` (k free
+        coordinates that carry one) on their coordinate: ``−stiffness·(q − rest) −
+        damping·q̇`` (N for a prismatic coordinate, N·m for a revolute one), from the free
+        coordinates (B, F, n_free) and their rates, for each member's parameters P
+        (B, n_parameters). For ``bar_x``/``bar_y`` it is the force the bar's supports exert on
+        its moving mass (docs/model.md)."""
+        V, _ = self.fields(P)
+        names = list(coordinates)
+        missing = [c for c in names if c not in self.spring_coordinates]
+        if missing:
+            raise ModelError(f"model {self.name}: no spring-damper on {missing[0]!r}")
+        index = [self.free_coordinates.index(c) for c in names]
+        fields = self.tree.spring_fields[index]  # (k, 3): stiffness, damping, rest
+        k, c, rest = (V[:, fields[:, j]][:, None, :] for j in range(3))
+        q, qd = free_q[..., index], free_qd[..., index]
+        return -k * (q - rest) - c * qd
+
     def _split(self, q_full: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         q_full = np.asarray(q_full, dtype=np.float64)
         if q_full.shape[-1] != len(self.coordinates):

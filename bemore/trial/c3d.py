@@ -81,10 +81,13 @@ def _all_labels(parameters: dict) -> list[str]:
     return labels
 
 
-def write_c3d(path: str | Path, markers: Markers, description: str = "") -> None:
+def write_c3d(path: str | Path, markers: Markers, description: str = "",
+              analogs: dict | None = None) -> None:
     """Write ``markers`` as a C3D file in mm (NaN samples become missing, residual −1).
 
     ``description`` is stored in the MANUFACTURER:SOFTWARE parameter (e.g. "synthetic").
+    ``analogs`` (optional): ``{"labels": [...], "units": [...], "samples": (C, F·n) array,
+    "per_frame": n}``, analog channels at n times the marker rate (SCALE 1, OFFSET 0).
     """
     import ezc3d
 
@@ -104,4 +107,17 @@ def write_c3d(path: str | Path, markers: Markers, description: str = "") -> None
     acquisition["data"]["meta_points"]["camera_masks"] = np.zeros(
         (7, len(markers.labels), markers.n_frames), dtype=bool
     )
+    if analogs is not None:
+        samples = np.asarray(analogs["samples"], dtype=float)
+        per_frame = int(analogs["per_frame"])
+        if samples.shape != (len(analogs["labels"]), markers.n_frames * per_frame):
+            raise DataError(f"{path}: analog samples of shape {samples.shape}, expected "
+                            f"({len(analogs['labels'])}, {markers.n_frames * per_frame})")
+        analog = acquisition["parameters"]["ANALOG"]
+        analog["RATE"]["value"] = [float(markers.rate_hz) * per_frame]
+        analog["LABELS"]["value"] = list(analogs["labels"])
+        analog["UNITS"]["value"] = list(analogs["units"])
+        analog["SCALE"]["value"] = [1.0] * samples.shape[0]
+        analog["OFFSET"]["value"] = [0] * samples.shape[0]
+        acquisition["data"]["analogs"] = samples[None]
     acquisition.write(str(path))

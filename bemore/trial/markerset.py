@@ -16,6 +16,7 @@ from pydantic import Field, PositiveFloat, field_validator, model_validator
 from bemore.config import Section, load_toml_model
 from bemore.errors import DataError
 from bemore.paths import default_config
+from bemore.trial.forces import ForceSettings
 from bemore.trial.markers import Markers
 
 # The model's named points (docs/model.md), in the engine's order.
@@ -32,6 +33,20 @@ class PlaneMarkers(Section):
     vertical_axis: Literal["X", "Y", "Z"] = "Z"
     back_marker: str = Field(description="e.g. C7: the chest faces away from it")
     front_marker: str = Field(description="e.g. STERNUM: the chest faces +x at the first frame")
+
+
+class ScoreMarkers(Section):
+    """Markers of the functional shoulder centre's calibration (``bemore trial score``,
+    :mod:`bemore.trial.score`): a thorax cluster that bar trials also carry, and an upper-arm
+    cluster per side (calibration only)."""
+
+    thorax: list[str] = Field(min_length=3, description="rigid with the model's trunk")
+    upper_arm_right: list[str] = Field(min_length=3)
+    upper_arm_left: list[str] = Field(min_length=3)
+    acromion_right: str = "R_ACROMION"
+    acromion_left: str = "L_ACROMION"
+    min_spread_rad: PositiveFloat = Field(
+        0.05, description="weakest-direction rotation spread below which it is refused")
 
 
 class Conventions(Section):
@@ -56,6 +71,7 @@ class MarkerSet(Section):
     labels: dict[str, str] = Field(default_factory=dict)
     plane: PlaneMarkers
     joint_centres: dict[str, list[str]]
+    score: ScoreMarkers | None = None
     conventions: Conventions = Conventions()
 
     @field_validator("joint_centres")
@@ -174,6 +190,7 @@ class TrialSettings(Section):
     resample: Resample = Resample()
     plane: PlaneSettings = PlaneSettings()
     initial_state: InitialState = InitialState()
+    forces: ForceSettings = ForceSettings()
 
 
 def load_markerset(path: str | Path | None = None) -> MarkerSet:

@@ -7,7 +7,9 @@ projection → the acromion side's check and, for the trunk side, the arm's end 
 markers (:mod:`bemore.trial.acromion`) → driven coordinates (from the filtered joint centres,
 or with ``[driven_filter] enabled`` from the unfiltered ones, each filtered at its own cutoff)
 and seen free coordinates at the file's rate → quintic spline resampling to 1 kHz with
-velocities and accelerations → initial free state.
+velocities and accelerations → initial free state. A C3D's bar force channels (``[forces]``,
+:mod:`bemore.trial.forces`) are trimmed with the markers, projected onto the study plane and
+resampled with them.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from bemore.trial.filtering import (
     start_value_and_rate,
     uniform_times,
 )
+from bemore.trial.forces import BarForces, bar_forces, read_analogs
 from bemore.trial.gaps import fill_gaps
 from bemore.trial.markers import Markers
 from bemore.trial.markerset import (
@@ -115,6 +118,13 @@ class Trial:
             show it (:data:`SEGMENT_ENDS`; median over the frames, m) and its spread (half the
             interquartile range, m): a rigid segment's length is constant, a spread well above
             the marker noise says the markers are not where the recipe assumes.
+        bar_force: (N, 2) N, the force the bar's spring-dampers exert on its moving mass in
+            the model plane (x, y) from the file's force channels, or None without them;
+            bar_force_noise_n: (2,) N, each axis' noise (standard deviation of one raw analog
+            sample); bar_force_rate_hz: the analog rate the noise is at (Hz).
+        shoulder_centre_difference_mm: with a functional shoulder centre (the athlete profile's
+            ``[shoulder_centre]``, :mod:`bemore.trial.score`), the RMS distance (mm, study
+            plane) between it and the acromion-based shoulder it replaces; NaN without one.
     """
 
     t: np.ndarray
@@ -145,6 +155,10 @@ class Trial:
     driven_names: tuple[str, ...] = DRIVEN_NAMES
     free_names: tuple[str, ...] = FREE_NAMES
     markers: Markers | None = field(default=None, repr=False)
+    bar_force: np.ndarray | None = field(default=None, repr=False)
+    bar_force_noise_n: np.ndarray | None = None
+    bar_force_rate_hz: float = float("nan")
+    shoulder_centre_difference_mm: float = float("nan")
 
     @property
     def duration_s(self) -> float:
@@ -183,6 +197,12 @@ class Trial:
             "segment_lengths_m": self.segment_lengths_m,
             "segment_length_spread_mm": {name: spread * 1e3 for name, spread
                                          in self.segment_length_spread_m.items()},
+            "bar_force": None if self.bar_force is None else {
+                "noise_n": self.bar_force_noise_n.tolist(),
+                "analog_rate_hz": self.bar_force_rate_hz,
+                "peak_n": np.max(np.abs(self.bar_force), axis=0).tolist(),
+            },
+            "shoulder_centre_difference_mm": self.shoulder_centre_difference_mm,
             "conventions": self.conventions(),
             "notes": list(self.notes),
         }
@@ -210,12 +230,20 @@ def _driven_motion(t: np.ndarray, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray
     return DrivenMotion(t=t, q=q, qd=qd, qdd=qdd)
 
 
-def trim(markers: Markers, start_s: float, end_s: float) -> Markers:
-    """Keep the frames with ``start_s ≤ t − t[0] ≤ end_s`` (``end_s`` 0: to the end), t from 0."""
-    relative = markers.t - markers.t[0]
+def trim_mask(t: np.ndarray, start_s: float, end_s: float) -> np.ndarray:
+    """(F,) True for the frames with ``start_s ≤ t − t[0] ≤ end_s`` (s; ``end_s`` 0: to the
+    end)."""
+    relative = t - t[0]
     keep = relative >= start_s - 1e-9
     if end_s:
         keep &= relative <= end_s + 1e-9
+    return keep
+
+
+def trim(markers: Markers, start_s: float, end_s: float) -> Markers:
+    """Keep the frames with ``start_s ≤ t − t[0] ≤ end_s`` (``end_s`` 0: to the end), t from 0."""
+    relative = markers.t - markers.t[0]
+    keep = trim_mask(markers.t, start_s, end_s)
     if keep.sum() < 2:
         raise DataError(
             f"{markers.source}: trimming to {start_s:g}–{end_s or relative[-1]:g} s leaves "
@@ -360,12 +388,37 @@ def _initial_positions(seen: np.ndarray, points: np.ndarray, wrist_rad: float,
     return initial
 
 
+def _joint_centres(markers: Markers, markerset: MarkerSet,
+                   shoulder_centre: dict[str, Any] | None) -> np.ndarray:
+    """(F, 10, 3) joint centres (lab, m), the shoulder from the functional centre if given."""
+    centres = joint_centres_3d(markers, markerset)
+    if shoulder_centre is not None:
+        from bemore.trial.score import acromion_correction
+
+        centres[:, POINT_NAMES.index("shoulder")] += acromion_correction(markers,
+                                                                         shoulder_centre)
+    return centres
+
+
 def prepare_markers(
-    markers: Markers, markerset: MarkerSet | None = None, settings: TrialSettings | None = None
+    markers: Markers, markerset: MarkerSet | None = None, settings: TrialSettings | None = None,
+    forces: BarForces | None = None, shoulder_centre: dict[str, Any] | None = None,
 ) -> Trial:
-    """Prepare already-read markers (see the module docstring); returns a :class:`Trial`."""
+    """Prepare already-read markers (see the module docstring); returns a :class:`Trial`.
+
+    ``forces``: the bar's force at the markers' frames (:func:`bemore.trial.forces.bar_forces`),
+    or None. ``shoulder_centre``: the athlete profile's functional gleno-humeral centre
+    (``[shoulder_centre]`` table, ``bemore trial score``): the shoulder point is the acromions
+    moved by its acromion → centre offset (turned with the thorax) instead of the acromions
+    alone, and the trial says how far the two are apart."""
     markerset = markerset or load_markerset()
     settings = settings or load_trial_settings()
+    if forces is not None:
+        if forces.force_lab.shape[0] != markers.n_frames:
+            raise DataError(f"{markers.source}: bar forces at {forces.force_lab.shape[0]} "
+                            f"frames, markers at {markers.n_frames}")
+        forces = forces.trimmed(trim_mask(markers.t, settings.trim.start_s,
+                                          settings.trim.end_s))
     filled, indices = fill_markers(markers, markerset, settings)
     clean = low_pass_markers(filled, indices, settings)
     required = indices[: len(markerset.required_markers())]
@@ -381,6 +434,18 @@ def prepare_markers(
                                 points[:, _NECK], points[:, _HIP], points[:, _SHOULDER], arm,
                                 noise)
     side = markerset.conventions.acromion_side
+    # The profile's functional centre moves the acromion-based shoulder (acromions on the arm's
+    # side); with the acromions on the trunk's side the arm markers place the arm's end.
+    centre = shoulder_centre if side == "arm" else None
+    difference = float("nan")
+    if centre is not None:
+        acromions = points[:, _SHOULDER].copy()
+        points = plane.project(_joint_centres(clean, markerset, centre))
+        if np.isnan(points[:, _SHOULDER]).any():
+            raise DataError(f"{markers.source}: the shoulder centre's thorax markers are not "
+                            "all seen at every frame")
+        apart = np.linalg.norm(points[:, _SHOULDER] - acromions, axis=1)
+        difference = float(np.sqrt(np.mean(apart**2))) * 1e3
     arm_end = None
     if side == "trunk" and arm is not None:
         # The shoulder point is the arm's end, placed from the elbow and the arm markers
@@ -391,7 +456,7 @@ def prepare_markers(
     if settings.driven_filter.enabled:
         # Slow relative angles of fast-turning segments, each filtered at its own cutoff
         # (docs/trials.md, "Accuracy").
-        raw_points = plane.project(joint_centres_3d(filled, markerset))
+        raw_points = plane.project(_joint_centres(filled, markerset, centre))
         if arm_end is not None:
             raw_points[:, _SHOULDER] = arm_end.place(raw_points[:, _ELBOW],
                                                      _arm_centre(filled, markerset, plane))
@@ -402,7 +467,19 @@ def prepare_markers(
     free = free_from_points(points)
     t_new = uniform_times(clean.duration_s, settings.resample.rate_hz)
     stacked = np.concatenate([q, free, points.reshape(len(clean.t), -1)], axis=1)
+    force_columns = 0
+    if forces is not None:
+        axes = np.stack([plane.e_x, plane.e_y])  # (2, 3): lab → model plane
+        stacked = np.concatenate([stacked, forces.force_lab @ axes.T], axis=1)
+        force_columns = 2
     values, rates, accelerations = spline_derivatives(clean.t, stacked, t_new)
+    bar_force, force_noise = None, None
+    if force_columns:
+        bar_force = values[:, -force_columns:]
+        values = values[:, :-force_columns]
+        # Each model axis' noise: the channels along each lab axis, projected.
+        variance = np.nan_to_num(forces.noise_n) ** 2
+        force_noise = np.sqrt((axes**2) @ variance)
     n_driven, n_free = len(DRIVEN_NAMES), len(FREE_NAMES)
     driven_q = values[:, :n_driven]
     driven_qd = rates[:, :n_driven]
@@ -411,7 +488,15 @@ def prepare_markers(
     all_points = values[:, n_driven + n_free :].reshape(len(t_new), len(POINT_NAMES), 2)
     lengths, spread = segment_lengths(all_points)
     observable = side == "arm" or arm_end is not None
+    centre_note = () if centre is None else (
+        f"shoulder: functional centre ({centre.get('method', 'SCoRE')}, "
+        f"{centre.get('side', '')} side, profile) instead of the acromions alone: "
+        f"{difference:.1f} mm RMS apart in the plane",)
+    if shoulder_centre is not None and centre is None:
+        centre_note = ("shoulder: the profile's functional centre is not used (acromions on "
+                       "the trunk's side: the arm markers place the arm's end)",)
     notes = (*clean.notes, *_driven_note(settings), *_acromion_notes(side, arm_end, observable),
+             *centre_note,
              f"resampled {clean.rate_hz:g} Hz → {settings.resample.rate_hz:g} Hz (quintic spline)")
     return Trial(
         t=t_new,
@@ -439,6 +524,10 @@ def prepare_markers(
         shoulder_springs_observable=observable,
         acromion_check=check,
         markers=clean,
+        bar_force=bar_force,
+        bar_force_noise_n=force_noise,
+        bar_force_rate_hz=forces.analog_rate_hz if forces is not None else float("nan"),
+        shoulder_centre_difference_mm=difference,
     )
 
 
@@ -467,15 +556,34 @@ def prepare_trial(
     path: str | Path,
     markerset: MarkerSet | str | Path | None = None,
     settings: TrialSettings | str | Path | None = None,
+    shoulder_centre: dict[str, Any] | None = None,
 ) -> Trial:
     """Read and prepare a motion-capture file (C3D, TRC or CSV) for the model.
 
     ``markerset`` and ``settings`` are schema objects or TOML paths (default: the bundled
-    ``configs/markerset.toml`` and ``configs/trial.toml``). Any problem raises one
+    ``configs/markerset.toml`` and ``configs/trial.toml``); ``shoulder_centre``: the athlete
+    profile's functional shoulder centre (:func:`prepare_markers`). Any problem raises one
     :class:`~bemore.errors.DataError` or :class:`~bemore.errors.ConfigError` line.
     """
     if not isinstance(markerset, MarkerSet):
         markerset = load_markerset(markerset)
     if not isinstance(settings, TrialSettings):
         settings = load_trial_settings(settings)
-    return prepare_markers(read_markers(path), markerset, settings)
+    markers = read_markers(path)
+    return prepare_markers(markers, markerset, settings,
+                           read_bar_forces(path, settings, markers.n_frames), shoulder_centre)
+
+
+def read_bar_forces(path: str | Path, settings: TrialSettings, n_frames: int
+                    ) -> BarForces | None:
+    """The bar's force channels of ``path`` at its ``n_frames`` marker frames (N, lab frame)
+    per ``settings.forces``; None for a file without them (TRC and CSV carry none: with
+    ``use = "required"`` they are refused)."""
+    forces = settings.forces
+    if forces.use == "off" or not forces.channels:
+        return None
+    analogs = read_analogs(path) if Path(path).suffix.lower() == ".c3d" else None
+    if analogs is None and forces.use == "required":
+        raise DataError(f"{path}: no analog channels, and [forces] use = 'required' needs the "
+                        f"bar force channels {', '.join(c.label for c in forces.channels)}")
+    return bar_forces(analogs, forces, n_frames, settings.filter.order)

@@ -65,6 +65,12 @@ def trial_summary(trial: Trial) -> list[str]:
     lines += [
         "driven coordinates (min … max):",
     ]
+    if trial.bar_force is not None:
+        lines.insert(-1, "bar force (model x, y): " + ", ".join(
+            f"{axis} {low:.0f} … {high:.0f} N (noise {noise:.3g} N at {trial.bar_force_rate_hz:g}"
+            f" Hz)" for axis, low, high, noise in zip(
+                "xy", trial.bar_force.min(axis=0), trial.bar_force.max(axis=0),
+                trial.bar_force_noise_n, strict=True)))
     for j, name in enumerate(trial.driven_names):
         q = trial.driven_q[:, j]
         if name.endswith("_length"):

@@ -49,6 +49,12 @@ class SyntheticSpec:
             spring-dampers, the marker set's default convention) or "trunk" (the trunk's side,
             the shoulder joint centre). The upper-arm markers (TRICEPS) ride on the arm either
             way (bemore.trial.markerplacement).
+        bar_forces: also write the bar's spring-damper force (``Model.spring_forces``) as
+            analog channels ``BarFX`` (lab X = model x) and ``BarFZ`` (lab Z = model y), N, at
+            ``analog_per_frame`` samples per marker frame (the analog rate must divide 1 kHz:
+            the samples are the simulation's own), with Gaussian noise of ``force_noise_pct``
+            % of each channel's RMS force; the samples past the simulation's last one (the
+            last frame's block) repeat its value.
     """
 
     duration_s: float = 1.8
@@ -63,6 +69,13 @@ class SyntheticSpec:
     bar_height_m: float = 2.5
     prefix: str = "Gymnast:"
     acromion_side: str = "arm"
+    bar_forces: bool = False
+    force_noise_pct: float = 2.0
+    analog_per_frame: int = 10
+
+# Analog channels of the synthetic bar force (laboratory axes: model x → X, model y → Z).
+BAR_FORCE_CHANNELS = ("BarFX", "BarFZ")
+BAR_AXES = ("bar_x", "bar_y")  # the bar spring-dampers' coordinates (model x, y)
 
 
 @dataclass
@@ -87,6 +100,8 @@ class Truth:
     driven_seen: np.ndarray
     free_q: np.ndarray
     gaps: list[dict[str, Any]]
+    bar_force: np.ndarray | None = None
+    analogs: dict[str, Any] | None = field(default=None, repr=False)  # write_c3d's, with noise
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, as plain JSON types (arrays as nested lists, m / rad / s)."""
@@ -108,6 +123,8 @@ class Truth:
             "driven_q": np.round(self.driven_q, 8).tolist(),
             "driven_seen": np.round(self.driven_seen, 8).tolist(),
             "free_q": np.round(self.free_q, 8).tolist(),
+            "bar_force_n": (None if self.bar_force is None
+                            else np.round(self.bar_force, 5).tolist()),
         }
 
 
@@ -175,6 +192,25 @@ def _insert_gaps(positions: np.ndarray, labels: tuple[str, ...], t: np.ndarray,
     return gaps
 
 
+def _force_channels(spec: SyntheticSpec, model: Any, P: np.ndarray, sim: Any, n_frames: int,
+                    rng: np.random.Generator) -> dict[str, Any]:
+    """The analog channels of :attr:`SyntheticSpec.bar_forces` (write_c3d's ``analogs``)."""
+    analog_rate = spec.rate_hz * spec.analog_per_frame
+    step = round(SIM_RATE_HZ / analog_rate) if analog_rate <= SIM_RATE_HZ else 0
+    if spec.analog_per_frame < 1 or step < 1 or abs(step * analog_rate - SIM_RATE_HZ) > 1e-9:
+        raise DataError(f"synthetic trial: analog rate {analog_rate:g} Hz "
+                        f"({spec.analog_per_frame} per frame) must divide 1000 Hz")
+    if spec.force_noise_pct < 0:
+        raise DataError("synthetic trial: force noise must not be negative")
+    force = model.spring_forces(P[:1], sim.free_q[:1], sim.free_qd[:1], BAR_AXES)[0]  # 1 kHz
+    rows = np.minimum(np.arange(n_frames * spec.analog_per_frame) * step, len(force) - 1)
+    samples = force[rows].T.copy()  # (2, S): model x → lab X, model y → lab Z
+    rms = np.sqrt(np.mean(force**2, axis=0))
+    samples += rng.normal(0.0, 1.0, samples.shape) * (spec.force_noise_pct / 100.0 * rms)[:, None]
+    return {"labels": list(BAR_FORCE_CHANNELS), "units": ["N", "N"], "samples": samples,
+            "per_frame": spec.analog_per_frame}
+
+
 def synthesize(spec: SyntheticSpec) -> tuple[Markers, Truth]:
     """Simulate, place the markers, add noise and gaps: the markers (lab frame, m) and truth."""
     model, P, motion, q0, qd0, sim = _simulate(spec)
@@ -204,8 +240,14 @@ def synthesize(spec: SyntheticSpec) -> tuple[Markers, Truth]:
     defaults = model.default_parameters()
     parameters = {name: float(P[0, j]) for j, name in enumerate(model.parameter_names)
                   if name in defaults}
+    bar_force, analogs = None, None
+    if spec.bar_forces:
+        bar_force = model.spring_forces(P[:1], sim.free_q[:1, rows], sim.free_qd[:1, rows],
+                                        BAR_AXES)[0]
+        force_rng = np.random.default_rng([spec.seed, 1])  # the markers' draws stay the same
+        analogs = _force_channels(spec, model, P, sim, len(rows), force_rng)
     truth = Truth(spec, parameters, q0, qd0, t, points, motion.q[rows],
-                  driven_from_points(points), sim.free_q[0, rows], gaps)
+                  driven_from_points(points), sim.free_q[0, rows], gaps, bar_force, analogs)
     return markers, truth
 
 
@@ -214,7 +256,7 @@ def write_synthetic_trial(spec: SyntheticSpec, c3d_path: str | Path) -> tuple[Pa
     c3d_path = Path(c3d_path)
     markers, truth = synthesize(spec)
     c3d_path.parent.mkdir(parents=True, exist_ok=True)
-    write_c3d(c3d_path, markers, "bemore synthetic trial (not a recording)")
+    write_c3d(c3d_path, markers, "bemore synthetic trial (not a recording)", truth.analogs)
     truth_path = c3d_path.with_name(c3d_path.stem + ".truth.json")
     truth_path.write_text(json.dumps(truth.to_dict(), indent=1) + "\n")
     return c3d_path, truth_path, truth

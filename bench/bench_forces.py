@@ -1,0 +1,55 @@
+"""Identification with the bar forces in the cost against without, in the same run.
+
+One synthetic trial with bar forces (``bemore trial synth --bar-forces``: 1.6 s, 1 mm marker
+noise, 2 % force noise, seed 1) is prepared once; the same identification (seed protocol
+200 × 50 and the default polish from 3 starts, one integrator step per 2 samples in the
+search) runs on it with ``[forces] use = false`` and with the force term, alternated, and the
+median wall time of each is reported (the machine is shared: the load average is printed).
+The force term costs the simulation's free-coordinate outputs (the search's cost otherwise
+keeps only the running sum of squared distances) and 2 more residuals per frame.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import Measurement
+
+
+def run(smoke: bool) -> list[Measurement]:
+    """Median identification times (s) with and without the force term, alternated."""
+    from bemore.identify.problem import IdentificationProblem
+    from bemore.identify.run import RunSettings, identify
+    from bemore.identify.space import ParameterSpace
+    from bemore.settings import ForceTerm, load_gymnast, load_identification
+    from bemore.trial import prepare_trial
+    from bemore.trial.synthetic import SyntheticSpec, write_synthetic_trial
+
+    spec = SyntheticSpec(duration_s=1.6, bar_forces=True, force_noise_pct=2.0, seed=1)
+    with tempfile.TemporaryDirectory() as folder:
+        path, _, _ = write_synthetic_trial(spec, Path(folder) / "forces.c3d")
+        trial = prepare_trial(path)
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    settings = (RunSettings(pack=10, iterations=2, polish_iterations=2, polish_starts=1)
+                if smoke else RunSettings(seed=1))
+    problems = {use: IdentificationProblem.from_trial(trial, space, samples_per_step=2,
+                                                      forces=ForceTerm(use=use))
+                for use in (False, True)}
+    times: dict[bool, list[float]] = {False: [], True: []}
+    loads = []
+    for _ in range(1 if smoke else 3):
+        for use in (False, True):
+            loads.append(os.getloadavg()[0])
+            start = time.perf_counter()
+            identify(problems[use], settings)
+            times[use].append(time.perf_counter() - start)
+    without, with_forces = statistics.median(times[False]), statistics.median(times[True])
+    return [
+        Measurement(f"identify with bar forces (200 × 50 + polish; load "
+                    f"{min(loads):.1f}–{max(loads):.1f})", "s", with_forces, without,
+                    "markers only, same trial"),
+    ]
