@@ -245,6 +245,10 @@ class Solver(Section):
     )
     starts: int = Field(8, ge=1, le=1000, description="number of SLSQP starting points")
     seed: int = Field(0, ge=0)
+    gradients: Literal["finite-difference", "exact"] = Field(
+        "finite-difference",
+        description="SLSQP's gradients: finite differences of batched designs, or exact "
+        "forward-mode derivatives carried through the simulation (docs/synthesis.md, Gradients)")
 
 
 class Synthesis(Section):

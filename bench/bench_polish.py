@@ -7,7 +7,8 @@ the finite-difference Jacobian; ``bench_sensitivities`` compares the exact one).
   call, the residuals in several passes), run from a ``git archive`` of it with the same
   interpreter; medians of the polish phase and of the whole process (:mod:`bemore.phases`),
   and the load average before each run (the machine is shared). Both must write the same
-  parameters and cost in athlete.json: a difference raises.
+  parameters and cost in athlete.json (numbers to :data:`SAME_RELATIVE`, correlations to
+  :data:`SAME_CORRELATION`): a difference raises.
 * in process, on the same 3 starts of a 200 × 50 search: the starts polished one after the
   other against :func:`bemore.optimize.polish.polish_many` (lock step), wall and CPU time,
   alternated; both must reach the same points bit for bit.
@@ -82,12 +83,47 @@ def jacobian_config(folder: Path, jacobian: str) -> Path:
     return path
 
 
+SAME_RELATIVE = 1e-5
+"""How close two runs' numbers must be (relative): the polish stops at scipy's xtol = ftol =
+1e-8, so two versions of the same computation whose BLAS calls round differently (OpenBLAS's
+AVX2 kernels) end a few 1e-9 apart in the parameters (measured: positions within 4e-9), and the
+standard errors, from finite-difference Jacobians at those points of an ill-conditioned
+problem, within 6e-7 relative; 1e-5 is far inside any difference a changed result makes."""
+SAME_CORRELATION = 1e-4
+"""The same for the correlation matrix's entries, absolute (measured within 1.5e-6)."""
+
+
 def same_result(first: Path, second: Path) -> None:
-    """Raise unless the two athlete.json hold the same parameters and fit, number for number."""
+    """Raise unless the two athlete.json hold the same parameters, fit and identifiability:
+    text and flags equal, numbers within :data:`SAME_RELATIVE`."""
     a, b = (json.loads((folder / "athlete.json").read_text()) for folder in (first, second))
     for key in ("parameters", "fit", "identifiability"):
-        if a.get(key) != b.get(key):
-            raise RuntimeError(f"athlete.json differs in {key!r}: {first} against {second}")
+        differences = _differences(a.get(key), b.get(key), key)
+        if differences:
+            raise RuntimeError(f"athlete.json differs: {first} against {second}: "
+                               + "; ".join(differences)[:3000])
+
+
+def _differences(first, second, path: str) -> list[str]:
+    """Where two JSON values differ ('path: first != second'), numbers beyond
+    :data:`SAME_RELATIVE` of the larger one."""
+    if isinstance(first, dict) and isinstance(second, dict):
+        return [line for k in sorted(set(first) | set(second))
+                for line in _differences(first.get(k), second.get(k), f"{path}.{k}")]
+    if isinstance(first, list) and isinstance(second, list) and len(first) == len(second):
+        return [line for i, (x, y) in enumerate(zip(first, second, strict=True))
+                for line in _differences(x, y, f"{path}[{i}]")]
+    numbers = (int, float)
+    if (isinstance(first, numbers) and isinstance(second, numbers)
+            and not isinstance(first, bool) and not isinstance(second, bool)):
+        if "correlation" in path:
+            if abs(first - second) <= SAME_CORRELATION:
+                return []
+        elif abs(first - second) <= SAME_RELATIVE * max(abs(first), abs(second)) + 1e-300:
+            return []
+    elif first == second:
+        return []
+    return [f"{path}: {first!r} != {second!r}"]
 
 
 def whole_processes(pairs: int, options: list[str], accepted: tuple[int, ...] = (0,)
@@ -109,7 +145,7 @@ def whole_processes(pairs: int, options: list[str], accepted: tuple[int, ...] = 
             same_result(folder / "baseline", folder / "now")
     loads = [sample["load"] for name in samples for sample in samples[name]]
     print(f"  whole processes: {pairs} alternated pairs, load {min(loads):.1f}–{max(loads):.1f};"
-          " athlete.json parameters, fit and identifiability identical")
+          " athlete.json parameters, fit and identifiability the same (to 1e-5 relative)")
     measurements = []
     for key, label in (("polish", "identify polish phase"), ("total", "identify whole process"),
                        ("cpu", "identify CPU time")):

@@ -139,6 +139,13 @@ def difference_sentence(
     help="Seed of the starting points / global search (default: from the config).",
 )
 @click.option(
+    "--gradients",
+    type=click.Choice(["finite-difference", "exact"]),
+    default=None,
+    help="SLSQP's gradients: finite differences (faster here) or exact forward-mode derivatives "
+    "(half the evaluations) (default: from the config, finite-difference).",
+)
+@click.option(
     "--free-midpoints",
     is_flag=True,
     help="Also optimise each phase's mid-interval value (the 8th degree's freedom).",
@@ -239,6 +246,7 @@ def synthesize_command(
     method: str | None,
     starts: int | None,
     seed: int | None,
+    gradients: str | None,
     free_midpoints: bool,
     start_rate_deg_s: float,
     torque_limit: str | None,
@@ -312,7 +320,7 @@ def synthesize_command(
         athlete = replace(athlete, model=model_name)
     options = synthesis_options(
         synthesis.solver, method=method, objective=objective, starts=starts, seed=seed,
-        free_midpoints=free_midpoints,
+        gradients=gradients, free_midpoints=free_midpoints,
         start_rate_deg_s=start_rate_deg_s,
         torque_limit_nm=_torque_limit(torque_limit, profile.shoulder_torque_limit_Nm),
         segments=segments,

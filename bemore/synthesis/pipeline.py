@@ -25,15 +25,17 @@ SETPOINT_RATE_HZ = 1000.0
 
 def synthesis_options(solver: Solver, *, method: str | None = None,
                       objective: str | None = None, starts: int | None = None,
-                      seed: int | None = None, **choices: Any) -> SynthesisOptions:
+                      seed: int | None = None, gradients: str | None = None,
+                      **choices: Any) -> SynthesisOptions:
     """The run's options: the configuration's ``[solver]`` with the caller's ``method``,
-    ``objective``, ``starts`` and ``seed`` (None or 0 starts: the file's), and any other
-    :class:`SynthesisOptions` field in ``choices``."""
+    ``objective``, ``starts``, ``seed`` and ``gradients`` (None or 0 starts: the file's), and
+    any other :class:`SynthesisOptions` field in ``choices``."""
     return SynthesisOptions(
         method=method or solver.method,
         objective=objective or solver.objective,
         starts=starts or solver.starts,
         seed=solver.seed if seed is None else seed,
+        gradients=gradients or solver.gradients,
         **choices,
     )
 

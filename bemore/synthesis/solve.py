@@ -500,7 +500,9 @@ def solve_multistart(
             f"gradients {gradients!r} (allowed: auto, exact, finite-difference)")
     exact = gradients == "exact" or (gradients == "auto" and problem.has_jacobian)
     if exact and not problem.has_jacobian:
-        raise OptimisationError(f"{type(problem).__name__} has no exact derivatives")
+        raise OptimisationError(
+            f"exact gradients are not available for this problem ({type(problem).__name__}: "
+            "free midpoints or a remote evaluator); use gradients = \"finite-difference\"")
 
     clock = time.perf_counter()
     normaliser = Normaliser(problem.lower, problem.upper)

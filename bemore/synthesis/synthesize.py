@@ -337,6 +337,7 @@ def synthesize(
             "verify_substeps": VERIFY_SUBSTEPS,
             "rotation_margin_deg": ROTATION_MARGIN_DEG,
             "free_midpoints": options.free_midpoints,
+            "gradients": options.gradients,
             "start_rate_deg_s": options.start_rate_deg_s,
             "torque_limit_per_shoulder_nm": options.torque_limit_nm,
             "segments": options.segments,

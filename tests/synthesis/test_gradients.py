@@ -111,3 +111,34 @@ def test_exact_gradients_same_gesture_with_half_the_evaluations() -> None:
     box = Normaliser(problem.lower, problem.upper)
     moved = np.abs(box.normalised(np.array(exact.x)) - box.normalised(np.array(fd.x))).max()
     assert moved <= 10 * np.sqrt(POLISH_TOLERANCE)
+
+
+def test_the_command_takes_exact_gradients_and_refuses_them_where_there_are_none(tmp_path):
+    """``bemore synthesize --gradients exact``: the same gesture as the default run with fewer
+    than half its evaluations, recorded in gesture.json; with ``--free-midpoints`` (no exact
+    derivatives) one line and exit code 1, not a traceback."""
+    import json
+
+    from click.testing import CliRunner
+
+    from bemore.cli import cli
+
+    runner = CliRunner()
+    reports = {}
+    for gradients in ("finite-difference", "exact"):
+        out = tmp_path / gradients
+        result = runner.invoke(cli, ["synthesize", "--gradients", gradients, "--no-animation",
+                                     "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        reports[gradients] = json.loads((out / "gesture.json").read_text())
+    fd, exact = reports["finite-difference"], reports["exact"]
+    assert exact["inputs"]["gradients"] == "exact"
+    assert fd["inputs"]["gradients"] == "finite-difference"
+    assert exact["optimisation"]["nfev"] <= fd["optimisation"]["nfev"] / 2
+    assert abs(exact["objective_value"] - fd["objective_value"]) <= (
+        10 * POLISH_TOLERANCE * abs(fd["objective_value"]))
+    refused = runner.invoke(cli, ["synthesize", "--gradients", "exact", "--free-midpoints",
+                                  "--no-animation", "--out", str(tmp_path / "free")])
+    assert refused.exit_code != 0
+    assert "Traceback" not in refused.output
+    assert "exact gradients are not available" in refused.output
