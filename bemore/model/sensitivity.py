@@ -308,31 +308,38 @@ def tangent_kernel(model, cost_points: tuple[int, ...], directions: int = DIRECT
     """(compiled tangent kernel, its :class:`~bemore.model.generated.Program`) of the shared-motion
     engine kernel of ``model`` with ``directions`` seed directions per lane; built once per
     machine (clang, cached on disk like the engine's kernels; numba without a compiler)."""
-    from bemore.model import generated, native
+    from bemore.model import generated
 
     n_points = len(model.point_names)
     _, program = generated.kernel_for(model.tree, n_points, False, False, cost_points)
     key = (id(model.tree), n_points, cost_points, directions, shared_primal)
-    known = _kernels.get(key)
-    if known is not None and known[0] is model.tree:
-        return known[1], program
     name = f"sensitivity_{'primal' if shared_primal else 'lanes'}_{directions}"
+    kernel = _compiled(model.tree, key, name, program.source,
+                       lambda: tangent_source(program.source, KERNEL, directions, name,
+                                              shared_primal),
+                       lambda: tangent_arguments(generated._KINDS))
+    return kernel, program
 
-    def source() -> str:
-        return tangent_source(program.source, KERNEL, directions, name, shared_primal)
 
+def _compiled(tree, key: tuple, name: str, engine_source: str, source, kinds):
+    """The tangent kernel ``name`` made by ``source()`` (argument kinds ``kinds()``), once per
+    process (``key``) and once per machine: clang's library cached on disk, keyed on what the
+    tangent source is made from (the engine's source and this module), so that a cached library
+    loads without the transformation (≈ 1 s); numba without a compiler."""
+    from bemore.model import generated, native
+
+    known = _kernels.get(key)
+    if known is not None and known[0] is tree:
+        return known[1]
     cc = native.compiler()
     if cc is None:
         kernel = getattr(generated._load_module(source()), name)
     else:
-        kinds = tangent_arguments(generated._KINDS)
-        # Keyed on what the tangent source is made from (the engine's source and this
-        # module), so that a cached library loads without the transformation (≈ 1 s).
-        key = f"{name}\n{program.source}\n{Path(__file__).read_text()}"
-        kernel = native.cached(key, name,
-                               lambda: native.translate(source(), name, kinds), cc)
-    _kernels[key] = (model.tree, kernel)
-    return kernel, program
+        digest = f"{name}\n{engine_source}\n{Path(__file__).read_text()}"
+        kernel = native.cached(digest, name,
+                               lambda: native.translate(source(), name, kinds()), cc)
+    _kernels[key] = (tree, kernel)
+    return kernel
 
 
 def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
@@ -511,30 +518,18 @@ def motion_tangent_kernel(model, directions: int):
     """(compiled tangent kernel, its :class:`~bemore.model.generated.Program`) of the
     per-member-motion kernel storing efforts, ``directions`` seed directions per lane; built
     once per machine (clang, cached on disk; numba without a compiler)."""
-    from bemore.model import generated, native
+    from bemore.model import generated
 
     n_points = len(model.point_names)
     selection = program_selection(model)
     _, program = generated.kernel_for(model.tree, n_points, True, True, selection)
     key = (id(model.tree), n_points, selection, directions, MOTION_KERNEL)
-    known = _kernels.get(key)
-    if known is not None and known[0] is model.tree:
-        return known[1], program
     name = f"sensitivity_motion_{directions}"
-
-    def source() -> str:
-        return tangent_source(program.source, MOTION_KERNEL, directions, name,
-                              arrays=MOTION_TANGENT_ARRAYS)
-
-    cc = native.compiler()
-    if cc is None:
-        kernel = getattr(generated._load_module(source()), name)
-    else:
-        kinds = tangent_arguments(dict(generated._KINDS, D=4), MOTION_TANGENT_ARRAYS)
-        digest = f"{name}\n{program.source}\n{Path(__file__).read_text()}"
-        kernel = native.cached(digest, name,
-                               lambda: native.translate(source(), name, kinds), cc)
-    _kernels[key] = (model.tree, kernel)
+    kernel = _compiled(model.tree, key, name, program.source,
+                       lambda: tangent_source(program.source, MOTION_KERNEL, directions, name,
+                                              arrays=MOTION_TANGENT_ARRAYS),
+                       lambda: tangent_arguments(dict(generated._KINDS, D=4),
+                                                 MOTION_TANGENT_ARRAYS))
     return kernel, program
 
 
