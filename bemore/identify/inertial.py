@@ -135,6 +135,17 @@ def table_parameters(model: Any, P: np.ndarray) -> np.ndarray:
     return pi
 
 
+def _weighted_rows(Y: np.ndarray, f, weights) -> tuple[np.ndarray, np.ndarray]:
+    """The regressor ``Y`` (F, 3, n) or (rows, n) as a matrix (rows, n) and ``f`` as a vector
+    (rows,), both scaled by ``weights`` per row when given (e.g. 1/noise)."""
+    A = Y.reshape(-1, Y.shape[-1])
+    b = np.asarray(f, dtype=float).reshape(-1)
+    if weights is not None:
+        w = np.asarray(weights, dtype=float).reshape(-1)
+        A, b = A * w[:, None], b * w
+    return A, b
+
+
 def linear_estimate(Y: np.ndarray, f: np.ndarray, prior: np.ndarray,
                     prior_weight: float = 1e-6, weights: np.ndarray | None = None
                     ) -> np.ndarray:
@@ -144,11 +155,7 @@ def linear_estimate(Y: np.ndarray, f: np.ndarray, prior: np.ndarray,
     its magnitudes: the pull decides only the directions the data do not see."""
     from scipy.optimize import lsq_linear
 
-    A = Y.reshape(-1, Y.shape[-1])
-    b = np.asarray(f, dtype=float).reshape(-1)
-    if weights is not None:
-        w = np.asarray(weights, dtype=float).reshape(-1)
-        A, b = A * w[:, None], b * w
+    A, b = _weighted_rows(Y, f, weights)
     scale = np.maximum(np.abs(prior), 1e-3)
     strength = np.sqrt(prior_weight) * np.linalg.norm(A) / np.sqrt(A.shape[1])
     A_full = np.vstack([A, strength * np.diag(1.0 / scale)])
@@ -246,11 +253,7 @@ def consistent_fit(Y: np.ndarray, f: np.ndarray, prior: np.ndarray, theta0: np.n
     docstring)."""
     from scipy.optimize import least_squares
 
-    A = Y.reshape(-1, Y.shape[-1])
-    b = np.asarray(f, dtype=float).reshape(-1)
-    if weights is not None:
-        w = np.asarray(weights, dtype=float).reshape(-1)
-        A, b = A * w[:, None], b * w
+    A, b = _weighted_rows(Y, f, weights)
     scale = np.maximum(np.abs(prior), 1e-3)
     size = np.linalg.norm(A) / np.sqrt(A.shape[1])
     strength = np.sqrt(prior_weight) * size
