@@ -23,6 +23,7 @@ import ast
 import copy
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -342,6 +343,38 @@ def _compiled(tree, key: tuple, name: str, engine_source: str, source, kinds):
     return kernel
 
 
+class _SharedRun(NamedTuple):
+    """What both layouts of :func:`point_sensitivities` pass the shared-motion tangent kernel:
+    the kernel, the driven table D, frames F, points, step h (s), the integrator's coefficients,
+    the packed mass-matrix size, the scratch rows and the cost points' indices."""
+
+    kernel: object
+    D: np.ndarray
+    F: int
+    n_points: int
+    h: float
+    coefficients: object
+    tri: int
+    rows: int
+    selection: tuple[int, ...]
+
+
+def _shared_run(model, motion, directions: int, shared_primal: bool) -> _SharedRun:
+    """The tangent kernel of ``model`` for ``directions`` and the arrays its calls share."""
+    from bemore.model.simulate import COST_POINTS, _cached, _coefficients
+    from bemore.model.table import driven_table
+
+    selection = tuple(model.point_names.index(p) for p in COST_POINTS
+                      if p in model.point_names)
+    kernel, program = tangent_kernel(model, selection, directions, shared_primal=shared_primal)
+    D = _cached("generated1", model, motion, 1, lambda: driven_table(
+        model.tree, program.slots, motion.q, motion.qd, motion.qdd, motion.dt, 1, 1))
+    nf = model.n_free
+    n_points = len(model.point_names)
+    return _SharedRun(kernel, D, len(motion.t), n_points, motion.dt, _coefficients(motion.dt),
+                      nf * (nf + 1) // 2, max(2 * nf, 2 * n_points, model.n_driven), selection)
+
+
 def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
                         layout: str = "directions", directions: int = DIRECTIONS,
                         threads: int | None = None, max_abs: float = 1.0e3
@@ -362,13 +395,9 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
     """
     from bemore.model import generated
     from bemore.model.simulate import (
-        COST_POINTS,
-        _cached,
         _check_motion,
-        _coefficients,
         engine_threads,
     )
-    from bemore.model.table import driven_table
 
     if motion.members is not None:
         raise ModelError("sensitivities: one shared driven motion for every member")
@@ -407,16 +436,8 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
         seeds_V[c::chunks, : hi - lo] = dV[:, lo:hi]
         seeds_S[c::chunks, : hi - lo, :nf] = dq0[:, lo:hi]
         seeds_S[c::chunks, : hi - lo, nf:] = dqd0[:, lo:hi]
-    selection = tuple(model.point_names.index(p) for p in COST_POINTS
-                      if p in model.point_names)
-    kernel, program = tangent_kernel(model, selection, directions)
-    D = _cached("generated1", model, motion, 1, lambda: driven_table(
-        model.tree, program.slots, motion.q, motion.qd, motion.qdd, motion.dt, 1, 1))
-    F, n_points = len(motion.t), len(model.point_names)
-    h = motion.dt
-    coefficients = _coefficients(h)
-    tri = nf * (nf + 1) // 2
-    rows = max(2 * nf, 2 * n_points, model.n_driven)
+    run = _shared_run(model, motion, directions, shared_primal=False)
+    kernel, D, F, n_points, h, coefficients, tri, rows, selection = run
     out_pts = np.empty((lanes, F, n_points, 2))
     out_d = np.empty((lanes, directions, F, n_points, 2))
     alive = valid[member].astype(np.float64)
@@ -453,20 +474,10 @@ def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_
     """:func:`point_sensitivities` in the "directions" layout: one kernel call per member, its
     K directions as the lanes."""
     from bemore.model import generated
-    from bemore.model.simulate import COST_POINTS, _cached, _coefficients
-    from bemore.model.table import driven_table
 
     B, K, nf = dq0.shape
-    selection = tuple(model.point_names.index(p) for p in COST_POINTS
-                      if p in model.point_names)
-    kernel, program = tangent_kernel(model, selection, 1, shared_primal=True)
-    D = _cached("generated1", model, motion, 1, lambda: driven_table(
-        model.tree, program.slots, motion.q, motion.qd, motion.qdd, motion.dt, 1, 1))
-    F, n_points = len(motion.t), len(model.point_names)
-    h = motion.dt
-    coefficients = _coefficients(h)
-    tri = nf * (nf + 1) // 2
-    rows = max(2 * nf, 2 * n_points, model.n_driven)
+    run = _shared_run(model, motion, 1, shared_primal=True)
+    kernel, D, F, n_points, h, coefficients, tri, rows, selection = run
     points = np.empty((B, F, n_points, 2))
     derivatives = np.empty((B, K, 1, F, n_points, 2))
     alive = valid.astype(np.float64)
