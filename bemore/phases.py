@@ -34,3 +34,18 @@ def read(path: str | os.PathLike[str]) -> list[dict[str, object]]:
     """The marks written to ``path``, in order (each a dict of command, phase, end_unix_s)."""
     with open(path, encoding="utf-8") as stream:
         return [json.loads(line) for line in stream if line.strip()]
+
+
+def durations(path: str | os.PathLike[str], started_unix_s: float, total_s: float
+              ) -> dict[str, float]:
+    """Seconds of each phase marked in ``path`` by a process started at ``started_unix_s`` that
+    ran ``total_s`` seconds: a phase lasts from the previous mark (or the start) to its own; a
+    phase marked twice adds up; "exit" is the teardown after the last mark."""
+    seconds: dict[str, float] = {}
+    previous = started_unix_s
+    for item in read(path):
+        phase, end = str(item["phase"]), float(item["end_unix_s"])
+        seconds[phase] = seconds.get(phase, 0.0) + end - previous
+        previous = end
+    seconds["exit"] = started_unix_s + total_s - previous
+    return seconds

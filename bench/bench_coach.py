@@ -68,15 +68,9 @@ def timed_command(args: list[str], env: dict[str, str], marks: Path,
     if child.returncode not in accepted:
         raise RuntimeError(f"bemore {args[0]} exited with {child.returncode}:\n"
                            f"{child.stderr[-2000:]}")
-    from bemore.phases import read
+    from bemore.phases import durations
 
-    seconds, previous = {"total": total}, started
-    for item in read(marks):
-        phase = str(item["phase"])
-        seconds[phase] = seconds.get(phase, 0.0) + float(item["end_unix_s"]) - previous
-        previous = float(item["end_unix_s"])
-    seconds["exit"] = started + total - previous
-    return seconds
+    return {"total": total, **durations(marks, started, total)}
 
 
 def coach_pair(folder: Path, env: dict[str, str], identify_options: list[str],

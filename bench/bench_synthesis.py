@@ -175,7 +175,7 @@ def synthesize_once(tree: Path | None, out: Path, options: list[str]) -> dict[st
     """``bemore synthesize OPTIONS --out OUT`` from ``tree`` (None: this checkout) as a whole
     process: wall ("total") and CPU ("cpu", the process and its waited-for children) in s, each
     phase's seconds, the load average before it ("load")."""
-    from bemore.phases import read
+    from bemore.phases import durations
 
     marks = out.parent / f"{out.name}-phases.jsonl"
     marks.unlink(missing_ok=True)
@@ -192,14 +192,8 @@ def synthesize_once(tree: Path | None, out: Path, options: list[str]) -> dict[st
     child.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"synthesize from {tree or 'the checkout'} failed: {error[-1500:]}")
-    sample = {"total": total, "cpu": usage.ru_utime + usage.ru_stime, "load": before}
-    previous = started
-    for item in read(marks):
-        phase = str(item["phase"])
-        sample[phase] = sample.get(phase, 0.0) + float(item["end_unix_s"]) - previous
-        previous = float(item["end_unix_s"])
-    sample["exit"] = started + total - previous
-    return sample
+    return {"total": total, "cpu": usage.ru_utime + usage.ru_stime, "load": before,
+            **durations(marks, started, total)}
 
 
 def whole_processes(pairs: int, options: list[str]) -> list[Measurement]:
