@@ -8,6 +8,7 @@ the parameter records and the size of the data section before ezc3d sees the fil
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -16,8 +17,40 @@ from bemore.trial.c3d_guard import check_c3d_bytes
 from bemore.trial.markers import Markers, metres_per_unit
 
 
-def read_c3d(path: str | Path) -> Markers:
-    """Read the 3D points of a C3D file; positions in m, missing samples (residual < 0) NaN.
+class C3DFile(NamedTuple):
+    """A C3D file read once by ezc3d after the structural guard: its ``layout`` (the guard's
+    frame count and where it came from), ezc3d's ``acquisition`` dict and its ``path``. The
+    markers (:func:`read_c3d`) and the analog channels (``bemore.trial.forces.read_analogs``)
+    are both taken from it."""
+
+    layout: object  # bemore.trial.c3d_guard.C3DLayout
+    acquisition: dict
+    path: Path
+
+
+def load_c3d(path: str | Path) -> C3DFile:
+    """Guard then read ``path`` with ezc3d; a damaged or unreadable file raises one DataError
+    line."""
+    path = Path(path)
+    layout = check_c3d_bytes(path)
+    try:
+        import ezc3d
+
+        acquisition = ezc3d.c3d(str(path), extract_forceplat_data=False)
+    except Exception as error:  # ezc3d raises plain RuntimeError/IndexError on bad files
+        raise DataError(f"{path}: unreadable C3D file ({reason_of(error)})") from None
+    return C3DFile(layout, acquisition, path)
+
+
+def reason_of(error: Exception) -> str:
+    """The first line of ``error``'s message, or its type's name."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def read_c3d(path: str | Path | C3DFile) -> Markers:
+    """Read the 3D points of a C3D file (a path, or a :class:`C3DFile` already read); positions
+    in m, missing samples (residual < 0) NaN.
 
     The frame count is the guard's (parameters before header, see
     :mod:`bemore.trial.c3d_guard`): ezc3d reads a trial of 65 535 frames or more up to the end
@@ -25,12 +58,8 @@ def read_c3d(path: str | Path) -> Markers:
     255th (POINT:LABELS2, LABELS3, …) follow POINT:LABELS; POINT:UNITS may hold one unit for
     all markers or one per marker (as Optotrak writes it), which must then all be the same.
     """
-    path = Path(path)
-    layout = check_c3d_bytes(path)
+    layout, acquisition, path = path if isinstance(path, C3DFile) else load_c3d(path)
     try:
-        import ezc3d
-
-        acquisition = ezc3d.c3d(str(path), extract_forceplat_data=False)
         parameters = acquisition["parameters"]["POINT"]
         labels = tuple(str(label).strip() for label in _all_labels(parameters))
         rate_hz = float(np.asarray(parameters["RATE"]["value"]).ravel()[0])
@@ -39,9 +68,8 @@ def read_c3d(path: str | Path) -> Markers:
         residuals = np.asarray(acquisition["data"]["meta_points"]["residuals"], dtype=float)
     except DataError:
         raise
-    except Exception as error:  # ezc3d raises plain RuntimeError/IndexError on bad files
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise DataError(f"{path}: unreadable C3D file ({reason})") from None
+    except Exception as error:  # a parameter ezc3d did not fill
+        raise DataError(f"{path}: unreadable C3D file ({reason_of(error)})") from None
     distinct = sorted({str(unit).strip() for unit in units} - {""})
     if len(distinct) > 1:
         raise DataError(f"{path}: POINT:UNITS differ between markers ({', '.join(distinct)})")

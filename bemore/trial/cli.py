@@ -44,8 +44,7 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
         bemore trial inspect data/sample_trial.c3d --out out/trial
     """
     from bemore.trial.markerset import load_markerset, load_trial_settings
-    from bemore.trial.pipeline import prepare_markers, read_bar_forces
-    from bemore.trial.readers import read_markers
+    from bemore.trial.pipeline import prepare_markers, read_bar_forces, read_recording
     from bemore.trial.report import (
         marker_summary,
         plot_stick_figure,
@@ -56,10 +55,10 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
 
     marker_set = load_markerset(markerset)
     trial_settings = load_trial_settings(settings)
-    markers = read_markers(file)
+    markers, source = read_recording(file)
     for line in marker_summary(markers, marker_set):
         click.echo(line)
-    forces = read_bar_forces(file, trial_settings, markers.n_frames)
+    forces = read_bar_forces(source, trial_settings, markers.n_frames)
     centre = None
     if profile is not None:
         from bemore.profile import load_profile

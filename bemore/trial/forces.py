@@ -30,6 +30,7 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from bemore.config import Section
 from bemore.errors import DataError
+from bemore.trial.c3d import C3DFile, load_c3d, reason_of
 from bemore.trial.filtering import low_pass
 from bemore.trial.noise import marker_noise_m
 
@@ -123,25 +124,19 @@ class BarForces:
                          self.analog_rate_hz, self.source)
 
 
-def read_analogs(path: str | Path) -> AnalogChannels | None:
-    """The analog channels of a C3D file (None if it has none); DataError on a damaged file."""
-    from bemore.trial.c3d_guard import check_c3d_bytes
-
-    path = Path(path)
-    check_c3d_bytes(path)
+def read_analogs(path: str | Path | C3DFile) -> AnalogChannels | None:
+    """The analog channels of a C3D file (a path, or a :class:`~bemore.trial.c3d.C3DFile`
+    already read; None if it has none); DataError on a damaged file."""
+    _, acquisition, path = path if isinstance(path, C3DFile) else load_c3d(path)
     try:
-        import ezc3d
-
-        acquisition = ezc3d.c3d(str(path), extract_forceplat_data=False)
         analog = acquisition["parameters"]["ANALOG"]
         point_rate = float(np.asarray(acquisition["parameters"]["POINT"]["RATE"]["value"])[0])
         samples = np.asarray(acquisition["data"]["analogs"], dtype=float)
         labels = list(analog["LABELS"]["value"]) if "LABELS" in analog else []
         units = list(analog["UNITS"]["value"]) if "UNITS" in analog else []
         rate = float(np.asarray(analog["RATE"]["value"]).ravel()[0]) if "RATE" in analog else 0.0
-    except Exception as error:  # ezc3d raises plain RuntimeError/IndexError on bad files
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise DataError(f"{path}: unreadable C3D analog data ({reason})") from None
+    except Exception as error:  # a parameter ezc3d did not fill
+        raise DataError(f"{path}: unreadable C3D analog data ({reason_of(error)})") from None
     if samples.size == 0 or not labels:
         return None
     samples = samples.reshape(samples.shape[-2], samples.shape[-1])

@@ -23,6 +23,7 @@ import numpy as np
 
 from bemore.errors import DataError
 from bemore.trial.acromion import AcromionCheck, ArmEnd, calibrate_arm_end, check_acromion_side
+from bemore.trial.c3d import C3DFile, load_c3d, read_c3d
 from bemore.trial.coordinates import (
     DRIVEN_NAMES,
     FREE_NAMES,
@@ -569,20 +570,34 @@ def prepare_trial(
         markerset = load_markerset(markerset)
     if not isinstance(settings, TrialSettings):
         settings = load_trial_settings(settings)
-    markers = read_markers(path)
+    markers, source = read_recording(path)
     return prepare_markers(markers, markerset, settings,
-                           read_bar_forces(path, settings, markers.n_frames), shoulder_centre)
+                           read_bar_forces(source, settings, markers.n_frames), shoulder_centre)
 
 
-def read_bar_forces(path: str | Path, settings: TrialSettings, n_frames: int
+def read_recording(path: str | Path) -> tuple[Markers, Path | C3DFile]:
+    """The markers of a C3D, TRC or CSV file, and what its force channels are read from
+    (:func:`read_bar_forces`): the C3D as read for the markers (one ezc3d read for both), or
+    the path."""
+    path = Path(path)
+    if path.suffix.lower() == ".c3d" and path.is_file() and path.stat().st_size > 0:
+        c3d = load_c3d(path)
+        return read_c3d(c3d), c3d
+    return read_markers(path), path  # its own one-line errors: missing, empty, unknown format
+
+
+def read_bar_forces(path: str | Path | C3DFile, settings: TrialSettings, n_frames: int
                     ) -> BarForces | None:
-    """The bar's force channels of ``path`` at its ``n_frames`` marker frames (N, lab frame)
-    per ``settings.forces``; None for a file without them (TRC and CSV carry none: with
-    ``use = "required"`` they are refused)."""
+    """The bar's force channels of ``path`` (a file, or a C3D already read) at its
+    ``n_frames`` marker frames (N, lab frame) per ``settings.forces``; None for a file without
+    them (TRC and CSV carry none: with ``use = "required"`` they are refused)."""
     forces = settings.forces
     if forces.use == "off" or not forces.channels:
         return None
-    analogs = read_analogs(path) if Path(path).suffix.lower() == ".c3d" else None
+    if isinstance(path, C3DFile):
+        analogs, path = read_analogs(path), path.path
+    else:
+        analogs = read_analogs(path) if Path(path).suffix.lower() == ".c3d" else None
     if analogs is None and forces.use == "required":
         raise DataError(f"{path}: no analog channels, and [forces] use = 'required' needs the "
                         f"bar force channels {', '.join(c.label for c in forces.channels)}")
