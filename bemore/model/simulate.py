@@ -25,7 +25,14 @@ import numpy as np
 from bemore.errors import DataError, ModelError
 from bemore.model import rosenbrock
 from bemore.model.core import Model
-from bemore.model.generated import kernel_for, lane_groups, run_calls, run_threads
+from bemore.model.generated import (
+    LANE_LO_ARG,
+    in_chunks,
+    kernel_for,
+    lane_groups,
+    run_calls,
+    run_threads,
+)
 from bemore.model.stages import stage_arrays
 from bemore.model.table import driven_table
 
@@ -368,6 +375,7 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     threads = threads or engine_threads()
     coefficients = _coefficients(h)
     after = (meas_full, wts, store_state, store_points, do_cost, max_abs)
+    kernel = in_chunks(kernel, LANE_LO_ARG)  # each thread's lanes LANE_CHUNK at a time
     if per_member:
         run_threads(kernel, B, threads, (Vt, S, S0, MX, U, UN, R, coefficients, D, h, substeps,
                                          samples_per_step),
