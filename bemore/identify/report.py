@@ -228,6 +228,11 @@ def inertial_text(result: dict[str, Any]) -> list[str]:
         f"y {rms[1]:.3g} N (table's parameters: {table_rms[0]:.3g}, {table_rms[1]:.3g} N); "
         f"{result['determined_combinations']} of {len(result['parameters'])} parameter "
         f"combinations determined, {result['effective_samples']:.0f} independent samples")
+    shares = {row["name"]: row["data_share"] for row in result["parameters"]}
+    lines.append("share of the table's uncertainty the bar force removed (mass / first moment x): "
+                 + ", ".join(f"{row['body']} {shares[row['body'] + '.mass']:.2f}/"
+                             f"{shares[row['body'] + '.first_moment_x']:.2f}"
+                             for row in result["segments"]))
     return lines
 
 

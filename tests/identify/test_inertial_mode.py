@@ -62,6 +62,7 @@ def test_the_cli_writes_every_segment_consistent(identified) -> None:
     assert len(found["parameters"]) == 36 and found["consistent_status"] > 0
     assert "inertial parameters from the bar force" in summary
     assert "total mass" in summary and "thigh" in summary
+    assert "share of the table's uncertainty the bar force removed" in summary
 
 
 def test_the_total_mass_is_measured(identified) -> None:
