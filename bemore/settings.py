@@ -180,8 +180,8 @@ class InertialMode(Section):
         0.3, description="the table's inertias: relative standard deviation of the prior")
     determined_share: float = Field(
         0.5, gt=0.0, lt=1.0,
-        description="a parameter is determined when its standard error is below this share "
-        "of its prior's")
+        description="a quantity is determined when its standard error, under a prior 10 "
+        "times wider, is below this share of its prior's standard deviation")
 
 
 class Identification(Section):

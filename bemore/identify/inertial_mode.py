@@ -28,7 +28,11 @@ the same error). The linear estimate is that weighted least squares with m ≥ 0
 posterior's (the same weighted normal equations with the prior), propagated to the centre of
 mass and the inertia about it; a quantity is **determined** by the trial when its standard
 error is below ``determined_share`` of its prior standard deviation (the bar force removed at
-least that much of the table's uncertainty), otherwise reported as the table's with the flag.
+least that much of the table's uncertainty) **with a prior** :data:`PRIOR_WIDENING` **times
+wider** (the data pin it, not the table), otherwise reported with the flag. The same test on
+groups of segments (a segment with all it carries, a segment with its parent: :class:`MassGroup`)
+says which masses the bar force determines together (the total, everything beyond the wrists,
+the trunk with the head and legs) when no single segment's is.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from bemore.identify import inertial
 QUANTITIES = ("mass", "first_moment_x", "first_moment_y", "inertia_origin")
 UNITS = ("kg", "kg·m", "kg·m", "kg·m²")
 CORRELATION_FLOOR = 0.05  # residual autocorrelation below which lags are not summed
+PRIOR_WIDENING = 10.0  # a quantity is determined when the data pin it under a prior this wide
 FILTER_ORDER = 4  # Butterworth order of the regressor's low-pass (zero-lag: 8 in effect)
 
 
@@ -93,11 +98,24 @@ class SegmentInertia:
 
 
 @dataclass
+class MassGroup:
+    """The mass of a group of segments (kg): a segment with everything beyond it (away from the
+    bar), or a segment with its parent; ``determined`` as for a segment."""
+
+    bodies: list[str]
+    mass_kg: float
+    se_kg: float
+    table_kg: float
+    determined: bool
+
+
+@dataclass
 class InertialResult:
     """What the inertial mode found (JSON-ready through ``dataclasses.asdict``)."""
 
     segments: list[SegmentInertia]
     parameters: list[InertialParameter]
+    groups: list[MassGroup]  # segment masses together: what a segment's own mass may not be
     total_mass_kg: float
     total_mass_se_kg: float
     table_total_mass_kg: float
@@ -177,6 +195,29 @@ def _derived(block: np.ndarray, covariance: np.ndarray) -> tuple[np.ndarray, np.
     return values, np.sqrt(np.maximum(np.diag(G @ covariance @ G.T), 0.0))
 
 
+def mass_groups(model: Any) -> list[np.ndarray]:
+    """Body indices of the groups of :class:`MassGroup`: every segment with all it carries
+    (its subtree, away from the bar; the bar's is the whole system), then every segment with
+    its parent, each group once and of 2 or more bodies."""
+    bodies = model.description.bodies
+    names = [body.name for body in bodies]
+    parent = [names.index(body.parent) if body.parent in names else -1 for body in bodies]
+    groups: list[tuple[int, ...]] = []
+    for b in range(len(bodies)):
+        members, frontier = {b}, [b]
+        while frontier:
+            children = [k for k in range(len(bodies)) if parent[k] in frontier]
+            members.update(children)
+            frontier = children
+        groups.append(tuple(sorted(members)))
+    groups += [tuple(sorted((parent[b], b))) for b in range(len(bodies)) if parent[b] >= 0]
+    unique = []
+    for group in groups:
+        if len(group) >= 2 and group not in unique:
+            unique.append(group)
+    return [np.array(group) for group in unique]
+
+
 def fitted_motion(problem: Any, x: np.ndarray) -> tuple[np.ndarray, inertial.FrameMotion]:
     """The engine parameters P (n_parameters,) of the fitted point ``x`` (normalised) of the
     identification ``problem`` and the frame kinematics of its simulation along the trial's
@@ -192,6 +233,33 @@ def fitted_motion(problem: Any, x: np.ndarray) -> tuple[np.ndarray, inertial.Fra
     af = np.gradient(vf, t, axis=0, edge_order=2)
     m = problem.motion
     return P[0], inertial.frame_motion(problem.model, P[0], qf, vf, af, m.q, m.qd, m.qdd)
+
+
+def table_body(problem: Any, P: np.ndarray) -> np.ndarray:
+    """Engine parameters (n_parameters,) of the segment table (``configs/gymnast.toml``) scaled
+    to her body: the problem's ``body`` (masses, CoMs and gyrations of the table scaled to her
+    mass and lengths) and, for the three the kinematic fit identifies, the table's too — the
+    trunk's share of the trunk+thighs mass, the trunk's CoM at the table's fraction of her
+    shoulder-to-hip length (``trunk.neck_to_hip`` − the fitted ``neck.offset`` of P), the
+    thighs' at the table's fraction of their length. Other parameters: the model's defaults."""
+    from bemore.settings import load_gymnast
+
+    model = problem.model
+    names = model.parameter_names
+    values = dict(zip(names, model.parameter_matrix([problem.body])[0], strict=True))
+    segments = load_gymnast().segments
+    trunk, thigh = segments.get("trunk"), segments.get("thigh")
+    if trunk is not None and thigh is not None and {"trunk.mass", "trunk_thighs.mass"} <= set(
+            names):
+        share = trunk.mass_kg * trunk.count / (trunk.mass_kg * trunk.count
+                                               + thigh.mass_kg * thigh.count)
+        values["trunk.mass"] = share * values["trunk_thighs.mass"]
+    if trunk is not None and {"trunk.com", "trunk.neck_to_hip", "neck.offset"} <= set(names):
+        shoulder_to_hip = values["trunk.neck_to_hip"] - P[names.index("neck.offset")]
+        values["trunk.com"] = trunk.com_from_proximal_m / trunk.length_m * shoulder_to_hip
+    if thigh is not None and {"thigh.com", "thigh.length"} <= set(names):
+        values["thigh.com"] = thigh.com_from_proximal_m / thigh.length_m * values["thigh.length"]
+    return model.parameter_matrix([values])[0]
 
 
 def identify_inertial(problem: Any, x: np.ndarray, settings: Any) -> InertialResult:
@@ -219,7 +287,7 @@ def identify_inertial(problem: Any, x: np.ndarray, settings: Any) -> InertialRes
                         f"{n} segment parameters at {settings.cutoff_hz:g} Hz")
     Y = filtered[edge:frames - edge, : 2 * n].reshape(-1, 2, n)
     f = filtered[edge:frames - edge, 2 * n:]
-    table = inertial.table_parameters(model, model.parameter_matrix([problem.body])[0])
+    table = inertial.table_parameters(model, table_body(problem, P))
     sigma_prior = prior_sigma(table, settings)
 
     # Weights: 1/σ per axis (the residual's RMS) × √(N_eff/N); refined from the estimate.
@@ -249,6 +317,9 @@ def identify_inertial(problem: Any, x: np.ndarray, settings: Any) -> InertialRes
     A = Y.reshape(-1, n) * weights.reshape(-1)[:, None]
     covariance = np.linalg.inv(A.T @ A + np.diag(1.0 / sigma_prior**2))
     se = np.sqrt(np.diag(covariance))
+    # The same with a prior PRIOR_WIDENING times wider: what the data alone pin down.
+    wide = np.linalg.inv(A.T @ A + np.diag(1.0 / (PRIOR_WIDENING * sigma_prior) ** 2))
+    se_wide = np.sqrt(np.diag(wide))
     scaled = A * sigma_prior[None, :]
     singular = np.linalg.svd(scaled, compute_uv=False)
     # Along a direction with singular value s (prior units) the posterior SD is 1/√(1 + s²).
@@ -260,7 +331,7 @@ def identify_inertial(problem: Any, x: np.ndarray, settings: Any) -> InertialRes
         parameters.append(InertialParameter(
             f"{bodies[b]}.{QUANTITIES[j]}", UNITS[j], float(pi[k]), float(table[k]),
             float(se[k]), float(sigma_prior[k]), float(1.0 - (se[k] / sigma_prior[k]) ** 2),
-            bool(se[k] < settings.determined_share * sigma_prior[k])))
+            bool(se_wide[k] < settings.determined_share * sigma_prior[k])))
     segments = []
     prior_covariance = np.diag(sigma_prior**2)
     eigen = np.linalg.eigvalsh(fit.J)
@@ -268,7 +339,8 @@ def identify_inertial(problem: Any, x: np.ndarray, settings: Any) -> InertialRes
         block = slice(4 * b, 4 * b + 4)
         value, error = _derived(pi[block], covariance[block, block])
         reference, reference_error = _derived(table[block], prior_covariance[block, block])
-        determined = error < settings.determined_share * reference_error
+        data_error = _derived(pi[block], wide[block, block])[1]
+        determined = data_error < settings.determined_share * reference_error
         segments.append(SegmentInertia(
             body, float(value[0]), float(error[0]), float(reference[0]),
             float(value[0] - reference[0]), bool(determined[0]),
@@ -277,12 +349,19 @@ def identify_inertial(problem: Any, x: np.ndarray, settings: Any) -> InertialRes
             [bool(v) for v in determined[1:3]],
             float(value[3]), float(error[3]), float(reference[3]),
             float(value[3] - reference[3]), bool(determined[3]), float(eigen[b].min())))
+    groups = [MassGroup(bodies=[bodies[b] for b in members], mass_kg=float(pi[4 * members].sum()),
+                        se_kg=float(np.sqrt(covariance[np.ix_(4 * members, 4 * members)].sum())),
+                        table_kg=float(table[4 * members].sum()),
+                        determined=bool(np.sqrt(wide[np.ix_(4 * members, 4 * members)].sum())
+                                        < settings.determined_share * np.sqrt(
+                                            np.sum(sigma_prior[4 * members] ** 2))))
+              for members in mass_groups(model)]
     ones = np.zeros(n)
     ones[0::4] = 1.0
     rms = np.sqrt(np.mean((np.einsum("frn,n->fr", Y, pi) - f) ** 2, axis=0))
     table_rms = np.sqrt(np.mean((np.einsum("frn,n->fr", Y, table) - f) ** 2, axis=0))
     return InertialResult(
-        segments=segments, parameters=parameters,
+        segments=segments, parameters=parameters, groups=groups,
         total_mass_kg=float(pi[0::4].sum()),
         total_mass_se_kg=float(np.sqrt(ones @ covariance @ ones)),
         table_total_mass_kg=float(table[0::4].sum()),

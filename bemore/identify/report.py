@@ -228,6 +228,10 @@ def inertial_text(result: dict[str, Any]) -> list[str]:
         f"y {rms[1]:.3g} N (table's parameters: {table_rms[0]:.3g}, {table_rms[1]:.3g} N); "
         f"{result['determined_combinations']} of {len(result['parameters'])} parameter "
         f"combinations determined, {result['effective_samples']:.0f} independent samples")
+    determined = [group for group in result.get("groups", []) if group["determined"]]
+    lines.append("masses the bar force determines together (kg, ± SE, table): " + (", ".join(
+        f"{'+'.join(group['bodies'])} {group['mass_kg']:.2f} ± {group['se_kg']:.2f} "
+        f"({group['table_kg']:.2f})" for group in determined) or "none"))
     shares = {row["name"]: row["data_share"] for row in result["parameters"]}
     lines.append("share of the table's uncertainty the bar force removed (mass / first moment x): "
                  + ", ".join(f"{row['body']} {shares[row['body'] + '.mass']:.2f}/"
