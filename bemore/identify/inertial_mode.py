@@ -122,7 +122,7 @@ class InertialResult:
     force_residual_rms_n: list[float]  # x, y at the consistent fit (filtered, N)
     table_force_residual_rms_n: list[float]  # x, y with the table's parameters (N)
     effective_samples: float  # independent force residuals (of 2·frames)
-    determined_combinations: int  # directions of π the bar force determines
+    determined_combinations: int  # directions of π whose prior SD the bar force halves
     singular_values: list[float]  # of the data rows, π in prior standard deviations
     frames: int
     cutoff_hz: float

@@ -202,14 +202,15 @@ def summary_text(athlete: dict[str, Any]) -> str:
 
 def inertial_text(result: dict[str, Any]) -> list[str]:
     """The inertial mode's table: per segment identified ± SE against the table, a ``?`` on
-    what the bar force does not determine (the table's value, not a measurement)."""
+    what the bar force does not determine (a value that leans on the table), the segment
+    groups it determines and each segment's data shares."""
 
     def cell(value: float, error: float, determined: bool, digits: str) -> str:
         text = f"{value:{digits}}±{error:{digits}}"
         return text + (" " if determined else "?")
 
     lines = ["", "inertial parameters from the bar force (identified ± SE, J ≻ 0; ? = not "
-             "determined by the trial: the table's value):",
+             "determined by the trial: the value leans on the table):",
              f"{'segment':<10}{'mass kg':>15}{'table':>8}{'CoM x m':>16}{'table':>7}"
              f"{'I_CoM kg·m²':>18}{'table':>8}{'min eig J':>11}"]
     for row in result["segments"]:
@@ -227,7 +228,8 @@ def inertial_text(result: dict[str, Any]) -> list[str]:
         f"(table {result['table_total_mass_kg']:.3f}); bar-force residual x {rms[0]:.3g}, "
         f"y {rms[1]:.3g} N (table's parameters: {table_rms[0]:.3g}, {table_rms[1]:.3g} N); "
         f"{result['determined_combinations']} of {len(result['parameters'])} parameter "
-        f"combinations determined, {result['effective_samples']:.0f} independent samples")
+        f"combinations narrowed to half the table's uncertainty or less, "
+        f"{result['effective_samples']:.0f} independent samples")
     determined = [group for group in result.get("groups", []) if group["determined"]]
     lines.append("masses the bar force determines together (kg, ± SE, table): " + (", ".join(
         f"{'+'.join(group['bodies'])} {group['mass_kg']:.2f} ± {group['se_kg']:.2f} "
