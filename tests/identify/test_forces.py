@@ -86,6 +86,63 @@ def test_without_forces_nothing_changes() -> None:
 
 
 @pytest.fixture(scope="module")
+def prepared_with_forces(tmp_path_factory):
+    """A synthetic C3D with bar forces (1.6 s, 1 mm, 2 %, seed 1) read back through the whole
+    trial chain, its truth, and its problem with the force term."""
+    from bemore.settings import ForceTerm
+    from bemore.trial import prepare_trial
+    from bemore.trial.synthetic import SyntheticSpec, write_synthetic_trial
+
+    spec = SyntheticSpec(duration_s=1.6, bar_forces=True, force_noise_pct=2.0, seed=1)
+    path, _, truth = write_synthetic_trial(spec, tmp_path_factory.mktemp("p") / "t.c3d")
+    trial = prepare_trial(path)
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    problem = IdentificationProblem.from_trial(trial, space, forces=ForceTerm())
+    return trial, truth, problem
+
+
+def test_the_bar_start_velocity_is_fitted_with_forces(prepared_with_forces) -> None:
+    from bemore.settings import ForceTerm
+
+    trial, truth, problem = prepared_with_forces
+    names = list(problem.names)
+    # The markers' start fit reads a bar velocity the truth does not have (it starts at rest):
+    assert np.all(truth.free_qd0[:2] == 0.0)
+    assert np.max(np.abs(trial.free_qd0[:2])) > 0.02  # m/s: c·v ≈ 20 N of damping force
+    k = [names.index("initial.bar_rate_x"), names.index("initial.bar_rate_y")]
+    box = problem.start.width[[i - problem.space.dim for i in k]]
+    np.testing.assert_allclose(box, 2 * ForceTerm().bar_rate_margin_m_per_s)
+    x = np.full(problem.dim, 0.5)
+    x[k] = 0.25
+    _, _, qd0 = problem.members(x[None, :])
+    np.testing.assert_allclose(qd0[0, :2], trial.free_qd0[:2] - 0.25 * box, atol=1e-12)
+    # Without the force term the start velocity stays as prepared (no such unknown).
+    space = problem.space
+    markers_only = IdentificationProblem.from_trial(trial, space, forces=ForceTerm(use=False))
+    assert "initial.bar_rate_x" not in markers_only.names
+
+
+def test_exact_jacobian_with_forces_matches_differences(prepared_with_forces) -> None:
+    from tests.identify.test_exact_jacobian import TOLERANCE, _reference
+
+    _, _, problem = prepared_with_forces
+    X = np.random.default_rng(4).uniform(0.1, 0.9, (2, problem.dim))
+    r, J = problem.jacobian(X)
+    assert np.array_equal(r, problem.residuals(X))  # the residuals are the problem's own
+    assert J.shape == (2, problem.measured.shape[0] * 16, problem.dim)
+    for n in range(len(X)):
+        reference, own = _reference(problem, X[n])
+        assert np.all(own < 0.5 * TOLERANCE), own
+        error = np.linalg.norm(J[n] - reference, axis=0) / np.linalg.norm(reference, axis=0)
+        assert np.all(error < TOLERANCE), error
+        # The force rows alone (14, 15 of each frame's 16) agree too, and are not zero.
+        rows = J[n].reshape(-1, 16, problem.dim)[:, 14:].reshape(-1, problem.dim)
+        expected = reference.reshape(-1, 16, problem.dim)[:, 14:].reshape(-1, problem.dim)
+        assert np.linalg.norm(expected) > 0.0
+        assert np.linalg.norm(rows - expected) < TOLERANCE * np.linalg.norm(expected)
+
+
+@pytest.fixture(scope="module")
 def identified_with_forces(tmp_path_factory):
     """The seed protocol + polish on a synthetic C3D with bar forces (1 mm, 2 %), read back
     through the whole trial chain."""
