@@ -107,9 +107,7 @@ class IdentificationProblem(Problem):
 
             model = load_model("real_gymnast")
         from bemore.model.body import body_parameters
-        from bemore.settings import load_gymnast
-
-        from bemore.settings import ForceTerm
+        from bemore.settings import ForceTerm, load_gymnast
 
         motion = _driven_by_name(trial, model)
         forces = forces if forces is not None else ForceTerm()
