@@ -4,8 +4,10 @@
 GWO 200 × 50, the 3-start polish, the analysis, athlete.json, the plots) alternated between the
 tree of :data:`PREVIOUS_COMMIT` (``git archive``, run with the same interpreter and compiled
 kernels) and this checkout, one unmeasured pair then ``PAIRS`` measured ones; each phase
-(:mod:`bemore.phases`), the whole process's wall time and its CPU time (``wait4``: the process
-and any child it waited for), medians, with the 1-minute load average before each run. Both
+(:mod:`bemore.phases`) in wall and CPU time, the whole process's wall time and its CPU time
+(``wait4``: the process and any child it waited for), medians, with the 1-minute load average
+before each run. The previous tree is given this checkout's ``bemore/phases.py`` (the marks
+alone, which then carry the CPU time in both). Both
 must write the same parameters, fit and identifiability (``bench_polish.same_result``: numbers
 to 1e-5 relative): a difference raises.
 """
@@ -13,6 +15,7 @@ to 1e-5 relative): a difference raises.
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -33,7 +36,7 @@ PAIRS = 5
 def identify_phases(tree: Path | None, out: Path, options: list[str]) -> dict[str, float]:
     """One ``bemore identify`` of the sample from ``tree`` (None: this checkout): seconds of
     each phase, "total" (wall), "cpu" (user + system) and "load" (before it)."""
-    from bemore.phases import durations
+    from bemore.phases import cpu_durations, durations
 
     marks = out.parent / f"{out.name}-phases.jsonl"
     marks.unlink(missing_ok=True)
@@ -51,8 +54,10 @@ def identify_phases(tree: Path | None, out: Path, options: list[str]) -> dict[st
     child.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"identify from {tree or 'the checkout'} failed: {error[-1500:]}")
+    cpu = usage.ru_utime + usage.ru_stime
     seconds = durations(marks, started, total)
-    seconds.update(total=total, cpu=usage.ru_utime + usage.ru_stime, load=before)
+    seconds.update({f"{phase} CPU": value for phase, value in cpu_durations(marks, cpu).items()})
+    seconds.update(total=total, cpu=cpu, load=before)
     return seconds
 
 
@@ -62,6 +67,7 @@ def alternated(pairs: int, options: list[str]) -> tuple[dict[str, list[dict[str,
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
         tree = commit_tree(PREVIOUS_COMMIT, folder / "previous")
+        shutil.copyfile(REPOSITORY / "bemore" / "phases.py", tree / "bemore" / "phases.py")
         for pair in range(pairs + 1):
             for name, source in (("previous", tree), ("now", None)):
                 sample = identify_phases(source, folder / name, options)
