@@ -70,6 +70,16 @@ def svd_factors(J_augmented: np.ndarray, f_augmented: np.ndarray
     return s, Vt.T, Ur.T @ qr[:n, n]
 
 
+def _finite(J: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``J`` as a float array; OptimisationError when it holds NaN or ±inf (the step would be
+    NaN; scipy's SVD refuses such a matrix too)."""
+    J = np.asarray(J, dtype=float)
+    if not np.all(np.isfinite(J)):
+        raise OptimisationError(f"least squares: the Jacobian at x = {np.round(x, 6).tolist()} "
+                                "is not finite")
+    return J
+
+
 def trf_bounds(
     fun: Callable[[np.ndarray], np.ndarray],
     jac: Callable[[np.ndarray], np.ndarray],
@@ -85,11 +95,12 @@ def trf_bounds(
     algorithm with the exact trust-region solver; module docstring). ``fun(x)`` gives the
     residuals (m,), ``jac(x)`` their Jacobian (m, n), x in any units (the tolerances are
     scipy's, relative). ``max_nfev`` bounds the calls of ``fun`` (the first included); the
-    Jacobian is evaluated at x0 and at every accepted point."""
+    Jacobian is evaluated at x0 and at every accepted point, and must be finite
+    (OptimisationError otherwise)."""
     lb, ub = np.asarray(lb, dtype=float), np.asarray(ub, dtype=float)
     x = make_strictly_feasible(np.asarray(x0, dtype=float), lb, ub)
     f = np.asarray(fun(x), dtype=float)
-    J = np.asarray(jac(x), dtype=float)
+    J = _finite(jac(x), x)
     nfev, njev = 1, 1
     m, n = J.shape
     cost = 0.5 * float(np.dot(f, f))
@@ -147,7 +158,7 @@ def trf_bounds(
 
         if actual_reduction > 0:
             x, f, cost = x_new, f_new, cost_new
-            J = np.asarray(jac(x), dtype=float)
+            J = _finite(jac(x), x)
             njev += 1
             g = compute_grad(J, f)
     return TrustRegionResult(x=x, fun=f, jac=J, cost=cost, nfev=nfev, njev=njev,

@@ -75,3 +75,16 @@ def test_max_nfev_stops_with_status_0() -> None:
     result = trf_bounds(_rosenbrock_like, _rosenbrock_like_jacobian,
                         np.array([-1.2, 1.0, 0.9, -0.9]), lower, upper, max_nfev=3)
     assert result.status == 0 and result.nfev == 3
+
+
+def test_a_jacobian_that_is_not_finite_is_one_clear_error() -> None:
+    from bemore.errors import OptimisationError
+
+    def broken(x: np.ndarray) -> np.ndarray:
+        J = _rosenbrock_like_jacobian(x)
+        J[0, 0] = np.nan
+        return J
+
+    with pytest.raises(OptimisationError, match=r"Jacobian .* is not finite"):
+        trf_bounds(_rosenbrock_like, broken, np.array([-1.2, 1.0, 0.9, -0.9]),
+                   np.full(4, -2.0), np.full(4, 2.0), 50)
