@@ -30,15 +30,18 @@ by far the most sensitive unknown), and their relative error is relative to thei
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from bemore.identify.propagation import PropagatedNoise
 
 SENSITIVITY_FLOOR = 0.01  # fraction of the most sensitive parameter's sensitivity
 MAX_CORRELATION = 0.95  # |correlation| above which two parameters are not told apart
 MAX_RELATIVE_ERROR = 0.25  # standard error / |value| above which a value is not trusted
 BOUND_MARGIN = 0.005  # fraction of the box's width within which a value sits at a bound
 BANDWIDTH_CORRELATION = 0.05  # residual autocorrelation below which lags are not summed
-INPUT_NOISE_FACTOR = 1.5  # long-run standard errors × this (input noise; calibrated, see docs)
 
 
 @dataclass
@@ -53,6 +56,10 @@ class ParameterIdentifiability:
     correlation: float
     identifiable: bool
     reasons: list[str]
+    # The standard error's parts (SI): the residual sandwich's and the propagated marker
+    # noise's (NaN: not propagated); ``standard_error`` is the larger.
+    standard_error_residuals: float = float("nan")
+    standard_error_noise: float = float("nan")
 
 
 @dataclass
@@ -64,8 +71,9 @@ class Identifiability:
     correlation_matrix: list[list[float]]
     residual_rms_mm: float
     nuisance: list[str]
-    covariance: str = "white"  # "long-run (Newey-West, N frames)" or "white"
+    covariance: str = "white"  # "long-run (Newey-West, N frames)" or "white", and the noise
     bandwidth_frames: int = 0
+    noise_realisations: int = 0  # K noisy copies of the trial propagated (0: none)
 
     @property
     def flagged(self) -> list[str]:
@@ -88,6 +96,7 @@ def analyse(
     positions: np.ndarray | None = None,
     untrusted: str | None = None,
     lowers: np.ndarray | None = None,
+    noise: PropagatedNoise | None = None,
 ) -> Identifiability:
     """Identifiability at the optimum.
 
@@ -99,7 +108,9 @@ def analyse(
     the parameters at a bound. ``untrusted``: a reason every parameter is flagged for (e.g. a
     poor fit, whose errors bound the noise's effect, not the model error's). ``lowers``: (d,)
     the lower bounds (SI); a parameter whose box spans zero has its relative error taken
-    relative to its range.
+    relative to its range. ``noise``: the trial's marker noise propagated through the trial
+    chain (:mod:`bemore.identify.propagation`), combined with the residual sandwich by
+    :func:`combine`.
     """
     J = np.asarray(jacobian, dtype=float)
     r = np.asarray(residuals, dtype=float)
@@ -111,13 +122,18 @@ def analyse(
     bandwidth = 0
     if frames and frames > 1 and m % frames == 0:
         meat, bandwidth = long_run_score_covariance(J, r, frames)
-        covariance = (bread @ meat @ bread * frames / max(frames - d, 1)
-                      * INPUT_NOISE_FACTOR**2)
-        kind = (f"long-run (Newey-West, bandwidth {bandwidth} frames) × {INPUT_NOISE_FACTOR:g} "
-                "for the driven motion's noise")
+        covariance = bread @ meat @ bread * frames / max(frames - d, 1)
+        kind = f"long-run (Newey-West, bandwidth {bandwidth} frames)"
     else:
         covariance = float(r @ r) / max(m - d, 1) * bread
         kind = "white"
+    residual_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
+    noise_error_n = np.full(d, np.nan)
+    if noise is not None:
+        noise_error_n = np.sqrt(np.clip(np.diag(noise.covariance), 0.0, None))
+        covariance = combine(covariance, noise.covariance)
+        kind += (f", and the marker noise ({noise.noise_m * 1e3:.3g} mm) propagated through "
+                 f"the trial chain ({noise.realisations} copies): the larger per parameter")
     standard_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     with np.errstate(divide="ignore", invalid="ignore"):
         correlation = covariance / np.outer(standard_error_n, standard_error_n)
@@ -168,6 +184,8 @@ def analyse(
                 correlation=float(correlation[k, partner]) if d > 1 else 0.0,
                 identifiable=not reasons,
                 reasons=reasons,
+                standard_error_residuals=float(residual_error_n[k] * widths[k]),
+                standard_error_noise=float(noise_error_n[k] * widths[k]),
             )
         )
     return Identifiability(
@@ -178,7 +196,29 @@ def analyse(
         nuisance=list(names[parameters:]),
         covariance=kind,
         bandwidth_frames=bandwidth,
+        noise_realisations=noise.realisations if noise is not None else 0,
     )
+
+
+def combine(residuals: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """The covariance (d, d) reported from the residual sandwich's and the propagated marker
+    noise's (d, d each, same units): each parameter's variance the larger of the two, the
+    correlations those of their sum (docs/identify.md, "Standard errors").
+
+    The sandwich sees the target noise and the model error where they show in the residuals;
+    the propagation sees the whole noise (target and input) but no model error. Their sum
+    would count the target noise twice; the larger of the two is each parameter's error when
+    either the noise or the model error dominates it.
+
+    >>> combine(np.diag([4.0, 1.0]), np.diag([1.0, 9.0]))
+    array([[4., 0.],
+           [0., 9.]])
+    """
+    total = residuals + noise
+    scale = np.sqrt(np.clip(np.diag(total), 1e-300, None))
+    variance = np.maximum(np.diag(residuals), np.diag(noise))
+    ratio = np.sqrt(np.clip(variance, 0.0, None)) / scale
+    return total * np.outer(ratio, ratio)
 
 
 def long_run_score_covariance(jacobian: np.ndarray, residuals: np.ndarray, frames: int

@@ -51,6 +51,30 @@ class PropagatedNoise:
     realisations: int  # K copies used (members the engine could not simulate left out)
     noise_m: float  # the marker noise σ drawn (m)
     seed: int
+    residual_changes: np.ndarray  # (K, m) δr_k per unit of noise (m at the noise σ)
+
+    def for_rows(self, select: Any, jacobian: np.ndarray) -> PropagatedNoise:
+        """The same copies seen through some rows of the residuals only: ``select`` maps a
+        (…, m) residual array to its kept rows, ``jacobian`` (m', dim) is theirs."""
+        changes = select(self.residual_changes)
+        return PropagatedNoise(response_covariance(changes, jacobian), self.realisations,
+                               self.noise_m, self.seed, changes)
+
+
+def response_covariance(changes: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
+    """(dim, dim): the sample covariance of the least-squares responses δx_k =
+    −(JᵀJ)⁻¹Jᵀδr_k of the residual changes ``changes`` (K, m), J = ``jacobian`` (m, dim).
+
+    A linear model's estimates respond exactly so; with J = 1 (the mean) the response is minus
+    the changes' mean:
+
+    >>> changes = np.array([[1.0, 3.0], [-1.0, 1.0], [0.0, -1.0]])
+    >>> float(response_covariance(changes, np.ones((2, 1)))[0, 0])    # var of −(2, 0, −0.5)
+    1.75
+    """
+    J = np.asarray(jacobian, dtype=float)
+    response = -(changes @ J) @ np.linalg.pinv(J.T @ J)
+    return np.atleast_2d(np.cov(response, rowvar=False))
 
 
 def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
@@ -91,13 +115,10 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
     valid = np.isfinite(r).all(axis=1)
     if not valid[0] or valid.sum() < 3:
         return None
-    delta = r[1:][valid[1:]] - r[0]
-    J = np.asarray(jacobian, dtype=float)
-    response = -delta @ J @ np.linalg.pinv(J.T @ J)  # (K, dim): δx_k
-    covariance = np.atleast_2d(np.cov(response, rowvar=False)) / LINEAR_FRACTION**2
-    return PropagatedNoise(covariance=covariance,
-                           realisations=int(response.shape[0]), noise_m=float(noise),
-                           seed=seed)
+    delta = (r[1:][valid[1:]] - r[0]) / LINEAR_FRACTION  # back to the noise's σ
+    return PropagatedNoise(covariance=response_covariance(delta, jacobian),
+                           realisations=int(delta.shape[0]), noise_m=float(noise), seed=seed,
+                           residual_changes=delta)
 
 
 def _members(problem: Any, x: np.ndarray, copies: Any) -> tuple[np.ndarray, ...]:
