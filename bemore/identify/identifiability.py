@@ -56,10 +56,12 @@ class ParameterIdentifiability:
     correlation: float
     identifiable: bool
     reasons: list[str]
-    # The standard error's parts (SI): the residual sandwich's and the propagated marker
-    # noise's (NaN: not propagated); ``standard_error`` is the larger.
+    # The standard error's parts (SI; NaN: not propagated): the residual sandwich's, the
+    # propagated marker noise's and the model error's (the sandwich's part beyond what the
+    # noise puts into it); ``standard_error`` = √(noise² + model²) when propagated.
     standard_error_residuals: float = float("nan")
     standard_error_noise: float = float("nan")
+    standard_error_model: float = float("nan")
 
 
 @dataclass
@@ -129,11 +131,21 @@ def analyse(
         kind = "white"
     residual_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     noise_error_n = np.full(d, np.nan)
-    if noise is not None:
+    model_error_n = np.full(d, np.nan)
+    if noise is not None and bandwidth_known(frames, m):
+        # What the noise alone would put into the sandwich: the copies' residual changes
+        # left after their own least-squares response, through the same sandwich.
+        changes = noise.residual_changes
+        left = changes - (changes @ J) @ bread @ J.T
+        meats = bartlett_meats(J, left, frames, bandwidth)
+        noise_sandwich = (bread @ meats.mean(axis=0) @ bread * frames / max(frames - d, 1))
+        model = positive_part(covariance - noise_sandwich)
         noise_error_n = np.sqrt(np.clip(np.diag(noise.covariance), 0.0, None))
-        covariance = combine(covariance, noise.covariance)
-        kind += (f", and the marker noise ({noise.noise_m * 1e3:.3g} mm) propagated through "
-                 f"the trial chain ({noise.realisations} copies): the larger per parameter")
+        model_error_n = np.sqrt(np.clip(np.diag(model), 0.0, None))
+        covariance = noise.covariance + model
+        kind += (f": its part beyond what the marker noise puts into it (model error), plus "
+                 f"the marker noise ({noise.noise_m * 1e3:.3g} mm) propagated through the "
+                 f"trial chain ({noise.realisations} copies)")
     standard_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     with np.errstate(divide="ignore", invalid="ignore"):
         correlation = covariance / np.outer(standard_error_n, standard_error_n)
@@ -186,6 +198,7 @@ def analyse(
                 reasons=reasons,
                 standard_error_residuals=float(residual_error_n[k] * widths[k]),
                 standard_error_noise=float(noise_error_n[k] * widths[k]),
+                standard_error_model=float(model_error_n[k] * widths[k]),
             )
         )
     return Identifiability(
@@ -200,25 +213,45 @@ def analyse(
     )
 
 
-def combine(residuals: np.ndarray, noise: np.ndarray) -> np.ndarray:
-    """The covariance (d, d) reported from the residual sandwich's and the propagated marker
-    noise's (d, d each, same units): each parameter's variance the larger of the two, the
-    correlations those of their sum (docs/identify.md, "Standard errors").
+def bandwidth_known(frames: int | None, rows: int) -> bool:
+    """Whether the rows are ``frames`` frames of residuals (the long-run sandwich applies)."""
+    return bool(frames and frames > 1 and rows % frames == 0)
 
-    The sandwich sees the target noise and the model error where they show in the residuals;
-    the propagation sees the whole noise (target and input) but no model error. Their sum
-    would count the target noise twice; the larger of the two is each parameter's error when
-    either the noise or the model error dominates it.
 
-    >>> combine(np.diag([4.0, 1.0]), np.diag([1.0, 9.0]))
-    array([[4., 0.],
-           [0., 9.]])
+def bartlett_meats(jacobian: np.ndarray, residuals: np.ndarray, frames: int, bandwidth: int
+                   ) -> np.ndarray:
+    """(K, d, d): :func:`long_run_score_covariance`'s middle for each of K residual vectors
+    (K, m) at once, with the given ``bandwidth``. The Bartlett sum Σ_l (1 − |l|/(L + 1))·
+    Σ_t s_t s_{t+l}ᵀ is Σ_t S_t S_tᵀ / (L + 1) with S_t the sum of the scores over the L + 1
+    frames ending at t (all partial windows included).
+
+    >>> rng = np.random.default_rng(1)
+    >>> J, r = rng.normal(size=(600, 2)), rng.normal(size=600)
+    >>> one = long_run_score_covariance(J, r, 200)[0]
+    >>> bool(np.allclose(bartlett_meats(J, r[None], 200, _bandwidth(r.reshape(200, 3)))[0],
+    ...                  one))
+    True
     """
-    total = residuals + noise
-    scale = np.sqrt(np.clip(np.diag(total), 1e-300, None))
-    variance = np.maximum(np.diag(residuals), np.diag(noise))
-    ratio = np.sqrt(np.clip(variance, 0.0, None)) / scale
-    return total * np.outer(ratio, ratio)
+    m, d = jacobian.shape
+    columns = m // frames
+    r = np.asarray(residuals, dtype=float).reshape(-1, frames, columns)
+    scores = np.einsum("fcd,kfc->kfd", jacobian.reshape(frames, columns, d), r)
+    total = np.concatenate([np.zeros((r.shape[0], 1, d)), np.cumsum(scores, axis=1)], axis=1)
+    t = np.arange(frames + bandwidth)
+    windows = total[:, np.minimum(t + 1, frames)] - total[:, np.maximum(t - bandwidth, 0)]
+    return np.einsum("ktd,kte->kde", windows, windows) / (bandwidth + 1.0)
+
+
+def positive_part(matrix: np.ndarray) -> np.ndarray:
+    """The symmetric ``matrix`` (d, d) with its negative eigenvalues set to 0 (a covariance).
+
+    >>> positive_part(np.array([[1.0, 0.0], [0.0, -2.0]]))
+    array([[1., 0.],
+           [0., 0.]])
+    """
+    symmetric = (matrix + matrix.T) / 2.0
+    values, vectors = np.linalg.eigh(symmetric)
+    return (vectors * np.clip(values, 0.0, None)) @ vectors.T
 
 
 def long_run_score_covariance(jacobian: np.ndarray, residuals: np.ndarray, frames: int
