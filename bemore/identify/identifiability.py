@@ -13,7 +13,13 @@ to the normalised parameters (0 → lower bound, 1 → upper bound). Three quant
   scores ``s_t = J_tᵀ r_t`` (Newey–West, Bartlett weights, the bandwidth the lag at which the
   residuals' pooled autocorrelation falls below ``BANDWIDTH_CORRELATION``). Without it, the
   white-noise ``σ²·(JᵀJ)⁻¹`` with ``σ² = Σr²/(m − d)`` (7–15 times too small on the sample,
-  a 1 kHz trial of 100 Hz markers: docs/identify.md, "Standard errors");
+  a 1 kHz trial of 100 Hz markers: docs/identify.md, "Standard errors"). The sandwich sees
+  the noise only where it shows in the residuals; the noise of the driven motion, the arm's
+  end and the start moves the estimates without showing there. With ``noise`` (the trial's
+  marker noise propagated through the trial chain, :mod:`bemore.identify.propagation`) the
+  covariance is that propagated noise's plus the sandwich's MODEL-ERROR part: the sandwich
+  less what the noise alone puts into it (the same sandwich of the copies' residual changes
+  left after their own least-squares response), its negative eigenvalues set to 0;
 * **correlation** with every other parameter, from the same covariance.
 
 A parameter is flagged as not determined by the trial when its sensitivity is below
