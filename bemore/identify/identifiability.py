@@ -117,8 +117,8 @@ def analyse(
     poor fit, whose errors bound the noise's effect, not the model error's). ``lowers``: (d,)
     the lower bounds (SI); a parameter whose box spans zero has its relative error taken
     relative to its range. ``noise``: the trial's marker noise propagated through the trial
-    chain (:mod:`bemore.identify.propagation`), combined with the residual sandwich by
-    :func:`combine`.
+    chain (:mod:`bemore.identify.propagation`): the covariance is then that noise's plus the
+    sandwich's model-error part (see the module docstring).
     """
     J = np.asarray(jacobian, dtype=float)
     r = np.asarray(residuals, dtype=float)

@@ -23,8 +23,8 @@ bootstrap of the data pipeline linearised at the optimum:
 5. the noise covariance is the sample covariance of the δx_k (k = 1…K).
 
 It holds target noise and input noise together (δr_k carries both: the copy's measured joint
-centres and its simulation change). What it cannot hold is model error; how it is combined with
-the residual sandwich is :func:`bemore.identify.identifiability.analyse`'s business.
+centres and its simulation change). What it cannot hold is model error, which
+:func:`bemore.identify.identifiability.analyse` takes from the residual sandwich.
 """
 
 from __future__ import annotations
