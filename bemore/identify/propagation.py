@@ -9,7 +9,8 @@ bootstrap of the data pipeline linearised at the optimum:
 
 1. K copies of the trial's gap-filled markers get white noise of the marker noise σ the trial
    estimates (:mod:`bemore.trial.noise`; one σ for every marker coordinate, as estimated),
-   drawn with a fixed seed; copy 0 gets none, so it is the trial itself. The copies are
+   drawn with a fixed seed, at :data:`LINEAR_FRACTION` of its size (the first-order response;
+   the changes are scaled back); copy 0 gets none, so it is the trial itself. The copies are
    perturbations of the data the fit saw, where J was taken: the clear hip circle is
    near-critical, and a smoother "truth" (the filtered markers, filtered again by the chain)
    moves the simulation at x* by 30 mm on the bundled sample, far from where J holds;
@@ -18,8 +19,8 @@ bootstrap of the data pipeline linearised at the optimum:
 3. the model is simulated at the optimum x* once per copy, each with its own driven motion,
    start and body, in one engine call; r_k is that copy's residual vector at x* (its own
    measured joint centres) — the nuisance unknowns keep their physical values at x*;
-4. δr_k = r_k − r_0 and the parameters' response δx_k = −(JᵀJ)⁻¹Jᵀδr_k with the Jacobian J of
-   the fit at x* (normalised units);
+4. δr_k = (r_k − r_0) / LINEAR_FRACTION and the parameters' response
+   δx_k = −(JᵀJ)⁻¹Jᵀδr_k with the Jacobian J of the fit at x* (normalised units);
 5. the noise covariance is the sample covariance of the δx_k (k = 1…K).
 
 It holds target noise and input noise together (δr_k carries both: the copy's measured joint
