@@ -5,8 +5,8 @@ On the bundled sample (body mass 41.1 kg, the seed protocol then the polish), at
 * time: the propagation (:func:`bemore.identify.propagation.propagated_noise`, K = 32 copies
   through the trial chain and one engine call) against the analysis it is part of without it
   (the exact Jacobian at the optimum and :func:`bemore.identify.identifiability.analyse`);
-  medians of 5 calls each, in the same process, BLAS on one thread as in ``identify``, the
-  load average printed (the machine is shared);
+  medians of 5 calls each (wall and CPU time), in the same process, BLAS on one thread as in
+  ``identify``, the load average printed (the machine is shared);
 * convergence in K: the propagated standard errors with K = 8, 16, 32, 64 copies, each from 4
   seeds of the noise draws; the figure is the median over the parameters of the seeds'
   relative spread (standard deviation / mean), against 1/√(2K) (a sample standard deviation's
@@ -27,13 +27,15 @@ from bench.common import Measurement
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_trial.c3d"
 
 
-def _median_time(function, repeats: int = 5) -> float:
-    samples = []
+def _median_time(function, repeats: int = 5) -> tuple[float, float]:
+    """Median wall time and median CPU time (s) of ``repeats`` calls of ``function``."""
+    wall, cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         function()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def run(smoke: bool = False) -> list[Measurement]:
@@ -64,11 +66,12 @@ def run(smoke: bool = False) -> list[Measurement]:
         propagated_noise(problem, x, jacobian)  # the engine's tables for per-member motions
         repeats = 1 if smoke else 5
         before = os.getloadavg()[0]
-        baseline = _median_time(analysis, repeats)
-        added = _median_time(lambda: propagated_noise(problem, x, jacobian), repeats)
+        baseline, baseline_cpu = _median_time(analysis, repeats)
+        added, added_cpu = _median_time(lambda: propagated_noise(problem, x, jacobian), repeats)
         after = os.getloadavg()[0]
-        print(f"  propagation (K = 32) {added:.3f} s, analysis without it {baseline:.3f} s "
-              f"(medians of {repeats}; load average {before:.1f} → {after:.1f} on 2 cores)")
+        print(f"  propagation (K = 32) {added:.3f} s wall, {added_cpu:.3f} s CPU; analysis "
+              f"without it {baseline:.3f} s wall, {baseline_cpu:.3f} s CPU (medians of "
+              f"{repeats}; load average {before:.1f} → {after:.1f} on 2 cores)")
         measurements = [Measurement("noise propagation at the optimum (K = 32)", "s", added,
                                     baseline, "Jacobian + analyse", "≤ 0.3 s")]
         if smoke:

@@ -197,12 +197,12 @@ def _segment_lengths(points: np.ndarray) -> list[dict[str, float]]:
     as :func:`bemore.trial.pipeline.segment_lengths` measures them."""
     from bemore.trial.pipeline import SEGMENT_ENDS
 
-    medians = {}
-    for name, (start, end) in SEGMENT_ENDS.items():
-        d = points[..., POINT_NAMES.index(end), :] - points[..., POINT_NAMES.index(start), :]
-        medians[name] = np.percentile(np.hypot(d[..., 0], d[..., 1]), 50.0, axis=0)
-    return [{name: float(value[k]) for name, value in medians.items()}
-            for k in range(points.shape[1])]
+    starts = [POINT_NAMES.index(start) for start, _ in SEGMENT_ENDS.values()]
+    ends = [POINT_NAMES.index(end) for _, end in SEGMENT_ENDS.values()]
+    d = points[..., ends, :] - points[..., starts, :]  # (N, K, 8, 2)
+    medians = np.percentile(np.hypot(d[..., 0], d[..., 1]), 50.0, axis=0)  # (K, 8)
+    return [{name: float(value) for name, value in zip(SEGMENT_ENDS, row, strict=True)}
+            for row in medians]
 
 
 def _shoulder_correction(trial) -> np.ndarray | None:
