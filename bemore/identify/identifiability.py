@@ -62,12 +62,12 @@ class ParameterIdentifiability:
     correlation: float
     identifiable: bool
     reasons: list[str]
-    # The standard error's parts (SI; NaN: not propagated): the residual sandwich's, the
+    # The standard error's parts (SI; None: not propagated): the residual sandwich's, the
     # propagated marker noise's and the model error's (the sandwich's part beyond what the
     # noise puts into it); ``standard_error`` = √(noise² + model²) when propagated.
-    standard_error_residuals: float = float("nan")
-    standard_error_noise: float = float("nan")
-    standard_error_model: float = float("nan")
+    standard_error_residuals: float | None = None
+    standard_error_noise: float | None = None
+    standard_error_model: float | None = None
 
 
 @dataclass
@@ -203,8 +203,8 @@ def analyse(
                 identifiable=not reasons,
                 reasons=reasons,
                 standard_error_residuals=float(residual_error_n[k] * widths[k]),
-                standard_error_noise=float(noise_error_n[k] * widths[k]),
-                standard_error_model=float(model_error_n[k] * widths[k]),
+                standard_error_noise=_part(noise_error_n[k] * widths[k]),
+                standard_error_model=_part(model_error_n[k] * widths[k]),
             )
         )
     return Identifiability(
@@ -217,6 +217,11 @@ def analyse(
         bandwidth_frames=bandwidth,
         noise_realisations=noise.realisations if noise is not None else 0,
     )
+
+
+def _part(value: float) -> float | None:
+    """A standard error's part (SI), None when it was not computed (NaN)."""
+    return float(value) if np.isfinite(value) else None
 
 
 def bandwidth_known(frames: int | None, rows: int) -> bool:
