@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import subprocess
+import time
+
+import pytest
 
 import bemore.warmup as warmup
 from bemore import phases
@@ -49,3 +52,18 @@ def test_marks_are_written_only_when_asked(tmp_path, monkeypatch) -> None:
     # a folder that cannot be written never fails the command
     monkeypatch.setenv(phases.ENVIRONMENT, str(tmp_path / "missing" / "marks.jsonl"))
     phases.mark("synthesize", "outputs")
+
+
+def test_cpu_durations_follow_the_process_cpu_time_between_marks(tmp_path, monkeypatch) -> None:
+    target = tmp_path / "marks.jsonl"
+    monkeypatch.setenv(phases.ENVIRONMENT, str(target))
+    phases.mark("identify", "start-up")
+    spent = time.process_time()
+    while time.process_time() - spent < 0.05:  # 50 ms of CPU in this phase
+        sum(range(1000))
+    phases.mark("identify", "search")
+    marks = phases.read(target)
+    seconds = phases.cpu_durations(target, marks[-1]["cpu_s"] + 0.25)
+    assert seconds["start-up"] == marks[0]["cpu_s"]
+    assert 0.05 <= seconds["search"] < 1.0
+    assert seconds["exit"] == pytest.approx(0.25, abs=1e-9)

@@ -359,16 +359,26 @@ class IdentificationProblem(Problem):
         dq0 and dq̇0 (N, dim, 5). The parameters' own columns are linear in x; the bar rest and
         the equilibrium shoulder start solve the spring equilibrium (Newton), differenced
         centrally with ``step`` (no trial simulation: a static solve per point)."""
+        return self._members_and_start_derivatives(X, step)[1]
+
+    def _members_and_start_derivatives(self, X: np.ndarray, step: float = START_STEP
+                                       ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+        """:meth:`members` of X and :meth:`start_derivatives`, the spring equilibria of X and
+        of its 2·dim differenced points solved in ONE batch (a member's equilibrium does not
+        depend on its batch: the same numbers as two calls)."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
         N, d = X.shape
         eye = np.eye(d) * step
-        points = np.concatenate([X[:, None, :] + eye, X[:, None, :] - eye], axis=1)
+        points = np.concatenate([X[:, None, :], X[:, None, :] + eye, X[:, None, :] - eye],
+                                axis=1)
         P, q0, qd0 = self.members(points.reshape(-1, d))
-        nf = self.model.n_free
-        P = P.reshape(N, 2, d, -1)
-        q0 = np.broadcast_to(q0, (2 * N * d, nf)).reshape(N, 2, d, nf)
-        qd0 = np.broadcast_to(qd0, (2 * N * d, nf)).reshape(N, 2, d, nf)
-        return tuple((a[:, 0] - a[:, 1]) / (2.0 * step) for a in (P, q0, qd0))
+        nf, width = self.model.n_free, 2 * d + 1
+        P = P.reshape(N, width, -1)
+        q0 = np.broadcast_to(q0, (width * N, nf)).reshape(N, width, nf)
+        qd0 = np.broadcast_to(qd0, (width * N, nf)).reshape(N, width, nf)
+        members = tuple(np.ascontiguousarray(a[:, 0]) for a in (P, q0, qd0))
+        derivatives = tuple((a[:, 1:d + 1] - a[:, d + 1:]) / (2.0 * step) for a in (P, q0, qd0))
+        return members, derivatives
 
     def jacobian(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Residuals (N, m) of X (N, dim), as :meth:`residuals` gives them, and their exact
@@ -379,8 +389,7 @@ class IdentificationProblem(Problem):
 
         X = np.atleast_2d(np.asarray(X, dtype=float))
         N, d = X.shape
-        P, q0, qd0 = self.members(X)
-        dP, dq0, dqd0 = self.start_derivatives(X)
+        (P, q0, qd0), (dP, dq0, dqd0) = self._members_and_start_derivatives(X)
         result = point_sensitivities(self.model, P, self.motion, q0, qd0, dP, dq0, dqd0)
         difference = np.take(result.points, self._point_index, axis=2)
         np.subtract(difference, self.measured, out=difference)
