@@ -42,6 +42,7 @@ from bemore.settings import InitialState as InitialStateSettings
 RATE = "initial.rotation_rate"
 ANGLE = "initial.rotation_angle"
 REST_X, REST_Y = "bar.rest_offset_x", "bar.rest_offset_y"
+BAR_RATE = ("initial.bar_rate_x", "initial.bar_rate_y")
 SHOULDER_REST = ("shoulder.rest_offset_ap", "shoulder.rest_offset_pd")
 SHOULDER_REST_PARAMETERS = ("shoulder.rest_ap", "shoulder.rest_pd")
 HAND_ROTATION = 2  # index of the rotation about the bar among the free coordinates
@@ -86,10 +87,13 @@ class StartState(Box):
         motion: Any,
         settings: InitialStateSettings,
         shoulder_rest: bool = False,
+        bar_rate_margin_m_per_s: float = 0.0,
     ) -> StartState:
         """From the prepared free state (5,), the seen shoulder translations (2,) m and the
         driven motion (its first frame is used); ``shoulder_rest``: the shoulder springs' rest
-        is an unknown too (the arm's end came from a recipe, acromions on the trunk's side)."""
+        is an unknown too (the arm's end came from a recipe, acromions on the trunk's side);
+        ``bar_rate_margin_m_per_s`` > 0: the bar's start velocity is an unknown too, within the
+        prepared one ± this (m/s; a trial with bar forces, whose damping term c·v sees it)."""
         rate = float(free_qd0[HAND_ROTATION])
         margin = settings.rate_margin_rad_per_s
         names, units = [RATE], ["rad/s"]
@@ -106,6 +110,12 @@ class StartState(Box):
                 units.append("m")
                 lower.append(-settings.bar_rest_margin_m)
                 upper.append(settings.bar_rest_margin_m)
+        if bar_rate_margin_m_per_s > 0:
+            for k, name in enumerate(BAR_RATE):
+                names.append(name)
+                units.append("m/s")
+                lower.append(float(free_qd0[BAR][k]) - bar_rate_margin_m_per_s)
+                upper.append(float(free_qd0[BAR][k]) + bar_rate_margin_m_per_s)
         if shoulder_rest and settings.shoulder_rest_margin_m > 0:
             for name in SHOULDER_REST:
                 names.append(name)
@@ -169,6 +179,9 @@ class StartState(Box):
             q0[:, SHOULDER] = shoulder_seen
         qd0 = np.array(np.broadcast_to(free_qd0, (B, len(self.free_qd0))))
         qd0[:, HAND_ROTATION] = values[:, self.names.index(RATE)]
+        for k, name in enumerate(BAR_RATE):
+            if name in self.names:
+                qd0[:, k] = values[:, self.names.index(name)]
         return P, q0, qd0, equilibrium
 
     def describe(self) -> list[dict[str, Any]]:
@@ -207,7 +220,8 @@ class StartState(Box):
             "notes": (
                 "nuisance unknowns of this trial, not athlete parameters: the rotation rate "
                 "and angle about the bar at the first frame, the bar springs' rest position (bar "
-                "start − equilibrium deflection + offset) and, acromions on the trunk's side, the "
+                "start − equilibrium deflection + offset), with bar forces the bar's start "
+                "velocity and, acromions on the trunk's side, the "
                 "shoulder springs' rest (the arm-end recipe's bias); see docs/identify.md "
                 "'Initial state'"
             ),

@@ -268,10 +268,10 @@ def plot_trajectories(
     path: Path, t: np.ndarray, measured: np.ndarray, simulated: np.ndarray, names: list[str]
 ) -> None:
     """Measured vs simulated x(t) and y(t) of each joint centre (mm), one panel per centre,
-    stacked in one PNG (Pillow, :mod:`bemore.synthesis.raster`: no matplotlib import)."""
+    stacked in one PNG (Pillow, :mod:`bemore.raster`: no matplotlib import)."""
     from PIL import Image
 
-    from bemore.synthesis.raster import Chart
+    from bemore.raster import Chart
 
     step = _decimation(t.size)
     panels = []
@@ -301,9 +301,9 @@ def plot_stick_figures(
     """Measured (black) and simulated (red, dashed) joint-centre chains at ``count`` key frames.
 
     The frames are drawn side by side, each shifted by 3.5 m along x; blue dots: the bar, with
-    the frame's time (Pillow, :mod:`bemore.synthesis.raster`).
+    the frame's time (Pillow, :mod:`bemore.raster`).
     """
-    from bemore.synthesis.raster import Chart, Mark
+    from bemore.raster import Chart, Mark
 
     frames = np.linspace(0, t.size - 1, count).round().astype(int)
     chart = Chart(title="", xlabel="m (frames shifted by 3.5 m)", ylabel="m")
@@ -320,7 +320,7 @@ def plot_stick_figures(
 
 def plot_convergence(path: Path, nfev: list[int], best: list[float], label: str) -> None:
     """Best cost (m², as log10) against the number of simulations (Pillow)."""
-    from bemore.synthesis.raster import Chart
+    from bemore.raster import Chart
 
     chart = Chart(title=label, xlabel="simulations", ylabel="log10 best cost f1 (m²)")
     best_array = np.asarray(best, dtype=float)

@@ -289,9 +289,9 @@ def _polish_from_distinct_starts(
 
 
 def _exact_jacobian(problem: IdentificationProblem, settings: RunSettings) -> bool:
-    """Whether the problem's exact Jacobian (sensitivities of the joint centres) is used: asked
-    for, and no bar-force rows in the residuals (their Jacobian is by finite differences)."""
-    return settings.polish_jacobian == "exact" and not getattr(problem, "has_forces", False)
+    """Whether the problem's exact Jacobian (sensitivities of the joint centres and of the bar
+    forces) is used: when asked for."""
+    return settings.polish_jacobian == "exact"
 
 
 def _joint_centre_part(problem: IdentificationProblem, residuals: np.ndarray) -> np.ndarray:
