@@ -8,8 +8,9 @@ kernels) and this checkout, one unmeasured pair then ``PAIRS`` measured ones; ea
 (``wait4``: the process and any child it waited for), medians, with the 1-minute load average
 before each run. The previous tree is given this checkout's ``bemore/phases.py`` (the marks
 alone, which then carry the CPU time in both). Both
-must write the same parameters, fit and identifiability (``bench_polish.same_result``: numbers
-to 1e-5 relative): a difference raises.
+must write the same parameters and fit (``bench_polish.same_result``: numbers to 1e-5
+relative; the standard errors, computed differently since the marker noise's propagation, are
+not compared): a difference raises.
 """
 
 from __future__ import annotations

@@ -136,13 +136,16 @@ class StartState(Box):
         )
 
     def start(
-        self, model: Any, P: np.ndarray, X: np.ndarray
+        self, model: Any, P: np.ndarray, X: np.ndarray,
+        prepared: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per member: parameters with the bar rest set (B, n_params), q0 (B, 5), q̇0 (B, 5) and
         the equilibrium free state (B, 5) (NaN rows for members the engine cannot simulate).
 
         ``P`` are the members' model parameters (rest columns are overwritten), ``X`` (B, dim)
-        their normalised nuisance unknowns.
+        their normalised nuisance unknowns. ``prepared``: per member, the prepared start
+        (free q0 (B, 5), q̇0 (B, 5), seen shoulder translations (B, 2)) instead of the trial's
+        (e.g. noisy copies of the trial; the nuisance unknowns keep their values).
         """
         values = self.to_physical(np.atleast_2d(X))
         B = P.shape[0]
@@ -158,7 +161,9 @@ class StartState(Box):
         if SHOULDER_REST[0] in self.names:
             for parameter, name in zip(SHOULDER_REST_PARAMETERS, SHOULDER_REST, strict=True):
                 P[:, model.parameter_names.index(parameter)] = values[:, self.names.index(name)]
-        start = np.repeat(self.free_q0[None, :], B, axis=0)
+        free_q0, free_qd0, shoulder_seen = prepared or (self.free_q0, self.free_qd0,
+                                                        self.shoulder_seen)
+        start = np.array(np.broadcast_to(free_q0, (B, len(self.free_q0))))
         if ANGLE in self.names:
             start[:, HAND_ROTATION] = values[:, self.names.index(ANGLE)]
         equilibrium = spring_equilibrium(model, P, start, self.oracle)
@@ -166,13 +171,13 @@ class StartState(Box):
         for k, name in enumerate((REST_X, REST_Y)):
             if name in self.names:
                 offset[:, k] = values[:, self.names.index(name)]
-        P[:, columns] = self.free_q0[BAR] - equilibrium[:, BAR] + offset
+        P[:, columns] = start[:, BAR] - equilibrium[:, BAR] + offset
         q0 = start
         if self.shoulder_start == "equilibrium":
             q0[:, SHOULDER] = equilibrium[:, SHOULDER]
         else:
-            q0[:, SHOULDER] = self.shoulder_seen
-        qd0 = np.repeat(self.free_qd0[None, :], B, axis=0)
+            q0[:, SHOULDER] = shoulder_seen
+        qd0 = np.array(np.broadcast_to(free_qd0, (B, len(self.free_qd0))))
         qd0[:, HAND_ROTATION] = values[:, self.names.index(RATE)]
         for k, name in enumerate(BAR_RATE):
             if name in self.names:

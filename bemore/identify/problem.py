@@ -147,6 +147,9 @@ class IdentificationProblem(Problem):
                       trial.joint_centres, tuple(trial.joint_centre_names), start,
                       samples_per_step, trial.marker_noise_m, body, bar_force, scales)
         problem.held = held
+        # What the body and the data came from: the noise propagation (bemore.identify.
+        # propagation) measures the body again on noisy copies of the trial.
+        problem.trial, problem.body_source = trial, (table, body_mass_kg)
         problem.conventions = trial.conventions() if hasattr(trial, "conventions") else {}
         return problem
 
@@ -204,6 +207,8 @@ class IdentificationProblem(Problem):
         # ParameterSpace.without), and the trial's conventions record (Trial.conventions()).
         self.held: list[dict[str, Any]] = []
         self.conventions: dict[str, Any] = {}
+        self.trial: Any = None  # the prepared trial (from_trial), or None
+        self.body_source: tuple[Any, float | None] | None = None  # (segment table, body mass)
         self._defaults = model.parameter_matrix([self.body])[0]
         self._columns = [model.parameter_names.index(name) for name in space.names]
         self._point_index = [model.point_names.index(name) for name in cost_points]

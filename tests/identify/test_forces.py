@@ -201,8 +201,9 @@ def test_forces_make_the_bar_mass_estimable(identified_with_forces) -> None:
     k = names.index("bar.mass")
     with_forces = outcome.identifiability.parameters[k]
     alone = outcome.identifiability_markers_only.parameters[k]
-    # The markers alone (the same Jacobian's joint-centre rows) cannot tell the bar's mass:
-    assert alone.relative_standard_error > 1.0
+    # The markers alone (the same Jacobian's joint-centre rows) cannot tell the bar's mass
+    # (a relative error of at least twice the 25 % that flags a parameter):
+    assert alone.relative_standard_error > 0.5
     # with the forces its standard error is under 25 % and covers the error.
     assert with_forces.relative_standard_error < 0.25
     error = outcome.values[k] - truth["bar.mass"]
@@ -223,7 +224,7 @@ def test_the_report_says_what_the_forces_narrow(identified_with_forces) -> None:
     record = athlete_record(outcome, problem, RunSettings(seed=1), trial.summary(), {})
     forces = record["bar_forces"]
     alone, both = forces["relative_standard_errors"]["bar.mass"]
-    assert alone > 1.0 and both < 0.25
+    assert alone > 0.5 and both < 0.25
     text = summary_text(record)
     assert "bar forces in the cost: RMS residual x" in text
     assert "narrowed by the forces" in text and "bar.mass" in text
