@@ -31,6 +31,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -68,6 +69,7 @@ class SlsqpResult(NamedTuple):
 
 
 _kernel: Any = None  # the extension's slsqp function once loaded; False: not usable here
+_loading = threading.Lock()  # the lockstep starts' threads may ask for it at once
 
 
 def compiled_slsqp() -> Any:
@@ -75,8 +77,9 @@ def compiled_slsqp() -> Any:
     ``scipy/optimize/_slsqplib``; None when this scipy is not one of :data:`CHECKED_SCIPY` or
     the extension cannot be loaded (then :func:`minimize_slsqp` uses scipy.optimize)."""
     global _kernel
-    if _kernel is None:
-        _kernel = _load_kernel() or False
+    with _loading:
+        if _kernel is None:
+            _kernel = _load_kernel() or False
     return _kernel or None
 
 
