@@ -673,6 +673,7 @@ def _restore(
 ) -> np.ndarray:
     """Phase 1: minimise Σ min(0, margin)² over the box = (lower, upper) from u0; returns its
     end."""
+
     def squared(u: np.ndarray) -> float:
         margins = constraint_form(cache.values(u)[1] / scale, low, up, "scipy")
         return float(np.sum(np.minimum(margins, 0.0) ** 2))
