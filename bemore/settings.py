@@ -165,12 +165,32 @@ class ForceTerm(Section):
         1.0, description="multiplies the force term; 1 = each residual normalised by its noise")
 
 
+class InertialMode(Section):
+    """The inertial mode: every segment's mass, centre of mass and inertia from the bar force
+    after the kinematic fit (docs/identify.md, "Inertial parameters")."""
+
+    identify: bool = Field(False, description="run the inertial mode (--inertial)")
+    cutoff_hz: PositiveFloat = Field(
+        6.0, description="both sides of the regressor equation low-passed here (Hz)")
+    mass_spread: PositiveFloat = Field(
+        0.2, description="the table's masses: relative standard deviation of the prior")
+    com_spread_m: PositiveFloat = Field(
+        0.03, description="the table's centres of mass: standard deviation of the prior (m)")
+    inertia_spread: PositiveFloat = Field(
+        0.3, description="the table's inertias: relative standard deviation of the prior")
+    determined_share: float = Field(
+        0.5, gt=0.0, lt=1.0,
+        description="a quantity is determined when its standard error, under a prior 10 "
+        "times wider, is below this share of its prior's standard deviation")
+
+
 class Identification(Section):
     """The identified parameters (their one list), their bounds, and the optimiser settings."""
 
     optimiser: Optimiser = Optimiser()
     initial_state: InitialState = InitialState()
     forces: ForceTerm = ForceTerm()
+    inertial: InertialMode = InertialMode()
     mass_budget: MassBudget
     parameters: list[Bounded] = Field(min_length=1)
 

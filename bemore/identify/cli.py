@@ -64,6 +64,11 @@ from bemore.optimize.driver import ALGORITHMS
               help="Least-squares polish after the global run (default: on; --no-polish runs "
               "the seed protocol alone).")
 @click.option("--seed", type=int, default=None, help="Random seed (default 0).")
+@click.option("--inertial/--no-inertial", default=None,
+              help="After the fit, identify every segment's mass, centre of mass and inertia "
+              "from the trial's bar force, physically consistent (J ≻ 0), against the segment "
+              "table (docs/identify.md, \"Inertial parameters\"; needs bar forces; default: "
+              "identification.toml [inertial] identify, off).")
 @click.option("--workers", type=int, default=None,
               help="Threads for the engine (0 = all cores; default: identification.toml's, "
               "all cores).")
@@ -97,6 +102,7 @@ def identify_command(
     iterations: int | None,
     polish: bool | None,
     seed: int | None,
+    inertial: bool | None,
     workers: int | None,
     dask_address: str | None,
     athlete: str | None,
@@ -112,7 +118,9 @@ def identify_command(
             mass), configs/trial.toml and configs/markerset.toml (trial preparation).
     Writes: OUT/athlete.json (parameters, fit, identifiability, run record), OUT/convergence.csv,
             OUT/summary.txt, OUT/trajectories.png, OUT/stick_figures.png, OUT/convergence.png;
-            with --athlete, the run in the records (trial and athlete.json with their hashes).
+            with --athlete, the run in the records (trial and athlete.json with their hashes);
+            with --inertial, every segment's inertial parameters (athlete.json
+            inertial_parameters, summary.txt).
     Defaults: the seed protocol (Grey Wolf Optimizer, 200 wolves, 50 iterations), evaluated in
     this process on all cores; --dask ADDRESS evaluates the populations on a Dask cluster.
     A least-squares polish follows (--no-polish: the seed protocol alone). The fit is judged
@@ -139,7 +147,7 @@ def identify_command(
         records, athlete_record = open_athlete(athlete, db_path, profile)
         athlete_profile = athlete_record.to_profile()
     overrides = Overrides(algorithm=algorithm, pack=pack, iterations=iterations, seed=seed,
-                          polish=polish, workers=workers)
+                          polish=polish, workers=workers, inertial=inertial)
     outcome, problem, settings, record = run_identification(
         trial, out, config=config, trial_config=trial_config, markerset=markerset,
         body_mass_kg=body_mass_kg, profile=athlete_profile, model_name=model_name,

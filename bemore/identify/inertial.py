@@ -146,20 +146,32 @@ def _weighted_rows(Y: np.ndarray, f, weights) -> tuple[np.ndarray, np.ndarray]:
     return A, b
 
 
+def _prior_rows(A: np.ndarray, prior: np.ndarray, prior_weight: float,
+                prior_sigma: np.ndarray | None) -> np.ndarray:
+    """Per-parameter weights (n,) of the pull π − prior: 1/``prior_sigma`` (the prior's
+    standard deviations, π's units, data rows weighted by 1/noise), else
+    √prior_weight·‖A‖/√n / scale with scale the prior's magnitudes."""
+    if prior_sigma is not None:
+        return 1.0 / np.asarray(prior_sigma, dtype=float)
+    scale = np.maximum(np.abs(prior), 1e-3)
+    return np.sqrt(prior_weight) * np.linalg.norm(A) / np.sqrt(A.shape[1]) / scale
+
+
 def linear_estimate(Y: np.ndarray, f: np.ndarray, prior: np.ndarray,
-                    prior_weight: float = 1e-6, weights: np.ndarray | None = None
-                    ) -> np.ndarray:
+                    prior_weight: float = 1e-6, weights: np.ndarray | None = None,
+                    prior_sigma: np.ndarray | None = None) -> np.ndarray:
     """π (n,) minimising Σ (w·(Y π − f))² + prior_weight·‖Y‖²·‖(π − prior)/scale‖² with
     m ≥ 0 and I_o ≥ 0 (``scipy.optimize.lsq_linear``). ``Y`` (F, 3, n) or (rows, n), ``f``
     matching, ``weights`` per row (default 1; e.g. 1/noise), ``prior`` the table's π, ``scale``
-    its magnitudes: the pull decides only the directions the data do not see."""
+    its magnitudes: the pull decides only the directions the data do not see. With
+    ``prior_sigma`` (n,) the pull is Σ ((π − prior)/prior_sigma)² instead (a Gaussian prior
+    against noise-normalised rows)."""
     from scipy.optimize import lsq_linear
 
     A, b = _weighted_rows(Y, f, weights)
-    scale = np.maximum(np.abs(prior), 1e-3)
-    strength = np.sqrt(prior_weight) * np.linalg.norm(A) / np.sqrt(A.shape[1])
-    A_full = np.vstack([A, strength * np.diag(1.0 / scale)])
-    b_full = np.concatenate([b, strength * prior / scale])
+    pull = _prior_rows(A, prior, prior_weight, prior_sigma)
+    A_full = np.vstack([A, np.diag(pull)])
+    b_full = np.concatenate([b, pull * prior])
     lower = np.full(A.shape[1], -np.inf)
     lower[0::4] = 0.0
     lower[3::4] = 0.0
@@ -245,18 +257,17 @@ factor drifts towards 0 or ∞."""
 
 def consistent_fit(Y: np.ndarray, f: np.ndarray, prior: np.ndarray, theta0: np.ndarray,
                    prior_weight: float = 1e-6, weights: np.ndarray | None = None,
-                   theta_reference: np.ndarray | None = None, max_nfev: int = 200
-                   ) -> ConsistentFit:
-    """Minimise the residuals of :func:`linear_estimate` over log-Cholesky parameters θ (n, 6)
-    from ``theta0`` (analytic Jacobian), with a weak pull (:data:`THETA_PRIOR`) of θ towards
-    ``theta_reference`` (default ``theta0``): every iterate's J is positive definite (module
-    docstring)."""
+                   theta_reference: np.ndarray | None = None, max_nfev: int = 200,
+                   prior_sigma: np.ndarray | None = None) -> ConsistentFit:
+    """Minimise the residuals of :func:`linear_estimate` (same ``prior_weight`` or
+    ``prior_sigma``) over log-Cholesky parameters θ (n, 6) from ``theta0`` (analytic
+    Jacobian), with a weak pull (:data:`THETA_PRIOR`) of θ towards ``theta_reference``
+    (default ``theta0``): every iterate's J is positive definite (module docstring)."""
     from scipy.optimize import least_squares
 
     A, b = _weighted_rows(Y, f, weights)
-    scale = np.maximum(np.abs(prior), 1e-3)
+    pull_pi = _prior_rows(A, prior, prior_weight, prior_sigma)
     size = np.linalg.norm(A) / np.sqrt(A.shape[1])
-    strength = np.sqrt(prior_weight) * size
     shape = np.asarray(theta0).shape
     full_A, full_b = A, b
     # ‖A π − b‖² = ‖R π − Qᵀ b‖² + constant: the fit iterates on the (n, n) triangle.
@@ -268,7 +279,7 @@ def consistent_fit(Y: np.ndarray, f: np.ndarray, prior: np.ndarray, theta0: np.n
 
     def residuals(theta: np.ndarray) -> np.ndarray:
         pi = parameters_of(pseudo_inertia(theta.reshape(shape)))
-        return np.concatenate([A @ pi - b, strength * (pi - prior) / scale,
+        return np.concatenate([A @ pi - b, pull_pi * (pi - prior),
                                pull * (theta - reference)])
 
     def jacobian(theta: np.ndarray) -> np.ndarray:
@@ -277,7 +288,7 @@ def consistent_fit(Y: np.ndarray, f: np.ndarray, prior: np.ndarray, theta0: np.n
         D = np.zeros((4 * n, 6 * n))
         for k in range(n):
             D[4 * k: 4 * k + 4, 6 * k: 6 * k + 6] = blocks[k]
-        return np.vstack([A @ D, strength * D / scale[:, None], pull * np.eye(6 * n)])
+        return np.vstack([A @ D, pull_pi[:, None] * D, pull * np.eye(6 * n)])
 
     from threadpoolctl import threadpool_limits
 

@@ -79,6 +79,8 @@ def athlete_record(
         ),
         # With bar forces: what the markers alone would flag (same Jacobian, joint-centre rows).
         "bar_forces": _bar_forces_record(outcome, problem),
+        # The inertial mode (--inertial): every segment from the bar force, None when off.
+        "inertial_parameters": _inertial_record(outcome),
         "trial": trial,
         "config": config,
         "versions": report.versions(),
@@ -107,6 +109,13 @@ def _bar_forces_record(outcome: Outcome, problem: IdentificationProblem
         "relative_standard_errors": errors,
         "markers_only_identifiability": asdict(markers_only) if markers_only else None,
     }
+
+
+def _inertial_record(outcome: Outcome) -> dict[str, Any] | None:
+    """The inertial mode's result (SI), with the undetermined quantities listed."""
+    if getattr(outcome, "inertial", None) is None:
+        return None
+    return {**asdict(outcome.inertial), "undetermined": outcome.inertial.undetermined}
 
 
 def convergence_csv(outcome: Outcome) -> str:

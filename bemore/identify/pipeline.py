@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from bemore.errors import ConfigError
+from bemore.errors import ConfigError, DataError
 from bemore.identify.run import Outcome, RunSettings, identify, worker_threads
 from bemore.settings import Optimiser
 
@@ -30,6 +30,7 @@ class Overrides:
     seed: int | None = None
     polish: bool | None = None
     workers: int | None = None
+    inertial: bool | None = None  # the inertial mode (None: identification.toml [inertial])
 
 
 def run_settings(optimiser: Optimiser, overrides: Overrides = Overrides()) -> RunSettings:
@@ -145,6 +146,13 @@ def run_identification(
                                            profile.shoulder_centre if profile is not None
                                            else None)
     mark("identify", "trial")
+    inertial_mode = (identification.inertial.identify if overrides.inertial is None
+                     else overrides.inertial)
+    if inertial_mode and not problem.has_forces:
+        raise DataError(f"{trial_path}: the inertial mode needs the bar's force channels "
+                        "(configs/trial.toml [forces]) and identification.toml [forces] "
+                        "use = true; this trial has no bar forces")
+    fitted = problem  # the problem itself, even when a Dask cluster evaluates its populations
     record_config = {
         "identification": str(config_path),
         "gymnast": str(default_config("gymnast.toml")),
@@ -172,5 +180,10 @@ def run_identification(
         record_config["evaluator"] = evaluator.describe()
     finally:
         evaluator.close()
+    if inertial_mode and not outcome.interrupted:
+        from bemore.identify.inertial_mode import identify_inertial
+
+        outcome.inertial = identify_inertial(fitted, outcome.x, identification.inertial)
+        mark("identify", "inertial")
     record = write_results(out, outcome, problem, settings, trial_summary, record_config)
     return Identified(outcome, problem, settings, record)

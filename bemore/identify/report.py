@@ -193,9 +193,53 @@ def summary_text(athlete: dict[str, Any]) -> str:
             lines.append("relative standard errors narrowed by the forces (markers alone → with "
                          "forces): " + ", ".join(f"{name} {alone:.1%} → {both:.1%}"
                                                  for name, alone, both in narrowed))
+    if athlete.get("inertial_parameters"):
+        lines += inertial_text(athlete["inertial_parameters"])
     if athlete.get("interrupted"):
         lines.append("INTERRUPTED: best result so far")
     return "\n".join(lines)
+
+
+def inertial_text(result: dict[str, Any]) -> list[str]:
+    """The inertial mode's table: per segment identified ± SE against the table, a ``?`` on
+    what the bar force does not determine (a value that leans on the table), the segment
+    groups it determines and each segment's data shares."""
+
+    def cell(value: float, error: float, determined: bool, digits: str) -> str:
+        text = f"{value:{digits}}±{error:{digits}}"
+        return text + (" " if determined else "?")
+
+    lines = ["", "inertial parameters from the bar force (identified ± SE, J ≻ 0; ? = not "
+             "determined by the trial: the value leans on the table):",
+             f"{'segment':<10}{'mass kg':>15}{'table':>8}{'CoM x m':>16}{'table':>7}"
+             f"{'I_CoM kg·m²':>18}{'table':>8}{'min eig J':>11}"]
+    for row in result["segments"]:
+        lines.append(
+            f"{row['body']:<10}"
+            f"{cell(row['mass_kg'], row['mass_se_kg'], row['mass_determined'], '.2f'):>15}"
+            f"{row['table_mass_kg']:>8.2f}"
+            f"{cell(row['com_m'][0], row['com_se_m'][0], row['com_determined'][0], '.3f'):>16}"
+            f"{row['table_com_m'][0]:>7.3f}"
+            f"{cell(row['inertia_com_kgm2'], row['inertia_com_se_kgm2'], row['inertia_determined'], '.4f'):>18}"  # noqa: E501
+            f"{row['table_inertia_com_kgm2']:>8.4f}{row['j_min_eigenvalue']:>11.3g}")
+    rms, table_rms = result["force_residual_rms_n"], result["table_force_residual_rms_n"]
+    lines.append(
+        f"total mass {result['total_mass_kg']:.3f} ± {result['total_mass_se_kg']:.3f} kg "
+        f"(table {result['table_total_mass_kg']:.3f}); bar-force residual x {rms[0]:.3g}, "
+        f"y {rms[1]:.3g} N (table's parameters: {table_rms[0]:.3g}, {table_rms[1]:.3g} N); "
+        f"{result['determined_combinations']} of {len(result['parameters'])} parameter "
+        f"combinations narrowed to half the table's uncertainty or less, "
+        f"{result['effective_samples']:.0f} independent samples")
+    determined = [group for group in result.get("groups", []) if group["determined"]]
+    lines.append("masses the bar force determines together (kg, ± SE, table): " + (", ".join(
+        f"{'+'.join(group['bodies'])} {group['mass_kg']:.2f} ± {group['se_kg']:.2f} "
+        f"({group['table_kg']:.2f})" for group in determined) or "none"))
+    shares = {row["name"]: row["data_share"] for row in result["parameters"]}
+    lines.append("share of the table's uncertainty the bar force removed (mass / first moment x): "
+                 + ", ".join(f"{row['body']} {shares[row['body'] + '.mass']:.2f}/"
+                             f"{shares[row['body'] + '.first_moment_x']:.2f}"
+                             for row in result["segments"]))
+    return lines
 
 
 FORCE_NARROWING = 1.5  # a relative standard error this many times smaller with forces is shown

@@ -89,6 +89,8 @@ class Outcome:
     # With bar forces: the same analysis on the joint-centre rows of the same Jacobian alone
     # (what the markers determine without the forces); None without forces.
     identifiability_markers_only: Identifiability | None = None
+    # The inertial mode's result (bemore.identify.inertial_mode.InertialResult), None when off.
+    inertial: Any = None
 
     @property
     def made_identifiable_by_forces(self) -> list[str]:

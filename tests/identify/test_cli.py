@@ -45,6 +45,7 @@ def test_short_run_on_the_sample_trial_writes_athlete_json(tmp_path) -> None:
     assert list(athlete["parameters"]) == [item["name"] for item in athlete["config"]["box"]]
     assert len(athlete["parameters"]) == 13  # the seed's twelve and the neck convention
     assert athlete["pack"] == 6 and athlete["iterations"] == 2 and athlete["seed"] == 3
+    assert athlete["inertial_parameters"] is None  # the inertial mode is off by default
     assert athlete["evaluations"] == 13  # 2 × 6 and the re-evaluated best
     assert athlete["trial"]["source"].endswith("sample_trial.c3d")
     assert athlete["config"]["trunk_mass_upper_bound_kg"] == pytest.approx(25.433)
