@@ -17,12 +17,14 @@ ENVIRONMENT = "BEMORE_PHASE_TIMES"
 
 
 def mark(command: str, phase: str) -> None:
-    """Record that ``phase`` of ``command`` ends now (no-op unless ``BEMORE_PHASE_TIMES`` is
-    set; a file that cannot be written is ignored: timing never fails a command)."""
+    """Record that ``phase`` of ``command`` ends now, with the process's CPU time so far
+    (``cpu_s``, s, all its threads) (no-op unless ``BEMORE_PHASE_TIMES`` is set; a file that
+    cannot be written is ignored: timing never fails a command)."""
     path = os.environ.get(ENVIRONMENT)
     if not path:
         return
-    line = json.dumps({"command": command, "phase": phase, "end_unix_s": time.time()})
+    line = json.dumps({"command": command, "phase": phase, "end_unix_s": time.time(),
+                       "cpu_s": time.process_time()})
     try:
         with open(path, "a", encoding="utf-8") as stream:
             stream.write(line + "\n")
@@ -48,4 +50,18 @@ def durations(path: str | os.PathLike[str], started_unix_s: float, total_s: floa
         seconds[phase] = seconds.get(phase, 0.0) + end - previous
         previous = end
     seconds["exit"] = started_unix_s + total_s - previous
+    return seconds
+
+
+def cpu_durations(path: str | os.PathLike[str], total_cpu_s: float) -> dict[str, float]:
+    """CPU seconds (all threads) of each phase marked in ``path`` by one process whose whole
+    CPU time was ``total_cpu_s`` (e.g. from ``wait4``): from the previous mark's ``cpu_s`` (or
+    0) to its own; "exit" is what follows the last mark."""
+    seconds: dict[str, float] = {}
+    previous = 0.0
+    for item in read(path):
+        phase, end = str(item["phase"]), float(item["cpu_s"])
+        seconds[phase] = seconds.get(phase, 0.0) + end - previous
+        previous = end
+    seconds["exit"] = total_cpu_s - previous
     return seconds

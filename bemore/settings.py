@@ -162,7 +162,13 @@ class ForceTerm(Section):
 
     use: bool = Field(True, description="add the force term when the trial carries bar forces")
     weight: PositiveFloat = Field(
-        1.0, description="multiplies the force term; 1 = each residual normalised by its noise")
+        0.5, description="multiplies the force term; 1 = each residual normalised by its noise "
+        "alone (docs/identify.md, 'Bar forces': the simulated force also carries the driven "
+        "motion's error)")
+    bar_rate_margin_m_per_s: float = Field(
+        0.1, ge=0.0, le=1.0,
+        description="with the force term: the bar's start velocity searched within the "
+        "prepared one ± this (m/s; 0 = as prepared)")
 
 
 class InertialMode(Section):

@@ -6,7 +6,8 @@ noise, 2 % force noise, seed 1) is prepared once; the same identification (seed 
 search) runs on it with ``[forces] use = false`` and with the force term, alternated, and the
 median wall time of each is reported (the machine is shared: the load average is printed).
 The force term costs the simulation's free-coordinate outputs (the search's cost otherwise
-keeps only the running sum of squared distances) and 2 more residuals per frame.
+keeps only the running sum of squared distances), 2 more residuals per frame and 2 more start
+unknowns (the bar's start velocity); both polishes use the exact Jacobian.
 """
 
 from __future__ import annotations

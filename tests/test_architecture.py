@@ -122,6 +122,18 @@ def test_the_model_imports_nothing_above_it() -> None:
     assert found == []
 
 
+def test_the_trial_and_identification_import_nothing_downstream() -> None:
+    # Data flows one way: trial → model → optimisation → identification → synthesis → bench.
+    # (The records database is a store every command's CLI layer may write to.)
+    downstream = ("bemore.synthesis", "bemore.batch", "bemore.cli")
+    found = [f"{path.relative_to(ROOT)} imports {name}"
+             for layer in ("trial", "optimize", "identify")
+             for path in sorted((ROOT / "bemore" / layer).rglob("*.py"))
+             for name in _bemore_imports(path)
+             if name.startswith(downstream)]
+    assert found == []
+
+
 def test_no_module_outside_tests_imports_pinocchio() -> None:
     # Pinocchio (PyPI `pin`, module `pinocchio`) is a test oracle, declared in the test extra.
     found = [f"{path.relative_to(ROOT)} imports {name}"

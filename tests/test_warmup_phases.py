@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
+
+import pytest
 
 import bemore.warmup as warmup
 from bemore import phases
@@ -66,3 +69,18 @@ def test_the_warm_up_byte_compiles_the_packages(tmp_path, monkeypatch) -> None:
         assert Path(importlib.util.cache_from_source(str(package / name))).is_file()
     (package / "broken.py").write_text("def broken(:\n")
     assert warmup.compile_bytecode() is False  # that file is compiled at import instead
+
+
+def test_cpu_durations_follow_the_process_cpu_time_between_marks(tmp_path, monkeypatch) -> None:
+    target = tmp_path / "marks.jsonl"
+    monkeypatch.setenv(phases.ENVIRONMENT, str(target))
+    phases.mark("identify", "start-up")
+    spent = time.process_time()
+    while time.process_time() - spent < 0.05:  # 50 ms of CPU in this phase
+        sum(range(1000))
+    phases.mark("identify", "search")
+    marks = phases.read(target)
+    seconds = phases.cpu_durations(target, marks[-1]["cpu_s"] + 0.25)
+    assert seconds["start-up"] == marks[0]["cpu_s"]
+    assert 0.05 <= seconds["search"] < 1.0
+    assert seconds["exit"] == pytest.approx(0.25, abs=1e-9)

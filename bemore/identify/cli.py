@@ -154,13 +154,18 @@ def identify_command(
         overrides=overrides, dask_address=dask_address,
         run=lambda problem, settings: _run_with_progress(problem, settings, identify),
     )
-    # The result first; the plots (matplotlib, 1–2 s) after it.
+    # The result first; the plots after it.
     click.echo(summary_text(record))
     click.echo(f"wrote {out}/athlete.json, convergence.csv, summary.txt; plotting…")
     mark("identify", "result")
     write_plots(out, outcome, problem, settings)
     click.echo(f"wrote {out}/trajectories.png, stick_figures.png, convergence.png")
     mark("identify", "plots")
+    # What is loaded lives until the process ends: out of the collector's sight, the
+    # interpreter's teardown does not walk it (as in synthesize; docs/speed.md).
+    import gc
+
+    gc.freeze()
     if records is not None:
         from bemore.records.register import register_identify
 

@@ -13,7 +13,13 @@ to the normalised parameters (0 → lower bound, 1 → upper bound). Three quant
   scores ``s_t = J_tᵀ r_t`` (Newey–West, Bartlett weights, the bandwidth the lag at which the
   residuals' pooled autocorrelation falls below ``BANDWIDTH_CORRELATION``). Without it, the
   white-noise ``σ²·(JᵀJ)⁻¹`` with ``σ² = Σr²/(m − d)`` (7–15 times too small on the sample,
-  a 1 kHz trial of 100 Hz markers: docs/identify.md, "Standard errors");
+  a 1 kHz trial of 100 Hz markers: docs/identify.md, "Standard errors"). The sandwich sees
+  the noise only where it shows in the residuals; the noise of the driven motion, the arm's
+  end and the start moves the estimates without showing there. With ``noise`` (the trial's
+  marker noise propagated through the trial chain, :mod:`bemore.identify.propagation`) the
+  covariance is that propagated noise's plus the sandwich's MODEL-ERROR part: the sandwich
+  less what the noise alone puts into it (the same sandwich of the copies' residual changes
+  left after their own least-squares response), its negative eigenvalues set to 0;
 * **correlation** with every other parameter, from the same covariance.
 
 A parameter is flagged as not determined by the trial when its sensitivity is below
@@ -30,15 +36,18 @@ by far the most sensitive unknown), and their relative error is relative to thei
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from bemore.identify.propagation import PropagatedNoise
 
 SENSITIVITY_FLOOR = 0.01  # fraction of the most sensitive parameter's sensitivity
 MAX_CORRELATION = 0.95  # |correlation| above which two parameters are not told apart
 MAX_RELATIVE_ERROR = 0.25  # standard error / |value| above which a value is not trusted
 BOUND_MARGIN = 0.005  # fraction of the box's width within which a value sits at a bound
 BANDWIDTH_CORRELATION = 0.05  # residual autocorrelation below which lags are not summed
-INPUT_NOISE_FACTOR = 1.5  # long-run standard errors × this (input noise; calibrated, see docs)
 
 
 @dataclass
@@ -53,6 +62,12 @@ class ParameterIdentifiability:
     correlation: float
     identifiable: bool
     reasons: list[str]
+    # The standard error's parts (SI; None: not propagated): the residual sandwich's, the
+    # propagated marker noise's and the model error's (the sandwich's part beyond what the
+    # noise puts into it); ``standard_error`` = √(noise² + model²) when propagated.
+    standard_error_residuals: float | None = None
+    standard_error_noise: float | None = None
+    standard_error_model: float | None = None
 
 
 @dataclass
@@ -64,8 +79,9 @@ class Identifiability:
     correlation_matrix: list[list[float]]
     residual_rms_mm: float
     nuisance: list[str]
-    covariance: str = "white"  # "long-run (Newey-West, N frames)" or "white"
+    covariance: str = "white"  # "long-run (Newey-West, N frames)" or "white", and the noise
     bandwidth_frames: int = 0
+    noise_realisations: int = 0  # K noisy copies of the trial propagated (0: none)
 
     @property
     def flagged(self) -> list[str]:
@@ -88,6 +104,7 @@ def analyse(
     positions: np.ndarray | None = None,
     untrusted: str | None = None,
     lowers: np.ndarray | None = None,
+    noise: PropagatedNoise | None = None,
 ) -> Identifiability:
     """Identifiability at the optimum.
 
@@ -99,7 +116,9 @@ def analyse(
     the parameters at a bound. ``untrusted``: a reason every parameter is flagged for (e.g. a
     poor fit, whose errors bound the noise's effect, not the model error's). ``lowers``: (d,)
     the lower bounds (SI); a parameter whose box spans zero has its relative error taken
-    relative to its range.
+    relative to its range. ``noise``: the trial's marker noise propagated through the trial
+    chain (:mod:`bemore.identify.propagation`): the covariance is then that noise's plus the
+    sandwich's model-error part (see the module docstring).
     """
     J = np.asarray(jacobian, dtype=float)
     r = np.asarray(residuals, dtype=float)
@@ -111,13 +130,28 @@ def analyse(
     bandwidth = 0
     if frames and frames > 1 and m % frames == 0:
         meat, bandwidth = long_run_score_covariance(J, r, frames)
-        covariance = (bread @ meat @ bread * frames / max(frames - d, 1)
-                      * INPUT_NOISE_FACTOR**2)
-        kind = (f"long-run (Newey-West, bandwidth {bandwidth} frames) × {INPUT_NOISE_FACTOR:g} "
-                "for the driven motion's noise")
+        covariance = bread @ meat @ bread * frames / max(frames - d, 1)
+        kind = f"long-run (Newey-West, bandwidth {bandwidth} frames)"
     else:
         covariance = float(r @ r) / max(m - d, 1) * bread
         kind = "white"
+    residual_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
+    noise_error_n = np.full(d, np.nan)
+    model_error_n = np.full(d, np.nan)
+    if noise is not None and bandwidth_known(frames, m):
+        # What the noise alone would put into the sandwich: the copies' residual changes
+        # left after their own least-squares response, through the same sandwich.
+        changes = noise.residual_changes
+        left = changes - (changes @ J) @ bread @ J.T
+        meats = bartlett_meats(J, left, frames, bandwidth)
+        noise_sandwich = (bread @ meats.mean(axis=0) @ bread * frames / max(frames - d, 1))
+        model = positive_part(covariance - noise_sandwich)
+        noise_error_n = np.sqrt(np.clip(np.diag(noise.covariance), 0.0, None))
+        model_error_n = np.sqrt(np.clip(np.diag(model), 0.0, None))
+        covariance = noise.covariance + model
+        kind += (f": its part beyond what the marker noise puts into it (model error), plus "
+                 f"the marker noise ({noise.noise_m * 1e3:.3g} mm) propagated through the "
+                 f"trial chain ({noise.realisations} copies)")
     standard_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     with np.errstate(divide="ignore", invalid="ignore"):
         correlation = covariance / np.outer(standard_error_n, standard_error_n)
@@ -168,6 +202,9 @@ def analyse(
                 correlation=float(correlation[k, partner]) if d > 1 else 0.0,
                 identifiable=not reasons,
                 reasons=reasons,
+                standard_error_residuals=float(residual_error_n[k] * widths[k]),
+                standard_error_noise=_part(noise_error_n[k] * widths[k]),
+                standard_error_model=_part(model_error_n[k] * widths[k]),
             )
         )
     return Identifiability(
@@ -178,7 +215,54 @@ def analyse(
         nuisance=list(names[parameters:]),
         covariance=kind,
         bandwidth_frames=bandwidth,
+        noise_realisations=noise.realisations if noise is not None else 0,
     )
+
+
+def _part(value: float) -> float | None:
+    """A standard error's part (SI), None when it was not computed (NaN)."""
+    return float(value) if np.isfinite(value) else None
+
+
+def bandwidth_known(frames: int | None, rows: int) -> bool:
+    """Whether the rows are ``frames`` frames of residuals (the long-run sandwich applies)."""
+    return bool(frames and frames > 1 and rows % frames == 0)
+
+
+def bartlett_meats(jacobian: np.ndarray, residuals: np.ndarray, frames: int, bandwidth: int
+                   ) -> np.ndarray:
+    """(K, d, d): :func:`long_run_score_covariance`'s middle for each of K residual vectors
+    (K, m) at once, with the given ``bandwidth``. The Bartlett sum Σ_l (1 − |l|/(L + 1))·
+    Σ_t s_t s_{t+l}ᵀ is Σ_t S_t S_tᵀ / (L + 1) with S_t the sum of the scores over the L + 1
+    frames ending at t (all partial windows included).
+
+    >>> rng = np.random.default_rng(1)
+    >>> J, r = rng.normal(size=(600, 2)), rng.normal(size=600)
+    >>> one = long_run_score_covariance(J, r, 200)[0]
+    >>> bool(np.allclose(bartlett_meats(J, r[None], 200, _bandwidth(r.reshape(200, 3)))[0],
+    ...                  one))
+    True
+    """
+    m, d = jacobian.shape
+    columns = m // frames
+    r = np.asarray(residuals, dtype=float).reshape(-1, frames, columns)
+    scores = np.einsum("fcd,kfc->kfd", jacobian.reshape(frames, columns, d), r)
+    total = np.concatenate([np.zeros((r.shape[0], 1, d)), np.cumsum(scores, axis=1)], axis=1)
+    t = np.arange(frames + bandwidth)
+    windows = total[:, np.minimum(t + 1, frames)] - total[:, np.maximum(t - bandwidth, 0)]
+    return np.einsum("ktd,kte->kde", windows, windows) / (bandwidth + 1.0)
+
+
+def positive_part(matrix: np.ndarray) -> np.ndarray:
+    """The symmetric ``matrix`` (d, d) with its negative eigenvalues set to 0 (a covariance).
+
+    >>> positive_part(np.array([[1.0, 0.0], [0.0, -2.0]]))
+    array([[1., 0.],
+           [0., 0.]])
+    """
+    symmetric = (matrix + matrix.T) / 2.0
+    values, vectors = np.linalg.eigh(symmetric)
+    return (vectors * np.clip(values, 0.0, None)) @ vectors.T
 
 
 def long_run_score_covariance(jacobian: np.ndarray, residuals: np.ndarray, frames: int

@@ -42,6 +42,7 @@ from bemore.settings import InitialState as InitialStateSettings
 RATE = "initial.rotation_rate"
 ANGLE = "initial.rotation_angle"
 REST_X, REST_Y = "bar.rest_offset_x", "bar.rest_offset_y"
+BAR_RATE = ("initial.bar_rate_x", "initial.bar_rate_y")
 SHOULDER_REST = ("shoulder.rest_offset_ap", "shoulder.rest_offset_pd")
 SHOULDER_REST_PARAMETERS = ("shoulder.rest_ap", "shoulder.rest_pd")
 HAND_ROTATION = 2  # index of the rotation about the bar among the free coordinates
@@ -86,10 +87,13 @@ class StartState(Box):
         motion: Any,
         settings: InitialStateSettings,
         shoulder_rest: bool = False,
+        bar_rate_margin_m_per_s: float = 0.0,
     ) -> StartState:
         """From the prepared free state (5,), the seen shoulder translations (2,) m and the
         driven motion (its first frame is used); ``shoulder_rest``: the shoulder springs' rest
-        is an unknown too (the arm's end came from a recipe, acromions on the trunk's side)."""
+        is an unknown too (the arm's end came from a recipe, acromions on the trunk's side);
+        ``bar_rate_margin_m_per_s`` > 0: the bar's start velocity is an unknown too, within the
+        prepared one ± this (m/s; a trial with bar forces, whose damping term c·v sees it)."""
         rate = float(free_qd0[HAND_ROTATION])
         margin = settings.rate_margin_rad_per_s
         names, units = [RATE], ["rad/s"]
@@ -106,6 +110,12 @@ class StartState(Box):
                 units.append("m")
                 lower.append(-settings.bar_rest_margin_m)
                 upper.append(settings.bar_rest_margin_m)
+        if bar_rate_margin_m_per_s > 0:
+            for k, name in enumerate(BAR_RATE):
+                names.append(name)
+                units.append("m/s")
+                lower.append(float(free_qd0[BAR][k]) - bar_rate_margin_m_per_s)
+                upper.append(float(free_qd0[BAR][k]) + bar_rate_margin_m_per_s)
         if shoulder_rest and settings.shoulder_rest_margin_m > 0:
             for name in SHOULDER_REST:
                 names.append(name)
@@ -126,13 +136,16 @@ class StartState(Box):
         )
 
     def start(
-        self, model: Any, P: np.ndarray, X: np.ndarray
+        self, model: Any, P: np.ndarray, X: np.ndarray,
+        prepared: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per member: parameters with the bar rest set (B, n_params), q0 (B, 5), q̇0 (B, 5) and
         the equilibrium free state (B, 5) (NaN rows for members the engine cannot simulate).
 
         ``P`` are the members' model parameters (rest columns are overwritten), ``X`` (B, dim)
-        their normalised nuisance unknowns.
+        their normalised nuisance unknowns. ``prepared``: per member, the prepared start
+        (free q0 (B, 5), q̇0 (B, 5), seen shoulder translations (B, 2)) instead of the trial's
+        (e.g. noisy copies of the trial; the nuisance unknowns keep their values).
         """
         values = self.to_physical(np.atleast_2d(X))
         B = P.shape[0]
@@ -148,7 +161,9 @@ class StartState(Box):
         if SHOULDER_REST[0] in self.names:
             for parameter, name in zip(SHOULDER_REST_PARAMETERS, SHOULDER_REST, strict=True):
                 P[:, model.parameter_names.index(parameter)] = values[:, self.names.index(name)]
-        start = np.repeat(self.free_q0[None, :], B, axis=0)
+        free_q0, free_qd0, shoulder_seen = prepared or (self.free_q0, self.free_qd0,
+                                                        self.shoulder_seen)
+        start = np.array(np.broadcast_to(free_q0, (B, len(self.free_q0))))
         if ANGLE in self.names:
             start[:, HAND_ROTATION] = values[:, self.names.index(ANGLE)]
         equilibrium = spring_equilibrium(model, P, start, self.oracle)
@@ -156,14 +171,17 @@ class StartState(Box):
         for k, name in enumerate((REST_X, REST_Y)):
             if name in self.names:
                 offset[:, k] = values[:, self.names.index(name)]
-        P[:, columns] = self.free_q0[BAR] - equilibrium[:, BAR] + offset
+        P[:, columns] = start[:, BAR] - equilibrium[:, BAR] + offset
         q0 = start
         if self.shoulder_start == "equilibrium":
             q0[:, SHOULDER] = equilibrium[:, SHOULDER]
         else:
-            q0[:, SHOULDER] = self.shoulder_seen
-        qd0 = np.repeat(self.free_qd0[None, :], B, axis=0)
+            q0[:, SHOULDER] = shoulder_seen
+        qd0 = np.array(np.broadcast_to(free_qd0, (B, len(self.free_qd0))))
         qd0[:, HAND_ROTATION] = values[:, self.names.index(RATE)]
+        for k, name in enumerate(BAR_RATE):
+            if name in self.names:
+                qd0[:, k] = values[:, self.names.index(name)]
         return P, q0, qd0, equilibrium
 
     def describe(self) -> list[dict[str, Any]]:
@@ -202,7 +220,8 @@ class StartState(Box):
             "notes": (
                 "nuisance unknowns of this trial, not athlete parameters: the rotation rate "
                 "and angle about the bar at the first frame, the bar springs' rest position (bar "
-                "start − equilibrium deflection + offset) and, acromions on the trunk's side, the "
+                "start − equilibrium deflection + offset), with bar forces the bar's start "
+                "velocity and, acromions on the trunk's side, the "
                 "shoulder springs' rest (the arm-end recipe's bias); see docs/identify.md "
                 "'Initial state'"
             ),

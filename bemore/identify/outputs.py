@@ -174,7 +174,7 @@ def write_results(
 def write_plots(
     out_dir: Path, outcome: Outcome, problem: IdentificationProblem, settings: RunSettings
 ) -> None:
-    """trajectories.png, stick_figures.png and convergence.png (matplotlib: ~1–2 s)."""
+    """trajectories.png, stick_figures.png and convergence.png (drawn with Pillow)."""
     t = problem.motion.t
     index = [problem.model.point_names.index(name) for name in problem.cost_points]
     simulated = outcome.simulated_points[:, index]

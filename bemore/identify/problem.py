@@ -107,16 +107,21 @@ class IdentificationProblem(Problem):
 
             model = load_model("real_gymnast")
         from bemore.model.body import body_parameters
-        from bemore.settings import load_gymnast
+        from bemore.settings import ForceTerm, load_gymnast
 
         motion = _driven_by_name(trial, model)
+        forces = forces if forces is not None else ForceTerm()
+        use = forces.use and getattr(trial, "bar_force", None) is not None
         start = None
         if space.initial_state is not None:
+            # With forces the bar's start velocity is fitted too: the markers' start fit
+            # misreads the bar's first oscillation (docs/identify.md, "Bar forces").
+            margin = forces.bar_rate_margin_m_per_s if use else 0.0
             start = StartState.from_arrays(trial.free_q0, trial.free_qd0,
                                            trial.free_seen[0, SHOULDER], motion,
                                            space.initial_state,
                                            shoulder_rest=getattr(trial, "arm_end", None)
-                                           is not None)
+                                           is not None, bar_rate_margin_m_per_s=margin)
         held: list[dict[str, Any]] = []
         if not getattr(trial, "shoulder_springs_observable", True):
             # Acromions on the trunk's side and nothing fixed on the arm: the springs'
@@ -133,16 +138,18 @@ class IdentificationProblem(Problem):
             body.update({name: value for name, value in LOCKED_SHOULDER.items()
                          if name in model.parameter_names})
         bar_force, scales = None, None
-        use = forces.use if forces is not None else True
-        if use and getattr(trial, "bar_force", None) is not None:
+        if use:
             bar_force = trial.bar_force
             scales = force_scales(trial.marker_noise_m, trial.rate_hz_original,
                                   trial.bar_force_noise_n, trial.bar_force_rate_hz, bar_force,
-                                  forces.weight if forces is not None else 1.0)
+                                  forces.weight)
         problem = cls(model, space, motion, trial.free_q0, trial.free_qd0,
                       trial.joint_centres, tuple(trial.joint_centre_names), start,
                       samples_per_step, trial.marker_noise_m, body, bar_force, scales)
         problem.held = held
+        # What the body and the data came from: the noise propagation (bemore.identify.
+        # propagation) measures the body again on noisy copies of the trial.
+        problem.trial, problem.body_source = trial, (table, body_mass_kg)
         problem.conventions = trial.conventions() if hasattr(trial, "conventions") else {}
         return problem
 
@@ -200,6 +207,8 @@ class IdentificationProblem(Problem):
         # ParameterSpace.without), and the trial's conventions record (Trial.conventions()).
         self.held: list[dict[str, Any]] = []
         self.conventions: dict[str, Any] = {}
+        self.trial: Any = None  # the prepared trial (from_trial), or None
+        self.body_source: tuple[Any, float | None] | None = None  # (segment table, body mass)
         self._defaults = model.parameter_matrix([self.body])[0]
         self._columns = [model.parameter_names.index(name) for name in space.names]
         self._point_index = [model.point_names.index(name) for name in cost_points]
@@ -354,29 +363,41 @@ class IdentificationProblem(Problem):
         dq0 and dq̇0 (N, dim, 5). The parameters' own columns are linear in x; the bar rest and
         the equilibrium shoulder start solve the spring equilibrium (Newton), differenced
         centrally with ``step`` (no trial simulation: a static solve per point)."""
+        return self._members_and_start_derivatives(X, step)[1]
+
+    def _members_and_start_derivatives(self, X: np.ndarray, step: float = START_STEP
+                                       ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+        """:meth:`members` of X and :meth:`start_derivatives`, the spring equilibria of X and
+        of its 2·dim differenced points solved in ONE batch (a member's equilibrium does not
+        depend on its batch: the same numbers as two calls)."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
         N, d = X.shape
         eye = np.eye(d) * step
-        points = np.concatenate([X[:, None, :] + eye, X[:, None, :] - eye], axis=1)
+        points = np.concatenate([X[:, None, :], X[:, None, :] + eye, X[:, None, :] - eye],
+                                axis=1)
         P, q0, qd0 = self.members(points.reshape(-1, d))
-        nf = self.model.n_free
-        P = P.reshape(N, 2, d, -1)
-        q0 = np.broadcast_to(q0, (2 * N * d, nf)).reshape(N, 2, d, nf)
-        qd0 = np.broadcast_to(qd0, (2 * N * d, nf)).reshape(N, 2, d, nf)
-        return tuple((a[:, 0] - a[:, 1]) / (2.0 * step) for a in (P, q0, qd0))
+        nf, width = self.model.n_free, 2 * d + 1
+        P = P.reshape(N, width, -1)
+        q0 = np.broadcast_to(q0, (width * N, nf)).reshape(N, width, nf)
+        qd0 = np.broadcast_to(qd0, (width * N, nf)).reshape(N, width, nf)
+        members = tuple(np.ascontiguousarray(a[:, 0]) for a in (P, q0, qd0))
+        derivatives = tuple((a[:, 1:d + 1] - a[:, d + 1:]) / (2.0 * step) for a in (P, q0, qd0))
+        return members, derivatives
 
     def jacobian(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Residuals (N, m) of X (N, dim), as :meth:`residuals` gives them, and their exact
         Jacobian (N, m, dim) in m per unit of x: the engine's forward-mode sensitivities
-        (:mod:`bemore.model.sensitivity`) chained with :meth:`start_derivatives`. A member that
+        (:mod:`bemore.model.sensitivity`) chained with :meth:`start_derivatives`; with bar
+        forces, the force rows from the free state's sensitivities
+        (``Model.spring_force_tangents``). A member that
         cannot be simulated gets the penalty residuals and a zero Jacobian."""
         from bemore.model.sensitivity import point_sensitivities
 
         X = np.atleast_2d(np.asarray(X, dtype=float))
         N, d = X.shape
-        P, q0, qd0 = self.members(X)
-        dP, dq0, dqd0 = self.start_derivatives(X)
-        result = point_sensitivities(self.model, P, self.motion, q0, qd0, dP, dq0, dqd0)
+        (P, q0, qd0), (dP, dq0, dqd0) = self._members_and_start_derivatives(X)
+        result = point_sensitivities(self.model, P, self.motion, q0, qd0, dP, dq0, dqd0,
+                                     states=self.has_forces)
         difference = np.take(result.points, self._point_index, axis=2)
         np.subtract(difference, self.measured, out=difference)
         derivative = np.take(result.derivatives, self._point_index, axis=3)  # (N, d, F, 7, 2)
@@ -384,10 +405,25 @@ class IdentificationProblem(Problem):
         if unseen.any():
             difference[:, unseen] = 0.0
             derivative[:, :, unseen] = 0.0
+        frames = self.measured.shape[0]
+        if self.has_forces:
+            # Each frame's 14 coordinates then its 2 scaled force residuals, as residuals().
+            force = self._force_residuals(P, result.free_q, result.free_qd)  # (N, F, 2)
+            d_force = self.model.spring_force_tangents(
+                P, result.free_q, result.free_qd, dP, result.d_free_q, result.d_free_qd,
+                BAR_AXES) * self.force_scale  # (N, d, F, 2)
+            difference = np.concatenate([difference.reshape(N, frames, -1), force], axis=2)
+            derivative = np.concatenate([derivative.reshape(N, d, frames, -1), d_force],
+                                        axis=3)
         difference = difference.reshape(N, -1)
         J = np.ascontiguousarray(derivative.reshape(N, d, -1).transpose(0, 2, 1))
         bad = ~(np.isfinite(difference).all(axis=1) & np.isfinite(J).all(axis=(1, 2)))
-        difference[bad] = PENALTY_DISTANCE_M / np.sqrt(2.0)
+        if self.has_forces:
+            shaped = difference.reshape(N, frames, -1)
+            shaped[bad, :, :2 * len(self.cost_points)] = PENALTY_DISTANCE_M / np.sqrt(2.0)
+            shaped[bad, :, 2 * len(self.cost_points):] = 0.0
+        else:
+            difference[bad] = PENALTY_DISTANCE_M / np.sqrt(2.0)
         J[bad] = 0.0
         return difference, J
 

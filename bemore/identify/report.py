@@ -267,88 +267,64 @@ def _decimation(frames: int) -> int:
 def plot_trajectories(
     path: Path, t: np.ndarray, measured: np.ndarray, simulated: np.ndarray, names: list[str]
 ) -> None:
-    """Measured vs simulated x(t) and y(t) of each joint centre (mm), one panel per centre."""
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
+    """Measured vs simulated x(t) and y(t) of each joint centre (mm), one panel per centre,
+    stacked in one PNG (Pillow, :mod:`bemore.raster`: no matplotlib import)."""
+    from PIL import Image
+
+    from bemore.raster import Chart
 
     step = _decimation(t.size)
-    figure = Figure(figsize=(8, 1.3 * len(names)))
-    axes = figure.subplots(len(names), 1, sharex=True)
+    panels = []
     for k, name in enumerate(names):
-        axis = axes[k]
-        for column, (solid, dashed) in enumerate((("k", "r"), ("0.55", "tab:orange"))):
+        chart = Chart(title="", xlabel="t (s)" if k == len(names) - 1 else "",
+                      ylabel=f"{name} (mm)", legend_below=k == 0, legend_columns=4)
+        for column, (solid, dashed) in enumerate((("black", "tab:red"),
+                                                  ("grey", "tab:orange"))):
             label = "xy"[column]
-            axis.plot(
-                t[::step],
-                measured[::step, k, column] * 1e3,
-                color=solid,
-                lw=1.2,
-                label=f"{label} measured",
-            )
-            axis.plot(
-                t[::step],
-                simulated[::step, k, column] * 1e3,
-                "--",
-                color=dashed,
-                lw=1.0,
-                label=f"{label} simulated",
-            )
-        axis.set_ylabel(f"{name} (mm)", fontsize=8)
-        axis.tick_params(labelsize=7)
-        # Few ticks: drawing tick objects is most of matplotlib's time here.
-        axis.yaxis.set_major_locator(MaxNLocator(3))
-        axis.xaxis.set_major_locator(MaxNLocator(5))
-    axes[0].legend(fontsize=7, ncol=4, loc="upper left")
-    axes[-1].set_xlabel("t (s)")
-    figure.subplots_adjust(left=0.1, right=0.98, top=0.98, bottom=0.06, hspace=0.15)
-    figure.savefig(path, dpi=80)
+            chart.line(t[::step], measured[::step, k, column] * 1e3, colour=solid, width=1.2,
+                       label=f"{label} measured" if k == 0 else None)
+            chart.line(t[::step], simulated[::step, k, column] * 1e3, colour=dashed,
+                       width=1.0, style="dashed",
+                       label=f"{label} simulated" if k == 0 else None)
+        panels.append(chart.draw((800, 190 if k == 0 else 160)))
+    image = Image.new("RGB", (800, sum(panel.height for panel in panels)), "white")
+    top = 0
+    for panel in panels:
+        image.paste(panel, (0, top))
+        top += panel.height
+    image.save(path, compress_level=1)
 
 
 def plot_stick_figures(
     path: Path, t: np.ndarray, measured: np.ndarray, simulated: np.ndarray, count: int = 6
 ) -> None:
-    """Measured (black) and simulated (red) joint-centre chains at ``count`` key frames.
+    """Measured (black) and simulated (red, dashed) joint-centre chains at ``count`` key frames.
 
-    The frames are drawn side by side, each shifted by 3.5 m along x; blue squares: the bar.
+    The frames are drawn side by side, each shifted by 3.5 m along x; blue dots: the bar, with
+    the frame's time (Pillow, :mod:`bemore.raster`).
     """
-    from matplotlib.figure import Figure
+    from bemore.raster import Chart, Mark
 
     frames = np.linspace(0, t.size - 1, count).round().astype(int)
-    figure = Figure(figsize=(2.2 * count, 2.8))
-    axis = figure.subplots()
+    chart = Chart(title="", xlabel="m (frames shifted by 3.5 m)", ylabel="m")
     for slot, frame in enumerate(frames):
         shift = np.array([3.5 * slot, 0.0])
-        axis.plot(
-            *(measured[frame] + shift).T, "ko-", lw=2, ms=3, label="measured" if slot == 0 else None
-        )
-        axis.plot(
-            *(simulated[frame] + shift).T,
-            "ro--",
-            lw=1.2,
-            ms=3,
-            label="simulated" if slot == 0 else None,
-        )
-        axis.plot(*shift, "bs", ms=4)
-        axis.text(shift[0], 2.0, f"t = {t[frame]:.2f} s", ha="center", fontsize=8)
-    axis.set_aspect("equal")
-    axis.set_ylim(-1.9, 2.3)
-    axis.set_xlabel("m (frames shifted by 3.5 m)", fontsize=8)
-    axis.tick_params(labelsize=7)
-    axis.legend(fontsize=7, loc="lower left")
-    figure.subplots_adjust(left=0.04, right=0.99, top=0.97, bottom=0.15)
-    figure.savefig(path, dpi=80)
+        chart.line(*(measured[frame] + shift).T, colour="black", width=2.0,
+                   label="measured" if slot == 0 else None)
+        chart.line(*(simulated[frame] + shift).T, colour="tab:red", width=1.2, style="dashed",
+                   label="simulated" if slot == 0 else None)
+        chart.marks.append(Mark(float(shift[0]), 0.0, "tab:blue", f"t = {t[frame]:.2f} s"))
+    # About 0.7 px per cm on both axes: the chains keep their shape.
+    chart.save(path, (int(110 + 3.5 * count * 70), 340))
 
 
 def plot_convergence(path: Path, nfev: list[int], best: list[float], label: str) -> None:
-    """Best cost (m², log scale) against the number of simulations."""
-    from matplotlib.figure import Figure
+    """Best cost (m², as log10) against the number of simulations (Pillow)."""
+    from bemore.raster import Chart
 
-    figure = Figure(figsize=(6, 4))
-    axis = figure.subplots()
-    axis.semilogy(nfev, best, "b-", lw=1.5)
-    axis.set_xlabel("simulations")
-    axis.set_ylabel("best cost f1 (m²)")
-    axis.set_title(label, fontsize=9)
-    axis.grid(True, which="both", alpha=0.3)
-    figure.subplots_adjust(left=0.14, right=0.97, top=0.92, bottom=0.12)
-    figure.savefig(path, dpi=80)
+    chart = Chart(title=label, xlabel="simulations", ylabel="log10 best cost f1 (m²)")
+    best_array = np.asarray(best, dtype=float)
+    chart.line(np.asarray(nfev, dtype=float),
+               np.log10(np.where(best_array > 0, best_array, np.nan)), colour="tab:blue",
+               width=1.5)
+    chart.save(path, (480, 320))

@@ -20,6 +20,7 @@ import numpy as np
 from bemore.errors import ConfigError
 from bemore.identify.identifiability import BOUND_MARGIN, Identifiability, analyse
 from bemore.identify.problem import IdentificationProblem
+from bemore.identify.propagation import propagated_noise
 from bemore.identify.report import fit_metrics
 from bemore.identify.verdict import FitVerdict, judge_fit
 from bemore.optimize import make_algorithm, minimize
@@ -202,17 +203,20 @@ def _identify(
             )
         untrusted = ("fit poor: the model does not follow the trial, so the standard errors "
                      "do not bound its error" if verdict.poor else None)
+        noise = propagated_noise(problem, x, jacobian)
         identifiability = analyse(
             jacobian, residuals, problem.names, *_values_and_widths(problem, x),
             nuisance=problem.dim - problem.space.dim, frames=problem.measured.shape[0],
-            positions=x, lowers=_lowers(problem), untrusted=untrusted,
+            positions=x, lowers=_lowers(problem), untrusted=untrusted, noise=noise,
         )
         if getattr(problem, "has_forces", False):
+            markers_jacobian = problem.joint_centre_part(jacobian.T).T
             markers_only = analyse(
-                problem.joint_centre_part(jacobian.T).T, problem.joint_centre_part(residuals),
+                markers_jacobian, problem.joint_centre_part(residuals),
                 problem.names, *_values_and_widths(problem, x),
                 nuisance=problem.dim - problem.space.dim, frames=problem.measured.shape[0],
                 positions=x, lowers=_lowers(problem), untrusted=untrusted,
+                noise=noise and noise.for_rows(problem.joint_centre_part, markers_jacobian),
             )
             metrics["bar_force_rms_n"] = _force_rms(problem, residuals)
     return Outcome(
@@ -285,9 +289,9 @@ def _polish_from_distinct_starts(
 
 
 def _exact_jacobian(problem: IdentificationProblem, settings: RunSettings) -> bool:
-    """Whether the problem's exact Jacobian (sensitivities of the joint centres) is used: asked
-    for, and no bar-force rows in the residuals (their Jacobian is by finite differences)."""
-    return settings.polish_jacobian == "exact" and not getattr(problem, "has_forces", False)
+    """Whether the problem's exact Jacobian (sensitivities of the joint centres and of the bar
+    forces) is used: when asked for."""
+    return settings.polish_jacobian == "exact"
 
 
 def _joint_centre_part(problem: IdentificationProblem, residuals: np.ndarray) -> np.ndarray:

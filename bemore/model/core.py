@@ -115,6 +115,31 @@ class Model:
         q, qd = free_q[..., index], free_qd[..., index]
         return -k * (q - rest) - c * qd
 
+    def spring_force_tangents(self, P, free_q: np.ndarray, free_qd: np.ndarray, dP: np.ndarray,
+                              d_free_q: np.ndarray, d_free_qd: np.ndarray,
+                              coordinates: Iterable[str]) -> np.ndarray:
+        """Derivatives (B, K, F, k) of :meth:`spring_forces` along K directions: each moves the
+        parameters by dP (B, K, n_parameters) and the free state by d_free_q/d_free_qd
+        (B, K, F, n_free), per unit of the direction (N or N·m per unit). Exact (the force is
+        −stiffness·(q − rest) − damping·q̇, its fields affine in the parameters or products of
+        two: :func:`bemore.model.sensitivity.field_tangents`)."""
+        from bemore.model.sensitivity import field_tangents
+
+        P = self.as_matrix(P)
+        V, _ = self.fields(P)
+        dV = field_tangents(self.tree, P, dP)  # (B, K, n_fields)
+        names = list(coordinates)
+        missing = [c for c in names if c not in self.spring_coordinates]
+        if missing:
+            raise ModelError(f"model {self.name}: no spring-damper on {missing[0]!r}")
+        index = [self.free_coordinates.index(c) for c in names]
+        fields = self.tree.spring_fields[index]
+        k, c, rest = (V[:, None, None, fields[:, j]] for j in range(3))  # (B, 1, 1, k)
+        dk, dc, drest = (dV[:, :, None, fields[:, j]] for j in range(3))  # (B, K, 1, k)
+        q, qd = free_q[:, None][..., index], free_qd[:, None][..., index]  # (B, 1, F, k)
+        dq, dqd = d_free_q[..., index], d_free_qd[..., index]  # (B, K, F, k)
+        return -dk * (q - rest) - k * (dq - drest) - dc * qd - c * dqd
+
     def _split(self, q_full: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         q_full = np.asarray(q_full, dtype=np.float64)
         if q_full.shape[-1] != len(self.coordinates):

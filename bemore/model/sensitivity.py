@@ -32,6 +32,8 @@ from bemore.errors import ModelError
 # Arrays whose tangents the kernel carries, and the axis of their direction index: the lane
 # arrays (lanes last) get it first; the member-major point output gets it after the member.
 TANGENT_ARRAYS = {"Vt": 0, "S": 0, "S0": 0, "MX": 0, "U": 0, "UN": 0, "R": 0, "out_pts": 1}
+# With the free state stored as well (the bar-force residuals of an identification need it).
+STATE_TANGENT_ARRAYS = {**TANGENT_ARRAYS, "out_q": 1, "out_v": 1}
 _SUFFIX = "_d"
 KERNEL = "integrate_shared"
 
@@ -288,11 +290,17 @@ def field_tangents(tree, P: np.ndarray, dP: np.ndarray) -> np.ndarray:
 @dataclass
 class PointSensitivities:
     """Simulated points (B, F, n_points, 2) m and their derivatives (B, K, F, n_points, 2) in m
-    per unit of each seed direction; ``valid`` (B,) False for members that failed (NaN)."""
+    per unit of each seed direction; ``valid`` (B,) False for members that failed (NaN). With
+    ``states``: the free state ``free_q``/``free_qd`` (B, F, n_free) SI and its derivatives
+    ``d_free_q``/``d_free_qd`` (B, K, F, n_free) per unit of each direction (else None)."""
 
     points: np.ndarray
     derivatives: np.ndarray
     valid: np.ndarray
+    free_q: np.ndarray | None = None
+    free_qd: np.ndarray | None = None
+    d_free_q: np.ndarray | None = None
+    d_free_qd: np.ndarray | None = None
 
 
 DIRECTIONS = 4
@@ -305,20 +313,23 @@ _kernels: dict[tuple, object] = {}
 
 
 def tangent_kernel(model, cost_points: tuple[int, ...], directions: int = DIRECTIONS,
-                   shared_primal: bool = False):
+                   shared_primal: bool = False, states: bool = False):
     """(compiled tangent kernel, its :class:`~bemore.model.generated.Program`) of the shared-motion
-    engine kernel of ``model`` with ``directions`` seed directions per lane; built once per
+    engine kernel of ``model`` with ``directions`` seed directions per lane (``states``: also
+    the tangents of the stored free state, :data:`STATE_TANGENT_ARRAYS`); built once per
     machine (clang, cached on disk like the engine's kernels; numba without a compiler)."""
     from bemore.model import generated
 
     n_points = len(model.point_names)
     _, program = generated.kernel_for(model.tree, n_points, False, False, cost_points)
-    key = (id(model.tree), n_points, cost_points, directions, shared_primal)
-    name = f"sensitivity_{'primal' if shared_primal else 'lanes'}_{directions}"
+    key = (id(model.tree), n_points, cost_points, directions, shared_primal, states)
+    name = (f"sensitivity_{'primal' if shared_primal else 'lanes'}_{directions}"
+            + ("_states" if states else ""))
+    arrays = STATE_TANGENT_ARRAYS if states else TANGENT_ARRAYS
     kernel = _compiled(model.tree, key, name, program.source,
                        lambda: tangent_source(program.source, KERNEL, directions, name,
-                                              shared_primal),
-                       lambda: tangent_arguments(generated._KINDS))
+                                              shared_primal, arrays),
+                       lambda: tangent_arguments(generated._KINDS, arrays))
     return kernel, program
 
 
@@ -359,14 +370,17 @@ class _SharedRun(NamedTuple):
     selection: tuple[int, ...]
 
 
-def _shared_run(model, motion, directions: int, shared_primal: bool) -> _SharedRun:
-    """The tangent kernel of ``model`` for ``directions`` and the arrays its calls share."""
+def _shared_run(model, motion, directions: int, shared_primal: bool, states: bool = False
+                ) -> _SharedRun:
+    """The tangent kernel of ``model`` for ``directions`` (``states``: with the free state's
+    tangents) and the arrays its calls share."""
     from bemore.model.simulate import COST_POINTS, _cached, _coefficients
     from bemore.model.table import driven_table
 
     selection = tuple(model.point_names.index(p) for p in COST_POINTS
                       if p in model.point_names)
-    kernel, program = tangent_kernel(model, selection, directions, shared_primal=shared_primal)
+    kernel, program = tangent_kernel(model, selection, directions, shared_primal=shared_primal,
+                                     states=states)
     D = _cached("generated1", model, motion, 1, lambda: driven_table(
         model.tree, program.slots, motion.q, motion.qd, motion.qdd, motion.dt, 1, 1))
     nf = model.n_free
@@ -377,8 +391,8 @@ def _shared_run(model, motion, directions: int, shared_primal: bool) -> _SharedR
 
 def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
                         layout: str = "directions", directions: int = DIRECTIONS,
-                        threads: int | None = None, max_abs: float = 1.0e3
-                        ) -> PointSensitivities:
+                        threads: int | None = None, max_abs: float = 1.0e3,
+                        states: bool = False) -> PointSensitivities:
     """Simulated named points of every member and their exact derivatives along seed directions.
 
     ``P`` (B, n_parameters) SI; ``motion`` one shared DrivenMotion; ``free_q0``/``free_qd0``
@@ -391,7 +405,8 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
     K directions, the member's simulation computed once (scalar) beside them; "members" runs
     lanes of members, each lane carrying ``directions`` of a member's directions (the member's
     simulation recomputed per lane). Both give the same numbers to rounding; the points are
-    the engine's bit for bit in both.
+    the engine's bit for bit in both. ``states``: also the free state at every frame and its
+    derivatives (the same kernel storing its state, :data:`STATE_TANGENT_ARRAYS`).
     """
     from bemore.model import generated
     from bemore.model.simulate import (
@@ -423,7 +438,8 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
         raise ModelError(f"sensitivities: layout {layout!r} (allowed: {', '.join(LAYOUTS)})")
     dV = field_tangents(model.tree, P, dP)
     if layout == "directions":
-        return _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_abs)
+        return _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_abs,
+                              states)
     # Lanes: member b's directions in chunks of ``directions`` (the last chunk zero-padded).
     chunks = -(-K // directions)
     lanes = B * chunks
@@ -436,14 +452,19 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
         seeds_V[c::chunks, : hi - lo] = dV[:, lo:hi]
         seeds_S[c::chunks, : hi - lo, :nf] = dq0[:, lo:hi]
         seeds_S[c::chunks, : hi - lo, nf:] = dqd0[:, lo:hi]
-    run = _shared_run(model, motion, directions, shared_primal=False)
+    run = _shared_run(model, motion, directions, shared_primal=False, states=states)
     kernel, D, F, n_points, h, coefficients, tri, rows, selection = run
     out_pts = np.empty((lanes, F, n_points, 2))
     out_d = np.empty((lanes, directions, F, n_points, 2))
+    shape = (lanes, F, nf) if states else (1, 1, 1)
+    out_q, out_v = np.empty(shape), np.empty(shape)
+    shape_d = (lanes, directions, F, nf) if states else (1, 1, 1, 1)
+    out_q_d, out_v_d = np.empty(shape_d), np.empty(shape_d)
     alive = valid[member].astype(np.float64)
     cost = np.zeros(lanes)
     unused = np.empty((1, 1, 1))
-    after = (np.zeros((1, len(selection), 2)), np.zeros((1, len(selection))), 0, 1, 0, max_abs)
+    after = (np.zeros((1, len(selection), 2)), np.zeros((1, len(selection))), int(states), 1, 0,
+             max_abs)
     calls = []
     for lo, hi in generated.lane_groups(lanes, threads or engine_threads()):
         n = hi - lo
@@ -456,35 +477,53 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
                     np.empty((directions, 2 * nf, n)), np.empty((directions, 2 * tri + nf, n)),
                     np.zeros((directions, 4, 2 * nf, n)), np.empty((directions, 2 * nf, n)),
                     np.empty((directions, rows, n)))
-        calls.append((*work, coefficients, D, h, 1, 1, 0, n, *after, unused, unused,
+        stored = ((out_q[lo:hi], out_v[lo:hi]) if states else (unused, unused))
+        calls.append((*work, coefficients, D, h, 1, 1, 0, n, *after, *stored,
                       out_pts[lo:hi], unused, cost[lo:hi], alive[lo:hi], *tangents,
-                      out_d[lo:hi]))
+                      out_d[lo:hi], *((out_q_d[lo:hi], out_v_d[lo:hi]) if states else ())))
     generated.run_calls(kernel, calls)
     ok = np.ones(B, dtype=bool)
     np.logical_and.at(ok, member, alive > 0.0)
     points = out_pts[::chunks].copy()
     derivatives = out_d.reshape(B, chunks * directions, F, n_points, 2)[:, :K].copy()
-    points[~ok] = np.nan
-    derivatives[~ok] = np.nan
-    return PointSensitivities(points, derivatives, ok)
+    result = PointSensitivities(points, derivatives, ok)
+    if states:
+        result.free_q, result.free_qd = out_q[::chunks].copy(), out_v[::chunks].copy()
+        result.d_free_q, result.d_free_qd = (
+            a.reshape(B, chunks * directions, F, nf)[:, :K].copy() for a in (out_q_d, out_v_d))
+    return _failed_to_nan(result)
 
 
-def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_abs
-                   ) -> PointSensitivities:
+def _failed_to_nan(result: PointSensitivities) -> PointSensitivities:
+    """``result`` with NaN in every array of the members that failed."""
+    bad = ~result.valid
+    for name in ("points", "derivatives", "free_q", "free_qd", "d_free_q", "d_free_qd"):
+        array = getattr(result, name)
+        if array is not None:
+            array[bad] = np.nan
+    return result
+
+
+def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_abs,
+                   states: bool = False) -> PointSensitivities:
     """:func:`point_sensitivities` in the "directions" layout: one kernel call per member, its
     K directions as the lanes."""
     from bemore.model import generated
 
     B, K, nf = dq0.shape
-    run = _shared_run(model, motion, 1, shared_primal=True)
+    run = _shared_run(model, motion, 1, shared_primal=True, states=states)
     kernel, D, F, n_points, h, coefficients, tri, rows, selection = run
     points = np.empty((B, F, n_points, 2))
     derivatives = np.empty((B, K, 1, F, n_points, 2))
+    shape = (B, F, nf) if states else (1, 1, 1)
+    out_q, out_v = np.empty(shape), np.empty(shape)
+    shape_d = (B, K, 1, F, nf) if states else (1, 1, 1, 1, 1)
+    out_q_d, out_v_d = np.empty(shape_d), np.empty(shape_d)
     alive = valid.astype(np.float64)
     cost = np.zeros(B)
     unused = np.empty((1, 1, 1))
     selected = len(selection)
-    after = (np.zeros((1, selected, 2)), np.zeros((1, selected)), 0, 1, 0, max_abs)
+    after = (np.zeros((1, selected, 2)), np.zeros((1, selected)), int(states), 1, 0, max_abs)
     calls = []
     for b in range(B):
         # The member's own arrays have one column (its values are computed for lane 0 only);
@@ -498,18 +537,19 @@ def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_
                     np.empty((1, 2 * nf, K)), np.empty((1, 2 * tri + nf, K)),
                     np.zeros((1, 4, 2 * nf, K)), np.empty((1, 2 * nf, K)),
                     np.empty((1, rows, K)))
-        calls.append((*work, coefficients, D, h, 1, 1, 0, K, *after, unused, unused,
+        stored = (out_q[b:b + 1], out_v[b:b + 1]) if states else (unused, unused)
+        calls.append((*work, coefficients, D, h, 1, 1, 0, K, *after, *stored,
                       points[b:b + 1], unused, cost[b:b + 1], alive[b:b + 1], *tangents,
-                      derivatives[b]))
+                      derivatives[b], *((out_q_d[b], out_v_d[b]) if states else ())))
     # One member per thread (a call is one member's lanes); at most ``threads`` at a time.
     width = max(1, threads or _engine_threads())
     for first in range(0, len(calls), width):
         generated.run_calls(kernel, calls[first:first + width])
-    ok = alive > 0.0
-    derivatives = derivatives[:, :, 0]
-    points[~ok] = np.nan
-    derivatives[~ok] = np.nan
-    return PointSensitivities(points, derivatives, ok)
+    result = PointSensitivities(points, derivatives[:, :, 0], alive > 0.0)
+    if states:
+        result.free_q, result.free_qd = out_q, out_v
+        result.d_free_q, result.d_free_qd = out_q_d[:, :, 0], out_v_d[:, :, 0]
+    return _failed_to_nan(result)
 
 
 def _engine_threads() -> int:

@@ -1,4 +1,5 @@
-"""Local least-squares polish: ``scipy.optimize.least_squares`` on stacked residuals.
+"""Local least-squares polish: trust-region reflective least squares (scipy's algorithm,
+:mod:`bemore.optimize.trf`) on stacked residuals.
 
 Follows any global run. The cost is ``Σ r²`` (the same f1 as the global run: for the
 identification, r stacks the simulated − measured joint-centre coordinates, so Σ r² is the sum of
@@ -87,7 +88,8 @@ def polish(
     scheme: str = "central",
     jacobian: BatchJacobian | None = None,
 ) -> LocalFit:
-    """Minimise ``Σ r(x)²`` from ``x0`` within [lower, upper] (scipy trust-region reflective).
+    """Minimise ``Σ r(x)²`` from ``x0`` within [lower, upper] (trust-region reflective,
+    :func:`bemore.optimize.trf.trf_bounds`: scipy's algorithm, its step from a QR).
 
     ``max_iterations`` bounds the residual evaluations of scipy (each Jacobian is one more batch
     of 2·d or d + 1 points, or one call of ``jacobian`` when given: counted as one point in
@@ -95,7 +97,7 @@ def polish(
     evaluated so far (status 1).
     """
     # Imported here: scipy.optimize costs ~1 s of start-up that a run without --polish skips.
-    from scipy.optimize import least_squares
+    from bemore.optimize.trf import trf_bounds
 
     start = time.perf_counter()
     lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
@@ -142,9 +144,7 @@ def polish(
 
     status = 3
     try:
-        fit = least_squares(
-            fun, x0, jac=jac, bounds=(lower, upper), method="trf", max_nfev=max_iterations
-        )
+        fit = trf_bounds(fun, jac, x0, lower, upper, max_nfev=max_iterations)
         if fit.status == 0:
             status = 4
     except KeyboardInterrupt:

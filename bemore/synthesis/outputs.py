@@ -177,9 +177,9 @@ def write_plots(
 
     ``limits`` (label → N·m per shoulder, e.g. the athlete's and the bench's) are drawn as
     ±limit lines on the torque plot, which is per shoulder like the console and setpoints.csv.
-    Drawn with Pillow (:mod:`bemore.synthesis.raster`).
+    Drawn with Pillow (:mod:`bemore.raster`).
     """
-    from bemore.synthesis.raster import Chart
+    from bemore.raster import Chart
 
     folder = _ensure_dir(folder)
     written = []
@@ -215,7 +215,7 @@ def write_coach_plot(
     """The coach's view: the athlete's recorded shoulder flexion (from the trial her model came
     from: (time s, angle rad, source)) beside the optimal gesture, on one time axis from the
     start of the circle, with the key instants marked (start, maximal flexion, end)."""
-    from bemore.synthesis.raster import Chart, Mark
+    from bemore.raster import Chart, Mark
 
     chart = Chart("Shoulder flexion: what she did, what the optimal gesture does",
                   "time from the handstand (s)", "shoulder flexion (deg)", legend_below=True)
@@ -242,8 +242,8 @@ def write_coach_plot(
 def write_animation(path: Path, profiles: Profiles, fps: int = 25) -> Path:
     """Animated stick figure (GIF) of the gesture: the named points joined in order, bar at 0,
     ``fps`` frames per second of the gesture plus its last sample, each captioned with the
-    time and the shoulder angle (Pillow, :func:`bemore.synthesis.raster.stick_animation`)."""
-    from bemore.synthesis.raster import stick_animation
+    time and the shoulder angle (Pillow, :func:`bemore.raster.stick_animation`)."""
+    from bemore.raster import stick_animation
 
     if not profiles.points:
         raise DataError(f"{path}: no point trajectories to animate")

@@ -53,10 +53,7 @@ class ArmEnd:
 
     def place(self, elbow: np.ndarray, arm: np.ndarray) -> np.ndarray:
         """(F, 2) arm end (m) from the elbow centre and the arm markers' centre ((F, 2) m)."""
-        d = arm - elbow
-        r = np.hypot(d[:, 0], d[:, 1])[:, None]
-        v = np.stack([-d[:, 1], d[:, 0]], axis=-1) / r
-        return elbow + self.along * d + self.across_m * v
+        return place_arm_end(elbow, arm, self.along, self.across_m)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready record (m)."""
@@ -76,14 +73,33 @@ def calibrate_arm_end(elbow: np.ndarray, arm: np.ndarray, acromion: np.ndarray,
     >>> bool(np.allclose(recipe.place(elbow, arm), acromion))
     True
     """
+    along, across, length = arm_end_recipe(elbow, arm, acromion)
+    return ArmEnd(along=float(along), across_m=float(across), length_m=float(length),
+                  markers=tuple(markers))
+
+
+def arm_end_recipe(elbow: np.ndarray, arm: np.ndarray, acromion: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The recipe's numbers ``along``, ``across_m`` (m) and ``length_m`` (m) of
+    :func:`calibrate_arm_end` from (F, …, 2) points (m): medians over the frames (axis 0), so
+    shape (…) each (several realisations of one trial at once)."""
     d = arm - elbow
-    r = np.hypot(d[:, 0], d[:, 1])
+    r = np.hypot(d[..., 0], d[..., 1])
     s = acromion - elbow
-    along = (s[:, 0] * d[:, 0] + s[:, 1] * d[:, 1]) / r**2
-    across = (-s[:, 0] * d[:, 1] + s[:, 1] * d[:, 0]) / r
-    median_along = float(np.nanmedian(along))
-    return ArmEnd(along=median_along, across_m=float(np.nanmedian(across)),
-                  length_m=median_along * float(np.nanmedian(r)), markers=tuple(markers))
+    along = (s[..., 0] * d[..., 0] + s[..., 1] * d[..., 1]) / r**2
+    across = (-s[..., 0] * d[..., 1] + s[..., 1] * d[..., 0]) / r
+    median_along = np.nanmedian(along, axis=0)
+    return median_along, np.nanmedian(across, axis=0), median_along * np.nanmedian(r, axis=0)
+
+
+def place_arm_end(elbow: np.ndarray, arm: np.ndarray, along: float | np.ndarray,
+                  across_m: float | np.ndarray) -> np.ndarray:
+    """(F, …, 2) arm end (m) from the elbow centre and the arm markers' centre ((F, …, 2) m)
+    by the recipe ``along`` and ``across_m`` (m): scalars, or (…) arrays, one per column."""
+    d = arm - elbow
+    r = np.hypot(d[..., 0], d[..., 1])[..., None]
+    v = np.stack([-d[..., 1], d[..., 0]], axis=-1) / r
+    return elbow + np.asarray(along)[..., None] * d + np.asarray(across_m)[..., None] * v
 
 
 def _spread(positions: np.ndarray) -> float:

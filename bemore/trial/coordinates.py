@@ -53,7 +53,8 @@ def segment_angles(points: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def driven_from_points(points: np.ndarray) -> np.ndarray:
-    """(F, 9) driven coordinates (rad, m; DRIVEN_NAMES order) from (F, 10, 2) plane points (m).
+    """(F, 9) driven coordinates (rad, m; DRIVEN_NAMES order) from (F, 10, 2) plane points (m);
+    (F, …, 10, 2) points give (F, …, 9) (e.g. several realisations of one trial).
 
     Angles are continuous over the frames (unwrapped), starting in (−π, π].
     """
@@ -72,12 +73,13 @@ def driven_from_points(points: np.ndarray) -> np.ndarray:
         ],
         axis=-1,
     )
-    q[:, _ANGLES] = np.unwrap(q[:, _ANGLES], axis=0)
+    q[..., _ANGLES] = np.unwrap(q[..., _ANGLES], axis=0)
     return q
 
 
 def free_from_points(points: np.ndarray) -> np.ndarray:
-    """(F, 5) free coordinates (FREE_NAMES order) seen in (F, 10, 2) plane points (m).
+    """(F, 5) free coordinates (FREE_NAMES order) seen in (F, 10, 2) plane points (m);
+    (F, …, 10, 2) points give (F, …, 5).
 
     bar_x, bar_y: the bar joint centre (m, from the origin = bar rest position);
     hand_rotation: angle of (wrist − bar), continuous over the frames (rad, π/2 in a handstand);
@@ -85,14 +87,14 @@ def free_from_points(points: np.ndarray) -> np.ndarray:
     spring) along the upper arm's y and x axes (m); 0 when the two points coincide (as in the
     engine's own points, whose ``shoulder`` is the trunk side).
     """
-    bar = points[:, POINT_NAMES.index("bar")]
-    rotation = np.unwrap(_direction(points, "bar", "wrist"))
+    bar = points[..., POINT_NAMES.index("bar"), :]
+    rotation = np.unwrap(_direction(points, "bar", "wrist"), axis=0)
     upper_arm = _direction(points, "elbow", "shoulder")
-    d = points[:, POINT_NAMES.index("neck")] - points[:, POINT_NAMES.index("shoulder")]
+    d = points[..., POINT_NAMES.index("neck"), :] - points[..., POINT_NAMES.index("shoulder"), :]
     c, s = np.cos(upper_arm), np.sin(upper_arm)
-    pd = c * d[:, 0] + s * d[:, 1]
-    ap = -s * d[:, 0] + c * d[:, 1]
-    return np.stack([bar[:, 0], bar[:, 1], rotation, ap, pd], axis=-1)
+    pd = c * d[..., 0] + s * d[..., 1]
+    ap = -s * d[..., 0] + c * d[..., 1]
+    return np.stack([bar[..., 0], bar[..., 1], rotation, ap, pd], axis=-1)
 
 
 def arm_end(points: np.ndarray, free_q: np.ndarray, driven_q: np.ndarray) -> np.ndarray:

@@ -126,6 +126,10 @@ class Trial:
         shoulder_centre_difference_mm: with a functional shoulder centre (the athlete profile's
             ``[shoulder_centre]``, :mod:`bemore.trial.score`), the RMS distance (mm, study
             plane) between it and the acromion-based shoulder it replaces; NaN without one.
+        markerset, settings, shoulder_centre: what prepared the trial (the centre only when
+            used); ``markers`` are its filtered markers, ``unfiltered`` the gap-filled,
+            unfiltered positions of the markers the chain uses (required ones, then the arm
+            markers present): what :mod:`bemore.trial.realisations` runs the chain on again.
     """
 
     t: np.ndarray
@@ -160,6 +164,13 @@ class Trial:
     bar_force_noise_n: np.ndarray | None = None
     bar_force_rate_hz: float = float("nan")
     shoulder_centre_difference_mm: float = float("nan")
+    # What prepared the trial (the marker set, the settings and the profile's functional
+    # shoulder centre), so that the chain can be run again on noisy copies of its markers
+    # (bemore.trial.realisations).
+    markerset: MarkerSet | None = field(default=None, repr=False)
+    settings: TrialSettings | None = field(default=None, repr=False)
+    shoulder_centre: dict[str, Any] | None = field(default=None, repr=False)
+    unfiltered: np.ndarray | None = field(default=None, repr=False)  # (F, M, 3) m, see above
 
     @property
     def duration_s(self) -> float:
@@ -292,13 +303,14 @@ def low_pass_markers(markers: Markers, indices: list[int], settings: TrialSettin
 def low_pass_driven(q: np.ndarray, rate_hz: float, settings: TrialSettings,
                     source: str = "trial") -> np.ndarray:
     """(F, 9) driven coordinates (rad, m) low-passed column by column, each with its
-    ``[driven_filter.cutoff_hz]`` cutoff (zero-lag Butterworth of ``[filter]`` order)."""
+    ``[driven_filter.cutoff_hz]`` cutoff (zero-lag Butterworth of ``[filter]`` order); (F, …, 9)
+    gives (F, …, 9)."""
     cutoffs = settings.driven_filter.cutoff_hz.model_dump()
     out = np.empty_like(q)
     for cutoff in sorted(set(cutoffs.values())):
         columns = [DRIVEN_NAMES.index(name) for name, value in cutoffs.items() if value == cutoff]
         names = ", ".join(DRIVEN_NAMES[c] for c in columns)
-        out[:, columns] = low_pass(q[:, columns], rate_hz, cutoff, settings.filter.order,
+        out[..., columns] = low_pass(q[..., columns], rate_hz, cutoff, settings.filter.order,
                                    source, settings.driven_filter.edge_cycles,
                                    f"[driven_filter.cutoff_hz] {names}")
     return out
@@ -347,18 +359,25 @@ def initial_free_rates(
     synthetic circles (1.5, 1.6, 2.0 s; 1 mm noise): 0.056 rad/s RMS instead of 0.079
     (docs/trials.md). The shoulder translations' rates are 0 (not seen).
     """
-    points = plane.project(joint_centres_3d(filled, markerset))
+    return free_rates_from_points(filled.t, plane.project(joint_centres_3d(filled, markerset)),
+                                  settings)
+
+
+def free_rates_from_points(t: np.ndarray, points: np.ndarray, settings: TrialSettings
+                           ) -> np.ndarray:
+    """(5,) initial free rates (:func:`initial_free_rates`) from the unfiltered joint centres
+    (F, 10, 2) m in the plane at times ``t`` (F,) s; (F, …, 10, 2) points give (…, 5)."""
     seen = free_from_points(points)
     window = settings.initial_state.fit_window_s
-    _, rates = start_value_and_rate(filled.t, seen, window)
+    _, rates = start_value_and_rate(t, seen, window)
     if settings.initial_state.rotation_from == "forearm":
-        wrist = driven_from_points(points)[:, DRIVEN_NAMES.index("wrist")]
+        wrist = driven_from_points(points)[..., DRIVEN_NAMES.index("wrist")]
         hand = FREE_NAMES.index("hand_rotation")
-        _, forearm_rate = start_value_and_rate(filled.t, seen[:, hand] + wrist, window)
-        _, wrist_rate = start_value_and_rate(filled.t, wrist,
-                                             settings.initial_state.wrist_window_s, degree=3)
-        rates[hand] = forearm_rate - wrist_rate
-    rates[3:] = 0.0
+        _, forearm_rate = start_value_and_rate(t, seen[..., hand] + wrist, window)
+        _, wrist_rate = start_value_and_rate(t, wrist, settings.initial_state.wrist_window_s,
+                                             degree=3)
+        rates[..., hand] = forearm_rate - wrist_rate
+    rates[..., 3:] = 0.0
     return rates
 
 
@@ -529,6 +548,10 @@ def prepare_markers(
         bar_force_noise_n=force_noise,
         bar_force_rate_hz=forces.analog_rate_hz if forces is not None else float("nan"),
         shoulder_centre_difference_mm=difference,
+        markerset=markerset,
+        settings=settings,
+        shoulder_centre=centre,
+        unfiltered=filled.positions[:, indices],
     )
 
 

@@ -16,15 +16,13 @@ noise, bar stiffnesses within 5 %, trunk mass within 10 % or flagged with a 95 %
 holding the truth, every parameter marked identifiable within 3 of its standard errors of the
 truth. The trunk-side fits run a shorter global search (100 × 30; the polish does the descent).
 
-Not every noise seed holds the last criterion yet (docs/identify.md, "Standard errors"): with
-noise seed 8 on the second case, shoulder.stiffness_pd is 0.8 % off at 3.1 of its standard
-errors. Acromions on the trunk's side with the second case's values (neck 7 cm), noise seeds
-5, 6, 7: shoulder.damping_pd +7.2 % at 3.9, shoulder.stiffness_pd +5.6 % at 5.9, and all
-within 3 (shoulder stiffnesses up to 5.6 % off): that case is not held and not tested
-here. It is the noise seed, not the neck: the first case on the trunk's side held it with
-noise seeds 3 and 8, and missed with 5 and 6 (shoulder.stiffness_pd +6.5 % at 5.2 on 6;
-docs/identify.md, "Not held"). The coverage of the
-errors is measured on these cases, not proven.
+The standard errors are the trial's marker noise propagated through the trial chain plus the
+residual sandwich's model-error part (docs/identify.md, "Standard errors"). With them every case
+here holds every criterion, the neck-7-cm trunk-side trial with noise seed 5 included, except
+one: with noise seed 6 that trial's shoulder.stiffness_pd is 4.0 of its standard errors off
+(+5.6 %; 5.9 with the sandwich × 1.5 it replaced). That assertion is a strict expected
+failure for that case: it fails the run the day it holds. The same trial with the neck at
+3 cm misses the same way (3.7 standard errors, python -m bench coverage).
 """
 
 from __future__ import annotations
@@ -72,7 +70,9 @@ def _trunk_side():
         update={"acromion_side": "trunk"})})
 
 
-TRUNK_SIDE = ("trunk-side 3", "trunk-side longer-heavier")
+# Acromions on the trunk's side: (the CASES values, noise seed) or the other body.
+TRUNK_SIDE = {"trunk-side 3": (3, 3), "trunk-side longer-heavier": None,
+              "trunk-side neck 7 cm, noise 5": (5, 5), "trunk-side neck 7 cm, noise 6": (5, 6)}
 
 
 @pytest.fixture(scope="module", params=[*sorted(CASES), "longer-heavier", *TRUNK_SIDE])
@@ -85,8 +85,8 @@ def fitted(request, tmp_path_factory):
                              noise_mm=NOISE_MM, seed=1, acromion_side=side)
     else:
         body_mass = None
-        seed = 3 if case in TRUNK_SIDE else case
-        spec = SyntheticSpec(duration_s=1.6, parameters=CASES[seed], noise_mm=NOISE_MM,
+        values, seed = TRUNK_SIDE.get(case, (case, case))
+        spec = SyntheticSpec(duration_s=1.6, parameters=CASES[values], noise_mm=NOISE_MM,
                              seed=seed, acromion_side=side)
     path, _, truth = write_synthetic_trial(spec, tmp_path_factory.mktemp("trial") / "t.c3d")
     trial = prepare_trial(path, _trunk_side() if side == "trunk" else None)
@@ -119,7 +119,16 @@ def test_the_fit_follows_and_recovers_the_convention(fitted) -> None:
         assert values[name] == pytest.approx(truth[name], rel=0.05), name
 
 
-def test_identifiable_parameters_are_within_three_standard_errors(fitted) -> None:
+# Cases whose 3-standard-error criterion does not hold (module docstring): strict xfail.
+MISSES_THREE_STANDARD_ERRORS = {"trunk-side neck 7 cm, noise 6":
+                                "shoulder.stiffness_pd 4.0 standard errors off"}
+
+
+def test_identifiable_parameters_are_within_three_standard_errors(fitted, request) -> None:
+    case = request.node.callspec.params["fitted"]
+    if case in MISSES_THREE_STANDARD_ERRORS:
+        request.applymarker(pytest.mark.xfail(strict=True,
+                                              reason=MISSES_THREE_STANDARD_ERRORS[case]))
     _, space, outcome, truth = fitted
     rows = {row.name: row for row in outcome.identifiability.parameters}
     values = dict(zip(space.names, outcome.values, strict=True))

@@ -18,9 +18,10 @@ MARKER_NOISE_M = 0.001
 FORCE_NOISE_N = 15.0
 
 
-def _case(seed: int = 2):
+def _case(seed: int = 2, noisy: bool = True):
     """Markers-only and with-forces problems of one engine-made trial at the seed's values:
-    joint centres + 1 mm noise, bar force (−k·(q − rest) − c·q̇, written out here) + 15 N."""
+    joint centres + 1 mm noise, bar force (−k·(q − rest) − c·q̇, written out here) + 15 N
+    (``noisy`` False: no noise added, the same weighting)."""
     model = load_model("real_gymnast")
     motion = clear_hip_circle_profile(duration_s=(FRAMES - 1) / 1000.0, rate_hz=1000.0)
     P = model.parameter_matrix([{}])
@@ -33,13 +34,13 @@ def _case(seed: int = 2):
     sim = simulate(model, P, motion, q0, qd0)
     rng = np.random.default_rng(seed)
     index = [model.point_names.index(name) for name in COST_POINTS]
-    measured = sim.points[0][:, index] + rng.normal(0.0, MARKER_NOISE_M, (FRAMES, 7, 2))
+    measured = sim.points[0][:, index] + noisy * rng.normal(0.0, MARKER_NOISE_M, (FRAMES, 7, 2))
     values = model.default_parameters()
     force = np.stack([
         -values[f"bar.stiffness_{a}"] * (sim.free_q[0, :, j] - values[f"bar.rest_{a}"])
         - values[f"bar.damping_{a}"] * sim.free_qd[0, :, j] for j, a in enumerate("xy")],
         axis=1)
-    noise = rng.normal(0.0, FORCE_NOISE_N, force.shape)
+    noise = noisy * rng.normal(0.0, FORCE_NOISE_N, force.shape)
     space = ParameterSpace.from_config(load_identification(), load_gymnast())
     scales = force_scales(MARKER_NOISE_M, 1000.0, np.full(2, FORCE_NOISE_N), 1000.0,
                           force, 1.0)
@@ -78,6 +79,20 @@ def test_residuals_stack_joint_centres_then_forces_and_agree_with_the_cost() -> 
     assert np.all(with_forces.exact_cost(X[1:]) > markers_only.exact_cost(X[1:]))
 
 
+def test_noise_free_engine_data_give_the_truth_with_forces() -> None:
+    # The fit's force and the generator's agree: without the trial chain and without noise the
+    # fit with forces returns every parameter from a start 2.5 % of the box away.
+    from bemore.optimize.polish import polish
+
+    _, with_forces, truth, _, _ = _case(noisy=False)
+    start = np.clip(truth + 0.05 * (np.random.default_rng(3).random(truth.size) - 0.5),
+                    0.01, 0.99)
+    fit = polish(with_forces.residuals, start, with_forces.lower, with_forces.upper,
+                 max_iterations=40, jacobian=with_forces.jacobian)
+    values, expected = (with_forces.space.to_physical(x) for x in (fit.result.x, truth))
+    np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-9)
+
+
 def test_without_forces_nothing_changes() -> None:
     markers_only, _, truth, _, _ = _case()
     assert not markers_only.has_forces and markers_only.columns_per_frame == 14
@@ -85,23 +100,98 @@ def test_without_forces_nothing_changes() -> None:
     assert markers_only.joint_centre_part(r) is r and markers_only.force_part(r) is None
 
 
-@pytest.fixture(scope="module")
-def identified_with_forces(tmp_path_factory):
-    """The seed protocol + polish on a synthetic C3D with bar forces (1 mm, 2 %), read back
-    through the whole trial chain."""
-    from bemore.identify.run import RunSettings, identify
-    from bemore.settings import ForceTerm
+# Synthetic trials with bar forces (1.6 s, 1 mm marker noise, 2 % force noise) read back through
+# the whole trial chain: noise seed → the trial's own values (SI; the rest the model's defaults).
+# Seed 7: the neck 3 cm beyond the shoulder joint and a heavier trunk (a convention the fit
+# must find, docs/identify.md "Conventions read from the trial").
+CRITERIA_CASES = {1: {}, 2: {}, 3: {},
+                  7: {"neck.offset": 0.03, "trunk.neck_to_hip": 0.458, "trunk.mass": 14.0}}
+
+
+def _prepared(seed: int, folder, parameters: dict | None = None, noise_mm: float = 1.0,
+              force_noise_pct: float = 2.0):
+    """(trial, truth) of a synthetic C3D with bar forces, through the whole trial chain."""
     from bemore.trial import prepare_trial
     from bemore.trial.synthetic import SyntheticSpec, write_synthetic_trial
 
-    spec = SyntheticSpec(duration_s=1.6, bar_forces=True, force_noise_pct=2.0, seed=1)
-    path, _, truth = write_synthetic_trial(spec, tmp_path_factory.mktemp("f") / "t.c3d")
-    trial = prepare_trial(path)
+    spec = SyntheticSpec(duration_s=1.6, bar_forces=True, force_noise_pct=force_noise_pct,
+                         noise_mm=noise_mm, seed=seed, parameters=dict(parameters or {}))
+    path, _, truth = write_synthetic_trial(spec, folder / f"t{seed}.c3d")
+    return prepare_trial(path), truth
+
+
+@pytest.fixture(scope="module")
+def prepared_with_forces(tmp_path_factory):
+    """A synthetic C3D with bar forces (noise seed 1) through the whole trial chain, its truth,
+    and its problem with the force term."""
+    from bemore.settings import ForceTerm
+
+    trial, truth = _prepared(1, tmp_path_factory.mktemp("p"))
     space = ParameterSpace.from_config(load_identification(), load_gymnast())
-    problem = IdentificationProblem.from_trial(trial, space, samples_per_step=2,
-                                               forces=ForceTerm())
-    outcome = identify(problem, RunSettings(seed=1))
-    return problem, outcome, truth.parameters, trial
+    return trial, truth, IdentificationProblem.from_trial(trial, space, forces=ForceTerm())
+
+
+def test_the_bar_start_velocity_is_fitted_with_forces(prepared_with_forces) -> None:
+    from bemore.settings import ForceTerm
+
+    trial, truth, problem = prepared_with_forces
+    names = list(problem.names)
+    # The markers' start fit reads a bar velocity the truth does not have (it starts at rest):
+    assert np.all(truth.free_qd0[:2] == 0.0)
+    assert np.max(np.abs(trial.free_qd0[:2])) > 0.02  # m/s: c·v ≈ 20 N of damping force
+    k = [names.index("initial.bar_rate_x"), names.index("initial.bar_rate_y")]
+    box = problem.start.width[[i - problem.space.dim for i in k]]
+    np.testing.assert_allclose(box, 2 * ForceTerm().bar_rate_margin_m_per_s)
+    x = np.full(problem.dim, 0.5)
+    x[k] = 0.25
+    _, _, qd0 = problem.members(x[None, :])
+    np.testing.assert_allclose(qd0[0, :2], trial.free_qd0[:2] - 0.25 * box, atol=1e-12)
+    # Without the force term the start velocity stays as prepared (no such unknown).
+    space = problem.space
+    markers_only = IdentificationProblem.from_trial(trial, space, forces=ForceTerm(use=False))
+    assert "initial.bar_rate_x" not in markers_only.names
+
+
+def test_exact_jacobian_with_forces_matches_differences(prepared_with_forces) -> None:
+    from tests.identify.test_exact_jacobian import TOLERANCE, _reference
+
+    _, _, problem = prepared_with_forces
+    X = np.random.default_rng(4).uniform(0.1, 0.9, (2, problem.dim))
+    r, J = problem.jacobian(X)
+    assert np.array_equal(r, problem.residuals(X))  # the residuals are the problem's own
+    assert J.shape == (2, problem.measured.shape[0] * 16, problem.dim)
+    for n in range(len(X)):
+        reference, own = _reference(problem, X[n])
+        assert np.all(own < 0.5 * TOLERANCE), own
+        error = np.linalg.norm(J[n] - reference, axis=0) / np.linalg.norm(reference, axis=0)
+        assert np.all(error < TOLERANCE), error
+        # The force rows alone (14, 15 of each frame's 16) agree too, and are not zero.
+        rows = J[n].reshape(-1, 16, problem.dim)[:, 14:].reshape(-1, problem.dim)
+        expected = reference.reshape(-1, 16, problem.dim)[:, 14:].reshape(-1, problem.dim)
+        assert np.linalg.norm(expected) > 0.0
+        assert np.linalg.norm(rows - expected) < TOLERANCE * np.linalg.norm(expected)
+
+
+@pytest.fixture(scope="module")
+def identified(tmp_path_factory):
+    """Seed protocol + polish with the configured force term on each of CRITERIA_CASES:
+    {seed: (problem, outcome, truth parameters, trial)}."""
+    from bemore.identify.run import RunSettings, identify
+
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    out = {}
+    for seed, parameters in CRITERIA_CASES.items():
+        trial, truth = _prepared(seed, tmp_path_factory.mktemp("f"), parameters)
+        problem = IdentificationProblem.from_trial(trial, space, samples_per_step=2,
+                                                   forces=load_identification().forces)
+        out[seed] = (problem, identify(problem, RunSettings(seed=1)), truth.parameters, trial)
+    return out
+
+
+@pytest.fixture(scope="module")
+def identified_with_forces(identified):
+    """The first case (noise seed 1, the model's default body)."""
+    return identified[1]
 
 
 def test_forces_make_the_bar_mass_estimable(identified_with_forces) -> None:
@@ -111,8 +201,9 @@ def test_forces_make_the_bar_mass_estimable(identified_with_forces) -> None:
     k = names.index("bar.mass")
     with_forces = outcome.identifiability.parameters[k]
     alone = outcome.identifiability_markers_only.parameters[k]
-    # The markers alone (the same Jacobian's joint-centre rows) cannot tell the bar's mass:
-    assert alone.relative_standard_error > 1.0
+    # The markers alone (the same Jacobian's joint-centre rows) cannot tell the bar's mass
+    # (a relative error of at least twice the 25 % that flags a parameter):
+    assert alone.relative_standard_error > 0.5
     # with the forces its standard error is under 25 % and covers the error.
     assert with_forces.relative_standard_error < 0.25
     error = outcome.values[k] - truth["bar.mass"]
@@ -133,7 +224,92 @@ def test_the_report_says_what_the_forces_narrow(identified_with_forces) -> None:
     record = athlete_record(outcome, problem, RunSettings(seed=1), trial.summary(), {})
     forces = record["bar_forces"]
     alone, both = forces["relative_standard_errors"]["bar.mass"]
-    assert alone > 1.0 and both < 0.25
+    assert alone > 0.5 and both < 0.25
     text = summary_text(record)
     assert "bar forces in the cost: RMS residual x" in text
     assert "narrowed by the forces" in text and "bar.mass" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", list(CRITERIA_CASES))
+def test_trunk_and_bar_masses_within_the_criteria(identified, seed) -> None:
+    # Issue #22: with bar forces (1 mm, 2 %) the trunk mass within 3 %, the bar mass within 10 %.
+    problem, outcome, truth, _ = identified[seed]
+    names = list(problem.space.names)
+    error = {name: outcome.values[names.index(name)] / truth[name] - 1.0
+             for name in ("trunk.mass", "bar.mass")}
+    assert abs(error["trunk.mass"]) < 0.03, error
+    assert abs(error["bar.mass"]) < 0.10, error
+    assert outcome.verdict is not None and not outcome.verdict.poor
+    if truth["neck.offset"]:
+        assert abs(outcome.values[names.index("neck.offset")] - truth["neck.offset"]) < 0.002
+
+
+@pytest.mark.slow
+def test_the_correlation_keeps_the_first_moments(identified) -> None:
+    """Trunk mass, trunk CoM and thigh CoM stay correlated with the forces as without: the
+    Fisher information's weakest direction among them (the others profiled out) is the one
+    that keeps the trunk's and the thighs' first moments (the trunk+thighs total is fixed):
+    both the gravity torque the markers see and the momentum rate the bar force measures
+    depend on first moments only."""
+    problem, outcome, _, _ = identified[1]
+    names = list(problem.names)
+    block = [names.index(n) for n in ("trunk.mass", "trunk.com", "thigh.com")]
+    rest = [k for k in range(problem.dim) if k not in block]
+    values = problem.space.to_physical(outcome.x[None, :problem.space.dim])[0]
+    _, J = problem.jacobian(outcome.x[None, :])
+    # Columns per relative change of the three (per unit of the box for the others).
+    per_unit = np.ones(problem.dim)
+    per_unit[block] = values[block] / problem.space.width[block]
+    m_t, c_t, _ = values[block]
+    P = dict(zip(problem.model.parameter_names, problem.parameter_matrix(outcome.x[None, :])[0],
+                 strict=True))
+    total, length = P["trunk_thighs.mass"], P["trunk.neck_to_hip"] - P["neck.offset"]
+    moments = np.array([1.0, (length - c_t) / c_t, m_t / (total - m_t)])  # dc/c per dm/m
+    moments /= np.linalg.norm(moments)
+    weakest = {}
+    for label, rows in (("markers", problem.joint_centre_part(J[0].T).T), ("forces", J[0])):
+        A = rows * per_unit
+        H = A.T @ A
+        schur = H[np.ix_(block, block)] - H[np.ix_(block, rest)] @ np.linalg.solve(
+            H[np.ix_(rest, rest)], H[np.ix_(rest, block)])
+        eigenvalues, vectors = np.linalg.eigh(schur)
+        weakest[label] = eigenvalues[0]
+        angle = np.degrees(np.arccos(abs(vectors[:, 0] @ moments)))
+        assert angle < 10.0, (label, angle)
+        # The weak direction is weak: more than 20 times below the next.
+        assert eigenvalues[0] < 0.05 * eigenvalues[1], (label, eigenvalues)
+    # The forces add information along it, not enough to tell the three apart.
+    assert weakest["forces"] > weakest["markers"]
+    assert outcome.identifiability.parameters[block[0]].correlation > 0.95
+
+
+@pytest.mark.slow
+def test_noise_free_through_the_trial_chain_the_forces_do_not_bias(tmp_path) -> None:
+    """Noise-free markers (0.05 mm) and force, through the trial chain, polished from the truth
+    (start unknowns mid-box): the force residual falls to the prepared force's own error and the
+    bar mass to the chain's error. The prepared bar start velocity (the markers' start fit) is
+    0.03–0.04 m/s where the generator's bar starts at rest; fitted as a start unknown (without
+    it: bar mass +12.7 %, vertical force residual 5.1 N RMS, −19 N over the first 0.1 s)."""
+    from bemore.optimize.polish import polish_many
+
+    trial, truth = _prepared(1, tmp_path, noise_mm=0.05, force_noise_pct=0.0)
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    problem = IdentificationProblem.from_trial(trial, space,
+                                               forces=load_identification().forces)
+    x0 = np.r_[space.to_normalised(np.array([truth.parameters[n] for n in space.names])),
+               np.full(problem.dim - space.dim, 0.5)]
+    fit = polish_many(problem.residuals, x0[None, :], problem.lower, problem.upper,
+                      max_iterations=30, jacobian=problem.jacobian)[0]
+    values = space.to_physical(fit.result.x[:space.dim])
+    names = list(space.names)
+    error = {n: values[names.index(n)] / truth.parameters[n] - 1.0
+             for n in ("bar.mass", "trunk.mass")}
+    assert abs(error["bar.mass"]) < 0.03, error
+    assert abs(error["trunk.mass"]) < 0.015, error  # the chain's own: markers alone +1.3 %
+    force = problem.force_part(fit.residuals)
+    prepared_error = trial.bar_force - np.stack(
+        [np.interp(trial.driven.t, truth.t - truth.t[0], truth.bar_force[:, j])
+         for j in range(2)], axis=1)
+    rms, own = (np.sqrt(np.mean(a**2, axis=0)) for a in (force, prepared_error))
+    assert np.all(rms < 1.5 * own + 0.2), (rms, own)  # N

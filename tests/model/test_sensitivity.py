@@ -165,3 +165,66 @@ def test_tangent_rules_on_a_small_function(shared_primal: bool) -> None:
             reference = (plus[slot][row] - minus[slot][row]) / (2 * h)
             exact = tangents[slot][t, row]
             assert np.allclose(exact, reference, rtol=1e-7), (name, index, exact, reference)
+
+
+def test_state_sensitivities_in_both_layouts(real) -> None:
+    """``states=True``: the free state is the engine's bit for bit, both layouts give the same
+    derivatives, the points are unchanged, and the state's derivatives agree with
+    Richardson-extrapolated central differences of the engine's free state."""
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    motion = clear_hip_circle_profile(0.3, 1000.0)
+    X = _box_points(space, 6, seed=5)
+    columns = [real.parameter_names.index(name) for name in space.names]
+    P = np.repeat(real.parameter_matrix([{}]), len(X), axis=0)
+    P[:, columns] = space.to_physical(X)
+    free = np.zeros(real.n_free)
+    rotation = real.free_coordinates.index("hand_rotation")
+    free[rotation] = 3.0
+    q0 = real.equilibrium(P, motion.q[0], free_q=free)
+    v0 = np.zeros_like(q0)
+    v0[:, rotation] = 1.4
+    v0[:, 1] = 0.03  # a bar start velocity (m/s): its tangent is a state seed too
+    d = space.dim + 1
+    dP = np.zeros((len(X), d, P.shape[1]))
+    dP[:, np.arange(space.dim), columns] = space.width
+    dq0 = np.zeros((len(X), d, real.n_free))
+    dv0 = np.zeros_like(dq0)
+    dv0[:, space.dim, 1] = 1.0
+    plain = simulate(real, P, motion, q0, v0, outputs=("points", "free_q", "free_qd"))
+    results = {layout: point_sensitivities(real, P, motion, q0, v0, dP, dq0, dv0,
+                                           layout=layout, states=True)
+               for layout in ("directions", "members")}
+    without = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dv0)
+    assert without.free_q is None and without.d_free_q is None
+    for result in results.values():
+        assert result.valid.all()
+        assert np.array_equal(result.free_q, plain.free_q)
+        assert np.array_equal(result.free_qd, plain.free_qd)
+        assert np.array_equal(result.points, without.points)
+        np.testing.assert_allclose(result.derivatives, without.derivatives, rtol=1e-12,
+                                   atol=1e-12 * np.abs(without.derivatives).max())
+    a, b = results["directions"], results["members"]
+    for name in ("d_free_q", "d_free_qd"):
+        scale = np.abs(getattr(a, name)).max()
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=0, atol=1e-12 * scale)
+    for k in range(d):
+        def state(h: float, k: int = k) -> tuple[np.ndarray, np.ndarray]:
+            sim = simulate(real, np.vstack([P + h * dP[:, k], P - h * dP[:, k]]), motion,
+                           np.vstack([q0 + h * dq0[:, k], q0 - h * dq0[:, k]]),
+                           np.vstack([v0 + h * dv0[:, k], v0 - h * dv0[:, k]]),
+                           outputs=("free_q", "free_qd"))
+            n = len(X)
+            return tuple((s[:n] - s[n:]) / (2.0 * h) for s in (sim.free_q, sim.free_qd))
+        for index, exact in enumerate((a.d_free_q[:, k], a.d_free_qd[:, k])):
+            # Richardson from h, h/2, h/4; per direction the step whose estimate moves least.
+            best, own = None, np.inf
+            for h in (1e-2, 1e-3, 1e-4):
+                central = [state(h / 2**i)[index] for i in range(3)]
+                coarse = (4.0 * central[1] - central[0]) / 3.0
+                estimate = (4.0 * central[2] - central[1]) / 3.0
+                change = np.linalg.norm(coarse - estimate) / np.linalg.norm(estimate)
+                if change < own:
+                    best, own = estimate, change
+            assert own < 0.5 * TOLERANCE, (k, own)
+            error = np.linalg.norm(exact - best) / np.linalg.norm(best)
+            assert error < TOLERANCE, (k, error)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bemore.synthesis.raster import COLOURS, Chart, nice_ticks, stick_animation, tick_label
+from bemore.raster import COLOURS, Chart, nice_ticks, stick_animation, tick_label
 
 
 @pytest.mark.parametrize(("low", "high", "count", "expected"), [

@@ -1,4 +1,5 @@
-"""Line charts and the stick-figure animation of ``bemore synthesize``, drawn with Pillow.
+"""Line charts and the stick-figure animation of ``bemore identify`` and ``bemore synthesize``,
+drawn with Pillow.
 
 Why not matplotlib: its import alone costs about as much as the whole synthesis, and drawing
 the eight figures and the GIF through it took 2.2–2.8 s of a 4.6–5 s ``bemore synthesize``;

@@ -1,0 +1,150 @@
+"""The trial's marker noise carried through the whole trial chain into the fitted parameters.
+
+The residual sandwich (:mod:`bemore.identify.identifiability`) sees the noise only where it
+shows in the residuals at the optimum. The driven motion, the arm's end, the measured segment
+lengths and the initial state all come from the same noisy markers, and what their noise does
+to the simulation is largely absorbed by the parameters: it does not show in the residuals,
+it moves the estimates (errors in the variables). So that part is computed, a parametric
+bootstrap of the data pipeline linearised at the optimum:
+
+1. K copies of the trial's gap-filled markers get white noise of the marker noise σ the trial
+   estimates (:mod:`bemore.trial.noise`; one σ for every marker coordinate, as estimated),
+   drawn with a fixed seed, at :data:`LINEAR_FRACTION` of its size (the first-order response;
+   the changes are scaled back); copy 0 gets none, so it is the trial itself. The copies are
+   perturbations of the data the fit saw, where J was taken: the clear hip circle is
+   near-critical, and a smoother "truth" (the filtered markers, filtered again by the chain)
+   moves the simulation at x* by 30 mm on the bundled sample, far from where J holds;
+2. the trial chain runs on every copy (:func:`bemore.trial.realisations.prepare_realisations`:
+   low-pass, joint centres, arm end, driven motion, free start, segment lengths);
+3. the model is simulated at the optimum x* once per copy, each with its own driven motion,
+   start and body, in one engine call; r_k is that copy's residual vector at x* (its own
+   measured joint centres) — the nuisance unknowns keep their physical values at x*;
+4. δr_k = (r_k − r_0) / LINEAR_FRACTION and the parameters' response
+   δx_k = −(JᵀJ)⁻¹Jᵀδr_k with the Jacobian J of the fit at x* (normalised units);
+5. the noise covariance is the sample covariance of the δx_k (k = 1…K).
+
+It holds target noise and input noise together (δr_k carries both: the copy's measured joint
+centres and its simulation change). What it cannot hold is model error, which
+:func:`bemore.identify.identifiability.analyse` takes from the residual sandwich.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+REALISATIONS = 32  # K: copies of the trial's markers (docs/identify.md, "Standard errors")
+# The copies' noise is this fraction of σ, and the covariance is scaled back by its inverse
+# square: the first-order response (a full-σ copy moves the near-critical circle's simulation
+# at x* by ~60 mm on the bundled sample, where the response is far from linear).
+LINEAR_FRACTION = 0.01
+SEED = 20161  # the noise draws' seed: the same trial gives the same standard errors
+
+
+@dataclass
+class PropagatedNoise:
+    """The parameters' covariance (d, d) in normalised units from the trial's marker noise
+    propagated through the trial chain, with how it was made."""
+
+    covariance: np.ndarray
+    realisations: int  # K copies used (members the engine could not simulate left out)
+    noise_m: float  # the marker noise σ drawn (m)
+    seed: int
+    residual_changes: np.ndarray  # (K, m) δr_k per unit of noise (m at the noise σ)
+
+    def for_rows(self, select: Any, jacobian: np.ndarray) -> PropagatedNoise:
+        """The same copies seen through some rows of the residuals only: ``select`` maps a
+        (…, m) residual array to its kept rows, ``jacobian`` (m', dim) is theirs."""
+        changes = select(self.residual_changes)
+        return PropagatedNoise(response_covariance(changes, jacobian), self.realisations,
+                               self.noise_m, self.seed, changes)
+
+
+def response_covariance(changes: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
+    """(dim, dim): the sample covariance of the least-squares responses δx_k =
+    −(JᵀJ)⁻¹Jᵀδr_k of the residual changes ``changes`` (K, m), J = ``jacobian`` (m, dim).
+
+    A linear model's estimates respond exactly so; with J = 1 (the mean) the response is minus
+    the changes' mean:
+
+    >>> changes = np.array([[1.0, 3.0], [-1.0, 1.0], [0.0, -1.0]])
+    >>> float(response_covariance(changes, np.ones((2, 1)))[0, 0])    # var of −(2, 0, −0.5)
+    1.75
+    """
+    J = np.asarray(jacobian, dtype=float)
+    response = -(changes @ J) @ np.linalg.pinv(J.T @ J)
+    return np.atleast_2d(np.cov(response, rowvar=False))
+
+
+def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
+                     realisations: int = REALISATIONS, seed: int = SEED
+                     ) -> PropagatedNoise | None:
+    """The marker noise's covariance of the normalised unknowns at ``x`` (dim,), the optimum of
+    ``problem`` (a :class:`~bemore.identify.problem.IdentificationProblem` made from a prepared
+    trial), ``jacobian`` (m, dim) its Jacobian there (see the module docstring). None when the
+    problem carries no trial chain to run again or the trial's noise is unknown."""
+    from bemore.model import DrivenMotion, simulate
+    from bemore.trial.realisations import noisy_markers, prepare_realisations
+
+    trial = getattr(problem, "trial", None)
+    noise = getattr(problem, "marker_noise_m", float("nan"))
+    if (trial is None or getattr(trial, "markers", None) is None
+            or getattr(trial, "unfiltered", None) is None or not np.isfinite(noise) or noise <= 0):
+        return None
+    raw = noisy_markers(trial, realisations + 1, LINEAR_FRACTION * noise, seed)
+    raw[0] = trial.unfiltered
+    copies = prepare_realisations(trial, raw)
+    model = problem.model
+    columns = [list(trial.driven_names).index(name) for name in model.driven_coordinates]
+    motion = DrivenMotion(trial.t, copies.driven_q[..., columns],
+                          copies.driven_qd[..., columns], copies.driven_qdd[..., columns])
+    P, q0, qd0 = _members(problem, x, copies)
+    outputs = ("points", "free_q", "free_qd") if problem.has_forces else ("points",)
+    simulation = simulate(model, P, motion, q0, qd0, outputs=outputs)
+    index = [model.point_names.index(name) for name in problem.cost_points]
+    difference = simulation.points[:, :, index] - copies.joint_centres
+    unseen = np.isnan(problem.measured)
+    difference[:, unseen] = 0.0
+    count = difference.shape[0]
+    r = difference.reshape(count, -1)
+    if problem.has_forces:
+        force = problem._force_residuals(P, simulation.free_q, simulation.free_qd)
+        r = np.concatenate([difference.reshape(count, difference.shape[1], -1), force],
+                           axis=2).reshape(count, -1)
+    valid = np.isfinite(r).all(axis=1)
+    if not valid[0] or valid.sum() < 3:
+        return None
+    delta = (r[1:][valid[1:]] - r[0]) / LINEAR_FRACTION  # back to the noise's σ
+    return PropagatedNoise(covariance=response_covariance(delta, jacobian),
+                           realisations=int(delta.shape[0]), noise_m=float(noise), seed=seed,
+                           residual_changes=delta)
+
+
+def _members(problem: Any, x: np.ndarray, copies: Any) -> tuple[np.ndarray, ...]:
+    """Engine parameters (K, n), free q0 (K, 5) and q̇0 (K, 5) of each copy at ``x``: the
+    copy's body (its segment lengths), its prepared start, the nuisance unknowns' values of x."""
+    from bemore.identify.problem import LOCKED_SHOULDER
+    from bemore.model.body import body_parameters
+
+    model = problem.model
+    count = copies.count
+    X = np.repeat(np.asarray(x, dtype=float)[None, :], count, axis=0)
+    P = problem.parameter_matrix(X)
+    if problem.body_source is not None:
+        table, body_mass = problem.body_source
+        for k, lengths in enumerate(copies.segment_lengths_m):
+            body = {name: value for name, value in body_parameters(table, body_mass,
+                                                                   lengths).items()
+                    if name in problem.body and name not in LOCKED_SHOULDER}
+            P[k, [model.parameter_names.index(name) for name in body]] = list(body.values())
+        P[:, problem._columns] = problem.parameter_matrix(x[None, :])[0, problem._columns]
+    if problem.start is None:
+        return P, copies.free_q0, copies.free_qd0
+    from bemore.identify.initial import SHOULDER
+
+    P, q0, qd0, _ = problem.start.start(
+        model, P, problem.split(X)[1],
+        prepared=(copies.free_q0, copies.free_qd0, copies.free_seen0[:, SHOULDER]))
+    return P, q0, qd0

@@ -1,0 +1,105 @@
+"""``bemore identify`` on the sample, warm, whole processes, beside an earlier commit's code.
+
+``python -m bench identify_previous``: ``bemore identify data/sample_trial.c3d`` (defaults:
+GWO 200 × 50, the 3-start polish, the analysis, athlete.json, the plots) alternated between the
+tree of :data:`PREVIOUS_COMMIT` (``git archive``, run with the same interpreter and compiled
+kernels) and this checkout, one unmeasured pair then ``PAIRS`` measured ones; each phase
+(:mod:`bemore.phases`) in wall and CPU time, the whole process's wall time and its CPU time
+(``wait4``: the process and any child it waited for), medians, with the 1-minute load average
+before each run. The previous tree is given this checkout's ``bemore/phases.py`` (the marks
+alone, which then carry the CPU time in both). Both
+must write the same parameters and fit (``bench_polish.same_result``: numbers to 1e-5
+relative; the standard errors, computed differently since the marker noise's propagation, are
+not compared): a difference raises.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.bench_polish import same_result
+from bench.common import RUN_TREE, Measurement, commit_tree
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
+PREVIOUS_COMMIT = "3af6784"
+"""main before the QR trust-region step and the Pillow plots (issue 24)."""
+PAIRS = 5
+
+
+def identify_phases(tree: Path | None, out: Path, options: list[str]) -> dict[str, float]:
+    """One ``bemore identify`` of the sample from ``tree`` (None: this checkout): seconds of
+    each phase, "total" (wall), "cpu" (user + system) and "load" (before it)."""
+    from bemore.phases import cpu_durations, durations
+
+    marks = out.parent / f"{out.name}-phases.jsonl"
+    marks.unlink(missing_ok=True)
+    env = dict(os.environ, BEMORE_PHASE_TIMES=str(marks))
+    prefix = [sys.executable, "-c", RUN_TREE, str(tree)] if tree else [sys.executable, "-m"]
+    command = [*prefix, *([] if tree else ["bemore"]), "identify", str(SAMPLE), *options,
+               "--out", str(out)]
+    before = os.getloadavg()[0]
+    started, clock = time.time(), time.perf_counter()
+    child = subprocess.Popen(command, cwd=REPOSITORY, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(child.pid, 0)
+    total = time.perf_counter() - clock
+    error = child.stderr.read()
+    child.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"identify from {tree or 'the checkout'} failed: {error[-1500:]}")
+    cpu = usage.ru_utime + usage.ru_stime
+    seconds = durations(marks, started, total)
+    seconds.update({f"{phase} CPU": value for phase, value in cpu_durations(marks, cpu).items()})
+    seconds.update(total=total, cpu=cpu, load=before)
+    return seconds
+
+
+def alternated(pairs: int, options: list[str]) -> tuple[dict[str, list[dict[str, float]]], str]:
+    """``pairs`` measured pairs (after one unmeasured), previous commit first in each."""
+    samples: dict[str, list[dict[str, float]]] = {"previous": [], "now": []}
+    with tempfile.TemporaryDirectory() as temporary:
+        folder = Path(temporary)
+        tree = commit_tree(PREVIOUS_COMMIT, folder / "previous")
+        shutil.copyfile(REPOSITORY / "bemore" / "phases.py", tree / "bemore" / "phases.py")
+        for pair in range(pairs + 1):
+            for name, source in (("previous", tree), ("now", None)):
+                sample = identify_phases(source, folder / name, options)
+                if pair:
+                    samples[name].append(sample)
+            same_result(folder / "previous", folder / "now")
+    loads = [sample["load"] for name in samples for sample in samples[name]]
+    return samples, f"load {min(loads):.1f}–{max(loads):.1f}"
+
+
+def run(smoke: bool) -> list[Measurement]:
+    """Per-phase and whole-process medians (smoke: one pair of a 5 × 2 search on 0.5 s)."""
+    if smoke:
+        from bench.bench_identify import trimmed_trial_config
+
+        with tempfile.TemporaryDirectory() as scratch:
+            config = trimmed_trial_config(Path(scratch), 0.5)
+            samples, loads = alternated(1, ["--trial-config", str(config), "--pack", "5",
+                                            "--iterations", "2"])
+    else:
+        samples, loads = alternated(PAIRS, [])
+    pairs = len(samples["now"])
+    print(f"  {pairs} alternated pairs, {loads}; athlete.json the same (1e-5 relative)")
+    keys = [key for key in samples["now"][0] if key != "load"]
+    for name in ("previous", "now"):
+        print(f"  {name}: whole process " + ", ".join(
+            f"{sample['total']:.2f}" for sample in samples[name]) + " s")
+    return [
+        Measurement(f"identify {key} (median of {pairs})", "s",
+                    statistics.median(sample[key] for sample in samples["now"]),
+                    statistics.median(sample.get(key, 0.0) for sample in samples["previous"]),
+                    f"commit {PREVIOUS_COMMIT}", "≤ 3 s" if key == "total" else "")
+        for key in keys
+    ]

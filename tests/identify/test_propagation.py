@@ -1,0 +1,84 @@
+"""The marker noise propagated through the trial chain gives the spread the estimates really have.
+
+Two checks against what is known without the program: on a linear model the least-squares
+responses of white-noise residual changes have the textbook covariance σ²(JᵀJ)⁻¹; and on one
+synthetic trial, fitted again on several independent noise draws (each written as a C3D, read
+back through the whole chain and polished from the truth), the spread of the estimates over the
+draws is the propagated standard error within the spread's own sampling error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bemore.identify.identifiability import analyse
+from bemore.identify.problem import IdentificationProblem
+from bemore.identify.propagation import propagated_noise, response_covariance
+from bemore.identify.run import _values_and_widths
+from bemore.identify.space import ParameterSpace
+from bemore.optimize.polish import polish_many
+from bemore.settings import load_gymnast, load_identification
+from bemore.trial import prepare_trial
+from bemore.trial.synthetic import SyntheticSpec, write_synthetic_trial
+
+
+def test_linear_responses_have_the_textbook_covariance() -> None:
+    rng = np.random.default_rng(3)
+    J = rng.normal(size=(200, 3)) * [0.02, 0.005, 0.001]
+    sigma, draws = 0.001, 4000
+    changes = rng.normal(0.0, sigma, (draws, 200))
+    expected = sigma**2 * np.linalg.inv(J.T @ J)
+    measured = response_covariance(changes, J)
+    # A sample variance's relative standard error is √(2/(K − 1)) (2.2 % here): within 4 of it.
+    relative = np.diag(measured) / np.diag(expected) - 1.0
+    assert np.all(np.abs(relative) < 4.0 * np.sqrt(2.0 / (draws - 1))), relative
+    correlation = measured / np.sqrt(np.outer(np.diag(measured), np.diag(measured)))
+    truth = expected / np.sqrt(np.outer(np.diag(expected), np.diag(expected)))
+    assert np.abs(correlation - truth).max() < 0.1
+
+
+DRAWS = 8  # independent noise draws of the same trial
+
+
+@pytest.fixture(scope="module")
+def draws(tmp_path_factory):
+    """Per draw: the polished estimates (SI) and the propagated and sandwich standard errors
+    (SI) of the identified parameters; and their names."""
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    folder = tmp_path_factory.mktemp("draws")
+    estimates, propagated, sandwich = [], [], []
+    for draw in range(DRAWS):
+        spec = SyntheticSpec(duration_s=1.6, noise_mm=1.0, seed=100 + draw)
+        path, _, truth = write_synthetic_trial(spec, folder / f"draw{draw}.c3d")
+        problem = IdentificationProblem.from_trial(prepare_trial(path), space)
+        true_x = space.to_normalised(np.array([[truth.parameters[n] for n in space.names]]))[0]
+        start = np.r_[true_x, np.full(problem.dim - space.dim, 0.5)]
+        fit = polish_many(problem.residuals, start[None], problem.lower, problem.upper,
+                          max_iterations=30, jacobian=problem.jacobian)[0]
+        x = fit.result.x
+        residuals, jacobian = (a[0] for a in problem.jacobian(x[None]))
+        values, widths = _values_and_widths(problem, x)
+        result = analyse(jacobian, residuals, problem.names, values, widths,
+                         nuisance=problem.dim - space.dim, frames=problem.measured.shape[0],
+                         noise=propagated_noise(problem, x, jacobian))
+        rows = result.parameters[: space.dim]
+        estimates.append(values[: space.dim])
+        propagated.append([row.standard_error_noise for row in rows])
+        sandwich.append([row.standard_error_residuals for row in rows])
+    return np.array(estimates), np.array(propagated), np.array(sandwich), space.names
+
+
+def test_the_spread_over_noise_draws_is_the_propagated_standard_error(draws) -> None:
+    estimates, propagated, _, names = draws
+    spread = estimates.std(axis=0, ddof=1)
+    predicted = np.median(propagated, axis=0)
+    ratio = (spread / predicted) ** 2
+    # One parameter's variance ratio has a relative standard error of √(2/(n − 1)) (0.53 for
+    # 8 draws); pooled over the 13 parameters (correlated, so fewer than 13 independent ones)
+    # it must be 1 within about three of the pooled error.
+    pooled = float(np.mean(ratio))
+    assert 0.45 < pooled < 1.8, dict(zip(names, np.round(np.sqrt(ratio), 2), strict=True))
+    # No single parameter is off by more than a single variance ratio can be by chance.
+    assert np.all((ratio > 0.15) & (ratio < 4.0)), dict(zip(names, np.round(ratio, 2),
+                                                            strict=True))
