@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import Measurement
+from bench.common import Measurement, byte_compiled
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
@@ -178,6 +178,7 @@ def run(smoke: bool) -> list[Measurement]:
     """The coach's wait, warm and on a first run, phase by phase, beside the baselines."""
     repeats = 1 if smoke else 3
     measurements: list[Measurement] = []
+    byte_compiled(REPOSITORY)  # as installed: bytecode compiled once (bemore.warmup does it)
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         identify_options: list[str] = []

@@ -36,11 +36,21 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import RUN_TREE, Measurement, commit_tree, median_time, run_child
+from bench.common import (
+    REPOSITORY,
+    RUN_TREE,
+    Measurement,
+    byte_compiled,
+    commit_tree,
+    median_time,
+    run_child,
+)
 
 SEED_ELAPSED_S = 23.82
-BASELINE_COMMIT = "d926d4c"
-"""main before the figures were drawn with Pillow in a forked child and gc.freeze."""
+BASELINE_COMMIT = os.environ.get("BENCH_SYNTHESIS_BASELINE", "3af6784")
+"""The tree the whole processes are alternated with (``BENCH_SYNTHESIS_BASELINE``; default main
+before synthesize stopped importing scipy.optimize; d926d4c: before the figures were drawn with
+Pillow in a forked child)."""
 PHASES = ("start-up", "synthesis", "outputs", "plots", "animation", "figures", "exit")
 START = np.array([3.0, 2.0, np.deg2rad(140.0)])  # the box centre, the first screened start
 
@@ -203,6 +213,7 @@ def whole_processes(pairs: int, options: list[str]) -> list[Measurement]:
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
         tree = commit_tree(BASELINE_COMMIT, folder / "baseline-tree")
+        byte_compiled(REPOSITORY)  # both trees as installed: bytecode compiled once
         for pair in range(pairs + 1):
             for name, source in (("baseline", tree), ("now", None)):
                 sample = synthesize_once(source, folder / name, options)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import platform
 import statistics
 import subprocess
@@ -93,4 +94,15 @@ def commit_tree(commit: str, folder: Path) -> Path:
         raise RuntimeError(f"git archive {commit}: {archive.stderr.decode()[-500:]}")
     with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
         tar.extractall(folder, filter="data")
-    return folder
+    return byte_compiled(folder)
+
+
+def byte_compiled(tree: Path) -> Path:
+    """``tree`` with its bemore and controller modules byte-compiled (``__pycache__``), as an
+    installed program runs: the trees compared then pay the same imports, and none pays Python
+    compiling its sources at every run where it is told not to write bytecode
+    (``PYTHONDONTWRITEBYTECODE``)."""
+    for package in ("bemore", "controller"):
+        if (tree / package).is_dir():
+            compileall.compile_dir(tree / package, quiet=1)
+    return tree

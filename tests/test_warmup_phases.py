@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +53,22 @@ def test_marks_are_written_only_when_asked(tmp_path, monkeypatch) -> None:
     # a folder that cannot be written never fails the command
     monkeypatch.setenv(phases.ENVIRONMENT, str(tmp_path / "missing" / "marks.jsonl"))
     phases.mark("synthesize", "outputs")
+
+
+def test_the_warm_up_byte_compiles_the_packages(tmp_path, monkeypatch) -> None:
+    import importlib.util
+
+    package = tmp_path / "warmed_package"
+    package.mkdir()
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    (package / "module.py").write_text("def twice(x):\n    return 2 * x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(warmup, "PACKAGES", ("warmed_package",))
+    assert warmup.compile_bytecode() is True
+    for name in ("__init__.py", "module.py"):
+        assert Path(importlib.util.cache_from_source(str(package / name))).is_file()
+    (package / "broken.py").write_text("def broken(:\n")
+    assert warmup.compile_bytecode() is False  # that file is compiled at import instead
 
 
 def test_cpu_durations_follow_the_process_cpu_time_between_marks(tmp_path, monkeypatch) -> None:

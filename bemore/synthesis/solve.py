@@ -34,6 +34,7 @@ from bemore.optimize.result import (
     LocalRun,
     OptimisationResult,
 )
+from bemore.optimize.slsqp import minimize_slsqp
 
 
 class _LockstepBatcher:
@@ -493,8 +494,6 @@ def solve_multistart(
     stencils (default: faster in wall time today, docs/synthesis.md "Gradients"); "auto" is
     "exact" when the problem has exact derivatives, else "finite-difference".
     """
-    from scipy.optimize import Bounds
-
     if gradients not in ("auto", "exact", "finite-difference"):
         raise OptimisationError(
             f"gradients {gradients!r} (allowed: auto, exact, finite-difference)")
@@ -522,7 +521,7 @@ def solve_multistart(
     # degrees of rotation and seconds have comparable sizes).
     scale = problem.constraint_scale
     low, up = lower_c / scale, upper_c / scale
-    box = Bounds(np.zeros(problem.lower.size), np.ones(problem.lower.size))
+    box = (np.zeros(problem.lower.size), np.ones(problem.lower.size))  # u's bounds
     caches = [
         _StencilCache(
             lambda X, ticket=index: batcher.request(ticket, X),
@@ -610,7 +609,7 @@ def _local(
     method: str,
     cache: _StencilCache,
     u0: np.ndarray,
-    box: Any,
+    box: tuple[np.ndarray, np.ndarray],
     scale: np.ndarray,
     low: np.ndarray,
     up: np.ndarray,
@@ -619,8 +618,8 @@ def _local(
     max_iterations: int,
     callback: Callable[..., None],
 ) -> Any:
-    """One local run of SLSQP or trust-constr from u0 on the cached, scaled problem."""
-    from scipy.optimize import BFGS, NonlinearConstraint, minimize
+    """One local run of SLSQP or trust-constr from u0 on the cached, scaled problem, in the
+    box ``box`` = (lower, upper) of u."""
 
     def fun(u: np.ndarray) -> float:
         return cache.values(u)[0] / objective_scale
@@ -629,22 +628,19 @@ def _local(
         return cache.get(u)[2] / objective_scale
 
     if method == "slsqp":
-        return minimize(
+        return minimize_slsqp(
             fun,
             u0,
-            jac=grad,
-            method="SLSQP",
-            bounds=box,
-            constraints=[
-                {
-                    "type": "ineq",
-                    "fun": lambda u: constraint_form(cache.values(u)[1] / scale, low, up, "scipy"),
-                    "jac": lambda u: _jacobian_form(cache.get(u)[3] / scale[:, None], low, up),
-                }
-            ],
-            options={"ftol": tolerance, "maxiter": max_iterations},
+            grad,
+            *box,
+            lambda u: constraint_form(cache.values(u)[1] / scale, low, up, "scipy"),
+            lambda u: _jacobian_form(cache.get(u)[3] / scale[:, None], low, up),
+            ftol=tolerance,
+            maxiter=max_iterations,
             callback=callback,
         )
+    from scipy.optimize import BFGS, Bounds, NonlinearConstraint, minimize
+
     nonlinear = NonlinearConstraint(
         lambda u: cache.values(u)[1] / scale,
         low,
@@ -658,7 +654,7 @@ def _local(
         jac=grad,
         hess=BFGS(),
         method="trust-constr",
-        bounds=box,
+        bounds=Bounds(*box),
         constraints=[nonlinear],
         options={"gtol": tolerance, "xtol": tolerance, "maxiter": 10 * max_iterations},
         callback=callback,
@@ -668,15 +664,15 @@ def _local(
 def _restore(
     cache: _StencilCache,
     u0: np.ndarray,
-    box: Any,
+    box: tuple[np.ndarray, np.ndarray],
     scale: np.ndarray,
     low: np.ndarray,
     up: np.ndarray,
     max_iterations: int,
     callback: Callable[..., None],
 ) -> np.ndarray:
-    """Phase 1: minimise Σ min(0, margin)² over the box from u0; returns its end."""
-    from scipy.optimize import minimize
+    """Phase 1: minimise Σ min(0, margin)² over the box = (lower, upper) from u0; returns its
+    end."""
 
     def squared(u: np.ndarray) -> float:
         margins = constraint_form(cache.values(u)[1] / scale, low, up, "scipy")
@@ -687,15 +683,8 @@ def _restore(
         margins = constraint_form(c / scale, low, up, "scipy")
         return 2.0 * np.minimum(margins, 0.0) @ _jacobian_form(jac / scale[:, None], low, up)
 
-    result = minimize(
-        squared,
-        u0,
-        jac=gradient,
-        method="SLSQP",
-        bounds=box,
-        options={"ftol": 1e-14, "maxiter": max_iterations},
-        callback=callback,
-    )
+    result = minimize_slsqp(squared, u0, gradient, *box, ftol=1e-14, maxiter=max_iterations,
+                            callback=callback)
     return np.clip(result.x, 0.0, 1.0)
 
 

@@ -378,9 +378,11 @@ def _with_polish(
 
 def _warm_up(problem: GestureProblem) -> None:
     """Load what the first batch would otherwise load inside the search (the compiled kernels
-    for one and for several members, scipy.optimize), so that the stage timings separate the
-    start-up from the search. Not counted as evaluations."""
-    import scipy.optimize  # noqa: F401  (imported by the solvers on first use)
+    for one and for several members, scipy's compiled SLSQP), so that the stage timings
+    separate the start-up from the search. Not counted as evaluations."""
+    from bemore.optimize.slsqp import compiled_slsqp
+
+    compiled_slsqp()
 
     design = np.array([problem.upper])
     t = np.arange(3) * problem.step_s

@@ -90,9 +90,11 @@ def test_a_figure_that_fails_is_one_line_and_exit_code_1(tmp_path, monkeypatch) 
     assert json.loads((out / "gesture.json").read_text())["feasible"] is True
 
 
-def test_synthesize_loads_no_numba_matplotlib_or_pymoo(tmp_path) -> None:
+def test_synthesize_loads_no_numba_matplotlib_pymoo_or_scipy_optimize(tmp_path) -> None:
     # Without os.fork (as where there is none) the figures are drawn in this same process, so
     # its modules after the command are those of the synthesis, the result and the figures.
+    # SLSQP runs from scipy's compiled loop alone (bemore.optimize.slsqp, with the installed
+    # scipy: tests/optimize/test_slsqp.py).
     config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
     code = (
         "import os, sys\n"
@@ -101,8 +103,8 @@ def test_synthesize_loads_no_numba_matplotlib_or_pymoo(tmp_path) -> None:
         f"try:\n    cli(['synthesize', '--synthesis-config', {str(config)!r}, "
         f"'--out', {str(tmp_path / 'g')!r}], prog_name='bemore')\n"
         "except SystemExit as end:\n    assert end.code in (0, None), end.code\n"
-        "print('loaded:', sorted(name for name in ('numba', 'matplotlib', 'pymoo') "
-        "if name in sys.modules))\n"
+        "print('loaded:', sorted(name for name in ('numba', 'matplotlib', 'pymoo', "
+        "'scipy.optimize', 'scipy.linalg') if name in sys.modules))\n"
     )
     env = {key: value for key, value in os.environ.items() if key != "BEMORE_PHASE_TIMES"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
