@@ -15,17 +15,13 @@ not compared): a difference raises.
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 from bench.bench_polish import same_result
-from bench.common import RUN_TREE, Measurement, commit_tree
+from bench.common import Measurement, commit_tree, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
@@ -39,26 +35,11 @@ def identify_phases(tree: Path | None, out: Path, options: list[str]) -> dict[st
     each phase, "total" (wall), "cpu" (user + system) and "load" (before it)."""
     from bemore.phases import cpu_durations, durations
 
-    marks = out.parent / f"{out.name}-phases.jsonl"
-    marks.unlink(missing_ok=True)
-    env = dict(os.environ, BEMORE_PHASE_TIMES=str(marks))
-    prefix = [sys.executable, "-c", RUN_TREE, str(tree)] if tree else [sys.executable, "-m"]
-    command = [*prefix, *([] if tree else ["bemore"]), "identify", str(SAMPLE), *options,
-               "--out", str(out)]
-    before = os.getloadavg()[0]
-    started, clock = time.time(), time.perf_counter()
-    child = subprocess.Popen(command, cwd=REPOSITORY, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(child.pid, 0)
-    total = time.perf_counter() - clock
-    error = child.stderr.read()
-    child.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"identify from {tree or 'the checkout'} failed: {error[-1500:]}")
-    cpu = usage.ru_utime + usage.ru_stime
-    seconds = durations(marks, started, total)
-    seconds.update({f"{phase} CPU": value for phase, value in cpu_durations(marks, cpu).items()})
-    seconds.update(total=total, cpu=cpu, load=before)
+    run = time_bemore(tree, ["identify", str(SAMPLE), *options], out)
+    seconds = durations(run.marks, run.started_unix_s, run.total)
+    seconds.update({f"{phase} CPU": value
+                    for phase, value in cpu_durations(run.marks, run.cpu).items()})
+    seconds.update(total=run.total, cpu=run.cpu, load=run.load)
     return seconds
 
 

@@ -19,15 +19,13 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from bench.common import RUN_TREE, Measurement, commit_tree
+from bench.common import Measurement, commit_tree, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
@@ -49,26 +47,12 @@ def identify_once(tree: Path | None, out: Path, options: list[str],
     """Run identify on the sample from ``tree`` (None: this checkout): wall time ("total"),
     polish phase ("polish") and CPU time ("cpu") in s, the load before it ("load"). An exit
     code not in ``accepted`` raises RuntimeError."""
-    marks = out.parent / f"{out.name}-phases.jsonl"
-    marks.unlink(missing_ok=True)
-    env = dict(os.environ, BEMORE_PHASE_TIMES=str(marks))
-    prefix = [sys.executable, "-c", RUN_TREE, str(tree)] if tree else [sys.executable, "-m"]
-    command = [*prefix, *([] if tree else ["bemore"]), "identify", str(SAMPLE), *options,
-               "--out", str(out)]
-    before, clock = load(), time.perf_counter()
-    child = subprocess.Popen(command, cwd=REPOSITORY, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(child.pid, 0)
-    total = time.perf_counter() - clock
-    error = child.stderr.read()
-    child.stderr.close()
-    if os.waitstatus_to_exitcode(status) not in accepted:
-        raise RuntimeError(f"identify from {tree or 'the checkout'} failed: {error[-1500:]}")
     from bemore.phases import read
 
-    ends = {str(item["phase"]): float(item["end_unix_s"]) for item in read(marks)}
-    return {"total": total, "polish": ends["polish"] - ends["search"], "load": before,
-            "cpu": usage.ru_utime + usage.ru_stime}
+    run = time_bemore(tree, ["identify", str(SAMPLE), *options], out, accepted)
+    ends = {str(item["phase"]): float(item["end_unix_s"]) for item in read(run.marks)}
+    return {"total": run.total, "polish": ends["polish"] - ends["search"], "load": run.load,
+            "cpu": run.cpu}
 
 
 def jacobian_config(folder: Path, jacobian: str) -> Path:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,12 +37,12 @@ import numpy as np
 
 from bench.common import (
     REPOSITORY,
-    RUN_TREE,
     Measurement,
     byte_compiled,
     commit_tree,
     median_time,
     run_child,
+    time_bemore,
 )
 
 SEED_ELAPSED_S = 23.82
@@ -187,23 +186,9 @@ def synthesize_once(tree: Path | None, out: Path, options: list[str]) -> dict[st
     phase's seconds, the load average before it ("load")."""
     from bemore.phases import durations
 
-    marks = out.parent / f"{out.name}-phases.jsonl"
-    marks.unlink(missing_ok=True)
-    env = dict(os.environ, BEMORE_PHASE_TIMES=str(marks))
-    prefix = [sys.executable, "-c", RUN_TREE, str(tree)] if tree else [sys.executable, "-m",
-                                                                        "bemore"]
-    before, started, clock = os.getloadavg()[0], time.time(), time.perf_counter()
-    child = subprocess.Popen([*prefix, "synthesize", *options, "--out", str(out)],
-                             cwd=Path(__file__).resolve().parent.parent, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(child.pid, 0)
-    total = time.perf_counter() - clock
-    error = child.stderr.read()
-    child.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"synthesize from {tree or 'the checkout'} failed: {error[-1500:]}")
-    return {"total": total, "cpu": usage.ru_utime + usage.ru_stime, "load": before,
-            **durations(marks, started, total)}
+    run = time_bemore(tree, ["synthesize", *options], out)
+    return {"total": run.total, "cpu": run.cpu, "load": run.load,
+            **durations(run.marks, run.started_unix_s, run.total)}
 
 
 def whole_processes(pairs: int, options: list[str]) -> list[Measurement]:

@@ -69,6 +69,45 @@ def run_child(args: list[str], **options) -> subprocess.CompletedProcess:
     return result
 
 
+@dataclass
+class TimedCommand:
+    """One ``bemore`` command timed as a whole process: wall and CPU seconds (the process and
+    its waited-for children), the load average before it, and where its phase marks went."""
+
+    total: float
+    cpu: float
+    load: float
+    started_unix_s: float
+    marks: Path
+
+
+def time_bemore(tree: Path | None, args: list[str], out: Path,
+                accepted: tuple[int, ...] = (0,)) -> TimedCommand:
+    """Run ``bemore ARGS --out OUT`` from ``tree`` (None: this checkout) with its phase marks
+    in ``OUT-phases.jsonl``; an exit code not in ``accepted`` raises RuntimeError with the end
+    of the command's stderr."""
+    import os
+    import sys
+
+    marks = out.parent / f"{out.name}-phases.jsonl"
+    marks.unlink(missing_ok=True)
+    env = dict(os.environ, BEMORE_PHASE_TIMES=str(marks))
+    prefix = [sys.executable, "-c", RUN_TREE, str(tree)] if tree else [sys.executable, "-m",
+                                                                        "bemore"]
+    before, started, clock = os.getloadavg()[0], time.time(), time.perf_counter()
+    child = subprocess.Popen([*prefix, *args, "--out", str(out)],
+                             cwd=Path(__file__).resolve().parent.parent, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(child.pid, 0)
+    total = time.perf_counter() - clock
+    error = child.stderr.read()
+    child.stderr.close()
+    if os.waitstatus_to_exitcode(status) not in accepted:
+        raise RuntimeError(f"{args[0]} from {tree or 'the checkout'} failed: {error[-1500:]}")
+    return TimedCommand(total=total, cpu=usage.ru_utime + usage.ru_stime, load=before,
+                        started_unix_s=started, marks=marks)
+
+
 def machine() -> str:
     """A one-line description of the machine the figures come from."""
     import os
