@@ -24,6 +24,10 @@ POINT_NAMES = ("bar", "wrist", "elbow", "shoulder", "neck", "hip", "knee", "ankl
                "head_top")
 # The seven joint centres of the identification cost, in the order Trial.joint_centres uses.
 JOINT_CENTRE_NAMES = ("bar", "wrist", "elbow", "neck", "hip", "knee", "ankle")
+#: Where each point sits in POINT_NAMES' order (the last axis of a trial's point arrays).
+POINT_INDEX = {name: index for index, name in enumerate(POINT_NAMES)}
+#: The joint centres' positions among the points, in JOINT_CENTRE_NAMES' order.
+JOINT_CENTRE_INDEX = [POINT_INDEX[name] for name in JOINT_CENTRE_NAMES]
 
 
 class PlaneMarkers(Section):

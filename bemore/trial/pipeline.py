@@ -42,7 +42,9 @@ from bemore.trial.forces import BarForces, bar_forces, read_analogs
 from bemore.trial.gaps import fill_gaps
 from bemore.trial.markers import Markers
 from bemore.trial.markerset import (
+    JOINT_CENTRE_INDEX,
     JOINT_CENTRE_NAMES,
+    POINT_INDEX,
     POINT_NAMES,
     MarkerSet,
     TrialSettings,
@@ -57,9 +59,9 @@ from bemore.trial.noise import marker_noise_m
 from bemore.trial.plane import Plane, bar_axis, study_plane
 from bemore.trial.readers import read_markers
 
-_COST_INDEX = [POINT_NAMES.index(name) for name in JOINT_CENTRE_NAMES]
-_SHOULDER, _ELBOW = POINT_NAMES.index("shoulder"), POINT_NAMES.index("elbow")
-_NECK, _HIP = POINT_NAMES.index("neck"), POINT_NAMES.index("hip")
+_COST_INDEX = JOINT_CENTRE_INDEX
+_SHOULDER, _ELBOW = POINT_INDEX["shoulder"], POINT_INDEX["elbow"]
+_NECK, _HIP = POINT_INDEX["neck"], POINT_INDEX["hip"]
 
 # Each segment's length as the joint centres show it: the two points it runs between.
 # ``trunk.neck_to_hip`` is the model parameter of the same name (configs/models/real_gymnast.toml).

@@ -29,15 +29,16 @@ from bemore.trial.filtering import (
     spline_derivatives,
 )
 from bemore.trial.markerset import (
-    JOINT_CENTRE_NAMES,
+    JOINT_CENTRE_INDEX,
+    POINT_INDEX,
     POINT_NAMES,
     arm_marker_indices,
     check_required,
 )
 from bemore.trial.plane import Plane
 
-_COST_INDEX = [POINT_NAMES.index(name) for name in JOINT_CENTRE_NAMES]
-_SHOULDER, _ELBOW = POINT_NAMES.index("shoulder"), POINT_NAMES.index("elbow")
+_COST_INDEX = JOINT_CENTRE_INDEX
+_SHOULDER, _ELBOW = POINT_INDEX["shoulder"], POINT_INDEX["elbow"]
 _WRIST = DRIVEN_NAMES.index("wrist")
 
 
