@@ -19,8 +19,10 @@ to the normalised parameters (0 → lower bound, 1 → upper bound). Three quant
   marker noise propagated through the trial chain, :mod:`bemore.identify.propagation`) the
   covariance is that propagated noise's plus the sandwich's MODEL-ERROR part: the sandwich
   less what the noise alone puts into it (the same sandwich of the copies' residual changes
-  left after their own least-squares response), its negative eigenvalues set to 0;
-* **correlation** with every other parameter, from the same covariance.
+  left after their own least-squares response), its negative eigenvalues set to 0, and on a
+  trunk-side trial the arm-end recipe's form (a systematic part, the same propagation);
+* **correlation** with every other parameter, from the same covariance less the recipe's
+  systematic part (what the trial tells apart).
 
 A parameter is flagged as not determined by the trial when its sensitivity is below
 ``SENSITIVITY_FLOOR`` of the largest one, when it is correlated beyond ``MAX_CORRELATION`` with
@@ -68,6 +70,10 @@ class ParameterIdentifiability:
     standard_error_residuals: float | None = None
     standard_error_noise: float | None = None
     standard_error_model: float | None = None
+    # The arm-end recipe's form (trunk-side trials; None: no recipe), a systematic part added
+    # to the covariance (bemore.identify.propagation): then ``standard_error`` = √(noise² +
+    # model² + recipe²).
+    standard_error_recipe: float | None = None
 
 
 @dataclass
@@ -138,6 +144,8 @@ def analyse(
     residual_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     noise_error_n = np.full(d, np.nan)
     model_error_n = np.full(d, np.nan)
+    recipe_error_n = np.full(d, np.nan)
+    recipe = np.zeros((d, d))
     if noise is not None and bandwidth_known(frames, m):
         # What the noise alone would put into the sandwich: the copies' residual changes
         # left after their own least-squares response, through the same sandwich.
@@ -152,9 +160,19 @@ def analyse(
         kind += (f": its part beyond what the marker noise puts into it (model error), plus "
                  f"the marker noise ({noise.noise_m * 1e3:.3g} mm) propagated through the "
                  f"trial chain ({noise.realisations} copies)")
-    standard_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
+        if noise.recipe_covariance is not None:
+            recipe_error_n = np.sqrt(np.clip(np.diag(noise.recipe_covariance), 0.0, None))
+            recipe = noise.recipe_covariance
+            kind += (", plus the arm-end recipe's form (the two forms' difference as the "
+                     "half-width of a rectangular distribution)")
+    # The correlations (and the flag they raise) are what the trial tells apart: the noise's
+    # and the model error's; the recipe's rank-one systematic part would tie every parameter
+    # it dominates to ±1 without saying anything about what the trial shows.
+    shown_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     with np.errstate(divide="ignore", invalid="ignore"):
-        correlation = covariance / np.outer(standard_error_n, standard_error_n)
+        correlation = covariance / np.outer(shown_n, shown_n)
+    covariance = covariance + recipe
+    standard_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     correlation = np.nan_to_num(correlation, nan=0.0)
     np.fill_diagonal(correlation, 1.0)
     standard_error = standard_error_n * np.asarray(widths, dtype=float)
@@ -205,6 +223,7 @@ def analyse(
                 standard_error_residuals=float(residual_error_n[k] * widths[k]),
                 standard_error_noise=_part(noise_error_n[k] * widths[k]),
                 standard_error_model=_part(model_error_n[k] * widths[k]),
+                standard_error_recipe=_part(recipe_error_n[k] * widths[k]),
             )
         )
     return Identifiability(

@@ -26,6 +26,24 @@ bootstrap of the data pipeline linearised at the optimum:
 It holds target noise and input noise together (δr_k carries both: the copy's measured joint
 centres and its simulation change). What it cannot hold is model error, which
 :func:`bemore.identify.identifiability.analyse` takes from the residual sandwich.
+
+**The arm-end recipe's form (trunk-side trials only).** The arm end placed from the elbow and
+the upper-arm marker (:mod:`bemore.trial.acromion`) rests on a model of how an off-axis marker
+projects as the arm turns out of the plane: the across-the-arm part fixed in metres. A second,
+equally plausible form scales it with the apparent length as the along part is
+(:func:`bemore.trial.acromion.place_arm_end_scaled`). Which form holds no residual can show,
+and the choice moves the estimates (GUM type B). One more copy, without noise, runs the chain
+with the arm end moved :data:`LINEAR_FRACTION` of the way to the alternative form (calibrated
+on the same acromions); δr_recipe = (r_recipe − r_0) / LINEAR_FRACTION, δx_recipe =
+−(JᵀJ)⁻¹Jᵀδr_recipe, and the covariance gets δx_recipe δx_recipeᵀ / 3: the estimate's error
+from the form taken as rectangular on ±δx_recipe (GUM 4.3.7, variance a²/3 for half-width a).
+The alternative form marks how far a plausible form puts the arm end from the chain's, and the
+chain's own form's shape error is within that (on the synthetic trunk-side trials it places the
+arm end 0.7–1 mm off the truth and the alternative 1.4–2.0 mm, and the noise-free bias it leaves
+on shoulder.stiffness_pd is about a third of the two forms' δx); nothing prefers a direction or
+a size within it. Taking δx_recipe as one standard uncertainty (a normal reading) would state
+the form's error about three times the one measured. Arm-side trials have no recipe and no such
+term.
 """
 
 from __future__ import annotations
@@ -41,6 +59,9 @@ REALISATIONS = 32  # K: copies of the trial's markers (docs/identify.md, "Standa
 # at x* by ~60 mm on the bundled sample, where the response is far from linear).
 LINEAR_FRACTION = 0.01
 SEED = 20161  # the noise draws' seed: the same trial gives the same standard errors
+# The recipe's form: its δx counted as the half-width of a rectangular distribution, whose
+# variance is a²/3 (module docstring).
+RECIPE_VARIANCE_FACTOR = 1.0 / 3.0
 
 
 @dataclass
@@ -53,13 +74,32 @@ class PropagatedNoise:
     noise_m: float  # the marker noise σ drawn (m)
     seed: int
     residual_changes: np.ndarray  # (K, m) δr_k per unit of noise (m at the noise σ)
+    # The arm-end recipe's form (trunk side; None: no recipe): δr_recipe (m,) m, and the
+    # covariance (d, d) it adds, δx_recipe δx_recipeᵀ / 3 (see the module docstring).
+    recipe_change: np.ndarray | None = None
+    recipe_covariance: np.ndarray | None = None
 
     def for_rows(self, select: Any, jacobian: np.ndarray) -> PropagatedNoise:
         """The same copies seen through some rows of the residuals only: ``select`` maps a
         (…, m) residual array to its kept rows, ``jacobian`` (m', dim) is theirs."""
         changes = select(self.residual_changes)
+        recipe = None if self.recipe_change is None else select(self.recipe_change)
         return PropagatedNoise(response_covariance(changes, jacobian), self.realisations,
-                               self.noise_m, self.seed, changes)
+                               self.noise_m, self.seed, changes, recipe,
+                               None if recipe is None else recipe_covariance(recipe, jacobian))
+
+
+def recipe_covariance(change: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
+    """(dim, dim): δx δxᵀ / 3 of the least-squares response δx = −(JᵀJ)⁻¹Jᵀδr of one residual
+    change ``change`` (m,), J = ``jacobian`` (m, dim): a systematic change counted as the
+    half-width of a rectangular distribution (:data:`RECIPE_VARIANCE_FACTOR`).
+
+    >>> recipe_covariance(np.array([1.0, 3.0]), np.ones((2, 1))).tolist()     # δx = −2
+    [[1.3333333333333333]]
+    """
+    J = np.asarray(jacobian, dtype=float)
+    response = -(np.asarray(change, dtype=float) @ J) @ np.linalg.pinv(J.T @ J)
+    return RECIPE_VARIANCE_FACTOR * np.outer(response, response)
 
 
 def response_covariance(changes: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
@@ -93,9 +133,15 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
     if (trial is None or getattr(trial, "markers", None) is None
             or getattr(trial, "unfiltered", None) is None or not np.isfinite(noise) or noise <= 0):
         return None
+    recipe = getattr(trial, "arm_end", None) is not None
     raw = noisy_markers(trial, realisations + 1, LINEAR_FRACTION * noise, seed)
     raw[0] = trial.unfiltered
-    copies = prepare_realisations(trial, raw)
+    blend = None
+    if recipe:  # one more copy, noise-free: the arm end towards the recipe's other form
+        raw = np.concatenate([raw, trial.unfiltered[None]])
+        blend = np.zeros(raw.shape[0])
+        blend[-1] = LINEAR_FRACTION
+    copies = prepare_realisations(trial, raw, blend)
     model = problem.model
     columns = [list(trial.driven_names).index(name) for name in model.driven_coordinates]
     motion = DrivenMotion(trial.t, copies.driven_q[..., columns],
@@ -113,13 +159,21 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
         force = problem._force_residuals(P, simulation.free_q, simulation.free_qd)
         r = np.concatenate([difference.reshape(count, difference.shape[1], -1), force],
                            axis=2).reshape(count, -1)
+    recipe_change = None
+    if recipe:
+        recipe_change = (r[-1] - r[0]) / LINEAR_FRACTION  # the whole step between the forms
+        r = r[:-1]
+        if not np.isfinite(recipe_change).all():
+            return None
     valid = np.isfinite(r).all(axis=1)
     if not valid[0] or valid.sum() < 3:
         return None
     delta = (r[1:][valid[1:]] - r[0]) / LINEAR_FRACTION  # back to the noise's σ
     return PropagatedNoise(covariance=response_covariance(delta, jacobian),
                            realisations=int(delta.shape[0]), noise_m=float(noise), seed=seed,
-                           residual_changes=delta)
+                           residual_changes=delta, recipe_change=recipe_change,
+                           recipe_covariance=None if recipe_change is None
+                           else recipe_covariance(recipe_change, jacobian))
 
 
 def _members(problem: Any, x: np.ndarray, copies: Any) -> tuple[np.ndarray, ...]:

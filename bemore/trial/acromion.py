@@ -102,6 +102,34 @@ def place_arm_end(elbow: np.ndarray, arm: np.ndarray, along: float | np.ndarray,
     return elbow + np.asarray(along)[..., None] * d + np.asarray(across_m)[..., None] * v
 
 
+def scaled_across_recipe(elbow: np.ndarray, arm: np.ndarray, acromion: np.ndarray
+                         ) -> np.ndarray:
+    """The recipe's ALTERNATIVE form's across part from (F, …, 2) points (m): the arm end's
+    distance from the line in units of the elbow–arm-marker distance (the across part scaling
+    with the apparent length too, as the along part does), calibrated as
+    :func:`arm_end_recipe` does: the median over the frames (axis 0), shape (…). Not the chain's
+    recipe: the second form of it whose difference the identification counts as the recipe's
+    systematic uncertainty (docs/identify.md, "Standard errors")."""
+    d = arm - elbow
+    s = acromion - elbow
+    return np.nanmedian((-s[..., 0] * d[..., 1] + s[..., 1] * d[..., 0])
+                        / (d[..., 0] ** 2 + d[..., 1] ** 2), axis=0)
+
+
+def place_arm_end_scaled(elbow: np.ndarray, arm: np.ndarray, along: float | np.ndarray,
+                         across: float | np.ndarray) -> np.ndarray:
+    """(F, …, 2) arm end (m) by the recipe's alternative form: ``along`` and ``across``
+    (:func:`scaled_across_recipe`) both in units of the elbow–arm-marker distance.
+
+    >>> elbow = np.zeros((2, 2)); arm = np.array([[0.15, 0.0], [0.0, 0.3]])
+    >>> place_arm_end_scaled(elbow, arm, 2.0, 0.1).round(3).tolist()
+    [[0.3, 0.015], [-0.03, 0.6]]
+    """
+    d = arm - elbow
+    v = np.stack([-d[..., 1], d[..., 0]], axis=-1)
+    return elbow + np.asarray(along)[..., None] * d + np.asarray(across)[..., None] * v
+
+
 def _spread(positions: np.ndarray) -> float:
     """RMS distance (m) of (F, 2) positions from their median position."""
     centre = np.nanmedian(positions, axis=0)

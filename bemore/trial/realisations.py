@@ -20,7 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from bemore.errors import DataError
-from bemore.trial.acromion import arm_end_recipe, place_arm_end
+from bemore.trial.acromion import (
+    arm_end_recipe,
+    place_arm_end,
+    place_arm_end_scaled,
+    scaled_across_recipe,
+)
 from bemore.trial.coordinates import DRIVEN_NAMES, driven_from_points, free_from_points
 from bemore.trial.filtering import (
     evaluate_spline,
@@ -85,11 +90,15 @@ def noisy_markers(trial, count: int, noise_m: float, seed: int) -> np.ndarray:
     return base[None] + noise
 
 
-def prepare_realisations(trial, raw: np.ndarray) -> Realisations:
+def prepare_realisations(trial, raw: np.ndarray, recipe_blend: np.ndarray | None = None
+                         ) -> Realisations:
     """The chain's outputs (:class:`Realisations`) for ``raw`` (K, F, M, 3) m: K versions of the
     gap-filled, unfiltered markers the chain uses (:func:`chain_marker_indices` order) at the
     trial's marker frames. ``trial`` is a prepared ``bemore.trial.Trial`` (its ``markers``,
-    ``markerset`` and ``settings`` set; DataError otherwise)."""
+    ``markerset`` and ``settings`` set; DataError otherwise). ``recipe_blend``: (K,) per copy,
+    on a trunk-side trial, the weight w of the arm-end recipe's alternative form
+    (:func:`bemore.trial.acromion.place_arm_end_scaled`, calibrated on the copy too): the arm
+    end is (1 − w)·the chain's recipe + w·the alternative (None: w = 0, the chain's)."""
     from bemore.trial.pipeline import _initial_positions, free_rates_from_points
 
     markers, markerset, settings = trial.markers, trial.markerset, trial.settings
@@ -116,14 +125,19 @@ def prepare_realisations(trial, raw: np.ndarray) -> Realisations:
     has_arm = weights.shape[0] > len(POINT_NAMES)
     arm, raw_arm = (points[:, :, -1], raw_points[:, :, -1]) if has_arm else (None, None)
     points, raw_points = points[:, :, : len(POINT_NAMES)], raw_points[:, :, : len(POINT_NAMES)]
-    recipe = None
+    recipe = alternative = blend = None
     if trial.arm_end is not None:
         recipe = arm_end_recipe(points[:, :, _ELBOW], arm, points[:, :, _SHOULDER])[:2]
-        points[:, :, _SHOULDER] = place_arm_end(points[:, :, _ELBOW], arm, *recipe)
+        if recipe_blend is not None and np.any(recipe_blend):
+            blend = np.asarray(recipe_blend, dtype=float)[:, None]
+            alternative = (recipe[0], scaled_across_recipe(points[:, :, _ELBOW], arm,
+                                                           points[:, :, _SHOULDER]))
+        points[:, :, _SHOULDER] = _arm_end(points[:, :, _ELBOW], arm, recipe,
+                                           alternative, blend)
     if settings.driven_filter.enabled:
         if recipe is not None:
-            raw_points[:, :, _SHOULDER] = place_arm_end(raw_points[:, :, _ELBOW], raw_arm,
-                                                        *recipe)
+            raw_points[:, :, _SHOULDER] = _arm_end(raw_points[:, :, _ELBOW], raw_arm, recipe,
+                                                   alternative, blend)
         q = _low_pass_driven(driven_from_points(raw_points), markers.rate_hz, settings,
                              trial.source)
     else:
@@ -152,6 +166,16 @@ def prepare_realisations(trial, raw: np.ndarray) -> Realisations:
         free_seen0=free_seen0,
         segment_lengths_m=lengths,
     )
+
+
+def _arm_end(elbow: np.ndarray, arm: np.ndarray, recipe: tuple, alternative: tuple | None,
+             blend: np.ndarray | None) -> np.ndarray:
+    """(F, K, 2) arm end (m): the chain's ``recipe`` (along, across_m), blended per copy with
+    weight ``blend`` (K, 1) with the ``alternative`` form's (along, across) when given."""
+    placed = place_arm_end(elbow, arm, *recipe)
+    if alternative is None:
+        return placed
+    return placed + blend * (place_arm_end_scaled(elbow, arm, *alternative) - placed)
 
 
 def _joint_centre_weights(trial, indices: list[int]) -> np.ndarray:

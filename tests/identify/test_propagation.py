@@ -82,3 +82,61 @@ def test_the_spread_over_noise_draws_is_the_propagated_standard_error(draws) -> 
     # No single parameter is off by more than a single variance ratio can be by chance.
     assert np.all((ratio > 0.15) & (ratio < 4.0)), dict(zip(names, np.round(ratio, 2),
                                                             strict=True))
+
+
+def _at_truth(side: str, folder):
+    """(problem, x at the truth, residuals, Jacobian) of a synthetic trial with the acromions
+    on ``side`` (declared so)."""
+    from bemore.trial.markerset import load_markerset
+
+    markerset = None
+    if side == "trunk":
+        markerset = load_markerset()
+        markerset = markerset.model_copy(update={"conventions": markerset.conventions.model_copy(
+            update={"acromion_side": "trunk"})})
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    spec = SyntheticSpec(duration_s=1.6, noise_mm=1.0, seed=4, acromion_side=side)
+    path, _, truth = write_synthetic_trial(spec, folder / f"{side}.c3d")
+    problem = IdentificationProblem.from_trial(prepare_trial(path, markerset), space)
+    true_x = space.to_normalised(np.array([[truth.parameters[n] for n in space.names]]))[0]
+    x = np.r_[true_x, np.full(problem.dim - space.dim, 0.5)]
+    residuals, jacobian = (a[0] for a in problem.jacobian(x[None]))
+    return problem, x, residuals, jacobian
+
+
+def test_the_recipes_form_counts_on_the_trunk_side_only(tmp_path, monkeypatch) -> None:
+    from bemore.identify import propagation
+
+    problem, x, residuals, jacobian = _at_truth("arm", tmp_path)
+    arm = propagated_noise(problem, x, jacobian, realisations=3)
+    assert arm.recipe_change is None and arm.recipe_covariance is None
+    values, widths = _values_and_widths(problem, x)
+    rows = analyse(jacobian, residuals, problem.names, values, widths,
+                   frames=problem.measured.shape[0], noise=arm).parameters
+    assert all(row.standard_error_recipe is None for row in rows)
+
+    problem, x, residuals, jacobian = _at_truth("trunk", tmp_path)
+    trunk = propagated_noise(problem, x, jacobian, realisations=3)
+    change = trunk.recipe_change
+    assert change.shape == residuals.shape and np.isfinite(change).all()
+    assert np.sqrt(np.mean(change**2)) > 1e-6  # m: the two forms' arm ends differ
+    # Its covariance is the least-squares response's outer product (solved independently) as
+    # a rectangular distribution's half-width: variance a²/3.
+    response = np.linalg.lstsq(jacobian, -change, rcond=None)[0]
+    assert np.allclose(3.0 * trunk.recipe_covariance, np.outer(response, response),
+                       rtol=1e-6, atol=1e-12 * np.abs(response).max() ** 2)
+    values, widths = _values_and_widths(problem, x)
+    rows = analyse(jacobian, residuals, problem.names, values, widths,
+                   frames=problem.measured.shape[0], noise=trunk).parameters
+    for row, step, width in zip(rows, response, widths, strict=True):
+        assert row.standard_error_recipe == pytest.approx(abs(step) * width / np.sqrt(3.0),
+                                                          rel=1e-6)
+        assert row.standard_error**2 == pytest.approx(
+            row.standard_error_noise**2 + row.standard_error_model**2
+            + row.standard_error_recipe**2, rel=1e-9)
+    assert max(row.standard_error_recipe / row.standard_error for row in rows) > 0.01
+    # Linearised at 1 % of the step, it is the whole step's residual change to first order:
+    # the chain and the simulation run with the arm end entirely on the other form.
+    monkeypatch.setattr(propagation, "LINEAR_FRACTION", 1.0)
+    whole = propagated_noise(problem, x, jacobian, realisations=3).recipe_change
+    assert np.linalg.norm(whole - change) < 0.2 * np.linalg.norm(change)
