@@ -17,12 +17,10 @@ holding the truth, every parameter marked identifiable within 3 of its standard 
 truth. The trunk-side fits run a shorter global search (100 × 30; the polish does the descent).
 
 The standard errors are the trial's marker noise propagated through the trial chain plus the
-residual sandwich's model-error part (docs/identify.md, "Standard errors"). With them every case
-here holds every criterion, the neck-7-cm trunk-side trial with noise seed 5 included, except
-one: with noise seed 6 that trial's shoulder.stiffness_pd is 4.0 of its standard errors off
-(+5.6 %; 5.9 with the sandwich × 1.5 it replaced). That assertion is a strict expected
-failure for that case: it fails the run the day it holds. The same trial with the neck at
-3 cm misses the same way (3.7 standard errors, python -m bench coverage).
+residual sandwich's model-error part, and on the trunk side the arm-end recipe's form as a
+systematic uncertainty (docs/identify.md, "Standard errors"). With them every case here holds
+every criterion: the neck-7-cm trunk-side trial with noise seed 6 has shoulder.stiffness_pd
++5.6 % off at 1.87 of its standard errors (4.0 without the recipe's part).
 """
 
 from __future__ import annotations
@@ -119,16 +117,7 @@ def test_the_fit_follows_and_recovers_the_convention(fitted) -> None:
         assert values[name] == pytest.approx(truth[name], rel=0.05), name
 
 
-# Cases whose 3-standard-error criterion does not hold (module docstring): strict xfail.
-MISSES_THREE_STANDARD_ERRORS = {"trunk-side neck 7 cm, noise 6":
-                                "shoulder.stiffness_pd 4.0 standard errors off"}
-
-
-def test_identifiable_parameters_are_within_three_standard_errors(fitted, request) -> None:
-    case = request.node.callspec.params["fitted"]
-    if case in MISSES_THREE_STANDARD_ERRORS:
-        request.applymarker(pytest.mark.xfail(strict=True,
-                                              reason=MISSES_THREE_STANDARD_ERRORS[case]))
+def test_identifiable_parameters_are_within_three_standard_errors(fitted) -> None:
     _, space, outcome, truth = fitted
     rows = {row.name: row for row in outcome.identifiability.parameters}
     values = dict(zip(space.names, outcome.values, strict=True))
