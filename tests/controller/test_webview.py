@@ -324,7 +324,9 @@ def test_the_page_in_chromium_shows_the_session_live_and_its_stop_ramps_down(chr
         wait_for(lambda: "stopped from the web page" in text(chrome, "summary"), 10,
                  "the summary on the page")
         assert "tracking    RMS" in text(chrome, "summary")
-        assert text(chrome, "state") == "DISARMED"
+        # The summary is set on arrival, the badges on the page's next animation frame.
+        wait_for(lambda: text(chrome, "state") == "DISARMED", 10,
+                 "the session's last state (DISARMED) on the page")
         end_time = text(chrome, "time")
         chrome.execute_script("const s = document.getElementById('slider'); s.value = '10';"
                               "s.dispatchEvent(new Event('input'));")
