@@ -221,7 +221,7 @@ def session_payload(log) -> dict:
     armed = spec.states["ARMED"]
     stop = next((e for e in log.events if e.get("kind") == "stop"), None)
     stop_at = float(stop["host_time"]) if stop and stop.get("reason") != "completed" else math.inf
-    rows, started, t_last, rep = [], False, 0.0, 0
+    rows, started, t_last, rep, last_host = [], False, 0.0, 0, -math.inf
     sent_host = [float(v) for v in sp["host_time"]]
     columns = [tm[key] for key in ("host_time", "setpoint_time_ms", "position_urad", "torque_mNm",
                                    "state", "fault")]
@@ -238,6 +238,7 @@ def session_payload(log) -> dict:
             commanded = round(math.degrees(sp_position[index] * POSITION_SCALE), 3)
             commanded_nm = round(sp_torque[index] * TORQUE_SCALE, 2)
             rep = max(sp_rep[index], 0)
+        last_host = float(host_time)
         state = spec.name_of("states", state_code)
         if state == "ARMED" and (host_time >= stop_at or t_last > plan["end_ramp_t"]):
             state = "RAMPING"
@@ -245,6 +246,13 @@ def session_payload(log) -> dict:
                      round(math.degrees(float(position) * POSITION_SCALE), 3), commanded_nm,
                      round(float(torque) * TORQUE_SCALE, 2), rep, state,
                      spec.name_of("faults", int(fault_code)), None, None])
+    # A DISARM confirmed by its ACK needs no telemetry frame after it: the session's last
+    # state is then the confirmation's (no angle or torque is known at that instant).
+    disarmed = [e for e in log.events if e.get("kind") == "disarmed"
+                and float(e.get("host_time", -math.inf)) >= last_host]
+    if rows and disarmed and rows[-1][6] not in ("DISARMED", "FAULT"):
+        rows.append([rows[-1][0], None, None, None, None, rep, "DISARMED", rows[-1][7], None,
+                     None])
     summary = summarise(log)
     profile = header.get("athlete_profile", {})
     return {

@@ -463,10 +463,37 @@ def test_replay_web_serves_a_past_session(setpoint_file, tmp_path):
     assert "tracking    RMS" in out  # the summary is printed as without --web
     session = next(m for m in page.messages if m["type"] == "session")
     summary = read_log(log)
-    # every telemetry frame from ARM on is a row of the slider
-    armed_from = list(summary.telemetry["state"]).index(SPEC.states["ARMED"])
-    assert len(session["rows"]) == len(summary.telemetry["state"]) - armed_from
+    # every telemetry frame from ARM on is a row of the slider, and the last row is the
+    # DISARM's confirmation (a row of its own when its ACK came before a DISARMED frame)
+    states = list(summary.telemetry["state"])
+    armed_from = states.index(SPEC.states["ARMED"])
+    confirmed_by_ack = states[-1] != SPEC.states["DISARMED"]
+    assert len(session["rows"]) == len(states) - armed_from + confirmed_by_ack
+    assert session["rows"][-1][6] == "DISARMED"
+    if confirmed_by_ack:
+        assert session["rows"][-1][1:5] == [None, None, None, None]
     assert session["live"] is False
+
+
+def test_a_disarm_confirmed_by_its_ack_ends_the_session_view_disarmed(setpoint_file, tmp_path):
+    # A real dry run's log, then the same log without its telemetry frames from DISARMED on:
+    # what a session whose DISARM was confirmed by its ACK before any DISARMED frame records.
+    log = tmp_path / "s.jsonl"
+    assert drive(setpoint_file, log, settings()).ok
+    lines = log.read_text().splitlines()
+    disarmed = SPEC.states["DISARMED"]
+    telemetry = [i for i, line in enumerate(lines) if json.loads(line)["type"] == "tm"]
+    last_armed = max(i for i in telemetry if json.loads(lines[i])["state"] != disarmed)
+    cut = tmp_path / "ack.jsonl"
+    cut.write_text("\n".join(line for i, line in enumerate(lines)
+                             if not (i in telemetry and i > last_armed)) + "\n")
+    whole, acked = session_payload(read_log(log)), session_payload(read_log(cut))
+    assert whole["rows"][-1][6] == "DISARMED"
+    if json.loads(lines[telemetry[-1]])["state"] == disarmed:  # the row is that frame's
+        assert whole["rows"][-1][2] is not None
+    assert acked["rows"][-1][6] == "DISARMED"  # the ACK's: no angle or torque at that instant
+    assert acked["rows"][-1][1:5] == [None, None, None, None]
+    assert acked["rows"][-2][6] == "RAMPING"  # the last frame: armed, during the final ramp
 
 
 def test_the_web_extra_is_optional_in_the_bench_distribution():
