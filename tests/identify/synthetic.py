@@ -32,6 +32,22 @@ class SyntheticCase:
     noise_m: float
 
 
+def handstand_start(model, P: np.ndarray, motion, rate_rad_s: float = ROTATION_RATE_RAD_S,
+                    hand_rotation_rad: float = HANDSTAND_HAND_ROTATION
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Start states (B, n_free) each of the B parameter rows of ``P``: the hands at
+    ``hand_rotation_rad`` (rad) about the bar, the springs in equilibrium under the motion's
+    first driven posture, turning about the bar at ``rate_rad_s`` (rad/s), everything else
+    at rest."""
+    free = np.zeros(model.n_free)
+    rotation = model.free_coordinates.index("hand_rotation")
+    free[rotation] = hand_rotation_rad
+    q0 = model.equilibrium(P, motion.q[0], free_q=free)
+    qd0 = np.zeros_like(q0)
+    qd0[:, rotation] = rate_rad_s
+    return q0, qd0
+
+
 def synthetic_case(
     truth: dict[str, float], noise_m: float, seed: int, frames: int = 1521
 ) -> SyntheticCase:
@@ -39,12 +55,8 @@ def synthetic_case(
     model = load_model("real_gymnast")
     motion = clear_hip_circle_profile(duration_s=(frames - 1) / RATE_HZ, rate_hz=RATE_HZ)
     P = model.parameter_matrix([truth])
-    free = np.zeros(model.n_free)
-    rotation = model.free_coordinates.index("hand_rotation")
-    free[rotation] = HANDSTAND_HAND_ROTATION
-    free_q0 = model.equilibrium(P, motion.q[0], free_q=free)[0]
-    free_qd0 = np.zeros(model.n_free)
-    free_qd0[rotation] = ROTATION_RATE_RAD_S
+    starts = handstand_start(model, P, motion)
+    free_q0, free_qd0 = (a[0] for a in starts)
     simulation = simulate(model, P, motion, free_q0, free_qd0, outputs=("points",))
     assert simulation.valid[0]
     index = [model.point_names.index(name) for name in COST_POINTS]

@@ -10,8 +10,9 @@ from bemore.errors import DataError
 from bemore.identify.problem import IdentificationProblem, force_scales
 from bemore.identify.space import ParameterSpace
 from bemore.model import COST_POINTS, load_model, simulate
-from bemore.model.profiles import HANDSTAND_HAND_ROTATION, clear_hip_circle_profile
+from bemore.model.profiles import clear_hip_circle_profile
 from bemore.settings import load_gymnast, load_identification
+from tests.identify.synthetic import handstand_start
 
 FRAMES = 301
 MARKER_NOISE_M = 0.001
@@ -25,12 +26,7 @@ def _case(seed: int = 2, noisy: bool = True):
     model = load_model("real_gymnast")
     motion = clear_hip_circle_profile(duration_s=(FRAMES - 1) / 1000.0, rate_hz=1000.0)
     P = model.parameter_matrix([{}])
-    free = np.zeros(model.n_free)
-    rotation = model.free_coordinates.index("hand_rotation")
-    free[rotation] = HANDSTAND_HAND_ROTATION
-    q0 = model.equilibrium(P, motion.q[0], free_q=free)[0]
-    qd0 = np.zeros(model.n_free)
-    qd0[rotation] = 1.4
+    q0, qd0 = (a[0] for a in handstand_start(model, P, motion))
     sim = simulate(model, P, motion, q0, qd0)
     rng = np.random.default_rng(seed)
     index = [model.point_names.index(name) for name in COST_POINTS]

@@ -8,7 +8,8 @@ import pytest
 
 from bemore.identify import inertial
 from bemore.model import load_model, simulate
-from bemore.model.profiles import HANDSTAND_HAND_ROTATION, clear_hip_circle_profile
+from bemore.model.profiles import clear_hip_circle_profile
+from tests.identify.synthetic import handstand_start
 
 EDGE = 5  # frames left out at each end (one-sided differences of the free accelerations)
 
@@ -21,12 +22,7 @@ def engine_data():
     model = load_model("real_gymnast")
     motion = clear_hip_circle_profile(1.6, 1000.0)
     P = model.parameter_matrix([{}])
-    free = np.zeros(model.n_free)
-    k = model.free_coordinates.index("hand_rotation")
-    free[k] = HANDSTAND_HAND_ROTATION
-    q0 = model.equilibrium(P, motion.q[0], free_q=free)[0]
-    qd0 = np.zeros(model.n_free)
-    qd0[k] = 1.4
+    q0, qd0 = (a[0] for a in handstand_start(model, P, motion))
     sim = simulate(model, P, motion, q0, qd0, substeps=4)
     qf, vf = sim.free_q[0], sim.free_qd[0]
     af = np.gradient(vf, 1e-3, axis=0, edge_order=2)

@@ -22,6 +22,7 @@ from bemore.model import simulate
 from bemore.model.profiles import clear_hip_circle_profile
 from bemore.model.sensitivity import field_tangents, point_sensitivities
 from bemore.settings import load_gymnast, load_identification
+from tests.identify.synthetic import handstand_start
 
 TOLERANCE = 1e-6
 STEPS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)  # normalised units (fractions of the box's width)
@@ -68,18 +69,14 @@ def test_sensitivities_agree_with_central_differences_over_the_box(real) -> None
     columns = [real.parameter_names.index(name) for name in space.names]
     P = np.repeat(defaults[None, :], len(X), axis=0)
     P[:, columns] = space.to_physical(X)
-    free = np.zeros(real.n_free)
-    rotation = real.free_coordinates.index("hand_rotation")
-    free[rotation] = 3.0
-    q0 = real.equilibrium(P, motion.q[0], free_q=free)
-    v0 = np.zeros_like(q0)
-    v0[:, rotation] = 1.4
+    q0, v0 = handstand_start(real, P, motion, hand_rotation_rad=3.0)
     # Directions: every identified parameter (one box width), the start angle and rate.
     d = space.dim + 2
     dP = np.zeros((len(X), d, P.shape[1]))
     dP[:, np.arange(space.dim), columns] = space.width
     dq0 = np.zeros((len(X), d, real.n_free))
     dv0 = np.zeros_like(dq0)
+    rotation = real.free_coordinates.index("hand_rotation")
     dq0[:, space.dim, rotation] = 1.0
     dv0[:, space.dim + 1, rotation] = 1.0
     exact = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dv0)
@@ -177,12 +174,7 @@ def test_state_sensitivities_in_both_layouts(real) -> None:
     columns = [real.parameter_names.index(name) for name in space.names]
     P = np.repeat(real.parameter_matrix([{}]), len(X), axis=0)
     P[:, columns] = space.to_physical(X)
-    free = np.zeros(real.n_free)
-    rotation = real.free_coordinates.index("hand_rotation")
-    free[rotation] = 3.0
-    q0 = real.equilibrium(P, motion.q[0], free_q=free)
-    v0 = np.zeros_like(q0)
-    v0[:, rotation] = 1.4
+    q0, v0 = handstand_start(real, P, motion, hand_rotation_rad=3.0)
     v0[:, 1] = 0.03  # a bar start velocity (m/s): its tangent is a state seed too
     d = space.dim + 1
     dP = np.zeros((len(X), d, P.shape[1]))
