@@ -1,5 +1,5 @@
-"""Local least-squares polish: trust-region reflective least squares (scipy's algorithm,
-:mod:`bemore.optimize.trf`) on stacked residuals.
+"""Local least-squares polish: bounded Levenberg–Marquardt (:mod:`bemore.optimize.lm`; or
+trust-region reflective, scipy's algorithm, :mod:`bemore.optimize.trf`) on stacked residuals.
 
 Follows any global run. The cost is ``Σ r²`` (the same f1 as the global run: for the
 identification, r stacks the simulated − measured joint-centre coordinates, so Σ r² is the sum of
@@ -8,7 +8,7 @@ sensitivities, computed with the simulation) or a finite difference whose 2·d (
 d + 1 (forward) points are evaluated as ONE batch call of the residual function, like a
 population.
 
-:func:`polish_many` runs several starts in lock step: each start's scipy iterations run in a
+:func:`polish_many` runs several starts in lock step: each start's iterations run in a
 thread of their own, and the residual requests of all the starts still running are merged into
 one batch call (:class:`LockStep`). When the residual of a point does not depend on the batch it
 is in (the engine's members are simulated independently), every start takes exactly the steps
@@ -87,17 +87,25 @@ def polish(
     step: float = 1e-4,
     scheme: str = "central",
     jacobian: BatchJacobian | None = None,
+    method: str = "lm",
 ) -> LocalFit:
-    """Minimise ``Σ r(x)²`` from ``x0`` within [lower, upper] (trust-region reflective,
-    :func:`bemore.optimize.trf.trf_bounds`: scipy's algorithm, its step from a QR).
+    """Minimise ``Σ r(x)²`` from ``x0`` within [lower, upper]: ``method`` "lm" (default,
+    :func:`bemore.optimize.lm.lm_bounds`: Levenberg–Marquardt with projected steps) or "trf"
+    (:func:`bemore.optimize.trf.trf_bounds`: scipy's trust-region reflective, its step from a QR).
 
-    ``max_iterations`` bounds the residual evaluations of scipy (each Jacobian is one more batch
+    ``max_iterations`` bounds the solver's residual evaluations (each Jacobian is one more batch
     of 2·d or d + 1 points, or one call of ``jacobian`` when given: counted as one point in
     ``nfev``, and in ``options["jacobians"]``). Ctrl-C stops cleanly with the best point
     evaluated so far (status 1).
     """
-    # Imported here: scipy.optimize costs ~1 s of start-up that a run without --polish skips.
-    from bemore.optimize.trf import trf_bounds
+    # Imported here: scipy.linalg (and scipy.optimize for trf) cost start-up that a run without
+    # --polish skips.
+    if method == "lm":
+        from bemore.optimize.lm import lm_bounds as solver
+    elif method == "trf":
+        from bemore.optimize.trf import trf_bounds as solver
+    else:
+        raise OptimisationError(f"polish: method {method!r} (allowed: lm, trf)")
 
     start = time.perf_counter()
     lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
@@ -144,13 +152,13 @@ def polish(
 
     status = 3
     try:
-        fit = trf_bounds(fun, jac, x0, lower, upper, max_nfev=max_iterations)
+        fit = solver(fun, jac, x0, lower, upper, max_nfev=max_iterations)
         if fit.status == 0:
             status = 4
     except KeyboardInterrupt:
         status = 1
     if last["x"] is not None and np.array_equal(last["x"], best["x"]):
-        # scipy's last Jacobian is at its final point, usually the best one: the same batch.
+        # The solver's last Jacobian is at its final point, usually the best one: the same batch.
         J, r = last["J"], last["r"]
     else:
         J, r, n_points = jacobian_at(best["x"])
@@ -165,7 +173,7 @@ def polish(
         algorithm="least_squares",
         elapsed_s=time.perf_counter() - start,
         history=history,
-        options={"method": "trf", "max_iterations": max_iterations, "step": step,
+        options={"method": method, "max_iterations": max_iterations, "step": step,
                  "scheme": scheme if jacobian is None else "given",
                  "jacobians": counts["jacobians"]},
     )
@@ -287,8 +295,10 @@ def polish_many(
     step: float = 1e-4,
     scheme: str = "central",
     jacobian: BatchJacobian | None = None,
+    method: str = "lm",
 ) -> list[LocalFit]:
-    """:func:`polish` from each row of ``starts`` (k, d), in lock step (module docstring).
+    """:func:`polish` (with ``method``) from each row of ``starts`` (k, d), in lock step (module
+    docstring).
 
     Returns the k fits in the order of ``starts``; each is the fit :func:`polish` gives from
     that start alone when a point's residuals do not depend on its batch. Ctrl-C stops every
@@ -306,7 +316,8 @@ def polish_many(
         began[index].set()
         try:
             fits[index] = polish(lock_step, starts[index], lower, upper, max_iterations,
-                                 step, scheme, lock_step.jacobian if jacobian else None)
+                                 step, scheme, lock_step.jacobian if jacobian else None,
+                                 method)
         except BaseException as error:  # re-raised in the calling thread
             errors.append(error)
         finally:

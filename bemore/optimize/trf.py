@@ -20,11 +20,10 @@ loss, ``x_scale = 1``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.linalg import norm
-from scipy.linalg import lapack, svd
+from scipy.linalg import svd
 from scipy.optimize._lsq.common import (
     CL_scaling_vector,
     check_termination,
@@ -35,22 +34,10 @@ from scipy.optimize._lsq.common import (
 )
 from scipy.optimize._lsq.trf import select_step
 
-from bemore.errors import OptimisationError
+from bemore.optimize.lm import LeastSquaresResult, finite_jacobian, qr_factors
 
-
-@dataclass
-class TrustRegionResult:
-    """What :func:`trf_bounds` found: x, its residuals f and Jacobian J (at x), the cost
-    ½·Σ f², the evaluations and the status (scipy's codes: 0 max_nfev reached, 1 gtol, 2 ftol,
-    3 xtol, 4 ftol and xtol)."""
-
-    x: np.ndarray
-    fun: np.ndarray
-    jac: np.ndarray
-    cost: float
-    nfev: int
-    njev: int
-    status: int
+TrustRegionResult = LeastSquaresResult
+"""What :func:`trf_bounds` found (the fields and status codes of every bounded solver here)."""
 
 
 def svd_factors(J_augmented: np.ndarray, f_augmented: np.ndarray
@@ -58,26 +45,9 @@ def svd_factors(J_augmented: np.ndarray, f_augmented: np.ndarray
     """Singular values s (n,), right singular vectors V (n, n; columns) of ``J_augmented``
     ((M, n), M ≥ n) and ``Uᵀ f_augmented`` (n,), U its left singular vectors (M, n), from one
     QR of ``[J_augmented | f_augmented]`` and an SVD of the n × n triangle (module docstring)."""
-    M, n = J_augmented.shape
-    stacked = np.empty((M, n + 1), order="F")
-    stacked[:, :n] = J_augmented
-    stacked[:, n] = f_augmented
-    qr, _, _, info = lapack.dgeqrf(stacked, overwrite_a=True)
-    if info != 0:
-        raise OptimisationError(f"least squares: LAPACK dgeqrf failed (info {info})")
-    R = np.triu(qr[:n, :n])
+    R, qtf = qr_factors(J_augmented, f_augmented)
     Ur, s, Vt = svd(R, full_matrices=False, check_finite=False)
-    return s, Vt.T, Ur.T @ qr[:n, n]
-
-
-def _finite(J: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``J`` as a float array; OptimisationError when it holds NaN or ±inf (the step would be
-    NaN; scipy's SVD refuses such a matrix too)."""
-    J = np.asarray(J, dtype=float)
-    if not np.all(np.isfinite(J)):
-        raise OptimisationError(f"least squares: the Jacobian at x = {np.round(x, 6).tolist()} "
-                                "is not finite")
-    return J
+    return s, Vt.T, Ur.T @ qtf
 
 
 def trf_bounds(
@@ -100,7 +70,7 @@ def trf_bounds(
     lb, ub = np.asarray(lb, dtype=float), np.asarray(ub, dtype=float)
     x = make_strictly_feasible(np.asarray(x0, dtype=float), lb, ub)
     f = np.asarray(fun(x), dtype=float)
-    J = _finite(jac(x), x)
+    J = finite_jacobian(jac(x), x)
     nfev, njev = 1, 1
     m, n = J.shape
     cost = 0.5 * float(np.dot(f, f))
@@ -158,7 +128,7 @@ def trf_bounds(
 
         if actual_reduction > 0:
             x, f, cost = x_new, f_new, cost_new
-            J = _finite(jac(x), x)
+            J = finite_jacobian(jac(x), x)
             njev += 1
             g = compute_grad(J, f)
     return TrustRegionResult(x=x, fun=f, jac=J, cost=cost, nfev=nfev, njev=njev,

@@ -1,0 +1,186 @@
+"""Levenberg–Marquardt within bounds (bemore.optimize.lm): the minima scipy's least_squares and
+lsq_linear find, with bounds active, from a start on a bound, and never a point outside the box."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import least_squares, lsq_linear
+
+from bemore.errors import OptimisationError
+from bemore.optimize.lm import _step_within, damped_step, lm_bounds, qr_factors
+from bemore.optimize.polish import polish
+
+
+def _rosenbrock_like(x: np.ndarray) -> np.ndarray:
+    """A curved valley (Rosenbrock's residuals) plus one linear residual per extra unknown."""
+    return np.r_[10.0 * (x[1] - x[0] ** 2), 1.0 - x[0], x[2:] - 0.3 * np.arange(1, x.size - 1)]
+
+
+def _rosenbrock_like_jacobian(x: np.ndarray) -> np.ndarray:
+    J = np.zeros((x.size, x.size))
+    J[0, 0], J[0, 1], J[1, 0] = -20.0 * x[0], 10.0, -1.0
+    J[2:, 2:] = np.eye(x.size - 2)
+    return J
+
+
+class Recorded:
+    """A residual function and its Jacobian that keep every point they are asked for."""
+
+    def __init__(self, fun, jac) -> None:
+        self.fun, self.jac, self.points = fun, jac, []
+
+    def residuals(self, x: np.ndarray) -> np.ndarray:
+        self.points.append(np.array(x, dtype=float))
+        return self.fun(x)
+
+    def jacobian(self, x: np.ndarray) -> np.ndarray:
+        self.points.append(np.array(x, dtype=float))
+        return self.jac(x)
+
+    def inside(self, lower: np.ndarray, upper: np.ndarray) -> bool:
+        points = np.array(self.points)
+        return bool(np.all(points >= lower) and np.all(points <= upper))
+
+
+@pytest.mark.parametrize(
+    ("lower", "upper", "start", "minimum"),
+    [
+        # The minimum (1, 1, 0.3, 0.6) inside the box.
+        ([-2.0, -2.0, -1.0, -1.0], [2.0, 2.0, 1.0, 1.0], [-1.2, 1.0, 0.9, -0.9],
+         [1.0, 1.0, 0.3, 0.6]),
+        # x0 ≤ 0.8 (scipy's bounded Rosenbrock example) and x3 ≤ 0.5: two bounds active at the
+        # minimum (0.8, 0.64, 0.3, 0.5).
+        ([-2.0, -2.0, -1.0, -1.0], [0.8, 2.0, 1.0, 0.5], [-1.2, 1.0, 0.0, 0.0],
+         [0.8, 0.64, 0.3, 0.5]),
+        # Started on bounds (x0 and x2 on their lower, x3 on its upper): the minimum inside.
+        ([-1.2, -2.0, 0.0, -1.0], [2.0, 2.0, 1.0, 0.9], [-1.2, 1.0, 0.0, 0.9],
+         [1.0, 1.0, 0.3, 0.6]),
+        # Started on the bound (x0 = 0.8) that is active at the minimum.
+        ([-2.0, -2.0, -1.0, -1.0], [0.8, 2.0, 1.0, 1.0], [0.8, -1.0, 0.0, 0.0],
+         [0.8, 0.64, 0.3, 0.6]),
+    ],
+)
+def test_the_minimum_of_scipys_least_squares_with_and_without_active_bounds(
+        lower, upper, start, minimum) -> None:
+    lower, upper, start, minimum = (np.array(v) for v in (lower, upper, start, minimum))
+    reference = least_squares(_rosenbrock_like, start, jac=_rosenbrock_like_jacobian,
+                              bounds=(lower, upper), method="trf", max_nfev=500,
+                              ftol=1e-12, xtol=1e-12, gtol=1e-12)
+    recorded = Recorded(_rosenbrock_like, _rosenbrock_like_jacobian)
+    ours = lm_bounds(recorded.residuals, recorded.jacobian, start, lower, upper, 200)
+    assert ours.status in (1, 2, 3, 4)
+    assert np.allclose(reference.x, minimum, atol=1e-6)
+    assert np.allclose(ours.x, minimum, atol=1e-6)
+    assert ours.cost == pytest.approx(reference.cost, rel=1e-6, abs=1e-14)
+    # Active bounds are reached exactly, not approached.
+    at_bound = np.isclose(minimum, lower) | np.isclose(minimum, upper)
+    assert np.array_equal(ours.x[at_bound], minimum[at_bound])
+    assert np.array_equal(ours.fun, _rosenbrock_like(ours.x))
+    assert np.array_equal(ours.jac, _rosenbrock_like_jacobian(ours.x))
+    assert recorded.inside(lower, upper)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_bounded_linear_least_squares_reaches_the_unique_minimum_of_lsq_linear(seed) -> None:
+    # Correlated columns over 4 decades and a box that cuts the unconstrained minimum: several
+    # bounds active, and coupled unknowns whose free step points out of the box.
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((60, 6)) @ (np.eye(6) + 0.9 * rng.standard_normal((6, 6)))
+    A *= np.logspace(0, -4, 6)
+    b = rng.standard_normal(60) * 3.0
+    lower, upper = -np.ones(6), np.ones(6)
+    reference = lsq_linear(A, b, bounds=(lower, upper), method="bvls", tol=1e-14)
+    recorded = Recorded(lambda x: A @ x - b, lambda x: A)
+    ours = lm_bounds(recorded.residuals, recorded.jacobian, np.zeros(6), lower, upper, 200)
+    assert ours.status in (1, 2, 3, 4)
+    assert ours.cost == pytest.approx(reference.cost, rel=1e-9)
+    assert np.allclose(ours.x, reference.x, atol=1e-5)
+    assert recorded.inside(lower, upper)
+    # The bounds active at the minimum are reached exactly.
+    active = reference.active_mask != 0
+    assert active.any()
+    bound = np.where(reference.active_mask < 0, lower, upper)
+    assert np.array_equal(ours.x[active], bound[active])
+
+
+def test_no_point_outside_the_box_is_ever_evaluated_when_the_minimum_is_far_outside() -> None:
+    # Unconstrained minimum at (40, −30, 25): every Gauss–Newton step overshoots the box.
+    centre = np.array([40.0, -30.0, 25.0])
+
+    def fun(x: np.ndarray) -> np.ndarray:
+        return np.r_[x - centre, 0.1 * (x[0] * x[1] - centre[0] * centre[1])]
+
+    def jac(x: np.ndarray) -> np.ndarray:
+        return np.vstack([np.eye(3), 0.1 * np.array([x[1], x[0], 0.0])])
+
+    lower, upper = np.zeros(3), np.ones(3)
+    recorded = Recorded(fun, jac)
+    result = lm_bounds(recorded.residuals, recorded.jacobian, np.full(3, 0.5), lower, upper,
+                       100)
+    assert len(recorded.points) > 2 and recorded.inside(lower, upper)
+    reference = least_squares(fun, np.full(3, 0.5), jac=jac, bounds=(lower, upper))
+    assert np.allclose(result.x, reference.x, atol=1e-6)
+    assert np.array_equal(result.x, [1.0, 0.0, 1.0])
+
+
+def test_damped_step_solves_the_regularised_normal_equations_of_the_free_unknowns() -> None:
+    rng = np.random.default_rng(3)
+    J, f = rng.standard_normal((40, 5)), rng.standard_normal(40)
+    R, qtf = qr_factors(J, f)
+    D, mu = np.linspace(0.5, 2.0, 5), 0.3
+    free = np.array([True, False, True, True, False])
+    p = damped_step(R, qtf, D, mu, free)
+    F = np.flatnonzero(free)
+    expected = np.linalg.solve(J[:, F].T @ J[:, F] + mu * np.diag(D[F] ** 2), -J[:, F].T @ f)
+    assert np.allclose(p[F], expected, rtol=1e-10)
+    assert np.all(p[~free] == 0.0)
+
+
+def test_an_unknown_on_its_bound_is_held_when_the_coupled_step_pushes_it_out() -> None:
+    # JᵀJ = [[1, 0.9], [0.9, 1]], gradient Jᵀf = (−1, −10): at x0's lower bound the gradient
+    # points into the box, but the Gauss–Newton step of both (p0 = −8 / 0.19) points out.
+    J = np.array([[1.0, 0.9], [0.0, np.sqrt(0.19)]])
+    f = np.linalg.solve(J.T, np.array([-1.0, -10.0]))
+    R, qtf = qr_factors(J, f)
+    D, mu = np.ones(2), 1e-12
+    x, lower, upper = np.array([0.0, 0.5]), np.zeros(2), np.full(2, 100.0)
+    assert damped_step(R, qtf, D, mu, np.ones(2, dtype=bool))[0] == pytest.approx(-8.0 / 0.19)
+    p = _step_within(R, qtf, D, mu, x, lower, upper, np.zeros(2, dtype=bool))
+    assert p[0] == 0.0 and p[1] == pytest.approx(10.0)  # −g1 / (JᵀJ)11 with x0 held
+
+
+def test_max_nfev_stops_with_status_0() -> None:
+    result = lm_bounds(_rosenbrock_like, _rosenbrock_like_jacobian,
+                       np.array([-1.2, 1.0, 0.9, -0.9]), np.full(4, -2.0), np.full(4, 2.0), 3)
+    assert result.status == 0 and result.nfev == 3
+
+
+def test_a_jacobian_that_is_not_finite_is_one_clear_error() -> None:
+    def broken(x: np.ndarray) -> np.ndarray:
+        J = _rosenbrock_like_jacobian(x)
+        J[0, 0] = np.nan
+        return J
+
+    with pytest.raises(OptimisationError, match=r"Jacobian .* is not finite"):
+        lm_bounds(_rosenbrock_like, broken, np.array([-1.2, 1.0, 0.9, -0.9]),
+                  np.full(4, -2.0), np.full(4, 2.0), 50)
+
+
+def test_the_polish_methods_reach_the_same_bounded_minimum() -> None:
+    # Data 1.5·exp(−0.8 t); amplitude = 3·x0 with x0 ≤ 0.4 (the fit's 0.5 cut by the bound).
+    t = np.linspace(0.0, 1.0, 50)
+
+    def residuals(X: np.ndarray) -> np.ndarray:
+        return 3.0 * X[:, :1] * np.exp(-2.0 * X[:, 1:] * t) - 1.5 * np.exp(-0.8 * t)
+
+    lower, upper = np.zeros(2), np.array([0.4, 1.0])
+    fits = {method: polish(residuals, np.array([0.1, 0.9]), lower, upper, method=method)
+            for method in ("lm", "trf")}
+    assert fits["lm"].result.x[0] == 0.4 and fits["trf"].result.x[0] == pytest.approx(0.4)
+    assert fits["lm"].result.fun == pytest.approx(fits["trf"].result.fun, rel=1e-7)
+    assert fits["lm"].result.x[1] == pytest.approx(fits["trf"].result.x[1], abs=1e-6)
+    assert fits["lm"].result.options["method"] == "lm"
+    assert fits["lm"].result.options["jacobians"] < fits["trf"].result.options["jacobians"]
+    with pytest.raises(OptimisationError, match="method 'dogbox'"):
+        polish(residuals, np.array([0.1, 0.9]), lower, upper, method="dogbox")
