@@ -68,6 +68,7 @@ class PolishStart:
     elapsed_s: float
     status: int
     x: list[float]  # the polish's best point (normalised box)
+    jacobians: int = 0  # Jacobians the polish took (each one call, counted in nfev too)
     won: bool = False
 
 
@@ -279,6 +280,7 @@ def _polish_from_distinct_starts(
             mean_distance_mm=float(np.mean(np.sqrt(squared[seen]))) * 1e3,
             nfev=fit.result.nfev, elapsed_s=fit.result.elapsed_s, status=fit.result.status,
             x=[float(value) for value in fit.result.x],
+            jacobians=int(fit.result.options["jacobians"]),
         ))
     costs = np.array([fit.result.fun for fit in fits])
     # Starts that reach the same minimum differ by rounding (1e-13 relative measured): the

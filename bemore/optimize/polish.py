@@ -1,5 +1,6 @@
-"""Local least-squares polish: bounded Levenberg–Marquardt (:mod:`bemore.optimize.lm`; or
-trust-region reflective, scipy's algorithm, :mod:`bemore.optimize.trf`) on stacked residuals.
+"""Local least-squares polish on stacked residuals: trust-region reflective (scipy's algorithm,
+:mod:`bemore.optimize.trf`) for its first steps, then a bounded Levenberg–Marquardt
+(:mod:`bemore.optimize.lm`).
 
 Follows any global run. The cost is ``Σ r²`` (the same f1 as the global run: for the
 identification, r stacks the simulated − measured joint-centre coordinates, so Σ r² is the sum of
@@ -87,10 +88,12 @@ def polish(
     step: float = 1e-4,
     scheme: str = "central",
     jacobian: BatchJacobian | None = None,
-    method: str = "lm",
+    method: str = "trf-lm",
 ) -> LocalFit:
-    """Minimise ``Σ r(x)²`` from ``x0`` within [lower, upper]: ``method`` "lm" (default,
-    :func:`bemore.optimize.lm.lm_bounds`: Levenberg–Marquardt with projected steps) or "trf"
+    """Minimise ``Σ r(x)²`` from ``x0`` within [lower, upper]: ``method`` "trf-lm" (default,
+    :func:`bemore.optimize.lm.trf_then_lm_bounds`: trust-region reflective for its first 8
+    residual evaluations, then Levenberg–Marquardt), "lm" (:func:`bemore.optimize.lm.lm_bounds`
+    alone: Levenberg–Marquardt with projected steps) or "trf"
     (:func:`bemore.optimize.trf.trf_bounds`: scipy's trust-region reflective, its step from a QR).
 
     ``max_iterations`` bounds the solver's residual evaluations (each Jacobian is one more batch
@@ -98,14 +101,16 @@ def polish(
     ``nfev``, and in ``options["jacobians"]``). Ctrl-C stops cleanly with the best point
     evaluated so far (status 1).
     """
-    # Imported here: scipy.linalg (and scipy.optimize for trf) cost start-up that a run without
-    # --polish skips.
-    if method == "lm":
+    # Imported here: scipy.linalg and scipy.optimize cost start-up that a run without --polish
+    # skips.
+    if method == "trf-lm":
+        from bemore.optimize.lm import trf_then_lm_bounds as solver
+    elif method == "lm":
         from bemore.optimize.lm import lm_bounds as solver
     elif method == "trf":
         from bemore.optimize.trf import trf_bounds as solver
     else:
-        raise OptimisationError(f"polish: method {method!r} (allowed: lm, trf)")
+        raise OptimisationError(f"polish: method {method!r} (allowed: trf-lm, lm, trf)")
 
     start = time.perf_counter()
     lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
@@ -295,7 +300,7 @@ def polish_many(
     step: float = 1e-4,
     scheme: str = "central",
     jacobian: BatchJacobian | None = None,
-    method: str = "lm",
+    method: str = "trf-lm",
 ) -> list[LocalFit]:
     """:func:`polish` (with ``method``) from each row of ``starts`` (k, d), in lock step (module
     docstring).
