@@ -107,8 +107,9 @@ def in_process(repeats: int, pack: int, iterations: int) -> list[Measurement]:
     from threadpoolctl import threadpool_limits
 
     from bemore.identify.problem import IdentificationProblem
-    from bemore.identify.run import _Archive
+    from bemore.identify.run import RunSettings, _Archive, worker_threads
     from bemore.identify.space import ParameterSpace
+    from bemore.model.simulate import engine_threads_set
     from bemore.optimize import make_algorithm, minimize
     from bemore.optimize.polish import distinct_starts, polish_many
     from bemore.paths import data_dir
@@ -133,8 +134,10 @@ def in_process(repeats: int, pack: int, iterations: int) -> list[Measurement]:
             for method in methods:
                 loads.append(os.getloadavg()[0])
                 wall, cpu = time.perf_counter(), time.process_time()
-                fits = polish_many(problem.residuals, starts, problem.lower, problem.upper,
-                                   jacobian=problem.jacobian, method=method)
+                with engine_threads_set(worker_threads(0)):  # as identify runs it
+                    fits = polish_many(problem.residuals, starts, problem.lower, problem.upper,
+                                       max_iterations=RunSettings().polish_iterations,
+                                       jacobian=problem.jacobian, method=method)
                 samples[method].append((time.perf_counter() - wall, time.process_time() - cpu))
                 if repeat == 0:
                     print(f"  {method}: Jacobians per start "
