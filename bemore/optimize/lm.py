@@ -32,9 +32,10 @@ bound, and the unknowns held there drop out of the step. From the same start the
 different minima of a problem that has several: on the bundled sample (two minima, 0.434 and
 0.449 mm) Levenberg–Marquardt alone took 31 Jacobians per start on average against trf's 41, but
 reached the lower minimum from 75 of 90 search points against trf's 82 (30 GWO seeds × 3
-starts). :func:`trf_then_lm_bounds`, the polish's default, takes trf's first 8 evaluations and
-then Levenberg–Marquardt: the minimum trf reaches from 80 of the 90 points, the lower one on all
-30 seeds as trf, in about 19 % fewer Jacobians (docs/identify.md, "Algorithms").
+starts; measured with a first damping of 1e-2–1e-1). :func:`trf_then_lm_bounds`, the polish's
+default, takes trf's first 8 evaluations and then Levenberg–Marquardt: the lower minimum from 79
+of the 90 points and, as trf, on all 30 seeds' kept starts, in 20 % fewer Jacobians (33.2 per
+start on average; docs/identify.md, "Algorithms").
 """
 
 from __future__ import annotations
@@ -63,11 +64,13 @@ class LeastSquaresResult:
     njev: int
     status: int
 
+
 INITIAL_DAMPING = 1e-2
-"""μ₀: the first damping, relative to each unknown's own curvature (the damping term is
-μ·D², D² the diagonal of JᵀJ). Chosen on the bundled sample: μ₀ between 1e-2 and 1e-1 took 26–29
-Jacobians on the seed-0 starts, about 20 to 100 took 32–39 (the first steps spent shrinking μ);
-Madsen, Nielsen & Tingleff advise a small one for a start near the minimum, as the polish's are."""
+"""μ₀: the first damping, relative to each unknown's own curvature (the damping term is μ·D²,
+D² the diagonal of JᵀJ). On the sample's seed-0 starts Levenberg–Marquardt alone took 33, 29
+and 25 Jacobians with it, and 36, 39 and 32 with a first damping of 20–130 (the first steps
+spent shrinking μ); Madsen, Nielsen & Tingleff advise a small one for a start near the minimum,
+as the polish's are."""
 
 
 def finite_jacobian(J: np.ndarray, x: np.ndarray) -> np.ndarray:
