@@ -7,6 +7,10 @@ ARM and its first heartbeat (a synced log event, and its main thread still at no
 with the garbage collector on), while the simulated bench ran on time; the report counted the
 silences between setpoints only. Each test here makes that window slow on purpose, on the
 simulated bench, with a deterministic stall longer than the 50 ms watchdog.
+
+The simulated bench itself could also show the firmware a silence the host never left: when the
+OS descheduled its tick loop, the bytes written meanwhile were registered at the tick they were
+read, after the catch-up; the last test deschedules it on purpose (``freeze MS``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from __future__ import annotations
 import gc
 import time
 
+import pytest
+
+import controller.simbench as simbench_module
 from controller.drive import drive
 from controller.log import LogWriter, read_log
 from controller.modes import ModeSettings
@@ -107,3 +114,32 @@ def test_a_host_frozen_after_arm_still_trips_the_watchdog_and_the_report_says_so
     assert summary.fault_cause() == (
         f" (the host sent nothing for {summary.longest_send_gap_ms:.0f} ms, longer than the "
         f"{WATCHDOG_MS:g} ms watchdog: a stalled host)")
+
+
+@pytest.mark.parametrize("freeze_ms", [30, 80])
+def test_a_descheduled_simulated_bench_sees_no_silence_the_host_never_left(tmp_path, monkeypatch,
+                                                                           freeze_ms):
+    """The simulated bench's tick loop descheduled for 30 or 80 ms mid-stream (``freeze``: what
+    the OS does to a process on a busy machine, never to a microcontroller), the host on time.
+    Its receiver thread stamps each byte's arrival and the firmware, catching up its ticks,
+    handles each at the tick it arrived in. Registered when read instead (after the freeze),
+    30 ms made freeze − lead = 10 setpoints late, dropped the feed-forward and raised the peak
+    torque from 36 to 51 N·m; 80 ms was a WATCHDOG fault with the host's longest silence 12 ms."""
+    started = []
+    start = simbench_module.start_simulated_bench
+
+    def keep(*args, **kwargs):
+        started.append(start(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(simbench_module, "start_simulated_bench", keep)
+    log = tmp_path / "session.jsonl"
+    lead_ms = 20
+    result = drive(make_gesture(duration_s=1.0, peak_deg=30.0), log,
+                   ModeSettings(rate_hz=1000.0), sim_inject=[(0.3, f"freeze {freeze_ms}")])
+    # the tick loop was descheduled that long (the simulated bench's own measure)
+    assert started[0].tick_timing()["max_tick_lag_ms"] >= freeze_ms
+    assert result.ok, result.message
+    summary = summarise(read_log(log))
+    assert summary.faults == []
+    assert summary.firmware_counters["late_setpoints"] < freeze_ms - lead_ms
