@@ -383,7 +383,7 @@ class Session:
         From ARM on, the firmware faults (WATCHDOG) when nothing reaches it for ``watchdog_ms``
         (50 ms): the host's every pause counts, also between ARM and the first setpoint. Inside,
         the calling thread runs under SCHED_FIFO on its own CPU when the OS allows it (a normal
-        thread on a machine at load 6-10 waits tens of ms for a CPU), the garbage collector is
+        thread on a busy machine can wait tens of ms for a CPU), the garbage collector is
         frozen and off (a collection of a large heap takes tens to hundreds of ms; young
         collections run in the stream's slack, see ``_collect_young``) and the interpreter hands
         over its lock every :data:`SWITCH_INTERVAL_S`. Everything is given back on exit. Nested
@@ -399,7 +399,8 @@ class Session:
             restore.callback(sys.setswitchinterval, previous_switch)
             collecting = gc.isenabled()
             # Everything alive now moves to the permanent generation (O(1)) and the automatic
-            # collector is off, so memory stays bounded only by _collect_young while inside.
+            # collector is off: inside, only the stream's young collections (_collect_young)
+            # reclaim memory, in its slack.
             gc.freeze()
             gc.disable()
             restore.callback(gc.unfreeze)
