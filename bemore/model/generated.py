@@ -373,9 +373,9 @@ class _Assembler:
         if self.per_member:
             body += self.driven_loads(names, lane=True)
         self.blocks += 1
+        ordered = _demand_order(body + lines) or ["pass"]
         return _single_assignment([*out, "for b in range(lo, hi):"]
-                                  + ["    " + line for line in _demand_order(body + lines) or ["pass"]],
-                                  f"_{self.blocks}")
+                                  + ["    " + line for line in ordered], f"_{self.blocks}")
 
     def scatter(self, targets: list[str]) -> list[str]:
         """A lane loop copying R[row, lane] to ``targets[row]`` (``#`` stands for the lane)."""
