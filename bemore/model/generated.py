@@ -373,7 +373,9 @@ class _Assembler:
         if self.per_member:
             body += self.driven_loads(names, lane=True)
         self.blocks += 1
-        ordered = _demand_order(body + lines) or ["pass"]
+        # A block that stores nothing (no cost points, say) keeps its dead reads: a loop needs
+        # a statement the C translation knows.
+        ordered = _demand_order(body + lines) or body + lines or ["pass"]
         return _single_assignment([*out, "for b in range(lo, hi):"]
                                   + ["    " + line for line in ordered], f"_{self.blocks}")
 
