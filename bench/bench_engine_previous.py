@@ -7,7 +7,7 @@ translation and compiler flags, built by that commit's own code from a ``git arc
 in a child process), alternately, after one unmeasured call of each: the same Python around
 both, so the difference is the compiled kernel's. CPU time of the process (all threads:
 robust to the other jobs of a shared machine) and wall time, medians, with the 1-minute load
-average before and after; and the largest difference between the two kernels' costs.
+average before and after; and whether the two kernels' costs are equal bit for bit.
 """
 
 from __future__ import annotations
@@ -133,10 +133,10 @@ def run(smoke: bool) -> list[Measurement]:
     scale = np.maximum(np.abs(costs["previous"]), 1e-300)
     difference = float(np.nanmax(np.abs(costs["now"] - costs["previous"]) / scale))
     frames = len(motion.t)
-    out = [Measurement(f"load average (1 min) before the pairs ({load_before:.1f}) and after",
-                       "", load_after),
-           Measurement(f"largest relative difference of the {batch} costs from "
-                       f"{PREVIOUS_COMMIT}'s", "", difference)]
+    same = ("equal to the previous kernel's bit for bit" if difference == 0 else
+            f"within {difference:.1e} (relative) of the previous kernel's")
+    out = [Measurement(f"load average (1 min) before the pairs ({load_before:.1f}) and after; "
+                       f"the {batch} costs {same}", "", load_after)]
     for threads in (2, 1):
         for column, what in ((0, "CPU of all threads"), (1, "wall")):
             now = float(np.median([s[column] for s in samples[("now", threads)]]))
