@@ -17,8 +17,9 @@ propagated marker noise and the model error, the sandwich's part beyond what the
 into it), the sandwich × 1.5 (``z_old``: the calibrated factor it replaces), the larger of the
 sandwich and the propagated noise (``z_max``), their root sum of squares (``z_sum``, which counts
 the target noise twice), and the white-noise σ²(JᵀJ)⁻¹ (``z_white``). Also printed: each
-trial's verdict, the largest |z|, and the median ratio of the reported standard errors to the
-sandwich × 1.5.
+trial's verdict, the largest |z|, the median ratio of the reported standard errors to the
+sandwich × 1.5, and the coverage of the identifiable estimates correlated beyond 0.95 with
+another (admitted by the quadratic check, docs/identify.md "Identifiability").
 
 ``python -m bench coverage`` (16 + 8 trials, ≈ 10–20 s each on 2 idle cores);
 ``BEMORE_COVERAGE_TRIALS`` sets the number of random athletes (0: none),
@@ -101,7 +102,7 @@ def _fit(spec, body_mass, path: Path, side: str, pack: int, iterations: int, lab
          ) -> dict:
     """Write ``spec``'s trial at ``path``, identify it (acromions declared on ``side``) and
     give each parameter's identifiability and z-scores."""
-    from bemore.identify.identifiability import MAX_RELATIVE_ERROR, analyse
+    from bemore.identify.identifiability import MAX_CORRELATION, MAX_RELATIVE_ERROR, analyse
     from bemore.identify.problem import IdentificationProblem
     from bemore.identify.run import RunSettings, _lowers, _values_and_widths, identify
     from bemore.identify.space import ParameterSpace
@@ -143,6 +144,8 @@ def _fit(spec, body_mass, path: Path, side: str, pack: int, iterations: int, lab
             "z_sum": error / np.hypot(item.standard_error_residuals, item.standard_error_noise),
             "z_white": error / white.parameters[k].standard_error,
             "ratio": item.standard_error / old,
+            # Correlated beyond MAX_CORRELATION, identifiable because its quadratic check held.
+            "correlated": abs(item.correlation) > MAX_CORRELATION,
         }
     return {"label": label, "verdict": outcome.verdict.status, "noise_mm": spec.noise_mm,
             "mean_distance_mm": outcome.metrics["mean_distance_mm"], "rows": rows}
@@ -160,6 +163,8 @@ def _shares(results: list[dict], key: str, flag: str) -> tuple[int, float, float
 
 def run(smoke: bool = False) -> list[Measurement]:
     """Coverage of the 2- and 3-σ bounds over the trials (see the module docstring)."""
+    from bemore.identify.identifiability import MAX_CORRELATION
+
     trials = 1 if smoke else int(os.environ.get("BEMORE_COVERAGE_TRIALS", "16"))
     first = int(os.environ.get("BEMORE_COVERAGE_FIRST_SEED", "0"))
     trunk = not smoke and os.environ.get("BEMORE_COVERAGE_TRUNK", "1") != "0"
@@ -197,6 +202,13 @@ def run(smoke: bool = False) -> list[Measurement]:
         text = ", ".join(f"{key} {n} estimates: {two:.1%} within 2, {three:.1%} within 3"
                          for key, (n, two, three) in shares.items())
         print(f"  {group}: {text}")
+        admitted = [(r["label"], name, row["z"]) for r in members if "rows" in r
+                    for name, row in r["rows"].items() if row["identifiable"] and row["correlated"]]
+        if admitted:
+            z = np.abs([item[2] for item in admitted])
+            print(f"  {group}: {len(admitted)} identifiable estimates correlated beyond "
+                  f"{MAX_CORRELATION} (their quadratic check held): {np.mean(z <= 2.0):.1%} "
+                  f"within 2, {np.mean(z <= 3.0):.1%} within 3, largest |z| {z.max():.2f}")
         if group == "all":
             ratios = [row["ratio"] for r in members if "rows" in r for row in r["rows"].values()
                       if row["identifiable"]]

@@ -24,11 +24,22 @@ to the normalised parameters (0 → lower bound, 1 → upper bound). Three quant
 * **correlation** with every other parameter, from the same covariance less the recipe's
   systematic part (what the trial tells apart).
 
-A parameter is flagged as not determined by the trial when its sensitivity is below
-``SENSITIVITY_FLOOR`` of the largest one, when it is correlated beyond ``MAX_CORRELATION`` with
-another one (the trial sees only their combination), or when its relative standard error exceeds
-``MAX_RELATIVE_ERROR``, or when it sits at a bound of its box (within ``BOUND_MARGIN`` of the
-range: the box, not the trial, decided its value, and the linearised error means nothing there).
+A parameter is flagged as not determined by the trial when its relative standard error exceeds
+``MAX_RELATIVE_ERROR``, when it sits at a bound of its box (within ``BOUND_MARGIN`` of the range:
+the box, not the trial, decided its value, and the linearised error means nothing there), or when
+its standard error cannot be trusted. A standard error is a linearisation: it holds while the
+least-squares cost across the interval it states is the quadratic the Jacobian predicts. With
+``residuals_at`` given, that is **checked** for every parameter: the cost is evaluated at
+±``CHECK_STEP`` standard errors, the others moved with it as the covariance says (its
+conditional mean, ``C[:, k] / C[k, k]``), and its rise compared with the quadratic's
+(``quadratic_ratio``); a ratio below ``MIN_QUADRATIC_RATIO`` on either side means the cost is
+flatter there than assumed and the interval wider than stated by more than
+``1/√MIN_QUADRATIC_RATIO``: flagged. A sensitivity below ``SENSITIVITY_FLOOR`` of the largest
+one, or a correlation beyond ``MAX_CORRELATION`` with another parameter, makes the information
+nearly singular, which is where a linearisation fails: they flag a parameter when that check
+fails or could not be made (no ``residuals_at``, or the interval leaves the box); a correlated
+parameter whose check holds is determined to its standard error, its errors moving with its
+partner's (the row keeps the correlation).
 The trial's nuisance unknowns (initial rotation rate, bar rest offsets)
 are part of J — they are estimated with the parameters, so they widen the parameters' errors —
 but they are not flagged, do not set the sensitivity floor (the near-critical initial rate is
@@ -37,6 +48,7 @@ by far the most sensitive unknown), and their relative error is relative to thei
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,6 +62,8 @@ MAX_CORRELATION = 0.95  # |correlation| above which two parameters are not told 
 MAX_RELATIVE_ERROR = 0.25  # standard error / |value| above which a value is not trusted
 BOUND_MARGIN = 0.005  # fraction of the box's width within which a value sits at a bound
 BANDWIDTH_CORRELATION = 0.05  # residual autocorrelation below which lags are not summed
+CHECK_STEP = 2.0  # standard errors either side at which the cost's quadratic form is checked
+MIN_QUADRATIC_RATIO = 0.64  # cost rise / quadratic's below which the interval is > 1.25× wider
 
 
 @dataclass
@@ -74,6 +88,9 @@ class ParameterIdentifiability:
     # to the covariance (bemore.identify.propagation): then ``standard_error`` = √(noise² +
     # model² + recipe²).
     standard_error_recipe: float | None = None
+    # The cost's rise at −/+ CHECK_STEP standard errors over its quadratic model's (None: not
+    # checked; below MIN_QUADRATIC_RATIO the stated error is too small).
+    quadratic_ratio: list[float] | None = None
 
 
 @dataclass
@@ -111,6 +128,8 @@ def analyse(
     untrusted: str | None = None,
     lowers: np.ndarray | None = None,
     noise: PropagatedNoise | None = None,
+    residuals_at: Callable[[np.ndarray], np.ndarray] | None = None,
+    bounds: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Identifiability:
     """Identifiability at the optimum.
 
@@ -124,7 +143,10 @@ def analyse(
     the lower bounds (SI); a parameter whose box spans zero has its relative error taken
     relative to its range. ``noise``: the trial's marker noise propagated through the trial
     chain (:mod:`bemore.identify.propagation`): the covariance is then that noise's plus the
-    sandwich's model-error part (see the module docstring).
+    sandwich's model-error part (see the module docstring). ``residuals_at``: the residuals
+    (N, m) m of normalised points (N, d), with ``positions`` the optimum and ``bounds`` its box
+    (lower, upper; default [0, 1]): every standard error's quadratic form is checked (module
+    docstring).
     """
     J = np.asarray(jacobian, dtype=float)
     r = np.asarray(residuals, dtype=float)
@@ -175,6 +197,12 @@ def analyse(
     standard_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     correlation = np.nan_to_num(correlation, nan=0.0)
     np.fill_diagonal(correlation, 1.0)
+    ratios = np.full((d, 2), np.nan)
+    if residuals_at is not None and positions is not None:
+        low, high = bounds if bounds is not None else (np.zeros(d), np.ones(d))
+        ratios = quadratic_ratios(residuals_at, np.asarray(positions, dtype=float), J, r,
+                                  covariance, np.asarray(low, dtype=float),
+                                  np.asarray(high, dtype=float))
     standard_error = standard_error_n * np.asarray(widths, dtype=float)
     relative = standard_error / np.maximum(np.abs(values), 1e-300)
     # A parameter whose box spans zero (an offset) has no scale of its own: its error is
@@ -192,16 +220,24 @@ def analyse(
         others[k] = -1.0
         partner = int(np.argmax(others)) if d > 1 else k
         reasons = []
-        if sensitivity_mm[k] <= floor:
+        checked = bool(np.all(np.isfinite(ratios[k])))
+        quadratic = checked and float(ratios[k].min()) >= MIN_QUADRATIC_RATIO
+        if sensitivity_mm[k] <= floor and not quadratic:
             reasons.append(
                 f"insensitive: {sensitivity_mm[k]:.3g} mm per 10 % of its range "
                 f"(< {SENSITIVITY_FLOOR:.0%} of the most sensitive parameter)"
             )
-        if d > 1 and abs(correlation[k, partner]) > MAX_CORRELATION:
+        if d > 1 and abs(correlation[k, partner]) > MAX_CORRELATION and not quadratic:
             reasons.append(
                 f"correlated with {names[partner]} ({correlation[k, partner]:+.3f}): "
                 "the trial shows only their combination"
             )
+        if checked and not quadratic:
+            side = "below" if ratios[k, 0] <= ratios[k, 1] else "above"
+            reasons.append(
+                f"its standard error understates the error: the cost {CHECK_STEP:g} standard "
+                f"errors {side} the value rises {float(ratios[k].min()):.2f} of the quadratic "
+                "the error assumes")
         if relative[k] > MAX_RELATIVE_ERROR:
             reasons.append(f"relative standard error {relative[k]:.0%} > {MAX_RELATIVE_ERROR:.0%}")
         if positions is not None and k < parameters and not (
@@ -224,6 +260,7 @@ def analyse(
                 standard_error_noise=_part(noise_error_n[k] * widths[k]),
                 standard_error_model=_part(model_error_n[k] * widths[k]),
                 standard_error_recipe=_part(recipe_error_n[k] * widths[k]),
+                quadratic_ratio=[float(v) for v in ratios[k]] if checked else None,
             )
         )
     return Identifiability(
@@ -236,6 +273,75 @@ def analyse(
         bandwidth_frames=bandwidth,
         noise_realisations=noise.realisations if noise is not None else 0,
     )
+
+
+def quadratic_ratios(
+    residuals_at: Callable[[np.ndarray], np.ndarray], x: np.ndarray, jacobian: np.ndarray,
+    residuals: np.ndarray, covariance: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+    step: float = CHECK_STEP,
+) -> np.ndarray:
+    """(d, 2): for each parameter k, the least-squares cost's rise at ∓``step`` standard errors
+    over the rise its Gauss–Newton quadratic predicts there (1: quadratic; NaN: not checked).
+
+    The point is x + t·C[:, k]/C[k, k] with t = ±step·√C[k, k] (normalised units): parameter k
+    moved by ``step`` standard errors and the others by their conditional mean under the
+    covariance C (d, d), shortened to stay in the box [``lower``, ``upper``] (NaN when it would
+    keep less than half the step). Parameters within ``BOUND_MARGIN`` of a bound stay there
+    (C conditioned on them; NaN for them). The rise is ‖r(x + δ)‖² − ‖r‖², the quadratic's
+    ‖r + Jδ‖² − ‖r‖² (``jacobian`` J (m, d), ``residuals`` r (m,) at x); all 2·d points in one
+    ``residuals_at`` call ((N, d) → (N, m)).
+
+    Residuals linear in the parameters give exactly 1:
+
+    >>> J = np.array([[1.0, 0.5], [0.0, 1.0], [1.0, 1.0]])
+    >>> r = np.array([0.1, -0.2, 0.05])
+    >>> at = lambda X: r + (X - 0.5) @ J.T
+    >>> ratios = quadratic_ratios(at, np.full(2, 0.5), J, r, 0.01 * np.eye(2),
+    ...                           np.zeros(2), np.ones(2))
+    >>> bool(np.allclose(ratios, 1.0))
+    True
+    """
+    d = len(x)
+    out = np.full((d, 2), np.nan)
+    # A parameter at a bound is held there by the box: the others move as the covariance
+    # says given it (the Schur complement), and it is not checked itself.
+    margin = BOUND_MARGIN * (upper - lower)
+    held = (x <= lower + margin) | (x >= upper - margin)
+    free = np.flatnonzero(~held)
+    given = covariance.copy()
+    if held.any():
+        given[:] = 0.0
+        bound = np.flatnonzero(held)
+        given[np.ix_(free, free)] = covariance[np.ix_(free, free)] - covariance[
+            np.ix_(free, bound)] @ np.linalg.pinv(covariance[np.ix_(bound, bound)]) @ covariance[
+            np.ix_(bound, free)]
+    points, shifts, slots = [], [], []
+    for k in free:
+        variance = given[k, k]
+        if not variance > 0.0:
+            continue
+        direction = given[:, k] / variance * step * np.sqrt(covariance[k, k])
+        for side, sign in enumerate((-1.0, 1.0)):
+            delta = sign * direction
+            room = np.where(delta > 0, (upper - x) / np.where(delta > 0, delta, 1.0),
+                            np.where(delta < 0, (lower - x) / np.where(delta < 0, delta, 1.0),
+                                     np.inf))
+            scale = min(1.0, float(room.min()))
+            if scale < 0.5:
+                continue
+            points.append(x + scale * delta)
+            shifts.append(scale * delta)
+            slots.append((k, side))
+    if not points:
+        return out
+    costs = np.sum(np.asarray(residuals_at(np.array(points)), dtype=float) ** 2, axis=1)
+    base = float(residuals @ residuals)
+    for (k, side), shift, cost in zip(slots, shifts, costs, strict=True):
+        moved = jacobian @ shift
+        predicted = float(moved @ moved + 2.0 * residuals @ moved)
+        if predicted > 0.0:
+            out[k, side] = (cost - base) / predicted
+    return out
 
 
 def _part(value: float) -> float | None:

@@ -208,6 +208,7 @@ def _identify(
             jacobian, residuals, problem.names, *_values_and_widths(problem, x),
             nuisance=problem.dim - problem.space.dim, frames=problem.measured.shape[0],
             positions=x, lowers=_lowers(problem), untrusted=untrusted, noise=noise,
+            residuals_at=problem.residuals, bounds=(problem.lower, problem.upper),
         )
         if getattr(problem, "has_forces", False):
             markers_jacobian = problem.joint_centre_part(jacobian.T).T
@@ -217,6 +218,8 @@ def _identify(
                 nuisance=problem.dim - problem.space.dim, frames=problem.measured.shape[0],
                 positions=x, lowers=_lowers(problem), untrusted=untrusted,
                 noise=noise and noise.for_rows(problem.joint_centre_part, markers_jacobian),
+                residuals_at=lambda X: problem.joint_centre_part(problem.residuals(X)),
+                bounds=(problem.lower, problem.upper),
             )
             metrics["bar_force_rms_n"] = _force_rms(problem, residuals)
     return Outcome(

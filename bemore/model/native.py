@@ -444,8 +444,10 @@ def cached(key: str, name: str, c_source: Callable[[], str], cc: str) -> Callabl
 
 
 def _machine_key() -> str:
-    """What makes machine code built with -march=native valid here: the CPU and its features."""
-    text = platform.machine() + platform.processor()
+    """What makes machine code built with -march=native valid here: the CPU and its features
+    (Linux: /proc/cpuinfo's model name and flags; elsewhere ``platform.processor()``, which on
+    Linux runs ``uname -p``, a process start per command for nothing /proc/cpuinfo lacks)."""
+    text = platform.machine()
     try:
         with open("/proc/cpuinfo") as handle:
             for line in handle:
@@ -454,7 +456,7 @@ def _machine_key() -> str:
                 elif not line.strip():
                     break
     except OSError:
-        pass
+        text += platform.processor()
     return text
 
 

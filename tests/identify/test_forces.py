@@ -200,8 +200,11 @@ def test_forces_make_the_bar_mass_estimable(identified_with_forces) -> None:
     # The markers alone (the same Jacobian's joint-centre rows) cannot tell the bar's mass
     # (a relative error of at least twice the 25 % that flags a parameter):
     assert alone.relative_standard_error > 0.5
-    # with the forces its standard error is under 25 % and covers the error.
+    # with the forces its standard error is under 25 %, holds across its interval (the
+    # quadratic check) and covers the error: it is identifiable.
     assert with_forces.relative_standard_error < 0.25
+    assert with_forces.identifiable, with_forces.reasons
+    assert "bar.mass" in outcome.made_identifiable_by_forces
     error = outcome.values[k] - truth["bar.mass"]
     assert abs(error) < 3.0 * with_forces.standard_error
     assert 0.1 < outcome.values[k] < 1.0  # off the box's bounds
@@ -237,6 +240,13 @@ def test_trunk_and_bar_masses_within_the_criteria(identified, seed) -> None:
     assert abs(error["trunk.mass"]) < 0.03, error
     assert abs(error["bar.mass"]) < 0.10, error
     assert outcome.verdict is not None and not outcome.verdict.poor
+    # Neither is flagged (the trunk mass stays correlated with the centres of mass, below,
+    # but the cost across its interval is the quadratic its standard error assumes), and each
+    # standard error covers its error.
+    for name in ("trunk.mass", "bar.mass"):
+        row = outcome.identifiability.parameters[names.index(name)]
+        assert row.identifiable, (name, row.reasons)
+        assert abs(outcome.values[names.index(name)] - truth[name]) < 3.0 * row.standard_error
     if truth["neck.offset"]:
         assert abs(outcome.values[names.index("neck.offset")] - truth["neck.offset"]) < 0.002
 
@@ -275,9 +285,13 @@ def test_the_correlation_keeps_the_first_moments(identified) -> None:
         assert angle < 10.0, (label, angle)
         # The weak direction is weak: more than 20 times below the next.
         assert eigenvalues[0] < 0.05 * eigenvalues[1], (label, eigenvalues)
-    # The forces add information along it, not enough to tell the three apart.
+    # The forces add information along it; the three stay correlated, each determined to its
+    # standard error (identifiable: the quadratic check holds across ±2 standard errors).
     assert weakest["forces"] > weakest["markers"]
-    assert outcome.identifiability.parameters[block[0]].correlation > 0.95
+    for k in block:
+        row = outcome.identifiability.parameters[k]
+        assert row.correlation > 0.95 and row.identifiable, row.reasons
+        assert min(row.quadratic_ratio) > 0.64
 
 
 @pytest.mark.slow

@@ -49,3 +49,60 @@ def test_nearly_collinear_and_insensitive_parameters_are_flagged_with_reasons() 
     assert sorted(result.flagged) == ["dead", "q", "q_twin"]
     matrix = np.array(result.correlation_matrix)
     assert np.allclose(np.diag(matrix), 1.0) and np.allclose(matrix, matrix.T)
+
+
+def _pair_model(curvature: float):
+    """Residuals (N, 200) of a pair (a, b) whose sum the rows see 30 times better than their
+    difference z = a − b, the difference through s(z) = z − z²/(2·curvature) (∞: linear), plus
+    fixed noise orthogonal to both effects; the optimum is a = b = 0.5. Returns the residual
+    function, the Jacobian and the residuals at the optimum."""
+    rng = np.random.default_rng(3)
+    basis, _ = np.linalg.qr(rng.normal(size=(200, 3)))
+    sum_row, difference_row, noise = basis.T
+    sum_row, difference_row = 0.3 * sum_row, 0.01 * difference_row
+    noise = 1e-3 * noise * np.sqrt(198.0)  # σ = 1e-3 over the 198 degrees of freedom
+
+    def residuals_at(X):
+        X = np.atleast_2d(X)
+        z = X[:, 0] - X[:, 1]
+        shaped = z - z**2 / (2.0 * curvature)
+        return (np.outer(X.sum(axis=1) - 1.0, sum_row) + np.outer(shaped, difference_row)
+                + noise)
+
+    J = np.column_stack([sum_row + difference_row, sum_row - difference_row])
+    return residuals_at, J, residuals_at(np.array([0.5, 0.5]))[0]
+
+
+def test_a_correlated_pair_whose_cost_is_quadratic_is_determined() -> None:
+    # SE(a − b) = σ/0.01 = 0.1: a and b each ≈ 0.05 (10 % of 0.5), correlation ≈ −0.998.
+    residuals_at, J, r = _pair_model(np.inf)
+    x = np.array([0.5, 0.5])
+    unchecked = analyse(J, r, ["a", "b"], x, np.ones(2), positions=x)
+    checked = analyse(J, r, ["a", "b"], x, np.ones(2), positions=x, residuals_at=residuals_at)
+    for row in unchecked.parameters:
+        assert row.correlation < -0.99 and not row.identifiable and row.quadratic_ratio is None
+    for row in checked.parameters:
+        assert row.relative_standard_error == pytest.approx(0.1, rel=0.01)
+        assert row.correlation < -0.99  # still reported
+        assert row.identifiable and row.reasons == []
+        np.testing.assert_allclose(row.quadratic_ratio, 1.0, atol=1e-9)
+
+
+def test_a_standard_error_the_cost_does_not_hold_is_flagged() -> None:
+    # s(z) flattens at z = curvature: with curvature = 0.2 = 2 SE(a − b), moving a by +2 SE
+    # (b by −2 SE, its conditional mean) reaches z ≈ 0.2 where s = 0.1 instead of 0.2: the cost
+    # rises a quarter of the quadratic's; on the other side 1.5² = 2.25 times.
+    residuals_at, J, r = _pair_model(0.2)
+    x = np.array([0.5, 0.5])
+    result = analyse(J, r, ["a", "b"], x, np.ones(2), positions=x, residuals_at=residuals_at)
+    a, b = result.parameters
+    np.testing.assert_allclose(a.quadratic_ratio, [2.25, 0.25], rtol=0.02)
+    np.testing.assert_allclose(b.quadratic_ratio, [0.25, 2.25], rtol=0.02)
+    assert result.flagged == ["a", "b"]
+    assert any("rises 0.25 of the quadratic" in reason for reason in a.reasons)
+    assert any(reason.startswith("correlated with b") for reason in a.reasons)
+    # Gently curved (ten times further out), the same pair is determined to its errors.
+    gentle, J, r = _pair_model(2.0)
+    result = analyse(J, r, ["a", "b"], x, np.ones(2), positions=x, residuals_at=gentle)
+    assert result.flagged == []
+    assert all(0.8 < ratio < 1.25 for row in result.parameters for ratio in row.quadratic_ratio)
