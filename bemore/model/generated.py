@@ -160,8 +160,9 @@ def _demand_order(lines: list[str]) -> list[str]:
         target, _, value = line.partition("=")
         array = target.split("[", 1)[0].strip()
         # Reads of this array first (their values, not the stored ones).
+        reads_array = re.compile(rf"(?<![\w.]){re.escape(array)}\[")
         for name, (text, _) in defs.items():
-            if name not in done and f"{array}[" in text.partition(" = ")[2]:
+            if name not in done and reads_array.search(text.partition(" = ")[2]):
                 need(name)
         for word in _WORDS.findall(value + " " + target.partition("[")[2]):
             need(word)
