@@ -82,10 +82,34 @@ def athlete_record(
         # The inertial mode (--inertial): every segment from the bar force, None when off.
         "inertial_parameters": _inertial_record(outcome),
         "trial": trial,
+        # The shoulder flexion the trial recorded, which synthesize's coach view sets beside
+        # the gesture (without reading the trial again).
+        "recorded_shoulder_flexion": recorded_shoulder_flexion(problem),
         "config": config,
         "versions": report.versions(),
     }
     return record
+
+
+RECORDED_FLEXION_STEP_S = 0.01
+"""Time step (s) of athlete.json's ``recorded_shoulder_flexion`` (the markers' 100 Hz)."""
+
+
+def recorded_shoulder_flexion(problem: IdentificationProblem) -> dict[str, Any] | None:
+    """``{"t_s": [...], "rad": [...]}``: the shoulder flexion the fit was driven by, every
+    RECORDED_FLEXION_STEP_S from the trial's start (None when the model drives no such
+    coordinate)."""
+    import numpy as np
+
+    names = tuple(getattr(problem.model, "driven_coordinates", ()))
+    if "shoulder_flexion" not in names:
+        return None
+    motion = problem.motion
+    t = np.asarray(motion.t, dtype=float)
+    q = np.asarray(motion.q, dtype=float).reshape(t.size, -1)[:, names.index("shoulder_flexion")]
+    step = max(1, round(RECORDED_FLEXION_STEP_S / float(t[1] - t[0]))) if t.size > 1 else 1
+    return {"t_s": [round(float(v), 6) for v in t[::step]],
+            "rad": [round(float(v), 6) for v in q[::step]]}
 
 
 def _bar_forces_record(outcome: Outcome, problem: IdentificationProblem

@@ -502,16 +502,25 @@ def _finish_figures(drawing: _Drawing | None, figures: dict[str, Any],
 
 def _recorded_flexion(athlete_json: Path | None) -> tuple[np.ndarray, np.ndarray, str] | None:
     """(time s, shoulder flexion rad, source) of the trial the athlete's model was identified
-    from (athlete.json ``trial.source``), or None without one (the default athlete) or when the
-    file is no longer there."""
+    from: athlete.json's ``recorded_shoulder_flexion``, or for an athlete file written before
+    it was recorded, the trial itself (``trial.source``) prepared again; None without a trial
+    (the default athlete) or when it is no longer there."""
     import json
 
     if athlete_json is None:
         return None
     try:
-        source = json.loads(Path(athlete_json).read_text(encoding="utf-8"))["trial"]["source"]
+        record = json.loads(Path(athlete_json).read_text(encoding="utf-8"))
+        source = record["trial"]["source"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    recorded = record.get("recorded_shoulder_flexion") if isinstance(record, dict) else None
+    if isinstance(recorded, dict):
+        try:
+            t, q = (np.asarray(recorded[key], dtype=float) for key in ("t_s", "rad"))
+        except (KeyError, TypeError, ValueError):
+            return None
+        return (t, q, str(source)) if t.shape == q.shape and t.size > 1 else None
     if not isinstance(source, str) or not Path(source).is_file():
         return None
     from bemore.trial import prepare_trial

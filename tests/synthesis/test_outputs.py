@@ -176,3 +176,36 @@ def test_coach_view_puts_her_recorded_circle_beside_the_gesture(tmp_path) -> Non
     assert _recorded_flexion(None) is None
     athlete.write_text(json.dumps({"trial": {"source": str(tmp_path / "gone.c3d")}}))
     assert _recorded_flexion(athlete) is None
+
+
+def test_the_coach_view_reads_the_recorded_flexion_athlete_json_carries(tmp_path) -> None:
+    """identify writes the trial's shoulder flexion into athlete.json at the markers' 100 Hz;
+    synthesize's coach view reads it there, the same curve the trial gives when prepared
+    again (the path of athlete files written before it was recorded)."""
+    from bemore.identify.outputs import recorded_shoulder_flexion
+    from bemore.identify.problem import IdentificationProblem
+    from bemore.identify.space import ParameterSpace
+    from bemore.paths import REPOSITORY_DIR
+    from bemore.settings import load_gymnast, load_identification
+    from bemore.synthesis.cli import _recorded_flexion
+    from bemore.trial import prepare_trial
+
+    source = REPOSITORY_DIR / "data" / "sample_trial.c3d"
+    trial = prepare_trial(source)
+    problem = IdentificationProblem.from_trial(
+        trial, ParameterSpace.from_config(load_identification(), load_gymnast()))
+    athlete = tmp_path / "athlete.json"
+    athlete.write_text(json.dumps({"trial": {"source": str(source)},
+                                   "recorded_shoulder_flexion":
+                                       recorded_shoulder_flexion(problem)}))
+    t, angle, named = _recorded_flexion(athlete)
+    assert named == str(source)
+    column = trial.driven_names.index("shoulder_flexion")
+    assert t.size == 161 and np.all(np.diff(t) == pytest.approx(0.01))
+    np.testing.assert_allclose(angle, np.interp(t, trial.t, trial.driven_q[:, column]),
+                               atol=1e-6)
+    # The trial file gone, the recorded curve is still there.
+    athlete.write_text(json.dumps({"trial": {"source": str(tmp_path / "gone.c3d")},
+                                   "recorded_shoulder_flexion":
+                                       recorded_shoulder_flexion(problem)}))
+    assert _recorded_flexion(athlete) is not None
