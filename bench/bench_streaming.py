@@ -77,10 +77,12 @@ def stream_once(duration_s: float, naive: bool, folder: Path) -> dict:
         session = Session(port, bench, log, settings)
         try:
             session.connect(clear_fault=True)
-            session.arm()
-            threshold = miss_threshold_ns(int(bench.streaming.lead_ms) * 1_000_000)
-            scheduler = SleepLoop(1_000_000, threshold, capacity=len(plan) + 400) if naive else None
-            result = session.stream(plan, scheduler)
+            with session.realtime():  # from before ARM, as Session.run does
+                session.arm()
+                threshold = miss_threshold_ns(int(bench.streaming.lead_ms) * 1_000_000)
+                scheduler = (SleepLoop(1_000_000, threshold, capacity=len(plan) + 400)
+                             if naive else None)
+                result = session.stream(plan, scheduler)
         finally:
             session.close()
     simulated.stop()

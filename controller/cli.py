@@ -153,8 +153,8 @@ WEB_PUBLIC_OPTION = click.option(
                    "(default: none).")
 @click.option("--sim-inject", "sim_inject", multiple=True, metavar="SECONDS:COMMAND",
               help="Dry run: inject a fault SECONDS after arming: 'estop on', 'driver on', "
-                   "'stall MS', 'reset', 'drop P', 'corrupt P', 'delay MS' (repeatable; default: "
-                   "none).")
+                   "'stall MS', 'reset', 'drop P', 'corrupt P', 'delay MS', or 'freeze MS' (the "
+                   "simulation's tick loop descheduled) (repeatable; default: none).")
 @WEB_OPTION
 @WEB_PUBLIC_OPTION
 @click.option("--stop-if-page-lost", "page_lost_s", type=click.FloatRange(min=0.0, min_open=True),

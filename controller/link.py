@@ -75,6 +75,8 @@ class Link:
         self._polled = False
         self._parked = threading.Event()
         self._unpark = threading.Event()
+        self.last_write_ns = 0  # perf_counter_ns of the last write (0: none since watch_gaps)
+        self.longest_gap_ns = 0  # the longest time between two writes since watch_gaps
         self._reader = threading.Thread(target=self._read_loop, name="bench-link", daemon=True)
         self._reader.start()
 
@@ -87,6 +89,14 @@ class Link:
         """Send one message (wire-integer fields); returns (seq, perf_counter time of the write)."""
         seq, send_ns = self.send_prepared(self.prepare(name, **fields))
         return seq, send_ns * 1e-9
+
+    def watch_gaps(self) -> None:
+        """Measure the host's silences from the next write on: ``longest_gap_ns`` becomes the
+        longest time (ns) between two consecutive writes of any message, ``last_write_ns`` the
+        perf_counter_ns of the latest one (what feeds the firmware's watchdog)."""
+        with self._write_lock:
+            self.last_write_ns = 0
+            self.longest_gap_ns = 0
 
     def prepare(self, name: str, **fields: int) -> Prepared:
         """Encode a message ahead of its send, with the sequence number it will most likely get.
@@ -124,6 +134,9 @@ class Link:
                 self._mark_lost(f"write failed: {error}")
                 raise BenchError(f"{self.port}: link lost ({self.lost_reason})") from None
             now_ns = time.perf_counter_ns()
+            if self.last_write_ns:
+                self.longest_gap_ns = max(self.longest_gap_ns, before_ns - self.last_write_ns)
+            self.last_write_ns = before_ns
             if self.dump is not None:
                 self.dump.record(0, before_ns, wire)  # stamped before: a reply never precedes it
             return seq, now_ns

@@ -146,14 +146,24 @@ def tracking_errors(log: SessionLog) -> tuple[array, array]:
 
 
 def host_silence_ms(log: SessionLog) -> float:
-    """The host's longest silence (ms): between two consecutive sends, or from the last send to
-    the first telemetry frame that reports a firmware fault (a host frozen until the fault
-    sends nothing more of its plan: that silence is the one the firmware's watchdog saw)."""
+    """The host's longest silence (ms) from ARM on, as the firmware's watchdog counts it: the
+    longest time between two of its writes before the stream (ARM, heartbeats: the session logs
+    it, ``silence_since_arm_ms``), from the last of them to the first setpoint, between two
+    consecutive setpoints, or from the last write to the first telemetry frame that reports a
+    firmware fault (a host frozen until the fault sends nothing more: that silence is the one
+    the watchdog saw)."""
     sp, tm = log.setpoints, log.telemetry
-    sends = sp["host_time"]
+    sends = list(sp["host_time"])
     longest = max((sends[i + 1] - sends[i] for i in range(len(sends) - 1)), default=0.0)
+    armed = [event for event in log.events if "last_write_host_time" in event]
+    for event in armed:  # the "streaming" event, or the "stop" of a session without setpoints
+        last = float(event["last_write_host_time"])
+        longest = max(longest, float(event["silence_since_arm_ms"]) * 1e-3)
+        if sends and last <= sends[0]:
+            longest = max(longest, sends[0] - last)
+    sends = sorted(sends + [float(event["last_write_host_time"]) for event in armed])
     faulted = _first_fault(log)
-    if faulted is not None and len(sends):
+    if faulted is not None and sends:
         at = tm["host_time"][faulted]
         before = [send for send in sends if send <= at]
         if before:

@@ -213,6 +213,7 @@ class Session:
         self._sent_fields: list[dict[str, int]] = []  # setpoints sent, by slot, until the stop
         self._last_send_ns = 0  # perf_counter_ns of the last SETPOINT written
         self._armed = False
+        self._realtime: tuple[bool, bool] | None = None  # (priority granted, own CPU) inside
 
     # ------------------------------------------------------------------ lifecycle
     def connect(self, clear_fault: bool = False) -> dict:
@@ -286,6 +287,7 @@ class Session:
     def arm(self) -> None:
         """Arm the axis with the configured watchdog and lead; wait for telemetry showing ARMED."""
         self._arm_sent = True  # from here on, an unanswered ARM may have armed the bench
+        self.link.watch_gaps()  # the firmware's watchdog counts the host's silences from ARM
         ack = self.link.request("ARM", "ACK", timeout_s=0.5, watchdog_ms=self.watchdog_ms,
                                 lead_ms=self.lead_ms)
         result = self.spec.name_of("results", ack.fields["result"])
@@ -293,7 +295,10 @@ class Session:
             self._arm_sent = False  # refused: the bench stayed disarmed
             raise BenchError(f"{self.port}: the bench refused ARM: {result}")
         self._armed = True
-        self.log.event("armed", f"watchdog {self.watchdog_ms} ms, lead {self.lead_ms} ms")
+        # not synced: an fsync on a busy disk can outlast the watchdog, and nothing is sent
+        # meanwhile; the end record puts it on disk
+        self.log.event("armed", f"watchdog {self.watchdog_ms} ms, lead {self.lead_ms} ms",
+                       sync=False)
         armed = self.spec.states["ARMED"]
         self._wait_telemetry(lambda m: m.fields["state"] == armed, 0.5, "telemetry showing ARMED",
                              heartbeat=True)
@@ -371,6 +376,43 @@ class Session:
             signal.signal(signal.SIGTERM, previous[1])
             self._signals_installed = False
 
+    @contextlib.contextmanager
+    def realtime(self):
+        """The armed phase's conditions, from before ARM to the end of the stop sequence.
+
+        From ARM on, the firmware faults (WATCHDOG) when nothing reaches it for ``watchdog_ms``
+        (50 ms): the host's every pause counts, also between ARM and the first setpoint. Inside,
+        the calling thread runs under SCHED_FIFO on its own CPU when the OS allows it (a normal
+        thread on a busy machine can wait tens of ms for a CPU), the garbage collector is
+        frozen and off (a collection of a large heap takes tens to hundreds of ms; young
+        collections run in the stream's slack, see ``_collect_young``) and the interpreter hands
+        over its lock every :data:`SWITCH_INTERVAL_S`. Everything is given back on exit. Nested
+        uses are one (:meth:`run` enters it before ARM, :meth:`stream` for callers that arm
+        themselves).
+        """
+        if self._realtime is not None:
+            yield
+            return
+        with contextlib.ExitStack() as restore:
+            previous_switch = sys.getswitchinterval()
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
+            restore.callback(sys.setswitchinterval, previous_switch)
+            collecting = gc.isenabled()
+            # Everything alive now moves to the permanent generation (O(1)) and the automatic
+            # collector is off: inside, only the stream's young collections (_collect_young)
+            # reclaim memory, in its slack.
+            gc.freeze()
+            gc.disable()
+            restore.callback(gc.unfreeze)
+            if collecting:
+                restore.callback(gc.enable)
+            granted = restore.enter_context(realtime_priority())
+            cpu = streaming_cpu()
+            own_cpu = restore.enter_context(pinned(None if cpu is None else {cpu}))
+            self._realtime = (granted, own_cpu)
+            restore.callback(setattr, self, "_realtime", None)
+            yield
+
     def run(self, plan: Plan, scheduler: Scheduler | None = None) -> SessionResult:
         """ARM, stream ``plan``, end: every way out after ARM goes through the stop sequence.
 
@@ -390,16 +432,17 @@ class Session:
                 return SessionResult(reason, message, 0, self._telemetry_count, {},
                                      _exit_code(reason), self.firmware_info,
                                      monitors=self._monitor_counts())
-            try:
-                self.arm()
-                return self.stream(plan, scheduler)
-            except BaseException as error:
-                if not (self._armed or self._arm_sent):
-                    raise
-                result = self._abort(error)
-                if not isinstance(error, Exception):
-                    raise
-                return result
+            with self.realtime():  # from before ARM: the watchdog counts from there
+                try:
+                    self.arm()
+                    return self.stream(plan, scheduler)
+                except BaseException as error:
+                    if not (self._armed or self._arm_sent):
+                        raise
+                    result = self._abort(error)
+                    if not isinstance(error, Exception):
+                        raise
+                    return result
 
     def _abort(self, error: BaseException) -> SessionResult:
         """Stop sequence after an exception between ARM and the end of a stream."""
@@ -412,7 +455,9 @@ class Session:
             message = f"{type(error).__name__}: {error}".rstrip(": ")
         if self._stop.is_set() and self._stop_reason[0] == "interrupted":
             reason, message = self._stop_reason
-        self.log.event("stop", message, sync=False, reason=reason)
+        # before any setpoint, the host's silences since ARM are known only here
+        silence = {} if self._sent_fields else self._silence_since_arm()
+        self.log.event("stop", message, sync=False, reason=reason, **silence)
         last = self._sent_fields[-1] if self._sent_fields else None
         try:
             reason, message = self._finish(reason, message, self.scheduler, last)
@@ -456,28 +501,14 @@ class Session:
                                            miss_threshold_ns(self.lead_ms * 1_000_000),
                                            capacity=len(plan) + ramp_slots)
         self.scheduler = scheduler
-        previous_switch = sys.getswitchinterval()
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
-        collecting = gc.isenabled()
-        # Everything alive now moves to the permanent generation (O(1); a collection here could
-        # take longer than the armed watchdog), and the automatic collector (a full collection
-        # costs milliseconds) is off; young collections run in the slack after a send instead
-        # (see _collect_young), so memory stays bounded however long the session.
-        gc.freeze()
-        gc.disable()
         self._latest_perf = time.perf_counter()
         last = setpoint_fields(plan, 0)
         self._sent_fields = []
         sent = 0
         with contextlib.ExitStack() as restore:
             restore.enter_context(self.signals())
-            restore.callback(sys.setswitchinterval, previous_switch)
-            restore.callback(gc.unfreeze)
-            if collecting:
-                restore.callback(gc.enable)
-            granted = restore.enter_context(realtime_priority())
-            cpu = streaming_cpu()
-            own_cpu = restore.enter_context(pinned(None if cpu is None else {cpu}))
+            restore.enter_context(self.realtime())
+            granted, own_cpu = self._realtime
             restore.callback(self.link.poll_mode, False)
             self.link.poll_mode(True)
             try:
@@ -488,6 +519,7 @@ class Session:
                                lead_ms=self.lead_ms,
                                own_cpu=own_cpu,
                                miss_threshold_ms=scheduler.miss_threshold_ns * 1e-6,
+                               **self._silence_since_arm(),
                                t0_host_time=round(self.log.host_time(scheduler.t0_ns * 1e-9), 9))
                 while True:
                     k = scheduler.upcoming()
@@ -529,6 +561,17 @@ class Session:
         self.log.end(reason, message=message, timing=timing.to_dict(), sent=sent,
                      telemetry=self._telemetry_count, monitors=result.monitors)
         return result
+
+    def _silence_since_arm(self) -> dict:
+        """The host's silences from ARM until now, for the log: ``silence_since_arm_ms`` (the
+        longest time between two writes, ms) and ``last_write_host_time`` (s, log time; absent
+        when nothing was written). The replay adds them to the stream's gaps
+        (``controller.replay.host_silence_ms``): the firmware's watchdog counts them all."""
+        if self.link is None or not self.link.last_write_ns:
+            return {}
+        return {"silence_since_arm_ms": round(self.link.longest_gap_ns * 1e-6, 3),
+                "last_write_host_time": round(self.log.host_time(self.link.last_write_ns * 1e-9),
+                                              6)}
 
     def _after_send(self, k: int, seq: int, send_ns: int, fields: dict[str, int],
                     rep: int) -> None:
@@ -706,12 +749,13 @@ class Session:
         self.link.send("FLUSH")
         in_force = self._in_force(scheduler)
         in_force_s = in_force["time_ms"] * TIME_SCALE
-        self.log.event("flush", f"queue flushed; in force t {in_force_s:.3f} s",
+        # the events of the stop are not synced: the bench is armed (see realtime)
+        self.log.event("flush", f"queue flushed; in force t {in_force_s:.3f} s", sync=False,
                        in_force_ms=in_force["time_ms"], last_sent_ms=last["time_ms"])
         low, high = safe_angle_range(self.bench, self.firmware, self.athlete)
         ramp = stop_setpoints(in_force | {"time_ms": last["time_ms"]}, self.settings, low, high)
         self.log.event("ramp down", f"{len(ramp)} setpoints over "
-                       f"{self.settings.ramp_down_s:g} s")
+                       f"{self.settings.ramp_down_s:g} s", sync=False)
         scheduler.skip_to_now()  # a new stream: no burst of slots gone during the stop
         for fields in ramp:
             k = scheduler.wait()
@@ -738,7 +782,7 @@ class Session:
                                  max(remaining_s, margin_s),
                                  f"setpoint t {final * TIME_SCALE:.3f} s in force", heartbeat=True)
         except BenchError as error:
-            self.log.event("not drained", str(error))
+            self.log.event("not drained", str(error), sync=False)  # still armed
 
     def _monitor_counts(self) -> dict:
         """The firmware's counters over the session and the telemetry frames per limit flag."""

@@ -193,7 +193,7 @@ class SimFaults:
 # Run-time fault injection commands of the simulated bench (SimulatedBench.command), with the
 # number of arguments each takes.
 RUNTIME_COMMANDS = {"estop": ("on", "off"), "driver": ("on", "off"), "stall": "MS", "reset": None,
-                    "drop": "P", "corrupt": "P", "delay": "MS"}
+                    "drop": "P", "corrupt": "P", "delay": "MS", "freeze": "MS"}
 
 
 def parse_injection(text: str) -> tuple[float, str]:
@@ -207,7 +207,7 @@ def parse_injection(text: str) -> tuple[float, str]:
     if not at_s >= 0 or not words or words[0] not in RUNTIME_COMMANDS:
         raise ConfigError(f"--sim-inject {text!r}: expected SECONDS:COMMAND with COMMAND one of "
                           "estop on|off, driver on|off, stall MS, reset, drop P, corrupt P, "
-                          "delay MS")
+                          "delay MS, freeze MS")
     allowed = RUNTIME_COMMANDS[words[0]]
     if allowed is None:
         ok = len(words) == 1
@@ -283,7 +283,10 @@ class SimulatedBench:
 
     def command(self, line: str) -> None:
         """Run-time fault injection: ``"estop on|off"``, ``"driver on|off"``, ``"stall MS"``,
-        ``"reset"``, ``"drop P"``, ``"corrupt P"``, ``"delay MS"`` (applied within 10 ms)."""
+        ``"reset"``, ``"drop P"``, ``"corrupt P"``, ``"delay MS"`` (applied within 10 ms), and
+        ``"freeze MS"``: not a fault of the board but of the simulation's host, the simulated
+        bench's tick loop descheduled for MS ms (its receiver thread still stamps the bytes'
+        arrival, so the firmware sees them at the ticks they arrived in)."""
         if self.process.poll() is not None or self.process.stdin is None:
             raise BenchError(f"{self.port}: the simulated bench is not running")
         self.process.stdin.write((line.strip() + "\n").encode())

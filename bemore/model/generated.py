@@ -120,6 +120,56 @@ def _live(lines: list[str]) -> list[str]:
     return out[::-1]
 
 
+def _demand_order(lines: list[str]) -> list[str]:
+    """The straight-line ``lines`` of a lane loop reordered so that each value is computed
+    just before the first line that needs it: the stores (lines assigning to an array
+    element) keep their order, and each is preceded by the values it needs not computed yet,
+    depth first, in the order its expression reads them. A value nothing stores is dropped.
+
+    The generator writes the model pass by pass (geometry of every frame, then the RNEA's
+    forward pass, the bodies, the backward pass, the mass matrix): many values are live from
+    the first pass to the last, more than the 32 vector registers, and the compiler, which
+    keeps the source order closely, spills them. Computed where they are needed, fewer values
+    are live at once. A read of an array is never moved past a store to that array."""
+    defs: dict[str, tuple[str, list[str]]] = {}
+    fixed: list[str] = []
+    for line in lines:
+        match = _ASSIGNED.match(line)
+        if match is not None:
+            defs[match[1]] = (line, _WORDS.findall(match[2]))
+        else:
+            fixed.append(line)
+    out: list[str] = []
+    done: set[str] = set()
+
+    def need(name: str) -> None:
+        stack = [(name, False)]
+        while stack:
+            item, expanded = stack.pop()
+            if item in done or item not in defs:
+                continue
+            if expanded:
+                done.add(item)
+                out.append(defs[item][0])
+                continue
+            stack.append((item, True))
+            stack += [(word, False) for word in reversed(defs[item][1])
+                      if word not in done and word in defs]
+
+    for line in fixed:
+        target, _, value = line.partition("=")
+        array = target.split("[", 1)[0].strip()
+        # Reads of this array first (their values, not the stored ones).
+        reads_array = re.compile(rf"(?<![\w.]){re.escape(array)}\[")
+        for name, (text, _) in defs.items():
+            if name not in done and reads_array.search(text.partition(" = ")[2]):
+                need(name)
+        for word in _WORDS.findall(value + " " + target.partition("[")[2]):
+            need(word)
+        out.append(line)
+    return out
+
+
 def _stored(value: Sym, array: str, row: int, stores: list[str]) -> Sym:
     """Store ``value`` to ``array[row, b]`` for a later lane loop; return how to read it there."""
     if isinstance(value, float):
@@ -324,9 +374,11 @@ class _Assembler:
         if self.per_member:
             body += self.driven_loads(names, lane=True)
         self.blocks += 1
+        # A block that stores nothing (no cost points, say) keeps its dead reads: a loop needs
+        # a statement the C translation knows.
+        ordered = _demand_order(body + lines) or body + lines or ["pass"]
         return _single_assignment([*out, "for b in range(lo, hi):"]
-                                  + ["    " + line for line in body + lines or ["pass"]],
-                                  f"_{self.blocks}")
+                                  + ["    " + line for line in ordered], f"_{self.blocks}")
 
     def scatter(self, targets: list[str]) -> list[str]:
         """A lane loop copying R[row, lane] to ``targets[row]`` (``#`` stands for the lane)."""

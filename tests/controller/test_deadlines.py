@@ -57,10 +57,11 @@ def stream_with_stall(tmp_path, stall_s: float):
         session = Session(simulated.port, bench, log, settings)
         try:
             session.connect()
-            session.arm()
-            scheduler = StallingScheduler(1_000_000, miss_threshold_ns(LEAD_MS * 1_000_000))
-            scheduler.stall_s = stall_s
-            result = session.stream(plan, scheduler)
+            with session.realtime():  # from before ARM, as Session.run does
+                session.arm()
+                scheduler = StallingScheduler(1_000_000, miss_threshold_ns(LEAD_MS * 1_000_000))
+                scheduler.stall_s = stall_s
+                result = session.stream(plan, scheduler)
         finally:
             session.close()
     assert result.ok, result.message
@@ -128,11 +129,12 @@ def _stream_stopped_at_slot_500(tmp_path, reason: str, message: str, linger_s: f
         session = Session(simulated.port, load_bench(), log, settings)
         try:
             session.connect()
-            session.arm()
-            scheduler = StopAt(1_000_000, miss_threshold_ns(LEAD_MS * 1_000_000))
-            scheduler.session = session
-            scheduler.reason, scheduler.message = reason, message
-            result = session.stream(plan, scheduler)
+            with session.realtime():  # from before ARM, as Session.run does
+                session.arm()
+                scheduler = StopAt(1_000_000, miss_threshold_ns(LEAD_MS * 1_000_000))
+                scheduler.session = session
+                scheduler.reason, scheduler.message = reason, message
+                result = session.stream(plan, scheduler)
             time.sleep(linger_s)
             final = session._latest.fields
         finally:

@@ -81,10 +81,11 @@ def test_a_watchdog_fault_after_a_stalled_host_says_so(tmp_path):
         session = Session(simulated.port, bench, log, settings)
         try:
             session.connect()
-            session.arm()
-            scheduler = StallingScheduler(1_000_000, miss_threshold_ns(20_000_000))
-            scheduler.stall_s = 0.150
-            result = session.stream(plan, scheduler)
+            with session.realtime():  # from before ARM, as Session.run does
+                session.arm()
+                scheduler = StallingScheduler(1_000_000, miss_threshold_ns(20_000_000))
+                scheduler.stall_s = 0.150
+                result = session.stream(plan, scheduler)
         finally:
             session.close()
     assert result.reason == "fault" and "WATCHDOG" in result.message

@@ -7,6 +7,9 @@
  *   delay MS               deliver received bytes to the firmware MS ms late
  *   stall MS               the firmware stops (no tick, no byte handled) for MS ms; from
  *                          HOST_HW_WATCHDOG_MS (120 ms) on, the board's watchdog resets it
+ *   freeze MS              this process's tick loop sleeps MS ms (as when the OS deschedules
+ *                          it): not a fault of the board, which catches up its ticks and
+ *                          handles each received byte at the tick it arrived in
  *   reset                  the firmware restarts (state lost, torque zero)
  *   estop on|off           the emergency-stop input
  *   driver on|off          the motor driver's fault signal
@@ -29,7 +32,9 @@
 #include <getopt.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +47,7 @@
 #include "pty.h"
 
 #define DELAY_CAPACITY 65536u
+#define ARRIVAL_CAPACITY 65536u /* received bytes stamped, waiting for their tick */
 #define RESTART_BEHIND_TICKS 100u /* further behind than this, the schedule restarts from now */
 #define DIR_RX 1
 #define DIR_TX 2
@@ -155,6 +161,12 @@ static FILE *trace;
 static uint8_t delay_bytes[DELAY_CAPACITY];
 static uint32_t delay_due[DELAY_CAPACITY];
 static uint32_t delay_head, delay_tail;
+/* Received bytes with their arrival time (CLOCK_MONOTONIC ns), written by the receiver thread
+ * and taken by the tick loop (one producer, one consumer). */
+static uint8_t arrival_bytes[ARRIVAL_CAPACITY];
+static long long arrival_ns[ARRIVAL_CAPACITY];
+static _Atomic uint32_t arrival_head, arrival_tail;
+static _Atomic unsigned long arrival_lost;
 
 static double uniform(void)
 {
@@ -216,6 +228,11 @@ static void handle_command(char *line)
         faults.corrupt = atof(arg);
     } else if (strcmp(word, "delay") == 0) {
         faults.delay_ms = (uint32_t)atol(arg);
+    } else if (strcmp(word, "freeze") == 0) {
+        long pause_ms = atol(arg);
+        struct timespec pause = {.tv_sec = pause_ms / 1000,
+                                 .tv_nsec = (pause_ms % 1000) * 1000000L};
+        nanosleep(&pause, NULL); /* the tick loop descheduled: the receiver thread goes on */
     } else if (strcmp(word, "stall") == 0) {
         faults.stall_remaining_ms = atol(arg);
     } else if (strcmp(word, "reset") == 0) {
@@ -268,34 +285,90 @@ static long long lag_since(const struct timespec *scheduled)
            (now.tv_nsec - scheduled->tv_nsec);
 }
 
-/* Read what the host sent and stamp it with the tick of the wall-clock time *after* the read
- * (`scheduled`: when tick `ms` was due). When this process runs late (the OS or the hypervisor
- * took the CPU away, possibly between two lines of this loop) and catches up tick after tick,
- * the bytes written meanwhile then reach the firmware at the tick of the moment they were read,
- * never earlier: a byte the firmware sees before it could have arrived lowers its best setpoint
- * delay and makes the next few hundred on-time setpoints count as late. (A freeze of this
- * process longer than the firmware's watchdog is therefore seen by the firmware as a silent
- * host: a loud, safe artefact.) */
-static void receive(int master, uint32_t ms, const struct timespec *scheduled)
+static long long monotonic_ns(void)
 {
-    static uint8_t buf[DELAY_CAPACITY];
-    size_t total = 0;
-    ssize_t n;
-    while (total < sizeof buf && (n = read(master, &buf[total], sizeof buf - total)) > 0) {
-        total += (size_t)n;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+}
+
+/* The receiver thread: the UART's receive interrupt of a real board. It waits for the host's
+ * bytes and stamps each with its arrival time, so that the firmware handles it at the tick it
+ * arrived in even when the tick loop ran late (the OS or the hypervisor took its CPU away) and
+ * catches up tick after tick: a real board is never descheduled, and a byte registered at the
+ * late moment it was read would move the firmware's stream origin and starve or overfill its
+ * setpoint queue although the host was on time. Runs at a real-time priority above the tick
+ * loop's when granted. A freeze of the whole process still delays the bytes to when it runs
+ * again: never earlier than they arrived. */
+static void *receiver(void *arg)
+{
+    int master = *(const int *)arg;
+    uint8_t buf[4096];
+    for (;;) {
+        struct pollfd pfd = {.fd = master, .events = POLLIN};
+        int ready = poll(&pfd, 1, 100);
+        if (ready > 0 && (pfd.revents & POLLIN)) {
+            ssize_t n = read(master, buf, sizeof buf);
+            long long stamp = monotonic_ns();
+            for (ssize_t i = 0; i < n; i++) {
+                uint32_t head = atomic_load_explicit(&arrival_head, memory_order_relaxed);
+                if (head - atomic_load_explicit(&arrival_tail, memory_order_acquire) >=
+                    ARRIVAL_CAPACITY) {
+                    atomic_fetch_add(&arrival_lost, 1);
+                    continue;
+                }
+                arrival_bytes[head % ARRIVAL_CAPACITY] = buf[i];
+                arrival_ns[head % ARRIVAL_CAPACITY] = stamp;
+                atomic_store_explicit(&arrival_head, head + 1, memory_order_release);
+            }
+        } else if (ready > 0) {
+            /* no host on the pty yet (hang-up): look again in a millisecond */
+            struct timespec pause = {.tv_sec = 0, .tv_nsec = 1000000L};
+            nanosleep(&pause, NULL);
+        }
     }
-    long long lag_ns = lag_since(scheduled);
-    uint32_t now_ms = ms + (lag_ns > 0 ? (uint32_t)(lag_ns / 1000000LL) : 0u);
-    for (size_t i = 0; i < total; i++) {
-        uint8_t byte = buf[i];
+    return NULL;
+}
+
+static void start_receiver(int *master, int realtime)
+{
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    if (realtime) {
+        struct sched_param priority = {.sched_priority = 12}; /* above the tick loop */
+        pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+        pthread_attr_setschedpolicy(&attr, SCHED_FIFO);
+        pthread_attr_setschedparam(&attr, &priority);
+    }
+    if (pthread_create(&thread, &attr, receiver, master) != 0 &&
+        pthread_create(&thread, NULL, receiver, master) != 0) { /* without the priority */
+        fprintf(stderr, "simbench: cannot start the receiver thread\n");
+        exit(2);
+    }
+    pthread_detach(thread);
+    pthread_attr_destroy(&attr);
+}
+
+/* Take the bytes that arrived by the scheduled start of tick `ms` (`scheduled`, CLOCK_MONOTONIC)
+ * for the firmware: each reaches it at this tick (plus the --delay-ms fault), as the byte a
+ * board's UART received during the previous tick period. */
+static void receive(uint32_t ms, const struct timespec *scheduled)
+{
+    long long due_ns = (long long)scheduled->tv_sec * 1000000000LL + scheduled->tv_nsec;
+    uint32_t tail = atomic_load_explicit(&arrival_tail, memory_order_relaxed);
+    uint32_t head = atomic_load_explicit(&arrival_head, memory_order_acquire);
+    for (; tail != head && arrival_ns[tail % ARRIVAL_CAPACITY] <= due_ns; tail++) {
+        uint8_t byte = arrival_bytes[tail % ARRIVAL_CAPACITY];
         stats.rx_bytes++;
         if (!inject(&byte, DIR_RX) || delay_head - delay_tail >= DELAY_CAPACITY) {
             continue;
         }
         delay_bytes[delay_head % DELAY_CAPACITY] = byte;
-        delay_due[delay_head % DELAY_CAPACITY] = now_ms + faults.delay_ms;
+        delay_due[delay_head % DELAY_CAPACITY] = ms + faults.delay_ms;
         delay_head++;
     }
+    atomic_store_explicit(&arrival_tail, tail, memory_order_release);
 }
 
 static void deliver(uint32_t now_ms)
@@ -432,6 +505,7 @@ int main(int argc, char **argv)
     firmware_reset();
     char path[256];
     int master = pty_open_raw("simbench", path, sizeof path);
+    start_receiver(&master, realtime);
     printf("%s\n", path);
     fflush(stdout);
 
@@ -451,7 +525,7 @@ int main(int argc, char **argv)
         if (ticks_behind(&next) > RESTART_BEHIND_TICKS) { /* far behind (suspended?): restart */
             clock_gettime(CLOCK_MONOTONIC, &next);
         }
-        receive(master, ms, &next);
+        receive(ms, &next);
         /* A stalled firmware neither ticks nor reads; the last torque stays on the motor until
          * the board's hardware watchdog resets it. */
         if (faults.stall_remaining_ms > 0) {
@@ -493,11 +567,11 @@ int main(int argc, char **argv)
     fprintf(stderr,
             "simbench: %lu ticks, %lu overruns, rx %lu bytes, tx %lu bytes, %lu dropped, "
             "%lu corrupted, %lu tx lost, %u bad frames, %lu hardware watchdog resets, %s "
-            "scheduling, %lu ticks > 1 ms late, max tick lag %.3f ms\n",
+            "scheduling, %lu ticks > 1 ms late, max tick lag %.3f ms, %lu rx bytes lost\n",
             (unsigned long)core.ticks, stats.overruns, stats.rx_bytes, stats.tx_bytes,
             stats.dropped, stats.corrupted, stats.tx_lost, (unsigned)core.rx.bad_frames,
             stats.hw_watchdog_resets, realtime ? "real-time" : "normal", stats.late_ticks_1ms,
-            stats.max_lag_ns * 1e-6);
+            stats.max_lag_ns * 1e-6, (unsigned long)atomic_load(&arrival_lost));
     if (trace != NULL) {
         fclose(trace);
     }
