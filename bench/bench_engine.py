@@ -247,6 +247,16 @@ def _pinocchio_lsoda(model, motion, q0) -> float:
     return time.process_time() - start
 
 
+def handstand_start(model, motion) -> tuple[np.ndarray, np.ndarray]:
+    """(q0, q̇0) of the free coordinates (5,): at rest, the hands 0.05 rad past the handstand,
+    the bar springs at their equilibrium for the model's default parameters and the motion's
+    first posture."""
+    free = np.zeros(5)
+    free[2] = HANDSTAND_HAND_ROTATION + 0.05
+    q0 = model.equilibrium(model.parameter_matrix([{}]), motion.q[0], free_q=free)[0]
+    return q0, np.zeros(5)
+
+
 def run(smoke: bool) -> list[Measurement]:
     """Measure the batch, the baselines, compile/start-up times and memory."""
     model = load_model("real_gymnast")
@@ -255,10 +265,7 @@ def run(smoke: bool) -> list[Measurement]:
     repeats = 1 if smoke else 9
     motion = clear_hip_circle_profile(duration)
     P = _box_population(model, batch)
-    free = np.zeros(5)
-    free[2] = HANDSTAND_HAND_ROTATION + 0.05
-    q0 = model.equilibrium(model.parameter_matrix([{}]), motion.q[0], free_q=free)[0]
-    v0 = np.zeros(5)
+    q0, v0 = handstand_start(model, motion)
     sim = simulate(model, P[:1], motion, q0, v0, outputs=("points",))
     names = [model.point_names.index(p) for p in COST_POINTS]
     measured = sim.points[0][:, names] + 0.01

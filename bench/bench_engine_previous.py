@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.bench_engine import _box_population
+from bench.bench_engine import _box_population, handstand_start
 from bench.common import Measurement, commit_tree
 
 PREVIOUS_COMMIT = "c196c46"
@@ -76,7 +76,7 @@ def run(smoke: bool) -> list[Measurement]:
     """Alternated pairs at 2 threads and at 1 (see the module docstring)."""
     from bemore.model import load_model, native, simulate
     from bemore.model.generated import kernel_for
-    from bemore.model.profiles import HANDSTAND_HAND_ROTATION, clear_hip_circle_profile
+    from bemore.model.profiles import clear_hip_circle_profile
     from bemore.model.simulate import COST_POINTS
 
     if native.compiler() is None:
@@ -86,10 +86,7 @@ def run(smoke: bool) -> list[Measurement]:
     duration, batch, pairs = (0.1, 16, 1) if smoke else (1.52, 200, PAIRS)
     motion = clear_hip_circle_profile(duration)
     P = _box_population(model, batch)
-    free = np.zeros(5)
-    free[2] = HANDSTAND_HAND_ROTATION + 0.05
-    q0 = model.equilibrium(model.parameter_matrix([{}]), motion.q[0], free_q=free)[0]
-    v0 = np.zeros(5)
+    q0, v0 = handstand_start(model, motion)
     names = [model.point_names.index(p) for p in COST_POINTS]
     measured = simulate(model, P[:1], motion, q0, v0, outputs=("points",)).points[0][:, names]
     measured = measured + 0.01

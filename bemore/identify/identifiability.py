@@ -323,9 +323,9 @@ def quadratic_ratios(
         direction = given[:, k] / variance * step * np.sqrt(covariance[k, k])
         for side, sign in enumerate((-1.0, 1.0)):
             delta = sign * direction
-            room = np.where(delta > 0, (upper - x) / np.where(delta > 0, delta, 1.0),
-                            np.where(delta < 0, (lower - x) / np.where(delta < 0, delta, 1.0),
-                                     np.inf))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                room = np.where(delta > 0, (upper - x) / delta,
+                                np.where(delta < 0, (lower - x) / delta, np.inf))
             scale = min(1.0, float(room.min()))
             if scale < 0.5:
                 continue

@@ -17,18 +17,7 @@ from bemore.optimize.lm import (
     trf_then_lm_bounds,
 )
 from bemore.optimize.polish import polish
-
-
-def _rosenbrock_like(x: np.ndarray) -> np.ndarray:
-    """A curved valley (Rosenbrock's residuals) plus one linear residual per extra unknown."""
-    return np.r_[10.0 * (x[1] - x[0] ** 2), 1.0 - x[0], x[2:] - 0.3 * np.arange(1, x.size - 1)]
-
-
-def _rosenbrock_like_jacobian(x: np.ndarray) -> np.ndarray:
-    J = np.zeros((x.size, x.size))
-    J[0, 0], J[0, 1], J[1, 0] = -20.0 * x[0], 10.0, -1.0
-    J[2:, 2:] = np.eye(x.size - 2)
-    return J
+from tests.optimize.valley import rosenbrock_like, rosenbrock_like_jacobian
 
 
 class Recorded:
@@ -84,10 +73,10 @@ def _on_bounds(x: np.ndarray, bounds: np.ndarray, solver) -> None:
 def test_the_minimum_of_scipys_least_squares_with_and_without_active_bounds(
         lower, upper, start, minimum, solver) -> None:
     lower, upper, start, minimum = (np.array(v) for v in (lower, upper, start, minimum))
-    reference = least_squares(_rosenbrock_like, start, jac=_rosenbrock_like_jacobian,
+    reference = least_squares(rosenbrock_like, start, jac=rosenbrock_like_jacobian,
                               bounds=(lower, upper), method="trf", max_nfev=500,
                               ftol=1e-12, xtol=1e-12, gtol=1e-12)
-    recorded = Recorded(_rosenbrock_like, _rosenbrock_like_jacobian)
+    recorded = Recorded(rosenbrock_like, rosenbrock_like_jacobian)
     ours = solver(recorded.residuals, recorded.jacobian, start, lower, upper, 200)
     assert ours.status in (1, 2, 3, 4)
     assert ours.nfev == len(recorded.points) - ours.njev  # every call counted once
@@ -96,8 +85,8 @@ def test_the_minimum_of_scipys_least_squares_with_and_without_active_bounds(
     assert ours.cost == pytest.approx(reference.cost, rel=1e-6, abs=1e-14)
     at_bound = np.isclose(minimum, lower) | np.isclose(minimum, upper)
     _on_bounds(ours.x[at_bound], minimum[at_bound], solver)
-    assert np.array_equal(ours.fun, _rosenbrock_like(ours.x))
-    assert np.array_equal(ours.jac, _rosenbrock_like_jacobian(ours.x))
+    assert np.array_equal(ours.fun, rosenbrock_like(ours.x))
+    assert np.array_equal(ours.jac, rosenbrock_like_jacobian(ours.x))
     assert recorded.inside(lower, upper)
 
 
@@ -181,7 +170,7 @@ def test_an_unknown_on_its_bound_is_held_when_the_coupled_step_pushes_it_out() -
 @pytest.mark.parametrize("max_nfev", [3, 12])
 def test_max_nfev_stops_with_status_0(solver, max_nfev) -> None:
     # 12: past trf's 8 evaluations, the rest of the budget left to Levenberg–Marquardt.
-    recorded = Recorded(_rosenbrock_like, _rosenbrock_like_jacobian)
+    recorded = Recorded(rosenbrock_like, rosenbrock_like_jacobian)
     result = solver(recorded.residuals, recorded.jacobian, np.array([-1.2, 1.0, 0.9, -0.9]),
                     np.full(4, -2.0), np.full(4, 2.0), max_nfev)
     assert result.status == 0 and result.nfev == max_nfev
@@ -190,12 +179,12 @@ def test_max_nfev_stops_with_status_0(solver, max_nfev) -> None:
 
 def test_a_jacobian_that_is_not_finite_is_one_clear_error() -> None:
     def broken(x: np.ndarray) -> np.ndarray:
-        J = _rosenbrock_like_jacobian(x)
+        J = rosenbrock_like_jacobian(x)
         J[0, 0] = np.nan
         return J
 
     with pytest.raises(OptimisationError, match=r"Jacobian .* is not finite"):
-        lm_bounds(_rosenbrock_like, broken, np.array([-1.2, 1.0, 0.9, -0.9]),
+        lm_bounds(rosenbrock_like, broken, np.array([-1.2, 1.0, 0.9, -0.9]),
                   np.full(4, -2.0), np.full(4, 2.0), 50)
 
 

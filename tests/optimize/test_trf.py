@@ -9,6 +9,7 @@ import scipy.linalg
 from scipy.optimize import least_squares
 
 from bemore.optimize.trf import svd_factors, trf_bounds
+from tests.optimize.valley import rosenbrock_like, rosenbrock_like_jacobian
 
 
 def test_svd_factors_are_those_of_the_svd_of_an_ill_conditioned_tall_matrix() -> None:
@@ -24,18 +25,6 @@ def test_svd_factors_are_those_of_the_svd_of_an_ill_conditioned_tall_matrix() ->
     assert np.all(signs != 0)
     assert np.allclose(V * signs, Vt_ref.T, atol=1e-9)
     assert np.allclose(uf * signs, U_ref.T @ f, rtol=1e-9, atol=1e-12)
-
-
-def _rosenbrock_like(x: np.ndarray) -> np.ndarray:
-    """A curved valley (Rosenbrock's residuals) plus one linear residual per extra unknown."""
-    return np.r_[10.0 * (x[1] - x[0] ** 2), 1.0 - x[0], x[2:] - 0.3 * np.arange(1, x.size - 1)]
-
-
-def _rosenbrock_like_jacobian(x: np.ndarray) -> np.ndarray:
-    J = np.zeros((x.size, x.size))
-    J[0, 0], J[0, 1], J[1, 0] = -20.0 * x[0], 10.0, -1.0
-    J[2:, 2:] = np.eye(x.size - 2)
-    return J
 
 
 @pytest.mark.parametrize(
@@ -54,25 +43,25 @@ def test_same_iterations_and_minimum_as_scipys_trf(lower, upper, start) -> None:
     def counted(name):
         def fun(x):
             calls[name] += 1
-            return _rosenbrock_like(x)
+            return rosenbrock_like(x)
         return fun
 
-    reference = least_squares(counted("scipy"), start, jac=_rosenbrock_like_jacobian,
+    reference = least_squares(counted("scipy"), start, jac=rosenbrock_like_jacobian,
                               bounds=(lower, upper), method="trf", max_nfev=200)
-    ours = trf_bounds(counted("bemore"), _rosenbrock_like_jacobian, start, lower, upper, 200)
+    ours = trf_bounds(counted("bemore"), rosenbrock_like_jacobian, start, lower, upper, 200)
     assert reference.status > 0 and ours.status == reference.status
     assert ours.nfev == reference.nfev == calls["bemore"] == calls["scipy"]
     assert ours.njev == reference.njev
     assert np.allclose(ours.x, reference.x, rtol=0.0, atol=1e-9)
     assert ours.cost == pytest.approx(reference.cost, rel=1e-9, abs=1e-15)
-    assert np.array_equal(ours.fun, _rosenbrock_like(ours.x))
-    assert np.array_equal(ours.jac, _rosenbrock_like_jacobian(ours.x))
+    assert np.array_equal(ours.fun, rosenbrock_like(ours.x))
+    assert np.array_equal(ours.jac, rosenbrock_like_jacobian(ours.x))
     assert np.all(ours.x >= lower) and np.all(ours.x <= upper)
 
 
 def test_max_nfev_stops_with_status_0() -> None:
     lower, upper = np.full(4, -2.0), np.full(4, 2.0)
-    result = trf_bounds(_rosenbrock_like, _rosenbrock_like_jacobian,
+    result = trf_bounds(rosenbrock_like, rosenbrock_like_jacobian,
                         np.array([-1.2, 1.0, 0.9, -0.9]), lower, upper, max_nfev=3)
     assert result.status == 0 and result.nfev == 3
 
@@ -81,10 +70,10 @@ def test_a_jacobian_that_is_not_finite_is_one_clear_error() -> None:
     from bemore.errors import OptimisationError
 
     def broken(x: np.ndarray) -> np.ndarray:
-        J = _rosenbrock_like_jacobian(x)
+        J = rosenbrock_like_jacobian(x)
         J[0, 0] = np.nan
         return J
 
     with pytest.raises(OptimisationError, match=r"Jacobian .* is not finite"):
-        trf_bounds(_rosenbrock_like, broken, np.array([-1.2, 1.0, 0.9, -0.9]),
+        trf_bounds(rosenbrock_like, broken, np.array([-1.2, 1.0, 0.9, -0.9]),
                    np.full(4, -2.0), np.full(4, 2.0), 50)
