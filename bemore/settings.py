@@ -169,6 +169,10 @@ class ForceTerm(Section):
         0.1, ge=0.0, le=1.0,
         description="with the force term: the bar's start velocity searched within the "
         "prepared one ± this (m/s; 0 = as prepared)")
+    chain_noise: bool = Field(
+        True, description="with the force term: the polish and the analysis weigh the "
+        "residuals with the trial chain's noise in what drives the simulation (errors in "
+        "variables, bemore.identify.chain_noise); the weight then cancels")
 
 
 class InertialMode(Section):

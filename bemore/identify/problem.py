@@ -147,6 +147,8 @@ class IdentificationProblem(Problem):
                       trial.joint_centres, tuple(trial.joint_centre_names), start,
                       samples_per_step, trial.marker_noise_m, body, bar_force, scales)
         problem.held = held
+        if use:
+            problem.force_weight, problem.chain_noise = forces.weight, forces.chain_noise
         # What the body and the data came from: the noise propagation (bemore.identify.
         # propagation) measures the body again on noisy copies of the trial.
         problem.trial, problem.body_source = trial, (table, body_mass_kg)
@@ -199,6 +201,9 @@ class IdentificationProblem(Problem):
         # Bar forces (F, 2) N in the model plane and their scales (2,) m/N, or None.
         self.bar_force = None if bar_force is None else np.ascontiguousarray(bar_force, float)
         self.force_scale = None if force_scale is None else np.asarray(force_scale, float)
+        # The force term's weight (inside force_scale) and whether the identification weighs
+        # the residuals with the trial chain's input noise (bemore.identify.chain_noise).
+        self.force_weight, self.chain_noise = 1.0, False
         if self.bar_force is not None and (self.bar_force.shape != (frames, 2)
                                            or self.force_scale is None):
             raise DataError(f"bar forces have shape {self.bar_force.shape}, expected "

@@ -125,8 +125,7 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
     ``problem`` (a :class:`~bemore.identify.problem.IdentificationProblem` made from a prepared
     trial), ``jacobian`` (m, dim) its Jacobian there (see the module docstring). None when the
     problem carries no trial chain to run again or the trial's noise is unknown."""
-    from bemore.model import DrivenMotion, simulate
-    from bemore.trial.realisations import noisy_markers, prepare_realisations
+    from bemore.trial.realisations import noisy_markers
 
     trial = getattr(problem, "trial", None)
     noise = getattr(problem, "marker_noise_m", float("nan"))
@@ -141,24 +140,8 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
         raw = np.concatenate([raw, trial.unfiltered[None]])
         blend = np.zeros(raw.shape[0])
         blend[-1] = LINEAR_FRACTION
-    copies = prepare_realisations(trial, raw, blend)
-    model = problem.model
-    columns = [list(trial.driven_names).index(name) for name in model.driven_coordinates]
-    motion = DrivenMotion(trial.t, copies.driven_q[..., columns],
-                          copies.driven_qd[..., columns], copies.driven_qdd[..., columns])
-    P, q0, qd0 = _members(problem, x, copies)
-    outputs = ("points", "free_q", "free_qd") if problem.has_forces else ("points",)
-    simulation = simulate(model, P, motion, q0, qd0, outputs=outputs)
-    index = [model.point_names.index(name) for name in problem.cost_points]
-    difference = simulation.points[:, :, index] - copies.joint_centres
-    unseen = np.isnan(problem.measured)
-    difference[:, unseen] = 0.0
-    count = difference.shape[0]
-    r = difference.reshape(count, -1)
-    if problem.has_forces:
-        force = problem._force_residuals(P, simulation.free_q, simulation.free_qd)
-        r = np.concatenate([difference.reshape(count, difference.shape[1], -1), force],
-                           axis=2).reshape(count, -1)
+    copies, points, force = simulate_copies(problem, x, raw, blend)
+    r = residual_rows(problem, points - copies.joint_centres, force)
     recipe_change = None
     if recipe:
         recipe_change = (r[-1] - r[0]) / LINEAR_FRACTION  # the whole step between the forms
@@ -174,6 +157,44 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
                            residual_changes=delta, recipe_change=recipe_change,
                            recipe_covariance=None if recipe_change is None
                            else recipe_covariance(recipe_change, jacobian))
+
+
+def simulate_copies(problem: Any, x: np.ndarray, raw: np.ndarray,
+                    blend: np.ndarray | None = None) -> tuple[Any, np.ndarray, np.ndarray | None]:
+    """The trial chain run on ``raw`` (K, F, M, 3) m, versions of the trial's gap-filled
+    markers (:func:`bemore.trial.realisations.prepare_realisations`, ``blend`` its recipe
+    weights), and the model simulated at ``x`` (dim,) once per copy, each with its own driven
+    motion, start and body, in one engine call: (the copies, their simulated cost points
+    (K, F, 7, 2) m, their scaled force residuals (K, F, 2) m or None without forces)."""
+    from bemore.model import DrivenMotion, simulate
+    from bemore.trial.realisations import prepare_realisations
+
+    trial, model = problem.trial, problem.model
+    copies = prepare_realisations(trial, raw, blend)
+    columns = [list(trial.driven_names).index(name) for name in model.driven_coordinates]
+    motion = DrivenMotion(trial.t, copies.driven_q[..., columns],
+                          copies.driven_qd[..., columns], copies.driven_qdd[..., columns])
+    P, q0, qd0 = _members(problem, x, copies)
+    outputs = ("points", "free_q", "free_qd") if problem.has_forces else ("points",)
+    simulation = simulate(model, P, motion, q0, qd0, outputs=outputs)
+    index = [model.point_names.index(name) for name in problem.cost_points]
+    force = None
+    if problem.has_forces:
+        force = problem._force_residuals(P, simulation.free_q, simulation.free_qd)
+    return copies, simulation.points[:, :, index], force
+
+
+def residual_rows(problem: Any, difference: np.ndarray, force: np.ndarray | None
+                  ) -> np.ndarray:
+    """(K, m) rows in the layout of ``problem.residuals``: the joint-centre differences
+    (K, F, 7, 2) m (not-seen measurements set to 0, in place) and, with forces, each frame's
+    scaled force residuals (K, F, 2) m after its 14 coordinates."""
+    difference[:, np.isnan(problem.measured)] = 0.0
+    count, frames = difference.shape[:2]
+    if force is None:
+        return difference.reshape(count, -1)
+    return np.concatenate([difference.reshape(count, frames, -1), force],
+                          axis=2).reshape(count, -1)
 
 
 def _members(problem: Any, x: np.ndarray, copies: Any) -> tuple[np.ndarray, ...]:

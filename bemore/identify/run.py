@@ -62,7 +62,9 @@ class PolishStart:
 
     rank: int  # among the global run's evaluated points, by search cost (0 = best)
     search_cost_m2: float  # the start's cost as the search evaluated it
-    polished_cost_m2: float  # Σ r² at the polish's best point (one integrator step per sample)
+    # Σ r² (|W r|² with the chain-noise weighting) at the polish's best point (one integrator
+    # step per sample)
+    polished_cost_m2: float
     mean_distance_mm: float  # mean joint-centre distance at the polish's best point
     nfev: int
     elapsed_s: float
@@ -91,6 +93,8 @@ class Outcome:
     # With bar forces: the same analysis on the joint-centre rows of the same Jacobian alone
     # (what the markers determine without the forces); None without forces.
     identifiability_markers_only: Identifiability | None = None
+    # With the chain-noise weighting (bemore.identify.chain_noise): its record; else None.
+    chain_noise: dict[str, Any] | None = None
     # The inertial mode's result (bemore.identify.inertial_mode.InertialResult), None when off.
     inertial: Any = None
 
@@ -174,14 +178,23 @@ def _identify(
     archive = _Archive(problem)
     result = minimize(archive, algorithm, callback=callback, seed=settings.seed)
     x, polished, jacobian, residuals, starts = result.x, None, None, None, []
+    weighting = None
     if settings.polish and not result.interrupted:
         if on_phase:
             on_phase("polish")
-        fit, starts = _polish_from_distinct_starts(problem, archive, settings)
+        if getattr(problem, "chain_noise", False):
+            # Errors in variables: the residuals' covariance with the chain's input noise,
+            # linearised at the global best (bemore.identify.chain_noise).
+            from bemore.identify.chain_noise import chain_noise_weighting
+
+            weighting = chain_noise_weighting(problem, result.x)
+        fit, starts = _polish_from_distinct_starts(problem, archive, settings, weighting)
         polished = fit.result
         # The polish's cost is exact; so must be the global best it is compared with.
-        if fit.result.fun <= _exact(problem, result):
-            x, jacobian, residuals = fit.result.x, fit.jacobian, fit.residuals
+        if fit.result.fun <= _exact(problem, result, weighting):
+            x = fit.result.x
+            if weighting is None:  # else the analysis takes them again, unweighted
+                jacobian, residuals = fit.jacobian, fit.residuals
     points = problem.simulated_points(x[None, :])[0]
     cost_index = [problem.model.point_names.index(name) for name in problem.cost_points]
     metrics = fit_metrics(problem.measured, points[:, cost_index], list(problem.cost_points))
@@ -205,11 +218,21 @@ def _identify(
         untrusted = ("fit poor: the model does not follow the trial, so the standard errors "
                      "do not bound its error" if verdict.poor else None)
         noise = propagated_noise(problem, x, jacobian)
+        # The analysis of the estimator the polish ran: with the chain-noise weighting, of
+        # the weighted residuals (its Jacobian, the noise copies' changes and the quadratic
+        # check through the same W).
+        fitted_jacobian, fitted_residuals, fitted_noise = jacobian, residuals, noise
+        residuals_at = problem.residuals
+        if weighting is not None:
+            fitted_jacobian = weighting.apply_jacobian(jacobian)
+            fitted_residuals = weighting.apply(residuals)
+            fitted_noise = noise and noise.for_rows(weighting.apply, fitted_jacobian)
+            residuals_at = _weighted(problem, weighting)[0]
         identifiability = analyse(
-            jacobian, residuals, problem.names, *_values_and_widths(problem, x),
+            fitted_jacobian, fitted_residuals, problem.names, *_values_and_widths(problem, x),
             nuisance=problem.dim - problem.space.dim, frames=problem.measured.shape[0],
-            positions=x, lowers=_lowers(problem), untrusted=untrusted, noise=noise,
-            residuals_at=problem.residuals, bounds=(problem.lower, problem.upper),
+            positions=x, lowers=_lowers(problem), untrusted=untrusted, noise=fitted_noise,
+            residuals_at=residuals_at, bounds=(problem.lower, problem.upper),
         )
         if getattr(problem, "has_forces", False):
             markers_jacobian = problem.joint_centre_part(jacobian.T).T
@@ -237,6 +260,7 @@ def _identify(
         polish_starts=starts,
         verdict=verdict,
         identifiability_markers_only=markers_only,
+        chain_noise=None if weighting is None else weighting.record(),
     )
 
 
@@ -260,23 +284,43 @@ class _Archive:
         return F
 
 
+def _weighted(problem: IdentificationProblem, weighting: Any) -> tuple[Any, Any]:
+    """The problem's residuals and exact Jacobian functions of normalised points (N, dim),
+    through the chain-noise weighting W (None: as they are)."""
+    if weighting is None:
+        return problem.residuals, problem.jacobian
+
+    def residuals(X: np.ndarray) -> np.ndarray:
+        return weighting.apply(problem.residuals(X))
+
+    def jacobian(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r, J = problem.jacobian(X)
+        return weighting.apply(r), weighting.apply_jacobian(J)
+
+    return residuals, jacobian
+
+
 def _polish_from_distinct_starts(
-    problem: IdentificationProblem, archive: _Archive, settings: RunSettings
+    problem: IdentificationProblem, archive: _Archive, settings: RunSettings,
+    weighting: Any = None,
 ) -> tuple[LocalFit, list[PolishStart]]:
     """Polish from the ``settings.polish_starts`` best distinct evaluated points; return the fit
-    of lowest exact cost and every start's record (Ctrl-C stops every start at its best)."""
+    of lowest exact cost and every start's record (Ctrl-C stops every start at its best).
+    ``weighting``: the chain-noise weighting the polish minimises |W r|² with (None: |r|²)."""
     X, F = np.vstack(archive.points), np.concatenate(archive.costs)
     ranks = np.argsort(np.argsort(F, kind="stable"), kind="stable")
     seen = np.all(np.isfinite(problem.measured), axis=-1).reshape(-1)  # (F·7,) joint centres
     picks = distinct_starts(X, F, settings.polish_starts, problem.lower, problem.upper)
     # In lock step: each Jacobian or residual request of the starts is one engine call.
     exact = _exact_jacobian(problem, settings)
-    fits = polish_many(problem.residuals, X[picks], problem.lower, problem.upper,
+    residuals, jacobian = _weighted(problem, weighting)
+    fits = polish_many(residuals, X[picks], problem.lower, problem.upper,
                        max_iterations=settings.polish_iterations,
-                       jacobian=problem.jacobian if exact else None)
+                       jacobian=jacobian if exact else None)
     starts: list[PolishStart] = []
     for index, fit in zip(picks, fits, strict=True):
-        squared = np.sum(_joint_centre_part(problem, fit.residuals).reshape(-1, 2) ** 2, axis=1)
+        raw = fit.residuals if weighting is None else problem.residuals(fit.result.x[None])[0]
+        squared = np.sum(_joint_centre_part(problem, raw).reshape(-1, 2) ** 2, axis=1)
         starts.append(PolishStart(
             rank=int(ranks[index]), search_cost_m2=float(F[index]),
             polished_cost_m2=fit.result.fun,
@@ -313,9 +357,13 @@ def _force_rms(problem: IdentificationProblem, residuals: np.ndarray) -> dict[st
     return {"x": float(rms[0]), "y": float(rms[1])}
 
 
-def _exact(problem: IdentificationProblem, result: OptimisationResult) -> float:
+def _exact(problem: IdentificationProblem, result: OptimisationResult,
+           weighting: Any = None) -> float:
     """The global best's cost (m²) with one integrator step per sample (the search may have
-    taken one per 2 samples)."""
+    taken one per 2 samples); with the chain-noise ``weighting``, |W r|² (the polish's)."""
+    if weighting is not None:
+        cost = float(np.sum(weighting.apply(problem.residuals(result.x[None, :])) ** 2))
+        return cost if np.isfinite(cost) else problem.penalty
     if getattr(problem, "samples_per_step", 1) == 1:
         return result.fun
     cost = float(problem.exact_cost(result.x[None, :])[0])
