@@ -132,6 +132,9 @@ def _bar_forces_record(outcome: Outcome, problem: IdentificationProblem
         # Relative standard error of each parameter: [markers alone, markers and forces].
         "relative_standard_errors": errors,
         "markers_only_identifiability": asdict(markers_only) if markers_only else None,
+        # The errors-in-variables weighting the polish and the analysis used (None: none;
+        # bemore.identify.chain_noise); the markers-alone analysis above is unweighted.
+        "chain_noise_weighting": getattr(outcome, "chain_noise", None),
     }
 
 

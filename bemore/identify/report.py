@@ -186,6 +186,10 @@ def summary_text(athlete: dict[str, Any]) -> str:
                      + (", ".join(forces["flagged_by_markers_alone"]) or "nothing")
                      + "; the forces make identifiable: " + (", ".join(made) or "nothing more"))
         lines.append(text)
+        weighting = forces.get("chain_noise_weighting")
+        if weighting:
+            lines.append("residuals weighed with the trial chain's input noise (errors in "
+                         f"variables, {weighting['realisations']} noisy copies of the trial)")
         narrowed = [(name, alone, both) for name, (alone, both)
                     in (forces.get("relative_standard_errors") or {}).items()
                     if both > 0 and alone >= FORCE_NARROWING * both]
