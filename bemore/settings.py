@@ -117,6 +117,10 @@ class Optimiser(Section):
         "exact", description="the polish's Jacobian: sensitivities computed with the simulation "
         "(exact) or central finite differences"
     )
+    polish_coarse_first: bool = Field(
+        True, description="with samples_per_step = 2: the polish converges on the search's "
+        "cost first (half the CPU per Jacobian), then on the exact cost from there"
+    )
     workers: int = Field(0, ge=0, description="0 = all local cores")
     dask: str | None = Field(None, description="Dask scheduler address; absent = in-process")
     samples_per_step: Literal[1, 2] = Field(

@@ -25,8 +25,8 @@ from bench.common import Measurement, commit_tree, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
-PREVIOUS_COMMIT = "3af6784"
-"""main before the QR trust-region step and the Pillow plots (issue 24)."""
+PREVIOUS_COMMIT = "450106c"
+"""main before the polish's first stage on the search's cost (issue 24)."""
 PAIRS = 5
 
 

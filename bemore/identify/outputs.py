@@ -64,6 +64,9 @@ def athlete_record(
         "search_notes": list(getattr(problem, "notes", ())),
         "elapsed_s": outcome.elapsed_s,
         "interrupted": outcome.interrupted,
+        # Ctrl-C during the analysis: the fit complete, no standard errors nor verdict.
+        "analysis_interrupted": outcome.analysis_interrupted,
+        "polish_coarse_first": settings.polish_coarse_first,
         "message": status.message,
         "global_run": global_result,
         "polish_run": polish,

@@ -45,6 +45,7 @@ def run_settings(optimiser: Optimiser, overrides: Overrides = Overrides()) -> Ru
         workers=optimiser.workers if overrides.workers is None else overrides.workers,
         polish_starts=optimiser.polish_starts,
         polish_jacobian=optimiser.polish_jacobian,
+        polish_coarse_first=optimiser.polish_coarse_first,
     )
     if settings.pack < 2:
         raise ConfigError(f"--pack {settings.pack}: a population needs at least 2 members")

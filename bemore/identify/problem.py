@@ -311,14 +311,16 @@ class IdentificationProblem(Problem):
         """All named points (N, F, n_points, 2) m of the normalised points X (N, dim)."""
         return self._simulate_points(X)[0]
 
-    def _simulate_points(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    def _simulate_points(self, X: np.ndarray, samples_per_step: int = 1
+                         ) -> tuple[np.ndarray, np.ndarray | None]:
         """Named points (N, F, n_points, 2) m and, with forces, the scaled force residuals
-        (N, F, 2) m (else None)."""
+        (N, F, 2) m (else None); one integrator step per ``samples_per_step`` samples."""
         from bemore.model import simulate
 
         P, q0, qd0 = self.members(X)
         outputs = ("points", "free_q", "free_qd") if self.has_forces else ("points",)
-        simulation = simulate(self.model, P, self.motion, q0, qd0, outputs=outputs)
+        simulation = simulate(self.model, P, self.motion, q0, qd0, outputs=outputs,
+                              samples_per_step=samples_per_step)
         if not self.has_forces:
             return simulation.points, None
         return simulation.points, self._force_residuals(P, simulation.free_q,
@@ -331,9 +333,10 @@ class IdentificationProblem(Problem):
         _, nuisance = self.split(x)
         return self.start.record(self.model, self.parameter_matrix(x)[0], nuisance[0])
 
-    def residuals(self, X: np.ndarray) -> np.ndarray:
+    def residuals(self, X: np.ndarray, samples_per_step: int = 1) -> np.ndarray:
         """Stacked (simulated − measured) joint-centre coordinates (N, F·7·2) m; with bar
         forces (N, F·16): each frame's 14 coordinates then its 2 scaled force residuals (m).
+        One integrator step per sample (``samples_per_step`` 2: per two, the search's cost).
 
         Not-seen measurements give 0 (they are out of the cost); members that cannot be
         simulated give the penalty distance everywhere (forces: 0), so their Σ r² is the
@@ -342,7 +345,7 @@ class IdentificationProblem(Problem):
         # One copy (the cost points), then in place: the residuals of a Jacobian's 31 members
         # are 5 MB, and each extra pass over them costs about as much as a quarter of the
         # simulation (measured: 19.5 → 1.5 ms for 31 members of the sample).
-        points, force = self._simulate_points(X)
+        points, force = self._simulate_points(X, samples_per_step)
         difference = np.take(points, self._point_index, axis=2)
         np.subtract(difference, self.measured, out=difference)
         unseen = np.isnan(self.measured)
@@ -389,8 +392,10 @@ class IdentificationProblem(Problem):
         derivatives = tuple((a[:, 1:d + 1] - a[:, d + 1:]) / (2.0 * step) for a in (P, q0, qd0))
         return members, derivatives
 
-    def jacobian(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Residuals (N, m) of X (N, dim), as :meth:`residuals` gives them, and their exact
+    def jacobian(self, X: np.ndarray, samples_per_step: int = 1
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Residuals (N, m) of X (N, dim), as :meth:`residuals` gives them with the same
+        ``samples_per_step``, and their exact
         Jacobian (N, m, dim) in m per unit of x: the engine's forward-mode sensitivities
         (:mod:`bemore.model.sensitivity`) chained with :meth:`start_derivatives`; with bar
         forces, the force rows from the free state's sensitivities
@@ -402,7 +407,7 @@ class IdentificationProblem(Problem):
         N, d = X.shape
         (P, q0, qd0), (dP, dq0, dqd0) = self._members_and_start_derivatives(X)
         result = point_sensitivities(self.model, P, self.motion, q0, qd0, dP, dq0, dqd0,
-                                     states=self.has_forces)
+                                     states=self.has_forces, samples_per_step=samples_per_step)
         difference = np.take(result.points, self._point_index, axis=2)
         np.subtract(difference, self.measured, out=difference)
         derivative = np.take(result.derivatives, self._point_index, axis=3)  # (N, d, F, 7, 2)
@@ -421,7 +426,9 @@ class IdentificationProblem(Problem):
             derivative = np.concatenate([derivative.reshape(N, d, frames, -1), d_force],
                                         axis=3)
         difference = difference.reshape(N, -1)
-        J = np.ascontiguousarray(derivative.reshape(N, d, -1).transpose(0, 2, 1))
+        # Each member's (m, d) Jacobian in column-major order, a view: the least-squares
+        # solvers' QR copies its columns, contiguous here (a C-order copy cost 1.2 ms a member).
+        J = derivative.reshape(N, d, -1).transpose(0, 2, 1)
         bad = ~(np.isfinite(difference).all(axis=1) & np.isfinite(J).all(axis=(1, 2)))
         if self.has_forces:
             shaped = difference.reshape(N, frames, -1)

@@ -199,7 +199,10 @@ def summary_text(athlete: dict[str, Any]) -> str:
                                                  for name, alone, both in narrowed))
     if athlete.get("inertial_parameters"):
         lines += inertial_text(athlete["inertial_parameters"])
-    if athlete.get("interrupted"):
+    if athlete.get("analysis_interrupted"):
+        lines.append("INTERRUPTED during the analysis: the fit is complete; its standard "
+                     "errors and verdict were not computed (run again for them)")
+    elif athlete.get("interrupted"):
         lines.append("INTERRUPTED: best result so far")
     return "\n".join(lines)
 
@@ -251,10 +254,21 @@ FORCE_NARROWING = 1.5  # a relative standard error this many times smaller with 
 
 def polish_starts_text(starts: list[dict[str, Any]]) -> str:
     """One line: each polish start's rank in the global run → its exact cost (m²) and mean
-    distance (mm), the winner marked; shows whether two minima compete."""
+    distance (mm), the winner marked; shows whether two minima compete. A start whose first
+    stage ended in another's minimum says so ("= #rank": from there they were one start).
+
+    >>> polish_starts_text([
+    ...     {"rank": 0, "won": True, "polished_cost_m2": 0.0031197, "mean_distance_mm": 0.4345},
+    ...     {"rank": 1783, "won": False, "same_minimum_as": 0, "polished_cost_m2": 0.0031197,
+    ...      "mean_distance_mm": 0.4345},
+    ...     {"rank": 1797, "won": False, "polished_cost_m2": 0.0032249,
+    ...      "mean_distance_mm": 0.4491}]).split(": ", 1)[1].split(", ")
+    ['*#0 → 0.0031197 m² (0.4345 mm)', '#1783 → = #0', '#1797 → 0.0032249 m² (0.4491 mm)']
+    """
     items = [
-        f"{'*' if start['won'] else ''}#{start['rank']} → {start['polished_cost_m2']:.5g} m² "
-        f"({start['mean_distance_mm']:.4g} mm)"
+        f"{'*' if start['won'] else ''}#{start['rank']} → "
+        + (f"= #{start['same_minimum_as']}" if start.get("same_minimum_as") is not None else
+           f"{start['polished_cost_m2']:.5g} m² ({start['mean_distance_mm']:.4g} mm)")
         for start in starts
     ]
     return f"polish from {len(starts)} distinct start(s) (* kept): " + ", ".join(items)

@@ -11,6 +11,7 @@ global best landed in the one its seed's pack happened to be in (docs/identify.m
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,9 @@ class RunSettings:
     # The polish's and the analysis's Jacobian: "exact" (sensitivities computed with the
     # simulation, bemore.model.sensitivity) or "finite-difference" (central, 2·d + 1 points).
     polish_jacobian: str = "exact"
+    # With a search cost of one integrator step per 2 samples: the polish converges on that
+    # cost first (half the CPU per Jacobian), then on the exact cost from where it ended.
+    polish_coarse_first: bool = True
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -72,6 +76,13 @@ class PolishStart:
     x: list[float]  # the polish's best point (normalised box)
     jacobians: int = 0  # Jacobians the polish took (each one call, counted in nfev too)
     won: bool = False
+    # Of nfev and jacobians, those of the first stage on the search's cost (one integrator step
+    # per 2 samples; 0 when the polish ran on the exact cost alone).
+    coarse_nfev: int = 0
+    coarse_jacobians: int = 0
+    # The rank of the start whose first-stage minimum this one reached: from there they were
+    # one start (its exact stage, and its counts, are that start's). None: its own.
+    same_minimum_as: int | None = None
 
 
 @dataclass
@@ -97,6 +108,7 @@ class Outcome:
     chain_noise: dict[str, Any] | None = None
     # The inertial mode's result (bemore.identify.inertial_mode.InertialResult), None when off.
     inertial: Any = None
+    analysis_interrupted: bool = False  # Ctrl-C during the analysis (the fit itself complete)
 
     @property
     def made_identifiable_by_forces(self) -> list[str]:
@@ -109,8 +121,9 @@ class Outcome:
 
     @property
     def interrupted(self) -> bool:
-        """True when Ctrl-C stopped the global run or the polish."""
-        return self.global_result.interrupted or any(s.status == 1 for s in self.polish_starts)
+        """True when Ctrl-C stopped the global run, the polish or the analysis."""
+        return (self.global_result.interrupted or self.analysis_interrupted
+                or any(s.status == 1 for s in self.polish_starts))
 
     @property
     def evaluations(self) -> int:
@@ -199,53 +212,18 @@ def _identify(
     cost_index = [problem.model.point_names.index(name) for name in problem.cost_points]
     metrics = fit_metrics(problem.measured, points[:, cost_index], list(problem.cost_points))
     identifiability, analysis_evaluations, verdict, markers_only = None, 0, None, None
+    analysis_interrupted = False
     if not (result.interrupted or any(start.status == 1 for start in starts)):
         if on_phase:
             on_phase("analysis")
-        position = x[: problem.space.dim]
-        at_bounds = [name for name, value in zip(problem.space.names, position, strict=True)
-                     if not BOUND_MARGIN < value < 1.0 - BOUND_MARGIN]
-        conventions = getattr(problem, "conventions", None) or {}
-        verdict = judge_fit(problem.measured, points[:, cost_index], problem.cost_points,
-                            problem.marker_noise_m, at_bounds, conventions.get("acromion_check"))
-        if jacobian is None and _exact_jacobian(problem, settings):
-            residuals, jacobian = (a[0] for a in problem.jacobian(x[None, :]))
-            analysis_evaluations = 1
-        elif jacobian is None:
-            jacobian, residuals, analysis_evaluations = finite_difference_jacobian(
-                problem.residuals, x, problem.lower, problem.upper
-            )
-        untrusted = ("fit poor: the model does not follow the trial, so the standard errors "
-                     "do not bound its error" if verdict.poor else None)
-        noise = propagated_noise(problem, x, jacobian)
-        # The analysis of the estimator the polish ran: with the chain-noise weighting, of
-        # the weighted residuals (its Jacobian, the noise copies' changes and the quadratic
-        # check through the same W).
-        fitted_jacobian, fitted_residuals, fitted_noise = jacobian, residuals, noise
-        residuals_at = problem.residuals
-        if weighting is not None:
-            fitted_jacobian = weighting.apply_jacobian(jacobian)
-            fitted_residuals = weighting.apply(residuals)
-            fitted_noise = noise and noise.for_rows(weighting.apply, fitted_jacobian)
-            residuals_at = _weighted(problem, weighting)[0]
-        identifiability = analyse(
-            fitted_jacobian, fitted_residuals, problem.names, *_values_and_widths(problem, x),
-            nuisance=problem.dim - problem.space.dim, frames=problem.measured.shape[0],
-            positions=x, lowers=_lowers(problem), untrusted=untrusted, noise=fitted_noise,
-            residuals_at=residuals_at, bounds=(problem.lower, problem.upper),
-        )
-        if getattr(problem, "has_forces", False):
-            markers_jacobian = problem.joint_centre_part(jacobian.T).T
-            markers_only = analyse(
-                markers_jacobian, problem.joint_centre_part(residuals),
-                problem.names, *_values_and_widths(problem, x),
-                nuisance=problem.dim - problem.space.dim, frames=problem.measured.shape[0],
-                positions=x, lowers=_lowers(problem), untrusted=untrusted,
-                noise=noise and noise.for_rows(problem.joint_centre_part, markers_jacobian),
-                residuals_at=lambda X: problem.joint_centre_part(problem.residuals(X)),
-                bounds=(problem.lower, problem.upper),
-            )
-            metrics["bar_force_rms_n"] = _force_rms(problem, residuals)
+        try:
+            identifiability, analysis_evaluations, verdict, markers_only = _analysis(
+                problem, settings, x, points[:, cost_index], jacobian, residuals, metrics,
+                weighting)
+        except KeyboardInterrupt:
+            # Ctrl-C during the analysis: the fit is complete and is written, marked
+            # interrupted, without the analysis (standard errors, verdict).
+            analysis_interrupted = True
     return Outcome(
         values=problem.space.to_physical(x[: problem.space.dim]),
         initial_state=problem.start_record(x),
@@ -260,8 +238,65 @@ def _identify(
         polish_starts=starts,
         verdict=verdict,
         identifiability_markers_only=markers_only,
+        analysis_interrupted=analysis_interrupted,
         chain_noise=None if weighting is None else weighting.record(),
     )
+
+
+def _analysis(problem: IdentificationProblem, settings: RunSettings, x: np.ndarray,
+              simulated: np.ndarray, jacobian: np.ndarray | None,
+              residuals: np.ndarray | None, metrics: dict[str, Any], weighting: Any = None
+              ) -> tuple[Identifiability, int, FitVerdict, Identifiability | None]:
+    """The fit's verdict and its identifiability at ``x`` (the Jacobian and residuals there
+    when the polish gave them, else computed: one engine call, counted in the second value);
+    with bar forces also the markers-only identifiability, and the force RMS in ``metrics``.
+    ``simulated``: the cost points (F, 7, 2) m at x. ``jacobian`` and ``residuals`` are the
+    unweighted ones; with the chain-noise ``weighting`` the identifiability is that of the
+    weighted estimator the polish ran (its Jacobian, the noise copies' changes and the
+    quadratic check through the same W); the markers-only one stays unweighted."""
+    analysis_evaluations, markers_only = 0, None
+    position = x[: problem.space.dim]
+    at_bounds = [name for name, value in zip(problem.space.names, position, strict=True)
+                 if not BOUND_MARGIN < value < 1.0 - BOUND_MARGIN]
+    conventions = getattr(problem, "conventions", None) or {}
+    verdict = judge_fit(problem.measured, simulated, problem.cost_points,
+                        problem.marker_noise_m, at_bounds, conventions.get("acromion_check"))
+    if jacobian is None and _exact_jacobian(problem, settings):
+        residuals, jacobian = (a[0] for a in problem.jacobian(x[None, :]))
+        analysis_evaluations = 1
+    elif jacobian is None:
+        jacobian, residuals, analysis_evaluations = finite_difference_jacobian(
+            problem.residuals, x, problem.lower, problem.upper
+        )
+    untrusted = ("fit poor: the model does not follow the trial, so the standard errors "
+                 "do not bound its error" if verdict.poor else None)
+    noise = propagated_noise(problem, x, jacobian)
+    fitted_jacobian, fitted_residuals, fitted_noise = jacobian, residuals, noise
+    residuals_at = problem.residuals
+    if weighting is not None:
+        fitted_jacobian = weighting.apply_jacobian(jacobian)
+        fitted_residuals = weighting.apply(residuals)
+        fitted_noise = noise and noise.for_rows(weighting.apply, fitted_jacobian)
+        residuals_at = _weighted(problem, weighting)[0]
+    identifiability = analyse(
+        fitted_jacobian, fitted_residuals, problem.names, *_values_and_widths(problem, x),
+        nuisance=problem.dim - problem.space.dim, frames=problem.measured.shape[0],
+        positions=x, lowers=_lowers(problem), untrusted=untrusted, noise=fitted_noise,
+        residuals_at=residuals_at, bounds=(problem.lower, problem.upper),
+    )
+    if getattr(problem, "has_forces", False):
+        markers_jacobian = problem.joint_centre_part(jacobian.T).T
+        markers_only = analyse(
+            markers_jacobian, problem.joint_centre_part(residuals),
+            problem.names, *_values_and_widths(problem, x),
+            nuisance=problem.dim - problem.space.dim, frames=problem.measured.shape[0],
+            positions=x, lowers=_lowers(problem), untrusted=untrusted,
+            noise=noise and noise.for_rows(problem.joint_centre_part, markers_jacobian),
+            residuals_at=lambda X: problem.joint_centre_part(problem.residuals(X)),
+            bounds=(problem.lower, problem.upper),
+        )
+        metrics["bar_force_rms_n"] = _force_rms(problem, residuals)
+    return identifiability, analysis_evaluations, verdict, markers_only
 
 
 class _Archive:
@@ -285,16 +320,17 @@ class _Archive:
 
 
 def _weighted(problem: IdentificationProblem, weighting: Any) -> tuple[Any, Any]:
-    """The problem's residuals and exact Jacobian functions of normalised points (N, dim),
-    through the chain-noise weighting W (None: as they are)."""
+    """The problem's residuals and exact Jacobian functions of normalised points (N, dim)
+    (keyword ``samples_per_step`` passed on), through the chain-noise weighting W (None: as
+    they are)."""
     if weighting is None:
         return problem.residuals, problem.jacobian
 
-    def residuals(X: np.ndarray) -> np.ndarray:
-        return weighting.apply(problem.residuals(X))
+    def residuals(X: np.ndarray, **options: Any) -> np.ndarray:
+        return weighting.apply(problem.residuals(X, **options))
 
-    def jacobian(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        r, J = problem.jacobian(X)
+    def jacobian(X: np.ndarray, **options: Any) -> tuple[np.ndarray, np.ndarray]:
+        r, J = problem.jacobian(X, **options)
         return weighting.apply(r), weighting.apply_jacobian(J)
 
     return residuals, jacobian
@@ -306,28 +342,55 @@ def _polish_from_distinct_starts(
 ) -> tuple[LocalFit, list[PolishStart]]:
     """Polish from the ``settings.polish_starts`` best distinct evaluated points; return the fit
     of lowest exact cost and every start's record (Ctrl-C stops every start at its best).
-    ``weighting``: the chain-noise weighting the polish minimises |W r|² with (None: |r|²)."""
+    ``weighting``: the chain-noise weighting the polish minimises |W r|² with (None: |r|²).
+
+    With a coarse first stage (:func:`_coarse_stage`), starts whose first stage ended in the same
+    minimum (:func:`same_minima`) share one exact stage: from there they are one start."""
     X, F = np.vstack(archive.points), np.concatenate(archive.costs)
     ranks = np.argsort(np.argsort(F, kind="stable"), kind="stable")
     seen = np.all(np.isfinite(problem.measured), axis=-1).reshape(-1)  # (F·7,) joint centres
     picks = distinct_starts(X, F, settings.polish_starts, problem.lower, problem.upper)
+    coarse = _coarse_stage(problem, settings, X[picks], weighting)
+    leader = list(range(len(picks)))  # the start whose exact stage each start's is
     # In lock step: each Jacobian or residual request of the starts is one engine call.
-    exact = _exact_jacobian(problem, settings)
     residuals, jacobian = _weighted(problem, weighting)
-    fits = polish_many(residuals, X[picks], problem.lower, problem.upper,
-                       max_iterations=settings.polish_iterations,
-                       jacobian=jacobian if exact else None)
+    jacobian = jacobian if _exact_jacobian(problem, settings) else None
+    if coarse is None:
+        fits = polish_many(residuals, X[picks], problem.lower, problem.upper,
+                           max_iterations=settings.polish_iterations, jacobian=jacobian)
+    elif any(fit.result.status == 1 for fit in coarse):
+        # Ctrl-C in the first stage: each start ends there, its cost made exact.
+        fits = [_exactly(residuals, fit) for fit in coarse]
+    else:
+        leader = same_minima([fit.result.fun for fit in coarse],
+                             np.array([fit.result.x for fit in coarse]))
+        leaders = sorted(set(leader))
+        exact = polish_many(residuals, np.array([coarse[k].result.x for k in leaders]),
+                            problem.lower, problem.upper,
+                            max_iterations=settings.polish_iterations, jacobian=jacobian)
+        fits = [exact[leaders.index(k)] for k in leader]
     starts: list[PolishStart] = []
-    for index, fit in zip(picks, fits, strict=True):
+    for k, (index, fit) in enumerate(zip(picks, fits, strict=True)):
         raw = fit.residuals if weighting is None else problem.residuals(fit.result.x[None])[0]
         squared = np.sum(_joint_centre_part(problem, raw).reshape(-1, 2) ** 2, axis=1)
+        first = coarse[k].result if coarse is not None else None
+        # The exact stage's work is its leader's (an interrupted first stage had none).
+        own = first is None or (leader[k] == k and fit is not coarse[k])
+        nfev, jacobians, elapsed = ((fit.result.nfev, int(fit.result.options["jacobians"]),
+                                     fit.result.elapsed_s) if own else (0, 0, 0.0))
+        if first is not None:
+            nfev += first.nfev
+            jacobians += int(first.options["jacobians"])
+            elapsed += first.elapsed_s
         starts.append(PolishStart(
             rank=int(ranks[index]), search_cost_m2=float(F[index]),
             polished_cost_m2=fit.result.fun,
             mean_distance_mm=float(np.mean(np.sqrt(squared[seen]))) * 1e3,
-            nfev=fit.result.nfev, elapsed_s=fit.result.elapsed_s, status=fit.result.status,
-            x=[float(value) for value in fit.result.x],
-            jacobians=int(fit.result.options["jacobians"]),
+            nfev=nfev, elapsed_s=elapsed, status=fit.result.status,
+            x=[float(value) for value in fit.result.x], jacobians=jacobians,
+            coarse_nfev=first.nfev if first is not None else 0,
+            coarse_jacobians=int(first.options["jacobians"]) if first is not None else 0,
+            same_minimum_as=None if leader[k] == k else int(ranks[picks[leader[k]]]),
         ))
     costs = np.array([fit.result.fun for fit in fits])
     # Starts that reach the same minimum differ by rounding (1e-13 relative measured): the
@@ -335,6 +398,59 @@ def _polish_from_distinct_starts(
     best = int(np.flatnonzero(costs <= costs.min() * (1.0 + TIE_RELATIVE))[0])
     starts[best].won = True
     return fits[best], starts
+
+
+SAME_POINT = 1e-4
+"""Two polish ends within this of each other in every coordinate of the normalised box (and
+of equal cost, :data:`TIE_RELATIVE`) are one minimum (:func:`same_minima`)."""
+
+
+def same_minima(costs: list[float], x: np.ndarray) -> list[int]:
+    """For each polish end (costs (k,) m², points x (k, dim) in the normalised box), the index
+    of the first end that is the same minimum: equal cost within :data:`TIE_RELATIVE` and the
+    same point within :data:`SAME_POINT` in every coordinate (itself when none before is).
+
+    >>> same_minima([1.0, 1.0 + 1e-12, 1.07], np.array([[0.2, 0.5], [0.2, 0.5], [0.3, 0.5]]))
+    [0, 0, 2]
+    >>> same_minima([1.0, 1.0], np.array([[0.2, 0.5], [0.2, 0.6]]))
+    [0, 1]
+    """
+    leader: list[int] = []
+    for k, cost in enumerate(costs):
+        leader.append(next((j for j in range(k) if leader[j] == j
+                            and abs(cost - costs[j]) <= TIE_RELATIVE * min(cost, costs[j])
+                            and np.max(np.abs(x[k] - x[j])) <= SAME_POINT), k))
+    return leader
+
+
+def _coarse_stage(problem: IdentificationProblem, settings: RunSettings, starts: np.ndarray,
+                  weighting: Any = None) -> list[LocalFit] | None:
+    """The polish's first stage: from each start, the minimum of the search's cost (one
+    integrator step per 2 samples; its Jacobian costs half the exact one's), in lock step; None
+    when the search's cost is the exact one or ``settings.polish_coarse_first`` is off. The two
+    costs differ by the integrator's error at 2 samples per step (≈ 0.05 mm of the joint
+    centres), so their minima lie close and the exact stage from here takes few Jacobians.
+    ``weighting``: the chain-noise weighting (None: none), as for the exact stage."""
+    coarse = getattr(problem, "samples_per_step", 1)
+    if coarse == 1 or not settings.polish_coarse_first:
+        return None
+    exact = _exact_jacobian(problem, settings)
+    residuals, jacobian = _weighted(problem, weighting)
+    return polish_many(functools.partial(residuals, samples_per_step=coarse), starts,
+                       problem.lower, problem.upper, max_iterations=settings.polish_iterations,
+                       jacobian=functools.partial(jacobian, samples_per_step=coarse)
+                       if exact else None)
+
+
+def _exactly(residuals_of: Any, fit: LocalFit) -> LocalFit:
+    """``fit`` (of the search's cost) with the exact residuals (``residuals_of``, the polish's
+    function of normalised points) and cost at its point: what an interrupted first stage hands
+    on (no analysis follows an interruption: the Jacobian is the first stage's)."""
+    import dataclasses
+
+    residuals = residuals_of(fit.result.x[None, :])[0]
+    result = dataclasses.replace(fit.result, fun=float(residuals @ residuals))
+    return LocalFit(result=result, residuals=residuals, jacobian=fit.jacobian)
 
 
 def _exact_jacobian(problem: IdentificationProblem, settings: RunSettings) -> bool:

@@ -368,12 +368,14 @@ class _SharedRun(NamedTuple):
     tri: int
     rows: int
     selection: tuple[int, ...]
+    samples_per_step: int
 
 
-def _shared_run(model, motion, directions: int, shared_primal: bool, states: bool = False
-                ) -> _SharedRun:
+def _shared_run(model, motion, directions: int, shared_primal: bool, states: bool = False,
+                samples_per_step: int = 1) -> _SharedRun:
     """The tangent kernel of ``model`` for ``directions`` (``states``: with the free state's
-    tangents) and the arrays its calls share."""
+    tangents) and the arrays its calls share, for one integrator step per ``samples_per_step``
+    samples (1 or 2, as :func:`bemore.model.simulate.simulate`)."""
     from bemore.model.simulate import COST_POINTS, _cached, _coefficients
     from bemore.model.table import driven_table
 
@@ -381,24 +383,29 @@ def _shared_run(model, motion, directions: int, shared_primal: bool, states: boo
                       if p in model.point_names)
     kernel, program = tangent_kernel(model, selection, directions, shared_primal=shared_primal,
                                      states=states)
-    D = _cached("generated1", model, motion, 1, lambda: driven_table(
-        model.tree, program.slots, motion.q, motion.qd, motion.qdd, motion.dt, 1, 1))
+    D = _cached(f"generated{samples_per_step}", model, motion, 1, lambda: driven_table(
+        model.tree, program.slots, motion.q, motion.qd, motion.qdd, motion.dt, 1,
+        samples_per_step))
     nf = model.n_free
     n_points = len(model.point_names)
-    return _SharedRun(kernel, D, len(motion.t), n_points, motion.dt, _coefficients(motion.dt),
-                      nf * (nf + 1) // 2, max(2 * nf, 2 * n_points, model.n_driven), selection)
+    h = motion.dt * samples_per_step
+    return _SharedRun(kernel, D, len(motion.t), n_points, h, _coefficients(h),
+                      nf * (nf + 1) // 2, max(2 * nf, 2 * n_points, model.n_driven), selection,
+                      samples_per_step)
 
 
 def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
                         layout: str = "directions", directions: int = DIRECTIONS,
                         threads: int | None = None, max_abs: float = 1.0e3,
-                        states: bool = False) -> PointSensitivities:
+                        states: bool = False, samples_per_step: int = 1) -> PointSensitivities:
     """Simulated named points of every member and their exact derivatives along seed directions.
 
     ``P`` (B, n_parameters) SI; ``motion`` one shared DrivenMotion; ``free_q0``/``free_qd0``
     (n_free,) or (B, n_free). Seeds: ``dP`` (B, K, n_parameters), ``dq0``/``dqd0``
     (B, K, n_free) — direction k of member b moves its parameters by dP[b, k] and its start by
-    (dq0[b, k], dqd0[b, k]). One integrator step per sample (the engine's default). Returns the
+    (dq0[b, k], dqd0[b, k]). One integrator step per ``samples_per_step`` samples (1, the
+    engine's default, or 2: the simulation :func:`~bemore.model.simulate.simulate` gives with
+    the same setting, and its derivatives, at about half the cost). Returns the
     points and ∂points/∂direction (:class:`PointSensitivities`); NaN for failed members.
 
     ``layout``: "directions" (default) runs each member as one call whose vector lanes are its
@@ -439,7 +446,7 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
     dV = field_tangents(model.tree, P, dP)
     if layout == "directions":
         return _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_abs,
-                              states)
+                              states, samples_per_step)
     # Lanes: member b's directions in chunks of ``directions`` (the last chunk zero-padded).
     chunks = -(-K // directions)
     lanes = B * chunks
@@ -452,8 +459,9 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
         seeds_V[c::chunks, : hi - lo] = dV[:, lo:hi]
         seeds_S[c::chunks, : hi - lo, :nf] = dq0[:, lo:hi]
         seeds_S[c::chunks, : hi - lo, nf:] = dqd0[:, lo:hi]
-    run = _shared_run(model, motion, directions, shared_primal=False, states=states)
-    kernel, D, F, n_points, h, coefficients, tri, rows, selection = run
+    run = _shared_run(model, motion, directions, shared_primal=False, states=states,
+                      samples_per_step=samples_per_step)
+    kernel, D, F, n_points, h, coefficients, tri, rows, selection, per_step = run
     out_pts = np.empty((lanes, F, n_points, 2))
     out_d = np.empty((lanes, directions, F, n_points, 2))
     shape = (lanes, F, nf) if states else (1, 1, 1)
@@ -478,7 +486,7 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
                     np.zeros((directions, 4, 2 * nf, n)), np.empty((directions, 2 * nf, n)),
                     np.empty((directions, rows, n)))
         stored = ((out_q[lo:hi], out_v[lo:hi]) if states else (unused, unused))
-        calls.append((*work, coefficients, D, h, 1, 1, 0, n, *after, *stored,
+        calls.append((*work, coefficients, D, h, 1, per_step, 0, n, *after, *stored,
                       out_pts[lo:hi], unused, cost[lo:hi], alive[lo:hi], *tangents,
                       out_d[lo:hi], *((out_q_d[lo:hi], out_v_d[lo:hi]) if states else ())))
     generated.run_calls(kernel, calls)
@@ -505,14 +513,15 @@ def _failed_to_nan(result: PointSensitivities) -> PointSensitivities:
 
 
 def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_abs,
-                   states: bool = False) -> PointSensitivities:
+                   states: bool = False, samples_per_step: int = 1) -> PointSensitivities:
     """:func:`point_sensitivities` in the "directions" layout: one kernel call per member, its
     K directions as the lanes."""
     from bemore.model import generated
 
     B, K, nf = dq0.shape
-    run = _shared_run(model, motion, 1, shared_primal=True, states=states)
-    kernel, D, F, n_points, h, coefficients, tri, rows, selection = run
+    run = _shared_run(model, motion, 1, shared_primal=True, states=states,
+                      samples_per_step=samples_per_step)
+    kernel, D, F, n_points, h, coefficients, tri, rows, selection, per_step = run
     points = np.empty((B, F, n_points, 2))
     derivatives = np.empty((B, K, 1, F, n_points, 2))
     shape = (B, F, nf) if states else (1, 1, 1)
@@ -538,7 +547,7 @@ def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_
                     np.zeros((1, 4, 2 * nf, K)), np.empty((1, 2 * nf, K)),
                     np.empty((1, rows, K)))
         stored = (out_q[b:b + 1], out_v[b:b + 1]) if states else (unused, unused)
-        calls.append((*work, coefficients, D, h, 1, 1, 0, K, *after, *stored,
+        calls.append((*work, coefficients, D, h, 1, per_step, 0, K, *after, *stored,
                       points[b:b + 1], unused, cost[b:b + 1], alive[b:b + 1], *tangents,
                       derivatives[b], *((out_q_d[b], out_v_d[b]) if states else ())))
     # One member per thread (a call is one member's lanes); at most ``threads`` at a time.

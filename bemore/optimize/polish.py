@@ -241,6 +241,11 @@ class LockStep:
             self._active -= 1
             self._run_if_complete()
 
+    @property
+    def interrupted(self) -> bool:
+        """True once :meth:`interrupt` was called."""
+        return self._interrupted
+
     def interrupt(self) -> None:
         """Ctrl-C: answer the waiting requests with KeyboardInterrupt (see the class)."""
         with self._condition:
@@ -347,7 +352,13 @@ def polish_many(
             pass
     if errors:
         raise errors[0]
-    return [fit for fit in fits if fit is not None]
+    done = [fit for fit in fits if fit is not None]
+    if lock_step.interrupted:
+        # A Ctrl-C after a start's last request finds nothing left to stop in it: it ended at
+        # its own end point, and is reported stopped (status 1) so the Ctrl-C is not lost.
+        for fit in done:
+            fit.result.status = 1
+    return done
 
 
 def _wait(event: threading.Event, timeout_s: float, lock_step: LockStep) -> bool:

@@ -89,6 +89,31 @@ def test_ctrl_c_writes_the_best_so_far_marked_interrupted(tmp_path, monkeypatch)
     assert "INTERRUPTED" in result.output
 
 
+def test_ctrl_c_during_the_analysis_writes_the_fit_marked_interrupted(tmp_path,
+                                                                     monkeypatch) -> None:
+    import bemore.identify.run as run_module
+
+    reached = {"analysis": False}
+
+    def interrupted(*args, **kwargs):  # the marker noise's propagation, mid-analysis
+        reached["analysis"] = True
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_module, "propagated_noise", interrupted)
+    out = tmp_path / "out"
+    result = run(str(SAMPLE), "--pack", "8", "--iterations", "3", "--no-polish",
+                 "--out", str(out))
+    assert reached["analysis"]
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)  # a clean exit, not "Aborted!"
+    athlete = json.loads((out / "athlete.json").read_text())
+    assert athlete["interrupted"] is True and athlete["analysis_interrupted"] is True
+    assert athlete["identifiability"] is None and athlete["global_run"]["nit"] == 3
+    assert athlete["parameters"]["bar.stiffness_x"]["value"] > 0.0  # the fit is there
+    assert "INTERRUPTED during the analysis" in result.output
+    assert (out / "trajectories.png").exists()
+
+
 def test_malformed_trial_is_one_line(tmp_path) -> None:
     bad = tmp_path / "bad.c3d"
     bad.write_bytes(b"not a c3d file at all")

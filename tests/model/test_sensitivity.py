@@ -39,13 +39,13 @@ def _box_points(space: ParameterSpace, count: int, seed: int) -> np.ndarray:
     return np.vstack([stiff, 1.0 - stiff, corners, interior])
 
 
-def _central(model, P, motion, q0, v0, dP, dq0, dv0, h):
+def _central(model, P, motion, q0, v0, dP, dq0, dv0, h, samples_per_step=1):
     """Central differences (B, F, n_points, 2) along (dP, dq0, dv0) (B, ·) with steps h (B,)."""
     B = P.shape[0]
     h = np.broadcast_to(np.asarray(h, dtype=float), (B,))[:, None]
     sim = simulate(model, np.vstack([P + h * dP, P - h * dP]), motion,
                    np.vstack([q0 + h * dq0, q0 - h * dq0]), np.vstack([v0 + h * dv0, v0 - h * dv0]),
-                   outputs=("points",))
+                   outputs=("points",), samples_per_step=samples_per_step)
     return (sim.points[:B] - sim.points[B:]) / (2.0 * h[:, :, None, None])
 
 
@@ -61,10 +61,14 @@ def test_field_tangents_are_the_derivative_of_the_field_map(real) -> None:
 
 
 @pytest.mark.slow
-def test_sensitivities_agree_with_central_differences_over_the_box(real) -> None:
+@pytest.mark.parametrize(("samples_per_step", "count"), [(1, 200), (2, 40)])
+def test_sensitivities_agree_with_central_differences_over_the_box(
+        real, samples_per_step: int, count: int) -> None:
+    """One integrator step per sample (the exact cost), over 200 points of the box; per two
+    samples (the search's cost, and the polish's first stage), over 40."""
     space = ParameterSpace.from_config(load_identification(), load_gymnast())
     motion = clear_hip_circle_profile(0.5, 1000.0)
-    X = _box_points(space, 200, seed=11)
+    X = _box_points(space, count, seed=11 if samples_per_step == 1 else 12)
     defaults = real.parameter_matrix([{}])[0]
     columns = [real.parameter_names.index(name) for name in space.names]
     P = np.repeat(defaults[None, :], len(X), axis=0)
@@ -79,9 +83,11 @@ def test_sensitivities_agree_with_central_differences_over_the_box(real) -> None
     rotation = real.free_coordinates.index("hand_rotation")
     dq0[:, space.dim, rotation] = 1.0
     dv0[:, space.dim + 1, rotation] = 1.0
-    exact = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dv0)
+    exact = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dv0,
+                                samples_per_step=samples_per_step)
     assert exact.valid.all()
-    plain = simulate(real, P, motion, q0, v0, outputs=("points",)).points
+    plain = simulate(real, P, motion, q0, v0, outputs=("points",),
+                     samples_per_step=samples_per_step).points
     assert np.array_equal(exact.points, plain)  # the primal is the engine's, bit for bit
     worst, worst_reference = 0.0, 0.0
     for k in range(d):
@@ -89,7 +95,7 @@ def test_sensitivities_agree_with_central_differences_over_the_box(real) -> None
         best_error = np.full(len(X), np.inf)
         reference = np.zeros_like(exact.derivatives[:, k])
         for h in STEPS:
-            central = [_central(*args, h / 2**i) for i in range(3)]
+            central = [_central(*args, h / 2**i, samples_per_step) for i in range(3)]
             coarse = (4.0 * central[1] - central[0]) / 3.0
             fine = (4.0 * central[2] - central[1]) / 3.0
             own = (np.linalg.norm((coarse - fine).reshape(len(X), -1), axis=1)

@@ -196,3 +196,41 @@ def test_ctrl_c_stops_every_lock_step_start_at_its_best_point_so_far(monkeypatch
         # The returned residuals and Jacobian are at the returned point.
         J, r, _ = finite_difference_jacobian(decay, fit.result.x, np.zeros(2), np.ones(2))
         assert np.array_equal(fit.residuals, r) and np.array_equal(fit.jacobian, J)
+
+
+def test_a_ctrl_c_after_every_starts_last_request_is_not_lost(monkeypatch) -> None:
+    """Ctrl-C while every start is past its last engine call (nothing left for the lock step to
+    stop): each start keeps its end point, and reports itself stopped (status 1), so that the
+    identification says it was interrupted instead of carrying on as if nothing happened."""
+    import _thread
+
+    from bemore.optimize.polish import LockStep
+
+    finish = LockStep.finish
+    taken = threading.Event()
+    interrupt = LockStep.interrupt
+
+    def observed(self: LockStep) -> None:
+        interrupt(self)
+        taken.set()
+
+    took = []
+
+    def last_finish_interrupts(self: LockStep) -> None:
+        try:
+            if self._active == 1:  # the last start has made its last request
+                _thread.interrupt_main()
+                # The main thread takes it before this start ends.
+                took.append(taken.wait(timeout=30.0))
+        finally:
+            finish(self)
+
+    monkeypatch.setattr(LockStep, "interrupt", observed)
+    monkeypatch.setattr(LockStep, "finish", last_finish_interrupts)
+    fits = polish_many(decay, STARTS, np.zeros(2), np.ones(2))
+    assert took == [True]
+    assert [fit.result.status for fit in fits] == [1, 1, 1]
+    alone = [polish(decay, start, np.zeros(2), np.ones(2)) for start in STARTS]
+    for fit, own in zip(fits, alone, strict=True):
+        assert own.result.status != 1
+        assert np.array_equal(fit.result.x, own.result.x)  # it ended where it ends alone

@@ -1,0 +1,95 @@
+"""The polish in two stages: first on the search's cost (one integrator step per 2 samples, whose
+exact Jacobian costs about half), then on the exact cost from where the first stage ended.
+Starts whose first stage ends in one minimum share one exact stage.
+
+The trial is a synthetic C3D with bar forces through the whole trial chain (markers with 1 mm
+of noise, their own marker conventions, the force channels with 2 % noise): the two-sample
+Jacobian is checked against differences of the two-sample residuals, forces included, and the
+two-stage polish must end in the minimum the exact polish alone reaches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from bemore.identify.problem import IdentificationProblem
+from bemore.identify.run import (
+    TIE_RELATIVE,
+    RunSettings,
+    _Archive,
+    _polish_from_distinct_starts,
+)
+from bemore.identify.space import ParameterSpace
+from bemore.optimize import make_algorithm, minimize
+from bemore.settings import ForceTerm, load_gymnast, load_identification
+from tests.identify.test_forces import _prepared
+
+
+@pytest.fixture(scope="module")
+def forces_problem(tmp_path_factory) -> IdentificationProblem:
+    """The identification problem (search cost: 2 samples per step) of a synthetic trial with
+    bar forces, noise seed 3."""
+    trial, _ = _prepared(3, tmp_path_factory.mktemp("stages"))
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    return IdentificationProblem.from_trial(trial, space, samples_per_step=2, forces=ForceTerm())
+
+
+def test_the_two_sample_jacobian_is_the_derivative_of_the_two_sample_residuals(
+        forces_problem) -> None:
+    problem = forces_problem
+    x = np.random.default_rng(4).uniform(0.3, 0.7, problem.dim)
+    r, J = (a[0] for a in problem.jacobian(x[None, :], samples_per_step=2))
+    assert np.array_equal(r, problem.residuals(x[None, :], samples_per_step=2)[0])
+    # The two costs differ (the integrator's error at 2 samples per step), so do their slopes.
+    exact_J = problem.jacobian(x[None, :])[1][0]
+    assert not np.allclose(J, exact_J, rtol=1e-6, atol=0.0)
+    # Central differences, two steps, Richardson-extrapolated (fourth order; step 1e-4 of the
+    # box): every column within 1e-5 of its norm, forces rows included.
+    step = 1e-4
+    columns = []
+    for k in range(problem.dim):
+        shifted = []
+        for h in (step, step / 2):
+            e = np.zeros(problem.dim)
+            e[k] = h
+            ends = problem.residuals(np.vstack([x + e, x - e]), samples_per_step=2)
+            shifted.append((ends[0] - ends[1]) / (2 * h))
+        columns.append((4 * shifted[1] - shifted[0]) / 3)
+    reference = np.array(columns).T
+    error = np.linalg.norm(J - reference, axis=0) / np.linalg.norm(reference, axis=0)
+    assert error.max() < 1e-5, error
+    forces = problem.force_part(J.T).T  # the force rows' derivatives alone
+    assert np.linalg.norm(forces) > 0.0
+
+
+@pytest.mark.slow
+def test_the_two_stage_polish_ends_in_the_exact_polishs_minimum(forces_problem) -> None:
+    problem = forces_problem
+    archive = _Archive(problem)
+    with threadpool_limits(limits=1, user_api="blas"):  # as identify runs the polish
+        minimize(archive, make_algorithm("gwo", problem, 60, 10, 0, {}), seed=0)
+        kept, records = _polish_from_distinct_starts(problem, archive, RunSettings())
+        alone, alone_records = _polish_from_distinct_starts(
+            problem, archive, RunSettings(polish_coarse_first=False))
+    # The same minimum: cost to rounding, every unknown within 1e-6 of the box.
+    assert kept.result.fun == pytest.approx(alone.result.fun, rel=TIE_RELATIVE)
+    assert np.max(np.abs(kept.result.x - alone.result.x)) < 1e-6
+    # The cost is the exact one (one integrator step per sample), as the polish alone's.
+    exact = problem.residuals(kept.result.x[None, :])[0]
+    assert kept.result.fun == pytest.approx(float(exact @ exact), rel=1e-12)
+    assert np.array_equal(kept.residuals, exact)
+    # Every start ran a first stage; a start joined to another carries that start's end.
+    assert all(record.coarse_jacobians > 0 for record in records)
+    ranks = [record.rank for record in records]
+    for record in records:
+        if record.same_minimum_as is not None:
+            leader = records[ranks.index(record.same_minimum_as)]
+            assert leader.same_minimum_as is None
+            assert record.x == leader.x and record.polished_cost_m2 == leader.polished_cost_m2
+            assert record.jacobians == record.coarse_jacobians  # no exact stage of its own
+        else:
+            assert record.jacobians > record.coarse_jacobians
+    assert [record.won for record in records].count(True) == 1
+    assert all(record.coarse_jacobians == 0 for record in alone_records)
