@@ -111,7 +111,7 @@ class Optimiser(Section):
     seed: int = Field(0, ge=0)
     polish: bool = True
     polish_starts: int = Field(
-        3, ge=1, le=50, description="distinct points of the global run the polish starts from"
+        5, ge=1, le=50, description="distinct points of the global run the polish starts from"
     )
     polish_jacobian: Literal["exact", "finite-difference"] = Field(
         "exact", description="the polish's Jacobian: sensitivities computed with the simulation "

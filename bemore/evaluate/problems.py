@@ -31,6 +31,12 @@ def problem_residual_chunk(problem: Any, X: np.ndarray) -> np.ndarray:
     return problem.residuals(X)
 
 
+def problem_coarse_residual_chunk(problem: Any, X: np.ndarray) -> np.ndarray:
+    """Residual vectors (n, m) of one chunk with one integrator step per 2 samples (the search's
+    cost, the polish's first stage)."""
+    return problem.residuals(X, samples_per_step=2)
+
+
 def gesture_chunk(problem: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Objective (n,) and constraint values (n, m) of one chunk of designs (n, d)."""
     return problem.evaluate(X)
@@ -57,11 +63,13 @@ class EvaluatedProblem(Problem):
     def _evaluate(self, X: np.ndarray) -> np.ndarray:
         return self.evaluator.map_cost(problem_cost_chunk, X, shared=self.inner)
 
-    def residuals(self, X: np.ndarray) -> np.ndarray:
-        """The inner problem's residuals (N, m), computed by the evaluator."""
+    def residuals(self, X: np.ndarray, samples_per_step: int = 1) -> np.ndarray:
+        """The inner problem's residuals (N, m), computed by the evaluator (one integrator step
+        per ``samples_per_step`` samples: 1 or 2)."""
         if not hasattr(self.inner, "residuals"):
             raise AttributeError(f"{type(self.inner).__name__} has no residuals")
-        return self.evaluator.map_rows(problem_residual_chunk, np.atleast_2d(X), shared=self.inner)
+        chunk = problem_residual_chunk if samples_per_step == 1 else problem_coarse_residual_chunk
+        return self.evaluator.map_rows(chunk, np.atleast_2d(X), shared=self.inner)
 
 
 class EvaluatedGestureProblem(ConstrainedProblem):

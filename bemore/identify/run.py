@@ -46,7 +46,7 @@ class RunSettings:
     polish: bool = True
     workers: int = 0
     polish_iterations: int = 100
-    polish_starts: int = 3  # distinct points of the global run polished (1 = its best only)
+    polish_starts: int = 5  # distinct points of the global run polished (1 = its best only)
     # The polish's and the analysis's Jacobian: "exact" (sensitivities computed with the
     # simulation, bemore.model.sensitivity) or "finite-difference" (central, 2·d + 1 points).
     polish_jacobian: str = "exact"

@@ -370,10 +370,12 @@ def _wait(event: threading.Event, timeout_s: float, lock_step: LockStep) -> bool
         return False
 
 
-DISTINCT_RADIUS = 0.2
+DISTINCT_RADIUS = 0.35
 """Default :func:`distinct_starts` radius: RMS over the coordinates of the difference, in box
 widths. On the bundled sample the run's best points within 0.05–0.15 all polish into the basin
-of its α; 0.2 reaches the other basin's points (docs/identify.md, "Several polish starts")."""
+of its α; 0.2 reaches the other basin's points; on trunk-side trials whose whole pack ended in
+the trunk parameters' other basin, the 4th and 5th points at 0.35 reach the lower one
+(docs/identify.md, "Several polish starts")."""
 
 
 def distinct_starts(

@@ -68,7 +68,7 @@ def test_lock_step_polish_of_the_sample_matches_the_starts_alone() -> None:
     with threadpool_limits(limits=1, user_api="blas"):
         minimize(archive, make_algorithm("gwo", problem, 40, 10, 0, {}), seed=0)
     X, F = np.vstack(archive.points), np.concatenate(archive.costs)
-    starts = X[distinct_starts(X, F, 3, problem.lower, problem.upper)]
+    starts = X[distinct_starts(X, F, RunSettings().polish_starts, problem.lower, problem.upper)]
     fits = _same_fits(problem, starts, iterations=100, exact=True)  # identify's default
     # identify polishes the same starts in lock step and keeps the earliest of the lowest.
     with threadpool_limits(limits=1, user_api="blas"):

@@ -10,6 +10,7 @@ import pytest
 from bemore.errors import ConfigError, OptimisationError
 from bemore.evaluate import EvaluatedProblem, InProcessEvaluator, chunk_slices, make_evaluator
 from bemore.evaluate.cluster import DaskEvaluator
+from bemore.identify.problem import IdentificationProblem
 from bemore.identify.run import RunSettings, identify
 from tests.scale.helpers import dying_copy, small_problem
 
@@ -74,6 +75,25 @@ def test_dask_identification_is_bitwise_the_in_process_one(problem, dask_client)
     # The problem went to the workers once for the whole run, not once per iteration.
     assert evaluator.scatters == 1
     assert evaluator.tasks_submitted >= 2 * 4
+    evaluator.close()
+
+
+def test_dask_two_stage_polish_is_bitwise_the_in_process_one(dask_client) -> None:
+    """The polish's first stage (the search's cost, 2 samples per step) sends its residuals to
+    the workers too: the same fit as in process, bit for bit."""
+    base = small_problem(frames=301)  # 300 intervals: 2 samples per step
+    problem = IdentificationProblem(base.model, base.space, base.motion, base.free_q0,
+                                    base.free_qd0, base.measured, base.cost_points,
+                                    samples_per_step=2)
+    settings = RunSettings(pack=12, iterations=4, seed=3, polish=True, polish_iterations=4)
+    local = identify(EvaluatedProblem(problem, InProcessEvaluator()), settings)
+    evaluator = DaskEvaluator(client=dask_client)
+    remote = identify(EvaluatedProblem(problem, evaluator), settings)
+    assert all(start.coarse_nfev > 0 for start in local.polish_starts)
+    assert np.array_equal(remote.x, local.x)
+    assert remote.polish_result.fun == local.polish_result.fun
+    assert ([start.coarse_nfev for start in remote.polish_starts]
+            == [start.coarse_nfev for start in local.polish_starts])
     evaluator.close()
 
 
