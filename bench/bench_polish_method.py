@@ -22,9 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
-from bench.common import Measurement, commit_tree, time_bemore
+from bench.common import Measurement, commit_tree, search_starts, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
@@ -107,11 +105,10 @@ def in_process(repeats: int, pack: int, iterations: int) -> list[Measurement]:
     from threadpoolctl import threadpool_limits
 
     from bemore.identify.problem import IdentificationProblem
-    from bemore.identify.run import RunSettings, _Archive, worker_threads
+    from bemore.identify.run import RunSettings, worker_threads
     from bemore.identify.space import ParameterSpace
     from bemore.model.simulate import engine_threads_set
-    from bemore.optimize import make_algorithm, minimize
-    from bemore.optimize.polish import distinct_starts, polish_many
+    from bemore.optimize.polish import polish_many
     from bemore.paths import data_dir
     from bemore.settings import load_gymnast, load_identification
     from bemore.trial import prepare_trial
@@ -126,10 +123,7 @@ def in_process(repeats: int, pack: int, iterations: int) -> list[Measurement]:
     samples: dict[str, list[tuple[float, float]]] = {method: [] for method in methods}
     loads = []
     with threadpool_limits(limits=1, user_api="blas"):
-        archive = _Archive(search)
-        minimize(archive, make_algorithm("gwo", search, pack, iterations, 0, {}), seed=0)
-        X, F = np.vstack(archive.points), np.concatenate(archive.costs)
-        starts = X[distinct_starts(X, F, 3, problem.lower, problem.upper)]
+        starts = search_starts(search, pack, iterations, 3)
         for repeat in range(repeats):
             for method in methods:
                 loads.append(os.getloadavg()[0])

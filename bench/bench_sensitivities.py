@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.bench_polish import identify_once, jacobian_config, load
-from bench.common import Measurement
+from bench.common import Measurement, search_starts
 
 
 def _outcome(folder: Path) -> dict:
@@ -119,10 +119,8 @@ def in_process_polish(repeats: int, pack: int, iterations: int, polish_iteration
     from threadpoolctl import threadpool_limits
 
     from bemore.identify.problem import IdentificationProblem
-    from bemore.identify.run import _Archive
     from bemore.identify.space import ParameterSpace
-    from bemore.optimize import make_algorithm, minimize
-    from bemore.optimize.polish import distinct_starts, polish_many
+    from bemore.optimize.polish import polish_many
     from bemore.paths import data_dir
     from bemore.settings import load_gymnast, load_identification
     from bemore.trial import prepare_trial
@@ -133,10 +131,7 @@ def in_process_polish(repeats: int, pack: int, iterations: int, polish_iteration
     samples: dict[str, list[tuple[float, float, float]]] = {"differences": [], "exact": []}
     loads = []
     with threadpool_limits(limits=1, user_api="blas"):
-        archive = _Archive(problem)
-        minimize(archive, make_algorithm("gwo", problem, pack, iterations, 0, {}), seed=0)
-        X, F = np.vstack(archive.points), np.concatenate(archive.costs)
-        starts = X[distinct_starts(X, F, 3, problem.lower, problem.upper)]
+        starts = search_starts(problem, pack, iterations, 3)
         problem.jacobian(starts[:1])  # the tangent kernel loaded
         for _ in range(repeats):
             fits = {}

@@ -145,3 +145,18 @@ def byte_compiled(tree: Path) -> Path:
         if (tree / package).is_dir():
             compileall.compile_dir(tree / package, quiet=1)
     return tree
+
+
+def search_starts(problem, pack: int, iterations: int, count: int):
+    """The ``count`` best distinct points (count, dim) of a GWO search of ``problem`` (pack ×
+    iterations, seed 0), picked as ``bemore identify`` picks its polish starts."""
+    import numpy as np
+
+    from bemore.identify.run import _Archive
+    from bemore.optimize import make_algorithm, minimize
+    from bemore.optimize.polish import distinct_starts
+
+    archive = _Archive(problem)
+    minimize(archive, make_algorithm("gwo", problem, pack, iterations, 0, {}), seed=0)
+    X, F = np.vstack(archive.points), np.concatenate(archive.costs)
+    return X[distinct_starts(X, F, count, problem.lower, problem.upper)]

@@ -12,6 +12,7 @@ wrapped problem's own, so :func:`bemore.identify.identify` runs on the wrapper u
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -26,15 +27,14 @@ def problem_cost_chunk(problem: Problem, X: np.ndarray) -> np.ndarray:
     return problem._evaluate(X)
 
 
-def problem_residual_chunk(problem: Any, X: np.ndarray) -> np.ndarray:
-    """Residual vectors (n, m) of one chunk: the wrapped problem's own ``residuals``."""
-    return problem.residuals(X)
-
-
-def problem_coarse_residual_chunk(problem: Any, X: np.ndarray) -> np.ndarray:
-    """Residual vectors (n, m) of one chunk with one integrator step per 2 samples (the search's
-    cost, the polish's first stage)."""
-    return problem.residuals(X, samples_per_step=2)
+def problem_residual_chunk(problem: Any, X: np.ndarray, samples_per_step: int = 1
+                           ) -> np.ndarray:
+    """Residual vectors (n, m) of one chunk: the wrapped problem's own ``residuals`` (with one
+    integrator step per ``samples_per_step`` samples when not 1: the search's cost, the
+    polish's first stage)."""
+    if samples_per_step == 1:
+        return problem.residuals(X)
+    return problem.residuals(X, samples_per_step=samples_per_step)
 
 
 def gesture_chunk(problem: Any, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +68,7 @@ class EvaluatedProblem(Problem):
         per ``samples_per_step`` samples: 1 or 2)."""
         if not hasattr(self.inner, "residuals"):
             raise AttributeError(f"{type(self.inner).__name__} has no residuals")
-        chunk = problem_residual_chunk if samples_per_step == 1 else problem_coarse_residual_chunk
+        chunk = functools.partial(problem_residual_chunk, samples_per_step=samples_per_step)
         return self.evaluator.map_rows(chunk, np.atleast_2d(X), shared=self.inner)
 
 

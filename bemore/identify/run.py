@@ -369,10 +369,18 @@ def _polish_from_distinct_starts(
                             problem.lower, problem.upper,
                             max_iterations=settings.polish_iterations, jacobian=jacobian)
         fits = [exact[leaders.index(k)] for k in leader]
+    distances: dict[int, float] = {}  # mm, once per distinct fit (joined starts share one)
+
+    def mean_distance_mm(fit: LocalFit) -> float:
+        if id(fit) not in distances:
+            raw = (fit.residuals if weighting is None
+                   else problem.residuals(fit.result.x[None])[0])
+            squared = np.sum(_joint_centre_part(problem, raw).reshape(-1, 2) ** 2, axis=1)
+            distances[id(fit)] = float(np.mean(np.sqrt(squared[seen]))) * 1e3
+        return distances[id(fit)]
+
     starts: list[PolishStart] = []
     for k, (index, fit) in enumerate(zip(picks, fits, strict=True)):
-        raw = fit.residuals if weighting is None else problem.residuals(fit.result.x[None])[0]
-        squared = np.sum(_joint_centre_part(problem, raw).reshape(-1, 2) ** 2, axis=1)
         first = coarse[k].result if coarse is not None else None
         # The exact stage's work is its leader's (an interrupted first stage had none).
         own = first is None or (leader[k] == k and fit is not coarse[k])
@@ -385,7 +393,7 @@ def _polish_from_distinct_starts(
         starts.append(PolishStart(
             rank=int(ranks[index]), search_cost_m2=float(F[index]),
             polished_cost_m2=fit.result.fun,
-            mean_distance_mm=float(np.mean(np.sqrt(squared[seen]))) * 1e3,
+            mean_distance_mm=mean_distance_mm(fit),
             nfev=nfev, elapsed_s=elapsed, status=fit.result.status,
             x=[float(value) for value in fit.result.x], jacobians=jacobians,
             coarse_nfev=first.nfev if first is not None else 0,

@@ -17,6 +17,7 @@ from bemore.optimize.lm import (
     trf_then_lm_bounds,
 )
 from bemore.optimize.polish import polish
+from bemore.optimize.trf import trf_bounds
 from tests.optimize.valley import rosenbrock_like, rosenbrock_like_jacobian
 
 
@@ -177,15 +178,16 @@ def test_max_nfev_stops_with_status_0(solver, max_nfev) -> None:
     assert len(recorded.points) == result.nfev + result.njev
 
 
-def test_a_jacobian_that_is_not_finite_is_one_clear_error() -> None:
+@pytest.mark.parametrize("solver", [*SOLVERS, trf_bounds])
+def test_a_jacobian_that_is_not_finite_is_one_clear_error(solver) -> None:
     def broken(x: np.ndarray) -> np.ndarray:
         J = rosenbrock_like_jacobian(x)
         J[0, 0] = np.nan
         return J
 
     with pytest.raises(OptimisationError, match=r"Jacobian .* is not finite"):
-        lm_bounds(rosenbrock_like, broken, np.array([-1.2, 1.0, 0.9, -0.9]),
-                  np.full(4, -2.0), np.full(4, 2.0), 50)
+        solver(rosenbrock_like, broken, np.array([-1.2, 1.0, 0.9, -0.9]),
+               np.full(4, -2.0), np.full(4, 2.0), 50)
 
 
 def test_the_polish_methods_reach_the_same_bounded_minimum() -> None:

@@ -66,14 +66,4 @@ def test_max_nfev_stops_with_status_0() -> None:
     assert result.status == 0 and result.nfev == 3
 
 
-def test_a_jacobian_that_is_not_finite_is_one_clear_error() -> None:
-    from bemore.errors import OptimisationError
-
-    def broken(x: np.ndarray) -> np.ndarray:
-        J = rosenbrock_like_jacobian(x)
-        J[0, 0] = np.nan
-        return J
-
-    with pytest.raises(OptimisationError, match=r"Jacobian .* is not finite"):
-        trf_bounds(rosenbrock_like, broken, np.array([-1.2, 1.0, 0.9, -0.9]),
-                   np.full(4, -2.0), np.full(4, 2.0), 50)
+# A Jacobian that is not finite: tests/optimize/test_lm.py, for every bounded solver.
