@@ -260,7 +260,7 @@ def trf_then_lm_bounds(
     ``fun``, then :func:`lm_bounds` from its point, with its residuals and Jacobian there (no
     call repeated). Arguments, counts and status as :func:`lm_bounds`; trf's result when it
     converges first."""
-    from bemore.optimize.trf import trf_bounds  # scipy.optimize: imported when used
+    from bemore.optimize.trf import trf_bounds
 
     first = trf_bounds(fun, jac, x0, lb, ub, min(trf_evaluations, max_nfev), ftol, xtol, gtol)
     if first.status != 0 or first.nfev >= max_nfev:

@@ -101,7 +101,7 @@ def polish(
     ``nfev``, and in ``options["jacobians"]``). Ctrl-C stops cleanly with the best point
     evaluated so far (status 1).
     """
-    # Imported here: scipy.linalg and scipy.optimize cost start-up that a run without --polish
+    # Imported here: scipy.linalg costs start-up that a run without --polish
     # skips.
     if method == "trf-lm":
         from bemore.optimize.lm import trf_then_lm_bounds as solver

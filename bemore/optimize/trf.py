@@ -24,17 +24,17 @@ from collections.abc import Callable
 import numpy as np
 from numpy.linalg import norm
 from scipy.linalg import svd
-from scipy.optimize._lsq.common import (
+
+from bemore.optimize.lm import LeastSquaresResult, finite_jacobian, qr_factors
+from bemore.optimize.trf_steps import (
     CL_scaling_vector,
     check_termination,
     compute_grad,
     make_strictly_feasible,
+    select_step,
     solve_lsq_trust_region,
     update_tr_radius,
 )
-from scipy.optimize._lsq.trf import select_step
-
-from bemore.optimize.lm import LeastSquaresResult, finite_jacobian, qr_factors
 
 TrustRegionResult = LeastSquaresResult
 """What :func:`trf_bounds` found (the fields and status codes of every bounded solver here)."""
