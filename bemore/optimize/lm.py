@@ -45,9 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.linalg import norm
-from scipy.linalg import lapack, solve_triangular
 
 from bemore.errors import OptimisationError
+from bemore.optimize.lapack import flapack, solve_upper_triangular
 
 
 @dataclass
@@ -90,7 +90,7 @@ def qr_factors(J: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     stacked = np.empty((m, n + 1), order="F")
     stacked[:, :n] = J
     stacked[:, n] = f
-    qr, _, _, info = lapack.dgeqrf(stacked, overwrite_a=True)
+    qr, _, _, info = flapack().dgeqrf(stacked, overwrite_a=True)
     if info != 0:
         raise OptimisationError(f"least squares: LAPACK dgeqrf failed (info {info})")
     return np.triu(qr[:n, :n]), qr[:n, n].copy()
@@ -108,7 +108,7 @@ def damped_step(R: np.ndarray, qtf: np.ndarray, D: np.ndarray, mu: float,
     A = np.vstack([R[:, columns], np.diag(np.sqrt(mu) * D[columns])])
     b = np.concatenate([-qtf, np.zeros(columns.size)])
     q, r = np.linalg.qr(A)
-    p[columns] = solve_triangular(r, q.T @ b, check_finite=False)
+    p[columns] = solve_upper_triangular(r, q.T @ b)
     return p
 
 
