@@ -174,10 +174,10 @@ class ForceTerm(Section):
         description="with the force term: the bar's start velocity searched within the "
         "prepared one ± this (m/s; 0 = as prepared)")
     chain_noise: bool = Field(
-        False, description="with the force term: the polish and the analysis weigh the "
+        True, description="with the force term: the polish and the analysis weigh the "
         "residuals with the trial chain's noise in what drives the simulation (errors in "
-        "variables, bemore.identify.chain_noise; off by default: docs/identify.md); the weight "
-        "then cancels")
+        "variables, bemore.identify.chain_noise; docs/identify.md); the weight then cancels. "
+        "false: least squares with the weight")
 
 
 class InertialMode(Section):

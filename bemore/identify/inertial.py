@@ -21,9 +21,11 @@ does not see, under bounds (m ≥ 0, I_o ≥ 0): ``scipy.optimize.lsq_linear``.
 pseudo-inertia J = ∫ [x; y; 1][x; y; 1]ᵀ dm = [[Σxx, Σxy, h_x], [Σxy, Σyy, h_y], [h_x, h_y, m]]
 is positive definite (m > 0 and a positive-definite second moment about the centre of mass),
 with I_o = Σxx + Σyy. :func:`consistent_fit` parametrises each J by its log-Cholesky factor
-(J = U·Uᵀ, U upper triangular with exponentiated diagonal: 6 numbers per body, any real values
-give J ≻ 0), starts from the linear estimate (or any start) and minimises the same weighted
-residuals: the optimiser cannot leave the consistent set.
+(J = U·Uᵀ, U upper triangular with exponentiated diagonal, any real values give J ≻ 0), with
+the gauge a planar motion cannot see fixed — the second moment about the centre of mass
+isotropic, so 4 numbers per body for the 4 of π (:func:`pseudo_inertia`) — starts from the
+linear estimate (or any start) and minimises the same weighted residuals: the optimiser cannot
+leave the consistent set, and no direction of its parameters is free.
 """
 
 from __future__ import annotations
@@ -179,13 +181,20 @@ def linear_estimate(Y: np.ndarray, f: np.ndarray, prior: np.ndarray,
 
 
 def pseudo_inertia(theta: np.ndarray) -> np.ndarray:
-    """Planar pseudo-inertias J (n, 3, 3) = U·Uᵀ from log-Cholesky parameters θ (n, 6):
-    U = [[e^θ0, θ3, θ4], [0, e^θ1, θ5], [0, 0, e^θ2]] (positive definite for any θ)."""
+    """Planar pseudo-inertias J (n, 3, 3) = U·Uᵀ from log-Cholesky parameters θ (n, 4):
+    U = [[e^θ0, 0, θ2], [0, e^θ0, θ3], [0, 0, e^θ1]] (positive definite for any θ).
+
+    The factor is the general upper-triangular one with its planar gauge fixed: a planar motion
+    sees the second moment only through I_o = Σxx + Σyy, so the split of the second moment
+    about the centre of mass between x and y (and its product Σxy) is taken isotropic,
+    Σ_c = e^(2θ0)·I. Then m = e^(2θ1), h = e^θ1·(θ2, θ3), I_o = 2e^(2θ0) + θ2² + θ3², and
+    θ ↔ π is one-to-one onto the consistent set (m > 0, I_c = I_o − |h|²/m > 0): no direction
+    of θ leaves the residuals unchanged."""
     theta = np.atleast_2d(theta)
     U = np.zeros((theta.shape[0], 3, 3))
-    U[:, 0, 0], U[:, 1, 1], U[:, 2, 2] = np.exp(theta[:, 0]), np.exp(theta[:, 1]), np.exp(
-        theta[:, 2])
-    U[:, 0, 1], U[:, 0, 2], U[:, 1, 2] = theta[:, 3], theta[:, 4], theta[:, 5]
+    U[:, 0, 0] = U[:, 1, 1] = np.exp(theta[:, 0])
+    U[:, 2, 2] = np.exp(theta[:, 1])
+    U[:, 0, 2], U[:, 1, 2] = theta[:, 2], theta[:, 3]
     return U @ np.transpose(U, (0, 2, 1))
 
 
@@ -195,31 +204,28 @@ def parameters_of(J: np.ndarray) -> np.ndarray:
                     axis=1).reshape(-1)
 
 
-def log_cholesky_of(pi: np.ndarray, spread: float = 0.5) -> np.ndarray:
-    """θ (n, 6) of a consistent J for each body's π (m > 0, I_o > m·|c|²): the second moment
-    about the centre of mass split ``spread`` : 1 − ``spread`` between x and y. Raises
-    DataError for a π no mass distribution has."""
+def log_cholesky_of(pi: np.ndarray) -> np.ndarray:
+    """θ (n, 4) of :func:`pseudo_inertia` for each body's π (m > 0, I_o > m·|c|²; SI). Raises
+    DataError for a π no mass distribution has.
+
+    >>> theta = log_cholesky_of(np.array([2.0, 0.4, -0.2, 0.3]))  # kg, kg·m, kg·m, kg·m²
+    >>> np.round(parameters_of(pseudo_inertia(theta)), 12).tolist()
+    [2.0, 0.4, -0.2, 0.3]
+    """
     rows = []
     for m, hx, hy, io in np.asarray(pi, dtype=float).reshape(-1, 4):
         rest = io - (hx * hx + hy * hy) / max(m, 1e-300)
         if m <= 0 or rest <= 0:
             raise DataError(f"inertial parameters m {m:.4g}, I_o {io:.4g}: no mass "
                             "distribution has them (J not positive definite)")
-        J = np.array([[spread * rest + hx * hx / m, hx * hy / m, hx],
-                      [hx * hy / m, (1 - spread) * rest + hy * hy / m, hy],
-                      [hx, hy, m]])
-        # Upper-triangular U with J = U Uᵀ: the Cholesky factor of the reversed matrix.
-        flip = np.eye(3)[::-1]
-        L = np.linalg.cholesky(flip @ J @ flip)
-        U = flip @ L @ flip
-        rows.append([np.log(U[0, 0]), np.log(U[1, 1]), np.log(U[2, 2]), U[0, 1], U[0, 2],
-                     U[1, 2]])
+        root_m = np.sqrt(m)
+        rows.append([0.5 * np.log(rest / 2.0), np.log(root_m), hx / root_m, hy / root_m])
     return np.array(rows)
 
 
 @dataclass
 class ConsistentFit:
-    """Result of :func:`consistent_fit`: π (4·n,), the pseudo-inertias J (n, 3, 3), θ (n, 6),
+    """Result of :func:`consistent_fit`: π (4·n,), the pseudo-inertias J (n, 3, 3), θ (n, 4),
     the weighted residual's RMS, and scipy's status."""
 
     parameters: np.ndarray
@@ -230,29 +236,23 @@ class ConsistentFit:
 
 
 def _parameter_jacobian(theta: np.ndarray) -> np.ndarray:
-    """dπ/dθ (n, 4, 6) of :func:`parameters_of` ∘ :func:`pseudo_inertia` (J = U·Uᵀ)."""
+    """dπ/dθ (n, 4, 4) of :func:`parameters_of` ∘ :func:`pseudo_inertia`."""
     theta = np.atleast_2d(theta)
     n = theta.shape[0]
-    U = np.zeros((n, 3, 3))
-    U[:, 0, 0], U[:, 1, 1], U[:, 2, 2] = np.exp(theta[:, 0]), np.exp(theta[:, 1]), np.exp(
-        theta[:, 2])
-    U[:, 0, 1], U[:, 0, 2], U[:, 1, 2] = theta[:, 3], theta[:, 4], theta[:, 5]
-    entries = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))
-    out = np.empty((n, 4, 6))
-    for j, (r, c) in enumerate(entries):
-        dU = np.zeros((n, 3, 3))
-        dU[:, r, c] = U[:, r, c] if j < 3 else 1.0  # d e^θ = e^θ dθ on the diagonal
-        dJ = dU @ np.transpose(U, (0, 2, 1))
-        dJ = dJ + np.transpose(dJ, (0, 2, 1))
-        out[:, :, j] = np.stack([dJ[:, 2, 2], dJ[:, 0, 2], dJ[:, 1, 2],
-                                 dJ[:, 0, 0] + dJ[:, 1, 1]], axis=1)
+    centre, root_m = np.exp(2.0 * theta[:, 0]), np.exp(theta[:, 1])
+    out = np.zeros((n, 4, 4))
+    out[:, 0, 1] = 2.0 * root_m * root_m                       # m = e^(2θ1)
+    out[:, 1, 1], out[:, 1, 2] = root_m * theta[:, 2], root_m   # h_x = e^θ1·θ2
+    out[:, 2, 1], out[:, 2, 3] = root_m * theta[:, 3], root_m   # h_y = e^θ1·θ3
+    out[:, 3, 0] = 4.0 * centre                                 # I_o = 2e^(2θ0) + θ2² + θ3²
+    out[:, 3, 2], out[:, 3, 3] = 2.0 * theta[:, 2], 2.0 * theta[:, 3]
     return out
 
 
 THETA_PRIOR = 1e-3
-"""Weight of θ − θ_start in :func:`consistent_fit`, relative to the data's scale: fixes the
-directions no planar motion sees (the split of the second moment between x and y), so that no
-factor drifts towards 0 or ∞."""
+"""Weight of θ − θ_start in :func:`consistent_fit`, relative to the data's scale: a weak pull
+that keeps a factor the data would push towards the consistent set's edge (a mass or a central
+inertia → 0, θ → −∞) at a finite value."""
 
 
 def consistent_fit(Y: np.ndarray, f: np.ndarray, prior: np.ndarray, theta0: np.ndarray,
@@ -260,7 +260,7 @@ def consistent_fit(Y: np.ndarray, f: np.ndarray, prior: np.ndarray, theta0: np.n
                    theta_reference: np.ndarray | None = None, max_nfev: int = 200,
                    prior_sigma: np.ndarray | None = None) -> ConsistentFit:
     """Minimise the residuals of :func:`linear_estimate` (same ``prior_weight`` or
-    ``prior_sigma``) over log-Cholesky parameters θ (n, 6) from ``theta0`` (analytic
+    ``prior_sigma``) over log-Cholesky parameters θ (n, 4) from ``theta0`` (analytic
     Jacobian), with a weak pull (:data:`THETA_PRIOR`) of θ towards ``theta_reference``
     (default ``theta0``): every iterate's J is positive definite (module docstring)."""
     from scipy.optimize import least_squares
@@ -285,10 +285,10 @@ def consistent_fit(Y: np.ndarray, f: np.ndarray, prior: np.ndarray, theta0: np.n
     def jacobian(theta: np.ndarray) -> np.ndarray:
         blocks = _parameter_jacobian(theta.reshape(shape))  # (n, 4, 6)
         n = blocks.shape[0]
-        D = np.zeros((4 * n, 6 * n))
+        D = np.zeros((4 * n, 4 * n))
         for k in range(n):
-            D[4 * k: 4 * k + 4, 6 * k: 6 * k + 6] = blocks[k]
-        return np.vstack([A @ D, pull_pi[:, None] * D, pull * np.eye(6 * n)])
+            D[4 * k: 4 * k + 4, 4 * k: 4 * k + 4] = blocks[k]
+        return np.vstack([A @ D, pull_pi[:, None] * D, pull * np.eye(4 * n)])
 
     from threadpoolctl import threadpool_limits
 

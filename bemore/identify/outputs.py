@@ -66,6 +66,8 @@ def athlete_record(
         "interrupted": outcome.interrupted,
         # Ctrl-C during the analysis: the fit complete, no standard errors nor verdict.
         "analysis_interrupted": outcome.analysis_interrupted,
+        # Ctrl-C while the chain-noise weighting's copies ran: the global run's best, unpolished.
+        "polish_interrupted": outcome.polish_interrupted,
         "polish_coarse_first": settings.polish_coarse_first,
         "message": status.message,
         "global_run": global_result,

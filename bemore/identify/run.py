@@ -109,6 +109,9 @@ class Outcome:
     # The inertial mode's result (bemore.identify.inertial_mode.InertialResult), None when off.
     inertial: Any = None
     analysis_interrupted: bool = False  # Ctrl-C during the analysis (the fit itself complete)
+    # Ctrl-C while the chain-noise weighting's copies ran, before the polish's first start:
+    # the result is the global run's best, unpolished.
+    polish_interrupted: bool = False
 
     @property
     def made_identifiable_by_forces(self) -> list[str]:
@@ -123,7 +126,7 @@ class Outcome:
     def interrupted(self) -> bool:
         """True when Ctrl-C stopped the global run, the polish or the analysis."""
         return (self.global_result.interrupted or self.analysis_interrupted
-                or any(s.status == 1 for s in self.polish_starts))
+                or self.polish_interrupted or any(s.status == 1 for s in self.polish_starts))
 
     @property
     def evaluations(self) -> int:
@@ -193,7 +196,7 @@ def _identify(
     archive = _Archive(problem)
     result = minimize(archive, algorithm, callback=callback, seed=settings.seed)
     x, polished, jacobian, residuals, starts = result.x, None, None, None, []
-    weighting = None
+    weighting, polish_interrupted = None, False
     if settings.polish and not result.interrupted:
         if on_phase:
             on_phase("polish")
@@ -202,7 +205,11 @@ def _identify(
             # linearised at the global best (bemore.identify.chain_noise).
             from bemore.identify.chain_noise import chain_noise_weighting
 
-            weighting = chain_noise_weighting(problem, result.x)
+            try:
+                weighting = chain_noise_weighting(problem, result.x)
+            except KeyboardInterrupt:
+                polish_interrupted = True  # nothing polished: the global best is written
+    if settings.polish and not (result.interrupted or polish_interrupted):
         fit, starts = _polish_from_distinct_starts(problem, archive, settings, weighting)
         polished = fit.result
         # The polish's cost is exact; so must be the global best it is compared with.
@@ -215,7 +222,8 @@ def _identify(
     metrics = fit_metrics(problem.measured, points[:, cost_index], list(problem.cost_points))
     identifiability, analysis_evaluations, verdict, markers_only = None, 0, None, None
     analysis_interrupted = False
-    if not (result.interrupted or any(start.status == 1 for start in starts)):
+    if not (result.interrupted or polish_interrupted
+            or any(start.status == 1 for start in starts)):
         if on_phase:
             on_phase("analysis")
         try:
@@ -241,6 +249,7 @@ def _identify(
         verdict=verdict,
         identifiability_markers_only=markers_only,
         analysis_interrupted=analysis_interrupted,
+        polish_interrupted=polish_interrupted,
         chain_noise=None if weighting is None else weighting.record(),
     )
 

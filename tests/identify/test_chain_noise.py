@@ -129,14 +129,15 @@ UNWEIGHTED_MISSES = (5, 8, 10, 15)
 @pytest.mark.parametrize("seed", UNWEIGHTED_MISSES)
 def test_the_weighting_keeps_the_bar_mass_within_the_criterion(tmp_path, seed) -> None:
     # Issue #22's criterion (bar mass within 10 %, trunk mass within 3 %): the seed protocol
-    # + polish with the configured force term and the chain-noise weighting.
+    # + polish with the configured force term, whose default is the chain-noise weighting.
     from bemore.identify.problem import IdentificationProblem
     from bemore.identify.run import RunSettings, identify
     from tests.identify.test_forces import _prepared
 
     trial, truth = _prepared(seed, tmp_path)
     space = ParameterSpace.from_config(load_identification(), load_gymnast())
-    forces = load_identification().forces.model_copy(update={"chain_noise": True})
+    forces = load_identification().forces
+    assert forces.chain_noise  # the configured default
     problem = IdentificationProblem.from_trial(trial, space, samples_per_step=2, forces=forces)
     outcome = identify(problem, RunSettings(seed=1))
     assert outcome.chain_noise is not None and outcome.chain_noise["realisations"] >= 30

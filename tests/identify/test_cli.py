@@ -114,6 +114,36 @@ def test_ctrl_c_during_the_analysis_writes_the_fit_marked_interrupted(tmp_path,
     assert (out / "trajectories.png").exists()
 
 
+def test_ctrl_c_while_the_chain_noise_is_measured_writes_the_search_best_unpolished(
+        tmp_path, monkeypatch) -> None:
+    # A trial with bar forces: before the polish the chain-noise weighting runs the trial
+    # chain on noisy copies of the markers (bemore.identify.chain_noise); Ctrl-C there.
+    import bemore.identify.propagation as propagation
+    from bemore.trial.synthetic import SyntheticSpec, write_synthetic_trial
+
+    path, _, _ = write_synthetic_trial(
+        SyntheticSpec(duration_s=1.6, noise_mm=1.0, seed=3, bar_forces=True,
+                      force_noise_pct=2.0), tmp_path / "forces.c3d")
+    reached = {"copies": False}
+
+    def interrupted(*args, **kwargs):
+        reached["copies"] = True
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(propagation, "simulate_copies", interrupted)
+    out = tmp_path / "out"
+    result = run(str(path), "--pack", "6", "--iterations", "2", "--out", str(out))
+    assert reached["copies"]
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)  # a clean exit, not "Aborted!"
+    athlete = json.loads((out / "athlete.json").read_text())
+    assert athlete["interrupted"] is True and athlete["polish_interrupted"] is True
+    assert athlete["polish_starts"] == [] and athlete["identifiability"] is None
+    assert athlete["global_run"]["nit"] == 2
+    assert athlete["parameters"]["bar.stiffness_x"]["value"] > 0.0  # the search's best
+    assert "INTERRUPTED before the polish" in result.output
+
+
 def test_malformed_trial_is_one_line(tmp_path) -> None:
     bad = tmp_path / "bad.c3d"
     bad.write_bytes(b"not a c3d file at all")

@@ -74,7 +74,11 @@ def test_log_cholesky_fit_keeps_every_pseudo_inertia_positive_definite(engine_da
         fit = inertial.consistent_fit(Y, f, truth, theta0, prior_weight=1e-10,
                                       theta_reference=start, max_nfev=100)
         eigenvalues = np.linalg.eigvalsh(fit.J)
-        assert np.all(np.isfinite(fit.J)) and np.all(eigenvalues > 1e-6), eigenvalues.min()
+        # Positive definite beyond rounding: J's entries are O(1) kg·m⁰…², eigvalsh's error
+        # O(1e-16) of the largest eigenvalue.
+        assert np.all(np.isfinite(fit.J)), fit.J
+        assert np.all(eigenvalues > 1e-12 * eigenvalues.max(axis=1, keepdims=True)), \
+            eigenvalues.min()
         masses = fit.parameters[0::4]
         assert np.all(masses > 0.0)
         centre_sq = (fit.parameters[1::4] ** 2 + fit.parameters[2::4] ** 2) / masses
@@ -83,8 +87,10 @@ def test_log_cholesky_fit_keeps_every_pseudo_inertia_positive_definite(engine_da
         assert fit.residual_rms < np.sqrt(np.mean((A @ start_pi - b) ** 2))
         errors.append(np.linalg.norm(A @ (fit.parameters - truth)) / np.linalg.norm(A @ truth))
         converged += fit.status > 0
-    # The fits that converge reproduce the truth's forces and moment (noise-free data).
-    assert converged >= 10 and min(errors) < 1e-4
+    # The fits that converge reproduce the truth's forces and moment (noise-free data). With
+    # no prior (1e-10) the motion's unseen combinations are held only by the weak pull towards
+    # the start: 27 of these 50 converge within 100 evaluations.
+    assert converged >= 20 and min(errors) < 1e-4
     rows = inertial.table_comparison(model, fit.parameters, truth)
     assert [row["body"] for row in rows][:2] == ["bar", "hand"]
     trunk = next(row for row in rows if row["body"] == "trunk")
