@@ -77,7 +77,11 @@ def finite_jacobian(J: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``J`` as a float array; OptimisationError when it holds NaN or ±inf (the step would be
     NaN; a factorisation refuses such a matrix too)."""
     J = np.asarray(J, dtype=float)
-    if not np.all(np.isfinite(J)):
+    # A finite sum has no NaN or ±inf among its terms (either makes it NaN or ±inf): one pass
+    # without a temporary; the element test only where the sum is not finite (or overflowed).
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = np.sum(J)
+    if not (np.isfinite(total) or np.all(np.isfinite(J))):
         raise OptimisationError(f"least squares: the Jacobian at x = {np.round(x, 6).tolist()} "
                                 "is not finite")
     return J

@@ -116,14 +116,14 @@ def polish(
     lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
     x0 = np.clip(np.asarray(x0, dtype=float), lower, upper)
     counts = {"points": 0, "jacobians": 0}
-    best = {"x": x0.copy(), "cost": np.inf, "r": None}
+    best = {"x": x0.copy(), "cost": np.inf}
     history: list[IterationRecord] = []
     last: dict = {"x": None, "J": None, "r": None}  # the latest Jacobian, its point and r
 
     def remember(x: np.ndarray, r: np.ndarray) -> None:
         cost = float(r @ r)
         if cost < best["cost"]:
-            best.update(x=x.copy(), cost=cost, r=r.copy())
+            best.update(x=x.copy(), cost=cost)
 
     def fun(x: np.ndarray) -> np.ndarray:
         r = residuals(x[None, :])[0]
