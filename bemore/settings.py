@@ -134,6 +134,12 @@ class MassBudget(Section):
     min_thigh_pair_mass_kg: PositiveFloat = Field(
         description="the trunk-mass upper bound is lowered to (trunk+thighs total) − this"
     )
+    body_mass_uncertainty_kg: float = Field(
+        0.2, ge=0.0,
+        description="the body mass given (--body-mass, her profile) is known to ± this (kg, "
+        "1 SD: a scale reading with training clothes and chalk); counted in every standard "
+        "error (docs/identify.md, 'The body mass'). Without a body mass the segment table's "
+        "total is used, known to ± [inertial] mass_spread of it")
 
 
 class InitialState(Section):
@@ -188,7 +194,8 @@ class InertialMode(Section):
     cutoff_hz: PositiveFloat = Field(
         6.0, description="both sides of the regressor equation low-passed here (Hz)")
     mass_spread: PositiveFloat = Field(
-        0.2, description="the table's masses: relative standard deviation of the prior")
+        0.2, description="the table's masses: relative standard deviation of the prior; also "
+        "the uncertainty of the table's total when no body mass is given")
     com_spread_m: PositiveFloat = Field(
         0.03, description="the table's centres of mass: standard deviation of the prior (m)")
     inertia_spread: PositiveFloat = Field(

@@ -43,6 +43,17 @@ from bemore.optimize.driver import ALGORITHMS
     "scale to it (default: her profile's, else the table's 41.1 kg).",
 )
 @click.option(
+    "--body-mass-uncertainty",
+    "body_mass_uncertainty_kg",
+    type=click.FloatRange(0.0, 50.0),
+    default=None,
+    metavar="KG",
+    help="How well the body mass is known (kg, 1 SD), counted in every standard error "
+    "(default: identification.toml [mass_budget] body_mass_uncertainty_kg, 0.2, for a body "
+    "mass given; without one the table's total ± [inertial] mass_spread of it). With bar "
+    "forces the bar mass needs it to a few hundredths of a kg (docs/identify.md).",
+)
+@click.option(
     "--profile",
     type=click.Path(path_type=Path),
     default=None,
@@ -95,6 +106,7 @@ def identify_command(
     trial_config: Path | None,
     markerset: Path | None,
     body_mass_kg: float | None,
+    body_mass_uncertainty_kg: float | None,
     profile: Path | None,
     model_name: str,
     algorithm: str | None,
@@ -150,8 +162,9 @@ def identify_command(
                           polish=polish, workers=workers, inertial=inertial)
     outcome, problem, settings, record = run_identification(
         trial, out, config=config, trial_config=trial_config, markerset=markerset,
-        body_mass_kg=body_mass_kg, profile=athlete_profile, model_name=model_name,
-        overrides=overrides, dask_address=dask_address,
+        body_mass_kg=body_mass_kg, body_mass_uncertainty_kg=body_mass_uncertainty_kg,
+        profile=athlete_profile, model_name=model_name, overrides=overrides,
+        dask_address=dask_address,
         run=lambda problem, settings: _run_with_progress(problem, settings, identify),
     )
     # The result first; the plots after it.

@@ -20,9 +20,10 @@ to the normalised parameters (0 → lower bound, 1 → upper bound). Three quant
   covariance is that propagated noise's plus the sandwich's MODEL-ERROR part: the sandwich
   less what the noise alone puts into it (the same sandwich of the copies' residual changes
   left after their own least-squares response), its negative eigenvalues set to 0, and on a
-  trunk-side trial the arm-end recipe's form (a systematic part, the same propagation);
-* **correlation** with every other parameter, from the same covariance less the recipe's
-  systematic part (what the trial tells apart).
+  trunk-side trial the arm-end recipe's form (a systematic part, the same propagation); then
+  the body mass's uncertainty (systematic, the same propagation), after the quadratic check;
+* **correlation** with every other parameter, from the same covariance less the systematic
+  parts (what the trial tells apart).
 
 A parameter is flagged as not determined by the trial when its relative standard error exceeds
 ``MAX_RELATIVE_ERROR``, when it sits at a bound of its box (within ``BOUND_MARGIN`` of the range:
@@ -86,8 +87,11 @@ class ParameterIdentifiability:
     standard_error_model: float | None = None
     # The arm-end recipe's form (trunk-side trials; None: no recipe), a systematic part added
     # to the covariance (bemore.identify.propagation): then ``standard_error`` = √(noise² +
-    # model² + recipe²).
+    # model² + recipe²) (+ body mass², below).
     standard_error_recipe: float | None = None
+    # The body mass's uncertainty (None: taken as exact), a systematic part added likewise
+    # (bemore.identify.propagation, "The body mass").
+    standard_error_body_mass: float | None = None
     # The cost's rise at −/+ CHECK_STEP standard errors over its quadratic model's (None: not
     # checked; below MIN_QUADRATIC_RATIO the stated error is too small).
     quadratic_ratio: list[float] | None = None
@@ -194,7 +198,6 @@ def analyse(
     with np.errstate(divide="ignore", invalid="ignore"):
         correlation = covariance / np.outer(shown_n, shown_n)
     covariance = covariance + recipe
-    standard_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     correlation = np.nan_to_num(correlation, nan=0.0)
     np.fill_diagonal(correlation, 1.0)
     ratios = np.full((d, 2), np.nan)
@@ -203,6 +206,16 @@ def analyse(
         ratios = quadratic_ratios(residuals_at, np.asarray(positions, dtype=float), J, r,
                                   covariance, np.asarray(low, dtype=float),
                                   np.asarray(high, dtype=float))
+    # The body mass's uncertainty (bemore.identify.propagation, "The body mass"): an input no
+    # residual shows, so neither in the correlations nor in the quadratic check (a direction
+    # the data cannot see would fail it), only in the standard errors.
+    body_mass_error_n = np.full(d, np.nan)
+    if noise is not None and noise.body_mass_covariance is not None:
+        body_mass_error_n = np.sqrt(np.clip(np.diag(noise.body_mass_covariance), 0.0, None))
+        covariance = covariance + noise.body_mass_covariance
+        kind += (f", plus the body mass's uncertainty (± {noise.body_mass_uncertainty_kg:.3g} "
+                 "kg, 1 SD)")
+    standard_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     standard_error = standard_error_n * np.asarray(widths, dtype=float)
     relative = standard_error / np.maximum(np.abs(values), 1e-300)
     # A parameter whose box spans zero (an offset) has no scale of its own: its error is
@@ -260,6 +273,7 @@ def analyse(
                 standard_error_noise=_part(noise_error_n[k] * widths[k]),
                 standard_error_model=_part(model_error_n[k] * widths[k]),
                 standard_error_recipe=_part(recipe_error_n[k] * widths[k]),
+                standard_error_body_mass=_part(body_mass_error_n[k] * widths[k]),
                 quadratic_ratio=[float(v) for v in ratios[k]] if checked else None,
             )
         )

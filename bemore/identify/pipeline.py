@@ -61,13 +61,15 @@ def build_problem(
     trial_config: str | Path | None = None, samples_per_step: int = 1,
     body_mass_kg: float | None = None, model_name: str | Path = "real_gymnast",
     forces: Any = None, shoulder_centre: dict[str, Any] | None = None,
+    body_mass_uncertainty_kg: float | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Prepare the trial and build the identification problem on ``model_name`` (a built-in
     name or a description path; search cost: ``samples_per_step`` samples per integrator step;
     the body scaled to ``body_mass_kg`` in kg, None: the segment table's; ``forces``: the
     bar-force term's settings, ``bemore.settings.ForceTerm``; ``shoulder_centre``: her
-    profile's functional shoulder centre, used for the shoulder point). Returns the problem and
-    the trial's summary."""
+    profile's functional shoulder centre, used for the shoulder point;
+    ``body_mass_uncertainty_kg``: kg, 1 SD, None: the configured default). Returns the problem
+    and the trial's summary."""
     from bemore.identify.problem import IdentificationProblem
     from bemore.model import load_model
     from bemore.trial import prepare_trial
@@ -76,7 +78,8 @@ def build_problem(
     trial = prepare_trial(trial_path, markerset, trial_config, shoulder_centre)
     problem = IdentificationProblem.from_trial(trial, space, model,
                                                samples_per_step=samples_per_step,
-                                               body_mass_kg=body_mass_kg, forces=forces)
+                                               body_mass_kg=body_mass_kg, forces=forces,
+                                               body_mass_uncertainty_kg=body_mass_uncertainty_kg)
     return problem, trial.summary()
 
 
@@ -101,6 +104,7 @@ def run_identification(
     trial_config: str | Path | None = None,
     markerset: str | Path | None = None,
     body_mass_kg: float | None = None,
+    body_mass_uncertainty_kg: float | None = None,
     profile: Any = None,
     model_name: str | Path = "real_gymnast",
     overrides: Overrides = Overrides(),
@@ -115,7 +119,9 @@ def run_identification(
 
     ``config``: the identification TOML (default: configs/identification.toml);
     ``profile``: the athlete's profile (an :class:`~bemore.profile.AthleteProfile` or a TOML
-    path), whose body mass (kg) applies when ``body_mass_kg`` is None; ``dask_address``:
+    path), whose body mass (kg) applies when ``body_mass_kg`` is None;
+    ``body_mass_uncertainty_kg``: how well that mass is known (kg, 1 SD; None: the file's
+    ``[mass_budget]``, :func:`bemore.identify.problem.body_mass_uncertainty`); ``dask_address``:
     evaluate the populations on that Dask scheduler (default: the file's ``dask``, else this
     process; ``in_process``: in this process whatever the file says, as an item of a batch,
     itself the unit a cluster runs); ``run(problem, settings)`` runs the identification (default
@@ -124,6 +130,7 @@ def run_identification(
     """
     from bemore.evaluate import EvaluatedProblem, make_evaluator
     from bemore.identify.outputs import write_results
+    from bemore.identify.problem import body_mass_uncertainty
     from bemore.identify.space import ParameterSpace
     from bemore.paths import default_config
     from bemore.phases import mark
@@ -141,11 +148,14 @@ def run_identification(
     defaults = identification.optimiser
     settings = run_settings(defaults, overrides)
     space = ParameterSpace.from_config(identification, gymnast, str(config_path), body_mass_kg)
+    if body_mass_uncertainty_kg is None:
+        body_mass_uncertainty_kg = body_mass_uncertainty(identification, gymnast.segments,
+                                                         body_mass_kg)
     problem, trial_summary = build_problem(trial_path, space, markerset, trial_config,
                                            defaults.samples_per_step, body_mass_kg, model_name,
                                            identification.forces,
                                            profile.shoulder_centre if profile is not None
-                                           else None)
+                                           else None, body_mass_uncertainty_kg)
     mark("identify", "trial")
     inertial_mode = (identification.inertial.identify if overrides.inertial is None
                      else overrides.inertial)
@@ -162,6 +172,7 @@ def run_identification(
         "profile": profile.to_dict() if profile is not None else None,
         "model": str(model_name),
         "body_mass_kg": body_mass_kg,
+        "body_mass_uncertainty_kg": body_mass_uncertainty_kg,
         "trunk_mass_upper_bound_kg": float(space.upper[space.names.index("trunk.mass")])
         if "trunk.mass" in space.names
         else None,

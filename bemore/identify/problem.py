@@ -62,6 +62,18 @@ def force_scales(marker_noise_m: float, marker_rate_hz: float, force_noise_n: np
         sigma / np.sqrt(force_rate_hz))
 
 
+def body_mass_uncertainty(identification: Any, segments: Any,
+                          body_mass_kg: float | None) -> float:
+    """How well the body the fit scales to knows its mass (kg, 1 SD): ``identification``'s
+    ``[mass_budget] body_mass_uncertainty_kg`` for a body mass given, else the segment table's
+    total (``segments``) times ``[inertial] mass_spread``: the table is one gymnast's."""
+    if body_mass_kg is not None:
+        return float(identification.mass_budget.body_mass_uncertainty_kg)
+    from bemore.model.body import table_mass_kg
+
+    return float(identification.inertial.mass_spread * table_mass_kg(segments))
+
+
 START_STEP = 1e-4  # normalised units: central differences of the start's spring equilibrium
 # The shoulder spring-dampers of a trial that cannot see them (acromions on the trunk's side, no
 # marker fixed on the arm): the arm the trial drives already carries their deflection, so the
@@ -83,7 +95,8 @@ class IdentificationProblem(Problem):
     @classmethod
     def from_trial(cls, trial: Any, space: ParameterSpace, model: Any = None,
                    samples_per_step: int = 1, body_mass_kg: float | None = None,
-                   segments: Any = None, forces: Any = None) -> IdentificationProblem:
+                   segments: Any = None, forces: Any = None,
+                   body_mass_uncertainty_kg: float | None = None) -> IdentificationProblem:
         """The problem of a prepared ``bemore.trial.Trial`` on ``model`` (default: the
         real gymnast), with the initial-state unknowns of ``space.initial_state``; the search
         cost steps ``samples_per_step`` samples at a time (see the module docstring).
@@ -99,7 +112,11 @@ class IdentificationProblem(Problem):
         springs locked (:data:`LOCKED_SHOULDER`): their deflection is in the driven arm.
 
         ``forces``: the force term's settings (``bemore.settings.ForceTerm``; default: on,
-        weight 1); used when the trial carries bar forces (``trial.bar_force``)."""
+        weight 1); used when the trial carries bar forces (``trial.bar_force``).
+
+        ``body_mass_uncertainty_kg``: how well the body mass is known (kg, 1 SD; None: the
+        configured default, :func:`body_mass_uncertainty`), counted in the standard errors
+        (:mod:`bemore.identify.propagation`)."""
         if trial.driven is None:
             raise DataError(f"{trial.source}: the trial has no driven motion for the engine")
         if model is None:
@@ -152,6 +169,12 @@ class IdentificationProblem(Problem):
         # What the body and the data came from: the noise propagation (bemore.identify.
         # propagation) measures the body again on noisy copies of the trial.
         problem.trial, problem.body_source = trial, (table, body_mass_kg)
+        if body_mass_uncertainty_kg is None:
+            from bemore.settings import load_identification
+
+            body_mass_uncertainty_kg = body_mass_uncertainty(load_identification(), table,
+                                                             body_mass_kg)
+        problem.body_mass_uncertainty_kg = float(body_mass_uncertainty_kg)
         problem.conventions = trial.conventions() if hasattr(trial, "conventions") else {}
         return problem
 
@@ -204,6 +227,9 @@ class IdentificationProblem(Problem):
         # The force term's weight (inside force_scale) and whether the identification weighs
         # the residuals with the trial chain's input noise (bemore.identify.chain_noise).
         self.force_weight, self.chain_noise = 1.0, False
+        # The body mass's standard uncertainty (kg), counted in the standard errors
+        # (bemore.identify.propagation); 0: the body is taken as exact.
+        self.body_mass_uncertainty_kg = 0.0
         if self.bar_force is not None and (self.bar_force.shape != (frames, 2)
                                            or self.force_scale is None):
             raise DataError(f"bar forces have shape {self.bar_force.shape}, expected "
@@ -240,10 +266,15 @@ class IdentificationProblem(Problem):
         P[:, self._columns] = self.space.to_physical(parameters)
         return P
 
-    def members(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def members(self, X: np.ndarray, parameter_changes: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What the engine simulates for X (N, dim): parameters (N, n_model_parameters), free
-        q0 (N, 5) and q̇0 (N, 5) — the trial's own start unless the problem has a ``start``."""
+        q0 (N, 5) and q̇0 (N, 5) — the trial's own start unless the problem has a ``start``.
+        ``parameter_changes`` (N, n_model_parameters), SI: added to the engine parameters
+        before the start is made (a fixed value of the body moved, e.g.)."""
         P = self.parameter_matrix(X)
+        if parameter_changes is not None:
+            P = P + parameter_changes
         if self.start is None:
             return P, self.free_q0, self.free_qd0
         P, q0, qd0, _ = self.start.start(self.model, P, self.split(X)[1])
@@ -311,13 +342,15 @@ class IdentificationProblem(Problem):
         """All named points (N, F, n_points, 2) m of the normalised points X (N, dim)."""
         return self._simulate_points(X)[0]
 
-    def _simulate_points(self, X: np.ndarray, samples_per_step: int = 1
+    def _simulate_points(self, X: np.ndarray, samples_per_step: int = 1,
+                         parameter_changes: np.ndarray | None = None
                          ) -> tuple[np.ndarray, np.ndarray | None]:
         """Named points (N, F, n_points, 2) m and, with forces, the scaled force residuals
-        (N, F, 2) m (else None); one integrator step per ``samples_per_step`` samples."""
+        (N, F, 2) m (else None); one integrator step per ``samples_per_step`` samples;
+        ``parameter_changes`` as for :meth:`members`."""
         from bemore.model import simulate
 
-        P, q0, qd0 = self.members(X)
+        P, q0, qd0 = self.members(X, parameter_changes)
         outputs = ("points", "free_q", "free_qd") if self.has_forces else ("points",)
         simulation = simulate(self.model, P, self.motion, q0, qd0, outputs=outputs,
                               samples_per_step=samples_per_step)
@@ -333,10 +366,13 @@ class IdentificationProblem(Problem):
         _, nuisance = self.split(x)
         return self.start.record(self.model, self.parameter_matrix(x)[0], nuisance[0])
 
-    def residuals(self, X: np.ndarray, samples_per_step: int = 1) -> np.ndarray:
+    def residuals(self, X: np.ndarray, samples_per_step: int = 1,
+                  parameter_changes: np.ndarray | None = None) -> np.ndarray:
         """Stacked (simulated − measured) joint-centre coordinates (N, F·7·2) m; with bar
         forces (N, F·16): each frame's 14 coordinates then its 2 scaled force residuals (m).
         One integrator step per sample (``samples_per_step`` 2: per two, the search's cost).
+        ``parameter_changes`` (N, n_model_parameters), SI: added to the engine parameters
+        (:meth:`members`).
 
         Not-seen measurements give 0 (they are out of the cost); members that cannot be
         simulated give the penalty distance everywhere (forces: 0), so their Σ r² is the
@@ -345,7 +381,7 @@ class IdentificationProblem(Problem):
         # One copy (the cost points), then in place: the residuals of a Jacobian's 31 members
         # are 5 MB, and each extra pass over them costs about as much as a quarter of the
         # simulation (measured: 19.5 → 1.5 ms for 31 members of the sample).
-        points, force = self._simulate_points(X, samples_per_step)
+        points, force = self._simulate_points(X, samples_per_step, parameter_changes)
         difference = np.take(points, self._point_index, axis=2)
         np.subtract(difference, self.measured, out=difference)
         unseen = np.isnan(self.measured)

@@ -44,6 +44,21 @@ on shoulder.stiffness_pd is about a third of the two forms' δx); nothing prefer
 a size within it. Taking δx_recipe as one standard uncertainty (a normal reading) would state
 the form's error about three times the one measured. Arm-side trials have no recipe and no such
 term.
+
+**The body mass** (every trial scaled from the segment table). The fit keeps the table's
+segment masses scaled to the body mass it is given (``--body-mass``, her profile; else the
+table's total), and nothing in the residuals can show that number wrong: with the markers alone
+every mass, stiffness and damping scales with it (a motion is the same for a body s times
+heavier on springs s times stiffer); with bar forces the force measures the total (bar + body)
+to ≈ 0.1 kg, so the bar mass is what is left of it once the body mass is taken away, and the
+trunk values follow (measured: 0.3 kg more body mass put the bar mass 56 % and the trunk mass
+7 % low, 3–6 standard errors off while reported identifiable). So one more member, noise-free,
+has the body scaled to M + :data:`LINEAR_FRACTION`·σ_M (σ_M:
+``problem.body_mass_uncertainty_kg``, :func:`bemore.identify.problem.body_mass_uncertainty`),
+δr_M its residual change scaled back, δx_M = −(JᵀJ)⁻¹Jᵀδr_M, and the covariance gets
+δx_M δx_Mᵀ: the estimate's error from a body mass off by one standard uncertainty (GUM type B,
+normal). :func:`bemore.identify.identifiability.analyse` adds it to the standard errors after
+the correlations and the quadratic check, which say what the trial shows.
 """
 
 from __future__ import annotations
@@ -78,15 +93,36 @@ class PropagatedNoise:
     # covariance (d, d) it adds, δx_recipe δx_recipeᵀ / 3 (see the module docstring).
     recipe_change: np.ndarray | None = None
     recipe_covariance: np.ndarray | None = None
+    # The body mass's uncertainty (None: taken as exact): δr (m,) m per standard uncertainty
+    # of the body mass, the covariance (d, d) it adds, δx δxᵀ, and that uncertainty (kg).
+    body_mass_change: np.ndarray | None = None
+    body_mass_covariance: np.ndarray | None = None
+    body_mass_uncertainty_kg: float = 0.0
 
     def for_rows(self, select: Any, jacobian: np.ndarray) -> PropagatedNoise:
         """The same copies seen through some rows of the residuals only: ``select`` maps a
         (…, m) residual array to its kept rows, ``jacobian`` (m', dim) is theirs."""
         changes = select(self.residual_changes)
         recipe = None if self.recipe_change is None else select(self.recipe_change)
+        body = None if self.body_mass_change is None else select(self.body_mass_change)
         return PropagatedNoise(response_covariance(changes, jacobian), self.realisations,
                                self.noise_m, self.seed, changes, recipe,
-                               None if recipe is None else recipe_covariance(recipe, jacobian))
+                               None if recipe is None else recipe_covariance(recipe, jacobian),
+                               body, None if body is None else systematic_covariance(
+                                   body, jacobian), self.body_mass_uncertainty_kg)
+
+
+def systematic_covariance(change: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
+    """(dim, dim): δx δxᵀ of the least-squares response δx = −(JᵀJ)⁻¹Jᵀδr of one residual
+    change ``change`` (m,), J = ``jacobian`` (m, dim): a systematic input moved by one
+    standard uncertainty (GUM type B, normal).
+
+    >>> systematic_covariance(np.array([1.0, 3.0]), np.ones((2, 1))).tolist()   # δx = −2
+    [[4.0]]
+    """
+    J = np.asarray(jacobian, dtype=float)
+    response = -(np.asarray(change, dtype=float) @ J) @ np.linalg.pinv(J.T @ J)
+    return np.outer(response, response)
 
 
 def recipe_covariance(change: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
@@ -97,9 +133,41 @@ def recipe_covariance(change: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
     >>> recipe_covariance(np.array([1.0, 3.0]), np.ones((2, 1))).tolist()     # δx = −2
     [[1.3333333333333333]]
     """
-    J = np.asarray(jacobian, dtype=float)
-    response = -(np.asarray(change, dtype=float) @ J) @ np.linalg.pinv(J.T @ J)
-    return RECIPE_VARIANCE_FACTOR * np.outer(response, response)
+    return RECIPE_VARIANCE_FACTOR * systematic_covariance(change, jacobian)
+
+
+def body_mass_change(problem: Any, x: np.ndarray) -> np.ndarray | None:
+    """δr (m,) m per standard uncertainty of the body mass (``problem.body_mass_uncertainty_kg``)
+    at ``x`` (dim,): the fixed body values (segment masses, the trunk+thighs total) of the
+    table scaled to M + :data:`LINEAR_FRACTION`·σ_M instead of M, the trial as it is, the
+    change scaled back (module docstring, "The body mass"). None when the body is taken as
+    exact (σ_M = 0) or was not scaled from a table."""
+    from bemore.identify.problem import LOCKED_SHOULDER
+    from bemore.model.body import body_parameters, table_mass_kg
+
+    sigma = float(getattr(problem, "body_mass_uncertainty_kg", 0.0) or 0.0)
+    source = getattr(problem, "body_source", None)
+    trial = getattr(problem, "trial", None)
+    if sigma <= 0.0 or source is None or trial is None:
+        return None
+    table, mass = source
+    mass = float(mass if mass is not None else table_mass_kg(table))
+    lengths = trial.segment_lengths_m
+    given = body_parameters(table, mass, lengths)
+    moved = body_parameters(table, mass + LINEAR_FRACTION * sigma, lengths)
+    names = list(problem.model.parameter_names)
+    change = np.zeros((2, len(names)))
+    for name in problem.body:
+        if name in given and name not in LOCKED_SHOULDER:
+            change[1, names.index(name)] = moved[name] - given[name]
+    # The problem itself, in this process (a Dask wrapper's residuals take no changes: two
+    # members).
+    inner = getattr(problem, "inner", problem)
+    r = inner.residuals(np.repeat(np.asarray(x, dtype=float)[None, :], 2, axis=0),
+                        parameter_changes=change)
+    if not np.isfinite(r).all():
+        return None
+    return (r[1] - r[0]) / LINEAR_FRACTION
 
 
 def response_covariance(changes: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
@@ -152,11 +220,17 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
     if not valid[0] or valid.sum() < 3:
         return None
     delta = (r[1:][valid[1:]] - r[0]) / LINEAR_FRACTION  # back to the noise's σ
+    body = body_mass_change(problem, x)
     return PropagatedNoise(covariance=response_covariance(delta, jacobian),
                            realisations=int(delta.shape[0]), noise_m=float(noise), seed=seed,
                            residual_changes=delta, recipe_change=recipe_change,
                            recipe_covariance=None if recipe_change is None
-                           else recipe_covariance(recipe_change, jacobian))
+                           else recipe_covariance(recipe_change, jacobian),
+                           body_mass_change=body,
+                           body_mass_covariance=None if body is None
+                           else systematic_covariance(body, jacobian),
+                           body_mass_uncertainty_kg=float(
+                               getattr(problem, "body_mass_uncertainty_kg", 0.0) or 0.0))
 
 
 def simulate_copies(problem: Any, x: np.ndarray, raw: np.ndarray,

@@ -175,6 +175,9 @@ def summary_text(athlete: dict[str, Any]) -> str:
             "flagged (insensitive, confounded or imprecise in this trial; reasons in "
             "athlete.json): " + ", ".join(flagged)
         )
+    body_text = body_mass_text(athlete)
+    if body_text:
+        lines.append(body_text)
     forces = athlete.get("bar_forces")
     if forces:
         rms = forces.get("rms_residual_n") or {}
@@ -208,6 +211,27 @@ def summary_text(athlete: dict[str, Any]) -> str:
     elif athlete.get("interrupted"):
         lines.append("INTERRUPTED: best result so far")
     return "\n".join(lines)
+
+
+def body_mass_text(athlete: dict[str, Any]) -> str | None:
+    """One line: the body mass the fit scaled to, how well it is known, and the parameters
+    whose standard error is mostly that uncertainty's (None: taken as exact)."""
+    config = athlete.get("config") or {}
+    sigma = config.get("body_mass_uncertainty_kg")
+    if not sigma:
+        return None
+    rows = (athlete.get("identifiability") or {}).get("parameters", [])
+    mostly = [row["name"] for row in rows
+              if row.get("standard_error_body_mass") and row.get("standard_error")
+              and row["standard_error_body_mass"] ** 2 > 0.5 * row["standard_error"] ** 2]
+    given = config.get("body_mass_kg")
+    text = (f"body mass {given:.4g} ± {sigma:.2g} kg (given), counted in the standard errors"
+            if given is not None else
+            f"body mass: the segment table's, ± {sigma:.2g} kg (give --body-mass: masses, "
+            "stiffnesses and dampings scale with it), counted in the standard errors")
+    if mostly:
+        text += "; mostly the body mass's error: " + ", ".join(mostly)
+    return text
 
 
 def inertial_text(result: dict[str, Any]) -> list[str]:

@@ -132,13 +132,19 @@ def test_the_weighting_keeps_the_bar_mass_within_the_criterion(tmp_path, seed) -
     # + polish with the configured force term, whose default is the chain-noise weighting.
     from bemore.identify.problem import IdentificationProblem
     from bemore.identify.run import RunSettings, identify
-    from tests.identify.test_forces import _prepared
+    from tests.identify.test_forces import (
+        WEIGHED_UNCERTAINTY_KG,
+        _prepared,
+        weighed_body_mass_kg,
+    )
 
     trial, truth = _prepared(seed, tmp_path)
     space = ParameterSpace.from_config(load_identification(), load_gymnast())
     forces = load_identification().forces
     assert forces.chain_noise  # the configured default
-    problem = IdentificationProblem.from_trial(trial, space, samples_per_step=2, forces=forces)
+    problem = IdentificationProblem.from_trial(
+        trial, space, samples_per_step=2, forces=forces, body_mass_kg=weighed_body_mass_kg(),
+        body_mass_uncertainty_kg=WEIGHED_UNCERTAINTY_KG)
     outcome = identify(problem, RunSettings(seed=1))
     assert outcome.chain_noise is not None and outcome.chain_noise["realisations"] >= 30
     from bemore.identify.outputs import athlete_record

@@ -140,3 +140,46 @@ def test_the_recipes_form_counts_on_the_trunk_side_only(tmp_path, monkeypatch) -
     monkeypatch.setattr(propagation, "LINEAR_FRACTION", 1.0)
     whole = propagated_noise(problem, x, jacobian, realisations=3).recipe_change
     assert np.linalg.norm(whole - change) < 0.2 * np.linalg.norm(change)
+
+
+@pytest.mark.slow
+def test_the_body_mass_term_is_the_shift_a_wrong_body_mass_makes(tmp_path) -> None:
+    # A trial with bar forces (seed 1, 1 mm, 2 %), the fit given the table's total with a
+    # 0.2 kg uncertainty: the response the propagation states for a body mass one SD heavy
+    # (δx_M, through the chain-noise weighting the fit used) against what a polish actually
+    # does when the body mass given is 0.1 kg heavier, from the same optimum.
+    from bemore.identify.chain_noise import chain_noise_weighting
+    from bemore.identify.propagation import body_mass_change
+    from bemore.identify.run import _weighted
+    from bemore.model.body import table_mass_kg
+    from tests.identify.test_forces import _prepared
+
+    trial, truth = _prepared(1, tmp_path)
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    mass = table_mass_kg(load_gymnast().segments)
+    problems = [IdentificationProblem.from_trial(
+        trial, space, forces=load_identification().forces, body_mass_kg=mass + extra,
+        body_mass_uncertainty_kg=0.2) for extra in (0.0, 0.1)]
+    x0 = np.r_[space.to_normalised(np.array([truth.parameters[n] for n in space.names])),
+               np.full(problems[0].dim - space.dim, 0.5)]
+    weighting = chain_noise_weighting(problems[0], x0)
+    ends = []
+    start = x0
+    for problem in problems:
+        residuals, jacobian = _weighted(problem, weighting)
+        fit = polish_many(residuals, start[None, :], problem.lower, problem.upper,
+                          max_iterations=40, jacobian=jacobian)[0]
+        ends.append(fit.result.x)
+        start = fit.result.x  # the heavier body's polish starts at the first one's optimum
+    x = ends[0]
+    _, J = problems[0].jacobian(x[None, :])
+    WJ = weighting.apply_jacobian(J[0])
+    change = weighting.apply(body_mass_change(problems[0], x))
+    predicted = -0.5 * (change @ WJ) @ np.linalg.pinv(WJ.T @ WJ)  # 0.1 kg = 0.5 SD
+    actual = ends[1] - ends[0]
+    widths = space.upper - space.lower
+    for name in ("bar.mass", "trunk.mass", "trunk.com"):
+        k = list(space.names).index(name)
+        # A shift of several standard errors (bar mass ≈ 0.13 kg), linear to within 15 %.
+        assert abs(actual[k] * widths[k]) > 0.005 * abs(truth.parameters[name]), name
+        assert predicted[k] == pytest.approx(actual[k], rel=0.15), (name, predicted[k], actual[k])
