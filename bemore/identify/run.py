@@ -161,7 +161,9 @@ def identify(
     start = time.perf_counter()
     threads = worker_threads(settings.workers)
     if settings.polish:
-        import scipy.optimize  # noqa: F401  (loads scipy's BLAS, so that the pin covers it)
+        from bemore.optimize.lapack import flapack
+
+        flapack()  # loads scipy's BLAS, so that the pin below covers it
     from threadpoolctl import threadpool_limits
 
     from bemore.model.simulate import engine_threads_set

@@ -376,11 +376,10 @@ def _shared_run(model, motion, directions: int, shared_primal: bool, states: boo
     """The tangent kernel of ``model`` for ``directions`` (``states``: with the free state's
     tangents) and the arrays its calls share, for one integrator step per ``samples_per_step``
     samples (1 or 2, as :func:`bemore.model.simulate.simulate`)."""
-    from bemore.model.simulate import COST_POINTS, _cached, _coefficients
+    from bemore.model.simulate import _cached, _coefficients
     from bemore.model.table import driven_table
 
-    selection = tuple(model.point_names.index(p) for p in COST_POINTS
-                      if p in model.point_names)
+    selection = program_selection(model)
     kernel, program = tangent_kernel(model, selection, directions, shared_primal=shared_primal,
                                      states=states)
     D = _cached(f"generated{samples_per_step}", model, motion, 1, lambda: driven_table(
@@ -512,6 +511,20 @@ def _failed_to_nan(result: PointSensitivities) -> PointSensitivities:
     return result
 
 
+DIRECTIONS_LAYOUT_KERNEL = (1, True)
+"""The tangent kernel of the "directions" layout: (directions per lane, shared primal)."""
+
+
+def build_identification_kernels(model) -> None:
+    """Compile and cache (once per machine, :func:`tangent_kernel`) the tangent kernels an
+    identification's exact Jacobian runs (:func:`point_sensitivities`' default layout on the
+    engine's default cost points), without and with the free state's tangents (the latter: a
+    trial with bar forces), so that a first run loads them (``python -m bemore.warmup``)."""
+    for states in (False, True):
+        tangent_kernel(model, program_selection(model), *DIRECTIONS_LAYOUT_KERNEL,
+                       states=states)
+
+
 def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_abs,
                    states: bool = False, samples_per_step: int = 1) -> PointSensitivities:
     """:func:`point_sensitivities` in the "directions" layout: one kernel call per member, its
@@ -519,7 +532,7 @@ def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_
     from bemore.model import generated
 
     B, K, nf = dq0.shape
-    run = _shared_run(model, motion, 1, shared_primal=True, states=states,
+    run = _shared_run(model, motion, *DIRECTIONS_LAYOUT_KERNEL, states=states,
                       samples_per_step=samples_per_step)
     kernel, D, F, n_points, h, coefficients, tri, rows, selection, per_step = run
     points = np.empty((B, F, n_points, 2))

@@ -45,9 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.linalg import norm
-from scipy.linalg import lapack, solve_triangular
 
 from bemore.errors import OptimisationError
+from bemore.optimize.lapack import flapack, solve_upper_triangular
 
 
 @dataclass
@@ -77,7 +77,11 @@ def finite_jacobian(J: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``J`` as a float array; OptimisationError when it holds NaN or ±inf (the step would be
     NaN; a factorisation refuses such a matrix too)."""
     J = np.asarray(J, dtype=float)
-    if not np.all(np.isfinite(J)):
+    # A finite sum has no NaN or ±inf among its terms (either makes it NaN or ±inf): one pass
+    # without a temporary; the element test only where the sum is not finite (or overflowed).
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = np.sum(J)
+    if not (np.isfinite(total) or np.all(np.isfinite(J))):
         raise OptimisationError(f"least squares: the Jacobian at x = {np.round(x, 6).tolist()} "
                                 "is not finite")
     return J
@@ -90,7 +94,7 @@ def qr_factors(J: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     stacked = np.empty((m, n + 1), order="F")
     stacked[:, :n] = J
     stacked[:, n] = f
-    qr, _, _, info = lapack.dgeqrf(stacked, overwrite_a=True)
+    qr, _, _, info = flapack().dgeqrf(stacked, overwrite_a=True)
     if info != 0:
         raise OptimisationError(f"least squares: LAPACK dgeqrf failed (info {info})")
     return np.triu(qr[:n, :n]), qr[:n, n].copy()
@@ -108,7 +112,7 @@ def damped_step(R: np.ndarray, qtf: np.ndarray, D: np.ndarray, mu: float,
     A = np.vstack([R[:, columns], np.diag(np.sqrt(mu) * D[columns])])
     b = np.concatenate([-qtf, np.zeros(columns.size)])
     q, r = np.linalg.qr(A)
-    p[columns] = solve_triangular(r, q.T @ b, check_finite=False)
+    p[columns] = solve_upper_triangular(r, q.T @ b)
     return p
 
 
@@ -260,7 +264,7 @@ def trf_then_lm_bounds(
     ``fun``, then :func:`lm_bounds` from its point, with its residuals and Jacobian there (no
     call repeated). Arguments, counts and status as :func:`lm_bounds`; trf's result when it
     converges first."""
-    from bemore.optimize.trf import trf_bounds  # scipy.optimize: imported when used
+    from bemore.optimize.trf import trf_bounds
 
     first = trf_bounds(fun, jac, x0, lb, ub, min(trf_evaluations, max_nfev), ftol, xtol, gtol)
     if first.status != 0 or first.nfev >= max_nfev:

@@ -101,7 +101,7 @@ def polish(
     ``nfev``, and in ``options["jacobians"]``). Ctrl-C stops cleanly with the best point
     evaluated so far (status 1).
     """
-    # Imported here: scipy.linalg and scipy.optimize cost start-up that a run without --polish
+    # Imported here: scipy.linalg costs start-up that a run without --polish
     # skips.
     if method == "trf-lm":
         from bemore.optimize.lm import trf_then_lm_bounds as solver
@@ -116,14 +116,14 @@ def polish(
     lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
     x0 = np.clip(np.asarray(x0, dtype=float), lower, upper)
     counts = {"points": 0, "jacobians": 0}
-    best = {"x": x0.copy(), "cost": np.inf, "r": None}
+    best = {"x": x0.copy(), "cost": np.inf}
     history: list[IterationRecord] = []
     last: dict = {"x": None, "J": None, "r": None}  # the latest Jacobian, its point and r
 
     def remember(x: np.ndarray, r: np.ndarray) -> None:
         cost = float(r @ r)
         if cost < best["cost"]:
-            best.update(x=x.copy(), cost=cost, r=r.copy())
+            best.update(x=x.copy(), cost=cost)
 
     def fun(x: np.ndarray) -> np.ndarray:
         r = residuals(x[None, :])[0]

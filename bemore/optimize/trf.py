@@ -23,18 +23,18 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.linalg import norm
-from scipy.linalg import svd
-from scipy.optimize._lsq.common import (
+
+from bemore.optimize.lapack import thin_svd
+from bemore.optimize.lm import LeastSquaresResult, finite_jacobian, qr_factors
+from bemore.optimize.trf_steps import (
     CL_scaling_vector,
     check_termination,
     compute_grad,
     make_strictly_feasible,
+    select_step,
     solve_lsq_trust_region,
     update_tr_radius,
 )
-from scipy.optimize._lsq.trf import select_step
-
-from bemore.optimize.lm import LeastSquaresResult, finite_jacobian, qr_factors
 
 TrustRegionResult = LeastSquaresResult
 """What :func:`trf_bounds` found (the fields and status codes of every bounded solver here)."""
@@ -46,7 +46,7 @@ def svd_factors(J_augmented: np.ndarray, f_augmented: np.ndarray
     ((M, n), M ≥ n) and ``Uᵀ f_augmented`` (n,), U its left singular vectors (M, n), from one
     QR of ``[J_augmented | f_augmented]`` and an SVD of the n × n triangle (module docstring)."""
     R, qtf = qr_factors(J_augmented, f_augmented)
-    Ur, s, Vt = svd(R, full_matrices=False, check_finite=False)
+    Ur, s, Vt = thin_svd(R)
     return s, Vt.T, Ur.T @ qtf
 
 

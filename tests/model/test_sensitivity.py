@@ -226,3 +226,30 @@ def test_state_sensitivities_in_both_layouts(real) -> None:
             assert own < 0.5 * TOLERANCE, (k, own)
             error = np.linalg.norm(exact - best) / np.linalg.norm(best)
             assert error < TOLERANCE, (k, error)
+
+
+def test_the_warm_up_builds_the_kernels_the_exact_jacobian_runs(real) -> None:
+    """After :func:`build_identification_kernels` (what ``python -m bemore.warmup`` runs), the
+    exact Jacobian with and without the free state's tangents (a trial with and without bar
+    forces) finds its tangent kernel built: it adds none."""
+    from bemore.model import sensitivity
+    from bemore.model.sensitivity import build_identification_kernels
+
+    build_identification_kernels(real)
+    built = set(sensitivity._kernels)
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    motion = clear_hip_circle_profile(0.1, 1000.0)
+    X = np.full((1, space.dim), 0.5)  # the box's centre
+    columns = [real.parameter_names.index(name) for name in space.names]
+    P = real.parameter_matrix([{}])
+    P[:, columns] = space.to_physical(X)
+    q0, v0 = handstand_start(real, P, motion, hand_rotation_rad=3.0)
+    dP = np.zeros((1, 2, P.shape[1]))
+    dP[0, 0, columns[0]] = 1.0
+    dq0 = np.zeros((1, 2, real.n_free))
+    dq0[0, 1, 0] = 1.0
+    for states in (False, True):
+        result = point_sensitivities(real, P, motion, q0, v0, dP, dq0, np.zeros_like(dq0),
+                                     states=states)
+        assert result.valid.all() and np.isfinite(result.derivatives).all()
+    assert set(sensitivity._kernels) == built

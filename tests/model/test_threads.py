@@ -107,3 +107,30 @@ def test_lanes_run_in_chunks_with_the_same_numbers(real, motion, start, kernel_t
     assert np.all(np.isfinite(runs[8].cost)) and len(set(runs[8].cost.tolist())) == 5
     assert np.array_equal(runs[8].cost, runs[1024].cost)
     assert np.array_equal(runs[8].points, runs[1024].points)
+
+
+
+def test_a_one_step_motion_runs_each_threads_lanes_in_one_call(real, start, kernel_threads,
+                                                               monkeypatch):
+    """A motion of one integrator step (the spring equilibria's two-sample oracle) is one
+    kernel call per thread whatever LANE_CHUNK is, with the numbers its lanes get in calls of
+    their own (batches of 8), bit for bit."""
+    from bemore.model.equilibrium import oracle_motion
+
+    generated = importlib.import_module("bemore.model.generated")
+    monkeypatch.setattr(generated, "LANE_CHUNK", 8)
+    q0, v0 = start
+    P = real.parameter_matrix([{}, {"bar.stiffness_x": 5000.0}, {"trunk.mass": 20.0},
+                               {"shoulder.damping_ap": 50000.0}, {"bar.stiffness_y": 9000.0}] * 7)
+    oracle = oracle_motion(np.zeros(real.n_driven), np.full(real.n_driven, 0.5),
+                           np.full(real.n_driven, -1.0))
+    kernel_threads.clear()
+    whole = simulate(real, P, oracle, q0, v0, outputs=("free_q", "free_qd"), threads=1)
+    assert len(kernel_threads) == 1
+    parts = [simulate(real, P[lo:lo + 8], oracle, q0, v0, outputs=("free_q", "free_qd"),
+                      threads=1) for lo in range(0, len(P), 8)]
+    assert len(kernel_threads) == 1 + len(parts)
+    assert np.all(np.isfinite(whole.free_qd)) and len({row.tobytes() for row in
+                                                      whole.free_qd[:, 1]}) == 5
+    assert np.array_equal(whole.free_qd, np.concatenate([part.free_qd for part in parts]))
+    assert np.array_equal(whole.free_q, np.concatenate([part.free_q for part in parts]))

@@ -190,6 +190,28 @@ def test_a_jacobian_that_is_not_finite_is_one_clear_error(solver) -> None:
                np.full(4, -2.0), np.full(4, 2.0), 50)
 
 
+def test_the_finite_check_refuses_nan_and_infinities_and_passes_a_sum_that_overflows() -> None:
+    from bemore.optimize.lm import finite_jacobian
+
+    x = np.zeros(2)
+    J = np.ones((5, 2))
+    assert finite_jacobian(J, x) is J
+    for bad in (np.nan, np.inf, -np.inf):
+        broken = J.copy()
+        broken[3, 1] = bad
+        with pytest.raises(OptimisationError, match="not finite"):
+            finite_jacobian(broken, x)
+    both = J.copy()
+    both[0, 0], both[1, 1] = np.inf, -np.inf  # a NaN sum
+    with pytest.raises(OptimisationError, match="not finite"):
+        finite_jacobian(both, x)
+    huge = np.full((5, 2), 1e308)  # every entry finite, their sum +inf
+    with np.errstate(over="ignore"):
+        assert np.isinf(np.sum(huge))
+    assert finite_jacobian(huge, x) is huge
+    assert finite_jacobian(np.asfortranarray(J), x).flags.f_contiguous
+
+
 def test_the_polish_methods_reach_the_same_bounded_minimum() -> None:
     # Data 1.5·exp(−0.8 t); amplitude = 3·x0 with x0 ≤ 0.4 (the fit's 0.5 cut by the bound).
     t = np.linspace(0.0, 1.0, 50)
