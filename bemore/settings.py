@@ -184,6 +184,19 @@ class ForceTerm(Section):
         "residuals with the trial chain's noise in what drives the simulation (errors in "
         "variables, bemore.identify.chain_noise; docs/identify.md); the weight then cancels. "
         "false: least squares with the weight")
+    offset_uncertainty_n: float = Field(
+        0.0, ge=0.0, le=100.0,
+        description="each force channel's offset known to ± this (N, 1 SD), counted in the "
+        "standard errors; 0: taken as exact (docs/identify.md, Known limits: 1 N of vertical "
+        "offset moves the bar mass ≈ 15 %)")
+    gain_uncertainty: float = Field(
+        0.0, ge=0.0, le=0.5,
+        description="each force channel's gain known to ± this fraction (1 SD), counted in the "
+        "standard errors; 0: taken as exact")
+    lag_uncertainty_ms: float = Field(
+        0.0, ge=0.0, le=50.0,
+        description="the force's timing against the markers known to ± this (ms, 1 SD), "
+        "counted in the standard errors; 0: taken as exact (1 ms moves the trunk mass ≈ 13 %)")
 
 
 class InertialMode(Section):

@@ -92,6 +92,9 @@ class ParameterIdentifiability:
     # The body mass's uncertainty (None: taken as exact), a systematic part added likewise
     # (bemore.identify.propagation, "The body mass").
     standard_error_body_mass: float | None = None
+    # The force channels' declared offset, gain and lag errors (None: taken as exact), added
+    # likewise.
+    standard_error_force_channels: float | None = None
     # The cost's rise at −/+ CHECK_STEP standard errors over its quadratic model's (None: not
     # checked; below MIN_QUADRATIC_RATIO the stated error is too small).
     quadratic_ratio: list[float] | None = None
@@ -215,6 +218,11 @@ def analyse(
         covariance = covariance + noise.body_mass_covariance
         kind += (f", plus the body mass's uncertainty (± {noise.body_mass_uncertainty_kg:.3g} "
                  "kg, 1 SD)")
+    channels_error_n = np.full(d, np.nan)
+    if noise is not None and noise.channel_covariance is not None:
+        channels_error_n = np.sqrt(np.clip(np.diag(noise.channel_covariance), 0.0, None))
+        covariance = covariance + noise.channel_covariance
+        kind += ", plus the force channels' declared calibration and timing errors"
     standard_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     standard_error = standard_error_n * np.asarray(widths, dtype=float)
     relative = standard_error / np.maximum(np.abs(values), 1e-300)
@@ -274,6 +282,7 @@ def analyse(
                 standard_error_model=_part(model_error_n[k] * widths[k]),
                 standard_error_recipe=_part(recipe_error_n[k] * widths[k]),
                 standard_error_body_mass=_part(body_mass_error_n[k] * widths[k]),
+                standard_error_force_channels=_part(channels_error_n[k] * widths[k]),
                 quadratic_ratio=[float(v) for v in ratios[k]] if checked else None,
             )
         )

@@ -166,6 +166,9 @@ class IdentificationProblem(Problem):
         problem.held = held
         if use:
             problem.force_weight, problem.chain_noise = forces.weight, forces.chain_noise
+            problem.force_channel_uncertainty = (forces.offset_uncertainty_n,
+                                                 forces.gain_uncertainty,
+                                                 forces.lag_uncertainty_ms)
         # What the body and the data came from: the noise propagation (bemore.identify.
         # propagation) measures the body again on noisy copies of the trial.
         problem.trial, problem.body_source = trial, (table, body_mass_kg)
@@ -230,6 +233,9 @@ class IdentificationProblem(Problem):
         # The body mass's standard uncertainty (kg), counted in the standard errors
         # (bemore.identify.propagation); 0: the body is taken as exact.
         self.body_mass_uncertainty_kg = 0.0
+        # The force channels' offset (N), gain (fraction) and lag (ms) standard uncertainties,
+        # counted in the standard errors (bemore.identify.propagation); 0: taken as exact.
+        self.force_channel_uncertainty = (0.0, 0.0, 0.0)
         if self.bar_force is not None and (self.bar_force.shape != (frames, 2)
                                            or self.force_scale is None):
             raise DataError(f"bar forces have shape {self.bar_force.shape}, expected "

@@ -59,6 +59,14 @@ has the body scaled to M + :data:`LINEAR_FRACTION`·σ_M (σ_M:
 δx_M δx_Mᵀ: the estimate's error from a body mass off by one standard uncertainty (GUM type B,
 normal). :func:`bemore.identify.identifiability.analyse` adds it to the standard errors after
 the correlations and the quadratic check, which say what the trial shows.
+
+**The force channels** (trials with bar forces). Their calibration and timing are inputs no
+residual shows either: an offset of the vertical channel is the bar's weight, a gain error
+its share of the total, a lag a shift of the force against the motion the markers give. What
+the lab declares of them (``[forces] offset_uncertainty_n``, ``gain_uncertainty``,
+``lag_uncertainty_ms``; 0, the default: taken as exact) enters the same way, one residual
+change per declared error (:func:`force_channel_changes`: the measured force moved, no
+simulation), their responses' outer products added with the body mass's.
 """
 
 from __future__ import annotations
@@ -98,6 +106,10 @@ class PropagatedNoise:
     body_mass_change: np.ndarray | None = None
     body_mass_covariance: np.ndarray | None = None
     body_mass_uncertainty_kg: float = 0.0
+    # The force channels' declared errors (None: taken as exact): δr (n, m) m per standard
+    # uncertainty of each (offset and gain per axis, the lag), and the covariance they add.
+    channel_changes: np.ndarray | None = None
+    channel_covariance: np.ndarray | None = None
 
     def for_rows(self, select: Any, jacobian: np.ndarray) -> PropagatedNoise:
         """The same copies seen through some rows of the residuals only: ``select`` maps a
@@ -105,24 +117,29 @@ class PropagatedNoise:
         changes = select(self.residual_changes)
         recipe = None if self.recipe_change is None else select(self.recipe_change)
         body = None if self.body_mass_change is None else select(self.body_mass_change)
+        channels = None if self.channel_changes is None else select(self.channel_changes)
         return PropagatedNoise(response_covariance(changes, jacobian), self.realisations,
                                self.noise_m, self.seed, changes, recipe,
                                None if recipe is None else recipe_covariance(recipe, jacobian),
                                body, None if body is None else systematic_covariance(
-                                   body, jacobian), self.body_mass_uncertainty_kg)
+                                   body, jacobian), self.body_mass_uncertainty_kg,
+                               channels, None if channels is None else systematic_covariance(
+                                   channels, jacobian))
 
 
 def systematic_covariance(change: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
-    """(dim, dim): δx δxᵀ of the least-squares response δx = −(JᵀJ)⁻¹Jᵀδr of one residual
-    change ``change`` (m,), J = ``jacobian`` (m, dim): a systematic input moved by one
-    standard uncertainty (GUM type B, normal).
+    """(dim, dim): Σ δx δxᵀ of the least-squares responses δx = −(JᵀJ)⁻¹Jᵀδr of residual
+    changes ``change`` ((m,) or (n, m), independent inputs), J = ``jacobian`` (m, dim): each
+    a systematic input moved by one standard uncertainty (GUM type B, normal).
 
     >>> systematic_covariance(np.array([1.0, 3.0]), np.ones((2, 1))).tolist()   # δx = −2
     [[4.0]]
+    >>> systematic_covariance(np.array([[1.0, 3.0], [1.0, 1.0]]), np.ones((2, 1))).tolist()
+    [[5.0]]
     """
     J = np.asarray(jacobian, dtype=float)
-    response = -(np.asarray(change, dtype=float) @ J) @ np.linalg.pinv(J.T @ J)
-    return np.outer(response, response)
+    response = np.atleast_2d(-(np.asarray(change, dtype=float) @ J) @ np.linalg.pinv(J.T @ J))
+    return response.T @ response
 
 
 def recipe_covariance(change: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
@@ -134,6 +151,34 @@ def recipe_covariance(change: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
     [[1.3333333333333333]]
     """
     return RECIPE_VARIANCE_FACTOR * systematic_covariance(change, jacobian)
+
+
+def force_channel_changes(problem: Any) -> np.ndarray | None:
+    """(n, m) m: the residual change per standard uncertainty of each force-channel error
+    declared (``problem.force_channel_uncertainty``: offset N, gain fraction, lag ms; [forces]
+    of identification.toml): the measured force moved — an offset on each axis, a gain on each
+    axis, the whole force late by the lag (F(t − τ) ≈ F − τ·Ḟ) — and the simulation unchanged,
+    so δr = −s·δF on the force rows and 0 on the joint centres'. None without forces or with
+    nothing declared."""
+    if not getattr(problem, "has_forces", False):
+        return None
+    offset, gain, lag_ms = getattr(problem, "force_channel_uncertainty", (0.0, 0.0, 0.0))
+    force = np.asarray(problem.bar_force, dtype=float)  # (F, 2) N, as prepared
+    moves = []
+    for axis in range(force.shape[1]):
+        for size, shape in ((offset, np.ones(len(force))), (gain, force[:, axis])):
+            if size > 0.0:
+                move = np.zeros_like(force)
+                move[:, axis] = size * shape
+                moves.append(move)
+    if lag_ms > 0.0:
+        moves.append(-lag_ms * 1e-3 * np.gradient(force, problem.motion.t, axis=0))
+    if not moves:
+        return None
+    frames, columns = force.shape[0], problem.columns_per_frame
+    changes = np.zeros((len(moves), frames, columns))
+    changes[:, :, columns - force.shape[1]:] = -np.asarray(moves) * problem.force_scale
+    return changes.reshape(len(moves), -1)
 
 
 def body_mass_change(problem: Any, x: np.ndarray) -> np.ndarray | None:
@@ -221,6 +266,7 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
         return None
     delta = (r[1:][valid[1:]] - r[0]) / LINEAR_FRACTION  # back to the noise's σ
     body = body_mass_change(problem, x)
+    channels = force_channel_changes(problem)
     return PropagatedNoise(covariance=response_covariance(delta, jacobian),
                            realisations=int(delta.shape[0]), noise_m=float(noise), seed=seed,
                            residual_changes=delta, recipe_change=recipe_change,
@@ -230,7 +276,10 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
                            body_mass_covariance=None if body is None
                            else systematic_covariance(body, jacobian),
                            body_mass_uncertainty_kg=float(
-                               getattr(problem, "body_mass_uncertainty_kg", 0.0) or 0.0))
+                               getattr(problem, "body_mass_uncertainty_kg", 0.0) or 0.0),
+                           channel_changes=channels,
+                           channel_covariance=None if channels is None
+                           else systematic_covariance(channels, jacobian))
 
 
 def simulate_copies(problem: Any, x: np.ndarray, raw: np.ndarray,
