@@ -209,20 +209,22 @@ def analyse(
         ratios = quadratic_ratios(residuals_at, np.asarray(positions, dtype=float), J, r,
                                   covariance, np.asarray(low, dtype=float),
                                   np.asarray(high, dtype=float))
-    # The body mass's uncertainty (bemore.identify.propagation, "The body mass"): an input no
-    # residual shows, so neither in the correlations nor in the quadratic check (a direction
-    # the data cannot see would fail it), only in the standard errors.
-    body_mass_error_n = np.full(d, np.nan)
-    if noise is not None and noise.body_mass_covariance is not None:
-        body_mass_error_n = np.sqrt(np.clip(np.diag(noise.body_mass_covariance), 0.0, None))
-        covariance = covariance + noise.body_mass_covariance
-        kind += (f", plus the body mass's uncertainty (± {noise.body_mass_uncertainty_kg:.3g} "
-                 "kg, 1 SD)")
-    channels_error_n = np.full(d, np.nan)
-    if noise is not None and noise.channel_covariance is not None:
-        channels_error_n = np.sqrt(np.clip(np.diag(noise.channel_covariance), 0.0, None))
-        covariance = covariance + noise.channel_covariance
-        kind += ", plus the force channels' declared calibration and timing errors"
+    # The body mass's uncertainty and the force channels' declared errors (bemore.identify.
+    # propagation, "The body mass", "The force channels"): inputs no residual shows, so neither
+    # in the correlations nor in the quadratic check (a direction the data cannot see would
+    # fail it), only in the standard errors.
+    systematic_n = {}
+    if noise is not None:
+        for part, added, text in (
+                ("body_mass", noise.body_mass_covariance,
+                 f"the body mass's uncertainty (± {noise.body_mass_uncertainty_kg:.3g} kg, 1 SD)"),
+                ("force_channels", noise.channel_covariance,
+                 "the force channels' declared calibration and timing errors")):
+            if added is not None:
+                systematic_n[part] = np.sqrt(np.clip(np.diag(added), 0.0, None))
+                covariance = covariance + added
+                kind += f", plus {text}"
+    missing = np.full(d, np.nan)
     standard_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     standard_error = standard_error_n * np.asarray(widths, dtype=float)
     relative = standard_error / np.maximum(np.abs(values), 1e-300)
@@ -281,8 +283,10 @@ def analyse(
                 standard_error_noise=_part(noise_error_n[k] * widths[k]),
                 standard_error_model=_part(model_error_n[k] * widths[k]),
                 standard_error_recipe=_part(recipe_error_n[k] * widths[k]),
-                standard_error_body_mass=_part(body_mass_error_n[k] * widths[k]),
-                standard_error_force_channels=_part(channels_error_n[k] * widths[k]),
+                standard_error_body_mass=_part(
+                    systematic_n.get("body_mass", missing)[k] * widths[k]),
+                standard_error_force_channels=_part(
+                    systematic_n.get("force_channels", missing)[k] * widths[k]),
                 quadratic_ratio=[float(v) for v in ratios[k]] if checked else None,
             )
         )

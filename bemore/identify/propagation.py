@@ -197,14 +197,13 @@ def body_mass_change(problem: Any, x: np.ndarray) -> np.ndarray | None:
         return None
     table, mass = source
     mass = float(mass if mass is not None else table_mass_kg(table))
-    lengths = trial.segment_lengths_m
-    given = body_parameters(table, mass, lengths)
-    moved = body_parameters(table, mass + LINEAR_FRACTION * sigma, lengths)
+    # problem.body holds the body at M (the table scaled to it and to the trial's lengths).
+    moved = body_parameters(table, mass + LINEAR_FRACTION * sigma, trial.segment_lengths_m)
     names = list(problem.model.parameter_names)
     change = np.zeros((2, len(names)))
-    for name in problem.body:
-        if name in given and name not in LOCKED_SHOULDER:
-            change[1, names.index(name)] = moved[name] - given[name]
+    for name, value in problem.body.items():
+        if name in moved and name not in LOCKED_SHOULDER:
+            change[1, names.index(name)] = moved[name] - value
     # The problem itself, in this process (a Dask wrapper's residuals take no changes: two
     # members).
     inner = getattr(problem, "inner", problem)

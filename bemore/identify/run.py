@@ -209,14 +209,14 @@ def _identify(
                 weighting = chain_noise_weighting(problem, result.x)
             except KeyboardInterrupt:
                 polish_interrupted = True  # nothing polished: the global best is written
-    if settings.polish and not (result.interrupted or polish_interrupted):
-        fit, starts = _polish_from_distinct_starts(problem, archive, settings, weighting)
-        polished = fit.result
-        # The polish's cost is exact; so must be the global best it is compared with.
-        if fit.result.fun <= _exact(problem, result, weighting):
-            x = fit.result.x
-            if weighting is None:  # else the analysis takes them again, unweighted
-                jacobian, residuals = fit.jacobian, fit.residuals
+        if not polish_interrupted:
+            fit, starts = _polish_from_distinct_starts(problem, archive, settings, weighting)
+            polished = fit.result
+            # The polish's cost is exact; so must be the global best it is compared with.
+            if fit.result.fun <= _exact(problem, result, weighting):
+                x = fit.result.x
+                if weighting is None:  # else the analysis takes them again, unweighted
+                    jacobian, residuals = fit.jacobian, fit.residuals
     points = problem.simulated_points(x[None, :])[0]
     cost_index = [problem.model.point_names.index(name) for name in problem.cost_points]
     metrics = fit_metrics(problem.measured, points[:, cost_index], list(problem.cost_points))

@@ -101,8 +101,8 @@ def polish(
     ``nfev``, and in ``options["jacobians"]``). Ctrl-C stops cleanly with the best point
     evaluated so far (status 1).
     """
-    # Imported here: scipy.linalg costs start-up that a run without --polish
-    # skips.
+    # Imported here: the solvers load scipy's LAPACK (bemore.optimize.lapack), start-up that a
+    # run without --polish skips.
     if method == "trf-lm":
         from bemore.optimize.lm import trf_then_lm_bounds as solver
     elif method == "lm":
