@@ -9,8 +9,10 @@
 * **Step.** The Levenberg–Marquardt step of the free unknowns, minimising
   ‖J_F·p + f‖² + μ·‖D_F·p‖², D² the largest diagonal of JᵀJ seen so far (Marquardt's scaling as
   MINPACK keeps it: the step does not depend on the unknowns' units). It is solved from one
-  Householder QR of ``[J | f]`` per Jacobian (LAPACK ``dgeqrf``, ≈ 2·m·n² flop): with J = Q·R,
-  ‖J_F·p + f‖² = ‖R_F·p + Qᵀf‖² + const, so every damping tried solves an n-row problem.
+  n × n factor per Jacobian (:func:`jacobian_factors`: R with RᵀR = JᵀJ and q with Rᵀq = Jᵀf,
+  from the Cholesky factor of JᵀJ when it is well conditioned, else from the Householder QR of
+  ``[J | f]``): ‖J_F·p + f‖² = ‖R_F·p + q‖² + const, so every damping tried solves an n-row
+  problem.
 * **Projection.** The trial point is x + p clipped into the box (Kanzow, Yamashita & Fukushima
   2004; Ceres Solver projects its steps the same way); the predicted reduction is the linear
   model's for the clipped step, and ρ = actual / predicted.
@@ -100,6 +102,45 @@ def qr_factors(J: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.triu(qr[:n, :n]), qr[:n, n].copy()
 
 
+NORMAL_CONDITION_LIMIT = 1e10
+"""Largest condition number of the Jacobian's column-scaled Gram matrix C = S⁻¹·JᵀJ·S⁻¹
+(S² = diag JᵀJ) for which :func:`jacobian_factors` takes R from the Cholesky factor of JᵀJ;
+above it (or with a zero column) R comes from the Householder QR. The computed Cholesky factor
+of a positive definite A satisfies RᵀR = A + E with |E_ij| ≤ c·n·ε·√(A_ii·A_jj) (van der Sluis:
+the column scaling costs nothing), so a step solved from it is the exact step of a problem whose
+scaled Gram matrix is off by ≈ n·ε ≈ 4e-15, and its relative error is at most
+≈ cond(C)·n·ε ≈ 4e-5 at this limit. The solvers need no more: they accept or reject a step on
+the actual cost, and test convergence on the gradient Jᵀf computed from J and f themselves, so
+the minimum they stop at (gradient 0) does not depend on the factor's rounding. On the bundled
+sample cond(C) is 6e5–2e6 (cond(J) ≈ 3e4), and the Cholesky factor equals the QR's R (up to
+the rows' signs) to 8e-12 of each row's largest entry."""
+
+
+def jacobian_factors(J: np.ndarray, f: np.ndarray, g: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """R (n, n; upper triangular) and a vector q (n,) with RᵀR = JᵀJ and Rᵀq = Jᵀf = ``g``, for
+    J (m, n), f (m,): every step the solvers take depends on J and f only through these (‖Jp +
+    f‖² = ‖Rp + q‖² + a constant). From the Cholesky factor of the n × n Gram matrix JᵀJ (one
+    pass over J: 0.55 ms for the sample's 22 414 × 17 Jacobian against 2.4 ms for the QR of
+    ``[J | f]``, single-thread BLAS, quiet Xeon) when its column-scaled condition number is at
+    most :data:`NORMAL_CONDITION_LIMIT`, else R and Qᵀf from :func:`qr_factors`."""
+    with np.errstate(over="ignore", invalid="ignore"):  # a huge J: the QR below
+        A = J.T @ J
+    scale = np.sqrt(np.diag(A))
+    if np.all(np.isfinite(A)) and np.all(scale > 0):
+        eigenvalues = np.linalg.eigvalsh(A / np.outer(scale, scale))
+        if eigenvalues[0] > eigenvalues[-1] / NORMAL_CONDITION_LIMIT:
+            try:
+                lower = np.linalg.cholesky(A)
+            except np.linalg.LinAlgError:
+                return qr_factors(J, f)
+            R = lower.T  # Fortran order: LAPACK reads it without a copy
+            q, info = flapack().dtrtrs(R, g, lower=False, trans=1, unitdiag=False)
+            if info == 0:
+                return R, q
+    return qr_factors(J, f)
+
+
 def damped_step(R: np.ndarray, qtf: np.ndarray, D: np.ndarray, mu: float,
                 free: np.ndarray) -> np.ndarray:
     """The step p (n,; 0 on the unknowns not ``free``) minimising ‖R_F·p + Qᵀf‖² + μ·‖D_F·p‖²
@@ -181,7 +222,7 @@ def lm_bounds(
         nfev, njev = 0, 0
     cost = 0.5 * float(np.dot(f, f))
     g = J.T @ f
-    R, qtf = qr_factors(J, f)
+    R, qtf = jacobian_factors(J, f, g)
     D2 = np.maximum(np.sum(R * R, axis=0), np.finfo(float).tiny)  # diag(JᵀJ) = column norms²
     mu, nu = INITIAL_DAMPING, 2.0
     status = None
@@ -233,7 +274,7 @@ def lm_bounds(
             J = finite_jacobian(jac(x), x)
             njev += 1
             g = J.T @ f
-            R, qtf = qr_factors(J, f)
+            R, qtf = jacobian_factors(J, f, g)
             D2 = np.maximum(D2, np.sum(R * R, axis=0))
             if (status is None and ftol_met
                     and _model_gain(R, qtf, g, D2, x, lb, ub) < MODEL_GAIN * ftol * cost):

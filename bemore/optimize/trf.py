@@ -13,6 +13,13 @@ U is never formed. The numbers are those of the SVD to rounding (a QR is what LA
 of a tall matrix starts with); on the identification's 22 414 × 17 Jacobian it takes ≈ a
 quarter of the SVD's time (docs/speed.md).
 
+The tall matrix itself is not factorised at every iteration either: once per Jacobian,
+:func:`bemore.optimize.lm.jacobian_factors` gives an n × n R with RᵀR = JᵀJ and q with
+Rᵀq = Jᵀf, and each iteration factorises the (2n) × n matrix ``[R·D; diag]`` with ``[q; 0]``,
+which has the same Gram matrix and the same product with the residuals as scipy's augmented
+Jacobian and residuals, hence the same s, V and Uᵀf to rounding; ``select_step`` gets R·D for
+J·D (it uses only ‖J·D·s‖).
+
 Only the case bemore uses is kept: finite bounds on some or all unknowns, a plain (not robust)
 loss, ``x_scale = 1``.
 """
@@ -25,7 +32,12 @@ import numpy as np
 from numpy.linalg import norm
 
 from bemore.optimize.lapack import thin_svd
-from bemore.optimize.lm import LeastSquaresResult, finite_jacobian, qr_factors
+from bemore.optimize.lm import (
+    LeastSquaresResult,
+    finite_jacobian,
+    jacobian_factors,
+    qr_factors,
+)
 from bemore.optimize.trf_steps import (
     CL_scaling_vector,
     check_termination,
@@ -80,8 +92,7 @@ def trf_bounds(
     Delta = norm(x / v**0.5)
     if Delta == 0:
         Delta = 1.0
-    f_augmented = np.zeros(m + n)
-    J_augmented = np.empty((m + n, n))
+    R, q = jacobian_factors(J, f, g)
     alpha = 0.0  # Levenberg–Marquardt parameter
     status = None
     while True:
@@ -94,11 +105,11 @@ def trf_bounds(
         d = v**0.5
         diag_h = g * dv
         g_h = d * g
-        f_augmented[:m] = f
-        np.multiply(J, d, out=J_augmented[:m])
-        J_h = J_augmented[:m]
-        J_augmented[m:] = np.diag(diag_h**0.5)
-        s, V, uf = svd_factors(J_augmented, f_augmented)
+        # scipy's SVD of [J·D; diag(diag_h)^½] with [f; 0], from the n × n factors: R·D has
+        # the Gram matrix of J·D, and J·D enters select_step only through ‖J·D·s‖.
+        J_h = R * d
+        s, V, uf = svd_factors(np.vstack([J_h, np.diag(diag_h**0.5)]),
+                               np.concatenate([q, np.zeros(n)]))
         theta = max(0.995, 1 - g_norm)  # how far short of a bound a step stops
 
         actual_reduction = -1.0
@@ -131,5 +142,6 @@ def trf_bounds(
             J = finite_jacobian(jac(x), x)
             njev += 1
             g = compute_grad(J, f)
+            R, q = jacobian_factors(J, f, g)
     return TrustRegionResult(x=x, fun=f, jac=J, cost=cost, nfev=nfev, njev=njev,
                              status=0 if status is None else status)

@@ -10,8 +10,10 @@ from scipy.optimize import least_squares, lsq_linear
 
 from bemore.errors import OptimisationError
 from bemore.optimize.lm import (
+    NORMAL_CONDITION_LIMIT,
     _step_within,
     damped_step,
+    jacobian_factors,
     lm_bounds,
     qr_factors,
     trf_then_lm_bounds,
@@ -152,6 +154,75 @@ def test_damped_step_solves_the_regularised_normal_equations_of_the_free_unknown
     expected = np.linalg.solve(J[:, F].T @ J[:, F] + mu * np.diag(D[F] ** 2), -J[:, F].T @ f)
     assert np.allclose(p[F], expected, rtol=1e-10)
     assert np.all(p[~free] == 0.0)
+
+
+class CountedQR:
+    """Counts the QR fallbacks of :func:`jacobian_factors` (``bemore.optimize.lm.qr_factors``)."""
+
+    def __init__(self, monkeypatch) -> None:
+        import bemore.optimize.lm as lm
+
+        self.calls, original = 0, lm.qr_factors
+
+        def counted(J, f):
+            self.calls += 1
+            return original(J, f)
+
+        monkeypatch.setattr(lm, "qr_factors", counted)
+
+
+def _scaled_condition(J: np.ndarray) -> float:
+    """cond(S⁻¹·JᵀJ·S⁻¹), S² = diag JᵀJ: the squared condition number of J's unit columns."""
+    return float(np.linalg.cond(J / np.linalg.norm(J, axis=0)) ** 2)
+
+
+def test_the_factors_of_a_well_conditioned_jacobian_come_from_its_gram_matrix(
+        monkeypatch) -> None:
+    rng = np.random.default_rng(7)
+    # Columns over 8 decades and correlated (the scaling costs the Cholesky factor nothing),
+    # scaled condition ≈ 1e4–1e6 like the identification's.
+    mixing = np.eye(6) + 0.9 * np.triu(rng.standard_normal((6, 6)), 1)
+    base = rng.standard_normal((3000, 6)) @ mixing
+    base[:, 5] = base[:, 4] + 3e-3 * base[:, 5]  # nearly collinear with column 4
+    J = base * np.logspace(-4, 4, 6)
+    f = rng.standard_normal(3000)
+    assert 1e2 < _scaled_condition(J) < NORMAL_CONDITION_LIMIT
+    counted = CountedQR(monkeypatch)
+    R, q = jacobian_factors(J, f, J.T @ f)
+    assert counted.calls == 0
+    R_qr, q_qr = qr_factors(J, f)
+    # The same triangle as the QR's up to each row's sign, to rounding.
+    signs = np.sign(np.diag(R) * np.diag(R_qr))
+    assert np.all(np.triu(R) == R)
+    assert np.allclose(R, R_qr * signs[:, None], rtol=0.0,
+                       atol=1e-10 * np.max(np.abs(R_qr), axis=1, keepdims=True))
+    assert np.allclose(q, q_qr * signs, rtol=1e-8, atol=1e-12 * np.max(np.abs(q_qr)))
+    # The steps: the same as from the QR, with unknowns held or not.
+    D = np.sqrt(np.sum(R_qr**2, axis=0))
+    for mu in (1e-8, 1e-2, 10.0):
+        for free in (np.ones(6, dtype=bool), np.array([True, False, True, True, True, False])):
+            expected = damped_step(R_qr, q_qr, D, mu, free)
+            assert np.allclose(damped_step(R, q, D, mu, free), expected, rtol=1e-8,
+                               atol=1e-10 * np.max(np.abs(expected)))
+
+
+@pytest.mark.parametrize("case", ["collinear", "zero column", "Gram overflows"])
+def test_an_ill_conditioned_or_degenerate_jacobian_is_factorised_by_the_qr(monkeypatch,
+                                                                          case) -> None:
+    rng = np.random.default_rng(8)
+    J, f = rng.standard_normal((500, 4)), rng.standard_normal(500)
+    if case == "collinear":
+        J[:, 3] = J[:, 2] + 1e-6 * J[:, 1]  # scaled condition ≈ 1e12
+        assert _scaled_condition(J) > NORMAL_CONDITION_LIMIT
+    elif case == "zero column":
+        J[:, 1] = 0.0
+    else:
+        J[0, 0] = 1e200  # finite, but JᵀJ overflows
+    counted = CountedQR(monkeypatch)
+    R, q = jacobian_factors(J, f, J.T @ f)
+    assert counted.calls == 1
+    R_qr, q_qr = qr_factors(J, f)
+    assert np.array_equal(R, R_qr) and np.array_equal(q, q_qr)
 
 
 def test_an_unknown_on_its_bound_is_held_when_the_coupled_step_pushes_it_out() -> None:
