@@ -25,8 +25,8 @@ from bench.common import Measurement, commit_tree, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
-PREVIOUS_COMMIT = "787543f"
-"""main before the polish stopped importing scipy.optimize and scipy.linalg (issue 24)."""
+PREVIOUS_COMMIT = "b3c189d"
+"""main before the polish's steps came from the Jacobian's Gram factor (issue 24)."""
 PAIRS = 5
 
 

@@ -347,6 +347,25 @@ def _weighted(problem: IdentificationProblem, weighting: Any) -> tuple[Any, Any]
     return residuals, jacobian
 
 
+def _weighted_both(problem: IdentificationProblem, weighting: Any) -> Any:
+    """The problem's residuals of some points and exact Jacobian of others in one call
+    (``IdentificationProblem.residuals_and_jacobian``: the lock step's rounds that ask for
+    both), through the chain-noise weighting W as :func:`_weighted` (None: as they are).
+    None for a problem whose residuals another evaluator computes (a Dask cluster's
+    ``EvaluatedProblem``): its residuals stay there, one call per kind."""
+    if not isinstance(problem, IdentificationProblem):
+        return None
+    if weighting is None:
+        return problem.residuals_and_jacobian
+
+    def both(X: np.ndarray, Y: np.ndarray, **options: Any
+             ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        residuals, (r, J) = problem.residuals_and_jacobian(X, Y, **options)
+        return weighting.apply(residuals), (weighting.apply(r), weighting.apply_jacobian(J))
+
+    return both
+
+
 def _polish_from_distinct_starts(
     problem: IdentificationProblem, archive: _Archive, settings: RunSettings,
     weighting: Any = None,
@@ -366,9 +385,11 @@ def _polish_from_distinct_starts(
     # In lock step: each Jacobian or residual request of the starts is one engine call.
     residuals, jacobian = _weighted(problem, weighting)
     jacobian = jacobian if _exact_jacobian(problem, settings) else None
+    both = _weighted_both(problem, weighting)
     if coarse is None:
         fits = polish_many(residuals, X[picks], problem.lower, problem.upper,
-                           max_iterations=settings.polish_iterations, jacobian=jacobian)
+                           max_iterations=settings.polish_iterations, jacobian=jacobian,
+                           both=both)
     elif any(fit.result.status == 1 for fit in coarse):
         # Ctrl-C in the first stage: each start ends there, its cost made exact.
         fits = [_exactly(residuals, fit) for fit in coarse]
@@ -378,7 +399,8 @@ def _polish_from_distinct_starts(
         leaders = sorted(set(leader))
         exact = polish_many(residuals, np.array([coarse[k].result.x for k in leaders]),
                             problem.lower, problem.upper,
-                            max_iterations=settings.polish_iterations, jacobian=jacobian)
+                            max_iterations=settings.polish_iterations, jacobian=jacobian,
+                            both=both)
         fits = [exact[leaders.index(k)] for k in leader]
     distances: dict[int, float] = {}  # mm, once per distinct fit (joined starts share one)
 
@@ -458,7 +480,14 @@ def _coarse_stage(problem: IdentificationProblem, settings: RunSettings, starts:
     return polish_many(functools.partial(residuals, samples_per_step=coarse), starts,
                        problem.lower, problem.upper, max_iterations=settings.polish_iterations,
                        jacobian=functools.partial(jacobian, samples_per_step=coarse)
-                       if exact else None)
+                       if exact else None,
+                       both=_with_options(_weighted_both(problem, weighting),
+                                          samples_per_step=coarse))
+
+
+def _with_options(function: Any, **options: Any) -> Any:
+    """``function`` with keyword ``options`` bound (None stays None)."""
+    return None if function is None else functools.partial(function, **options)
 
 
 def _exactly(residuals_of: Any, fit: LocalFit) -> LocalFit:

@@ -13,7 +13,9 @@ population.
 thread of their own, and the residual requests of all the starts still running are merged into
 one batch call (:class:`LockStep`). When the residual of a point does not depend on the batch it
 is in (the engine's members are simulated independently), every start takes exactly the steps
-it takes alone, and reaches the same point bit for bit, in fewer, larger calls.
+it takes alone, and reaches the same point bit for bit, in fewer, larger calls. A round in which
+some starts try a step (residuals) while others accepted one (a Jacobian) is answered by one
+call of ``both`` when given (the identification's shares its spring equilibria).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +36,11 @@ BatchResiduals = Callable[[np.ndarray], np.ndarray]
 BatchJacobian = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 """``jacobian(X (N, d)) -> (residuals (N, m), Jacobians (N, m, d))`` of N points in one call
 (e.g. exact sensitivities computed with the simulation)."""
+BatchBoth = Callable[[np.ndarray, np.ndarray],
+                     tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]]
+"""``both(X (N, d), Y (K, d)) -> (residuals (N, m), (residuals (K, m), Jacobians (K, m, d)))``:
+what ``residuals(X)`` and ``jacobian(Y)`` give, in one call (e.g. the work the two share, such
+as the identification's spring equilibria, done once for both)."""
 
 
 @dataclass
@@ -193,12 +201,17 @@ class LockStep:
     :meth:`interrupt` (Ctrl-C in the main thread) makes every polish's next request raise
     KeyboardInterrupt once, so each stops at its best point as it would alone; later requests
     (the final Jacobian) are then answered one by one.
+
+    ``both``: when a round has both residual and Jacobian requests, one call of it answers them
+    all (:data:`BatchBoth`; it must give what the two functions give), instead of one call of
+    each.
     """
 
     def __init__(self, residuals: BatchResiduals, count: int,
-                 jacobian: BatchJacobian | None = None) -> None:
+                 jacobian: BatchJacobian | None = None, both: BatchBoth | None = None) -> None:
         self._residuals = residuals
         self._jacobian = jacobian
+        self._both = both
         self._active = count
         self._pending: list[dict] = []
         self._condition = threading.Condition()
@@ -265,10 +278,14 @@ class LockStep:
         # Ctrl-C's :meth:`interrupt` is not held up by it. One call per kind of request.
         self._condition.release()
         try:
-            for kind in ("residuals", "jacobian"):
-                group = [request for request in pending if request["kind"] == kind]
-                if group:
-                    self._answer(kind, group)
+            groups = {kind: [request for request in pending if request["kind"] == kind]
+                      for kind in ("residuals", "jacobian")}
+            if self._both is not None and all(groups.values()):
+                self._answer_both(groups["residuals"], groups["jacobian"])
+            else:
+                for kind, group in groups.items():
+                    if group:
+                        self._answer(kind, group)
         finally:
             self._condition.acquire()
         self._condition.notify_all()
@@ -276,24 +293,46 @@ class LockStep:
     def _answer(self, kind: str, group: list[dict]) -> None:
         """Make one call of ``kind`` for the requests ``group`` (without the lock) and hand
         each its part (or the call's error)."""
-        sizes = [request["X"].shape[0] for request in group]
         function = self._residuals if kind == "residuals" else self._jacobian
         try:
-            values = function(np.vstack([request["X"] for request in group]))
+            values = function(_stacked(group))
         except BaseException as error:  # handed to every waiting polish
             values = error
         with self._condition:
             self.calls += 1
-            if isinstance(values, BaseException):
-                for request in group:
-                    request.update(error=values, done=True)
-                return
-            cuts = np.cumsum(sizes)[:-1]
-            parts = (np.split(values, cuts) if kind == "residuals" else
-                     list(zip(np.split(values[0], cuts), np.split(values[1], cuts),
-                              strict=True)))
-            for request, part in zip(group, parts, strict=True):
-                request.update(value=part, done=True)
+            _hand(kind, group, values)
+
+    def _answer_both(self, residual_group: list[dict], jacobian_group: list[dict]) -> None:
+        """One call of ``both`` for a round's residual and Jacobian requests (without the
+        lock); each request gets its part (or the call's error)."""
+        try:
+            residuals, jacobians = self._both(_stacked(residual_group),
+                                              _stacked(jacobian_group))
+        except BaseException as error:  # handed to every waiting polish
+            residuals = jacobians = error
+        with self._condition:
+            self.calls += 1
+            _hand("residuals", residual_group, residuals)
+            _hand("jacobian", jacobian_group, jacobians)
+
+
+def _stacked(group: list[dict]) -> np.ndarray:
+    """The points (N, d) of the requests ``group``, in order."""
+    return np.vstack([request["X"] for request in group])
+
+
+def _hand(kind: str, group: list[dict], values: Any) -> None:
+    """Give each request of ``group`` its rows of ``values`` (residuals (N, m), or residuals and
+    Jacobians for ``kind`` "jacobian"), or the call's error; with the lock step's lock held."""
+    if isinstance(values, BaseException):
+        for request in group:
+            request.update(error=values, done=True)
+        return
+    cuts = np.cumsum([request["X"].shape[0] for request in group])[:-1]
+    parts = (np.split(values, cuts) if kind == "residuals" else
+             list(zip(np.split(values[0], cuts), np.split(values[1], cuts), strict=True)))
+    for request, part in zip(group, parts, strict=True):
+        request.update(value=part, done=True)
 
 
 def polish_many(
@@ -306,16 +345,19 @@ def polish_many(
     scheme: str = "central",
     jacobian: BatchJacobian | None = None,
     method: str = "trf-lm",
+    both: BatchBoth | None = None,
 ) -> list[LocalFit]:
     """:func:`polish` (with ``method``) from each row of ``starts`` (k, d), in lock step (module
-    docstring).
+    docstring). ``both``: residuals and Jacobians of one round in one call (:class:`LockStep`;
+    with ``jacobian`` only).
 
     Returns the k fits in the order of ``starts``; each is the fit :func:`polish` gives from
     that start alone when a point's residuals do not depend on its batch. Ctrl-C stops every
     start at its best point (status 1). An error of ``residuals`` is raised here.
     """
     starts = np.atleast_2d(np.asarray(starts, dtype=float))
-    lock_step = LockStep(residuals, starts.shape[0], jacobian)
+    lock_step = LockStep(residuals, starts.shape[0], jacobian,
+                         both if jacobian is not None else None)
     fits: list[LocalFit | None] = [None] * starts.shape[0]
     errors: list[BaseException] = []
 

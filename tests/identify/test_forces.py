@@ -183,6 +183,18 @@ def test_exact_jacobian_with_forces_matches_differences(prepared_with_forces) ->
         assert np.linalg.norm(rows - expected) < TOLERANCE * np.linalg.norm(expected)
 
 
+def test_residuals_and_jacobian_with_forces_in_one_call_are_those_of_two_calls(
+        prepared_with_forces) -> None:
+    _, _, problem = prepared_with_forces
+    rng = np.random.default_rng(5)
+    X, Y = rng.uniform(0.1, 0.9, (2, problem.dim)), rng.uniform(0.1, 0.9, (1, problem.dim))
+    residuals, (r, J) = problem.residuals_and_jacobian(X, Y, samples_per_step=2)
+    assert np.array_equal(residuals, problem.residuals(X, samples_per_step=2))
+    r_alone, J_alone = problem.jacobian(Y, samples_per_step=2)
+    assert np.array_equal(r, r_alone) and np.array_equal(J, J_alone)
+    assert np.any(problem.force_part(residuals) != 0.0)  # the force rows are in
+
+
 @pytest.fixture(scope="module")
 def identified(tmp_path_factory):
     """Seed protocol + polish with the configured force term on each of CRITERIA_CASES:

@@ -25,25 +25,52 @@ def _same_fits(problem: IdentificationProblem, starts: np.ndarray, iterations: i
                         jacobian=jacobian) for x in starts]
         together = polish_many(problem.residuals, starts, *box, max_iterations=iterations,
                                jacobian=jacobian)
-    for one, other in zip(alone, together, strict=True):
-        assert np.array_equal(one.result.x, other.result.x)
-        assert one.result.fun == other.result.fun
-        assert one.result.nfev == other.result.nfev and one.result.status == other.result.status
-        assert np.array_equal(one.jacobian, other.jacobian)
-        assert np.array_equal(one.residuals, other.residuals)
+        # A round's residuals and Jacobians in one call (what identify runs): the same fits.
+        merged = (polish_many(problem.residuals, starts, *box, max_iterations=iterations,
+                              jacobian=jacobian, both=problem.residuals_and_jacobian)
+                  if exact else together)
+    for one, other, third in zip(alone, together, merged, strict=True):
+        for fit in (other, third):
+            assert np.array_equal(one.result.x, fit.result.x)
+            assert one.result.fun == fit.result.fun
+            assert one.result.nfev == fit.result.nfev and one.result.status == fit.result.status
+            assert np.array_equal(one.jacobian, fit.jacobian)
+            assert np.array_equal(one.residuals, fit.residuals)
     return together
 
 
-def test_lock_step_polish_of_a_synthetic_trial_matches_the_starts_alone() -> None:
+@pytest.mark.parametrize("exact", [False, True])
+def test_lock_step_polish_of_a_synthetic_trial_matches_the_starts_alone(exact) -> None:
     truth = {item.name: item.seed_value for item in load_identification().parameters}
     case = synthetic_case(truth, noise_m=0.001, seed=5, frames=300)
     problem = case.problem
     centre = problem.space.to_normalised(np.array([truth[n] for n in problem.space.names]))
     offsets = np.random.default_rng(6).uniform(-0.08, 0.08, (3, problem.dim))
     starts = np.clip(centre + offsets, 0.0, 1.0)
-    fits = _same_fits(problem, starts, iterations=12)
+    fits = _same_fits(problem, starts, iterations=12, exact=exact)
     start_costs = np.sum(problem.residuals(starts) ** 2, axis=1)
     assert all(fit.result.fun < cost for fit, cost in zip(fits, start_costs, strict=True))
+
+
+def test_a_rounds_residuals_and_jacobians_in_one_call_are_those_of_two_calls() -> None:
+    from bemore.identify.space import ParameterSpace
+    from bemore.paths import data_dir
+    from bemore.settings import load_gymnast
+    from bemore.trial import prepare_trial
+
+    trial = prepare_trial(data_dir() / "sample_trial.c3d")
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    problem = IdentificationProblem.from_trial(trial, space)
+    assert problem.start is not None  # the spring equilibria the two calls share are solved
+    rng = np.random.default_rng(9)
+    X, Y = rng.uniform(0.2, 0.8, (3, problem.dim)), rng.uniform(0.2, 0.8, (2, problem.dim))
+    X[1, 0] = np.nan  # a member the engine cannot simulate: the penalty
+    for samples_per_step in (1, 2):
+        residuals, (r, J) = problem.residuals_and_jacobian(X, Y, samples_per_step)
+        assert np.array_equal(residuals, problem.residuals(X, samples_per_step))
+        r_alone, J_alone = problem.jacobian(Y, samples_per_step)
+        assert np.array_equal(r, r_alone) and np.array_equal(J, J_alone)
+    assert np.all(np.isfinite(residuals)) and not np.array_equal(residuals[0], residuals[1])
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import pytest
 
 from bemore.errors import OptimisationError
 from bemore.optimize.polish import finite_difference_jacobian, polish, polish_many
+from tests.optimize.valley import rosenbrock_like, rosenbrock_like_jacobian
 
 MATRIX = np.array([[1.0, 2.0], [-3.0, 0.5], [0.0, 4.0]])
 
@@ -157,6 +158,62 @@ def test_lock_step_starts_reach_the_points_of_the_starts_alone_bit_for_bit_in_fe
     assert together.points == alone.points
     longest = max(fit.result.nit + fit.result.nfev for fit in sequential)  # an upper bound
     assert together.calls < alone.calls and together.calls <= longest
+
+
+def valley(X: np.ndarray) -> np.ndarray:
+    """Batch residuals (N, m) of the Rosenbrock-like valley (minimum (1, 1, 0.3, 0.6))."""
+    return np.array([rosenbrock_like(x) for x in X])
+
+
+def valley_jacobian(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Residuals (N, m) and Jacobians (N, m, 4) of :func:`valley`."""
+    return valley(X), np.array([rosenbrock_like_jacobian(x) for x in X])
+
+
+def test_a_rounds_residuals_and_jacobians_in_one_call_give_the_same_fits_in_fewer_calls(
+) -> None:
+    calls = {"residuals": 0, "jacobian": 0, "both": 0}
+
+    def counted(kind, function):
+        def call(*arguments):
+            calls[kind] += 1
+            return function(*arguments)
+        return call
+
+    def both(X, Y):
+        return valley(X), valley_jacobian(Y)
+
+    # In the valley the starts reject steps at different rounds: some rounds ask for residuals
+    # (a step tried) and Jacobians (a step accepted) at once.
+    starts = np.array([[-1.2, 1.0, 0.9, -0.9], [1.5, -1.5, 0.0, 0.5], [0.0, 0.0, -0.5, 0.5]])
+    box = (np.array([-2.0, -2.0, -1.0, -1.0]), np.array([2.0, 2.0, 1.0, 1.0]))
+    separate = polish_many(counted("residuals", valley), starts, *box, max_iterations=200,
+                           jacobian=counted("jacobian", valley_jacobian))
+    apart = dict(calls)
+    calls.update(residuals=0, jacobian=0)
+    merged = polish_many(counted("residuals", valley), starts, *box, max_iterations=200,
+                         jacobian=counted("jacobian", valley_jacobian),
+                         both=counted("both", both))
+    for one, other in zip(separate, merged, strict=True):
+        assert np.array_equal(one.result.x, other.result.x)
+        assert one.result.fun == other.result.fun and one.result.nfev == other.result.nfev
+        assert np.array_equal(one.jacobian, other.jacobian)
+        assert np.allclose(other.result.x, [1.0, 1.0, 0.3, 0.6], atol=1e-6)
+    # Each round with both kinds of request made one call instead of two.
+    assert calls["both"] > 0
+    assert (calls["residuals"] + calls["jacobian"] + calls["both"]
+            == apart["residuals"] + apart["jacobian"] - calls["both"])
+
+
+def test_an_error_of_the_merged_call_is_raised_in_lock_step() -> None:
+    def both(X, Y):
+        raise OptimisationError("engine fault in both")
+
+    starts = np.array([[-1.2, 1.0, 0.9, -0.9], [1.5, -1.5, 0.0, 0.5]])
+    box = (np.array([-2.0, -2.0, -1.0, -1.0]), np.array([2.0, 2.0, 1.0, 1.0]))
+    with pytest.raises(OptimisationError, match="engine fault in both"):
+        polish_many(valley, starts, *box, max_iterations=200, jacobian=valley_jacobian,
+                    both=both)
 
 
 def test_the_polish_returns_the_jacobian_at_its_best_point_without_recomputing_it() -> None:
