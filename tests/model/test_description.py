@@ -206,3 +206,17 @@ def test_a_seed_default_not_in_the_identification_file_is_refused():
     message = _refused(seeded)
     assert 'test.toml: [parameters] "arm.mass" = "seed": not an identified parameter' in message
     assert "identification.toml" in message
+
+
+def test_the_fields_are_the_sum_of_their_linear_and_product_terms_in_order() -> None:
+    """Tree.fields against the definition, term by term: V = P·A + offset, then each product
+    c·P[a]·P[b] added to its field in the products' order (the same numbers, bit for bit)."""
+    tree = load_model("real_gymnast").tree
+    fields = tree.field_products[:, 0]
+    assert len(fields) > len(set(fields))  # a field with two products: their order matters
+    P = np.random.default_rng(3).uniform(0.5, 2.0, (7, tree.field_matrix.shape[0]))
+    expected = P @ tree.field_matrix + tree.field_offset
+    for (f, a, b), c in zip(tree.field_products, tree.product_coefficients, strict=True):
+        expected[:, f] += c * P[:, a] * P[:, b]
+    assert np.array_equal(tree.fields(P), expected)
+    assert np.array_equal(tree.fields(P[2]), expected[2])  # one member as a vector
