@@ -275,7 +275,8 @@ class LockStep:
             return
         pending, self._pending = self._pending, []
         # The call runs without the lock (every running polish is waiting for it), so that
-        # Ctrl-C's :meth:`interrupt` is not held up by it. One call per kind of request.
+        # Ctrl-C's :meth:`interrupt` is not held up by it. One call per kind of request, or
+        # one call of ``both`` for a round with both kinds.
         self._condition.release()
         try:
             groups = {kind: [request for request in pending if request["kind"] == kind]
