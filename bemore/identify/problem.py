@@ -22,9 +22,9 @@ forces"): the cost adds Σ over frames and the two axes of (s·(F_sim − F_meas
 bar spring-dampers' force of the simulation (``Model.spring_forces``), s (m/N per axis) =
 √weight·(σ_p/√f_p)/(σ_F/√f_F): each residual normalised by its noise density (σ the raw noise,
 f its sampling rate), expressed back in the markers' m. :meth:`residuals` then carries, per
-frame, the 14 joint-centre coordinates followed by the 2 scaled force residuals, less their part
-that the force channels' fitted offsets, gains and lag explain (:attr:`channel_errors`,
-:mod:`bemore.identify.force_channels`).
+frame, the 14 joint-centre coordinates followed by the 2 scaled force residuals, less their
+part that the force channels' fitted offsets, gains, cross-talks and lag explain
+(:attr:`channel_errors`, :mod:`bemore.identify.force_channels`).
 """
 
 from __future__ import annotations
@@ -172,8 +172,8 @@ class IdentificationProblem(Problem):
             problem.force_channel_uncertainty = (forces.offset_uncertainty_n,
                                                  forces.gain_uncertainty,
                                                  forces.lag_uncertainty_ms)
-            # The channels' offset, gain and lag fitted with the parameters (by projection,
-            # bemore.identify.force_channels).
+            # The channels' offset, gain, cross-talk and lag fitted with the parameters (by
+            # projection, bemore.identify.force_channels).
             problem.channel_errors = ForceChannelErrors.of_force(
                 bar_force, motion.t, scales, tuple(forces.fitted_channel_errors))
         # What the body and the data came from: the noise propagation (bemore.identify.
@@ -341,9 +341,9 @@ class IdentificationProblem(Problem):
         return force
 
     def fitted_channel_errors(self, x: np.ndarray) -> dict[str, Any] | None:
-        """The force channels' errors fitted at the point x (dim,) (offsets N, gains %, lag
-        ms; :meth:`ForceChannelErrors.estimate`), or None when none are fitted. One engine
-        call."""
+        """The force channels' errors fitted at the point x (dim,) (offsets N, gains and
+        cross-talks %, lag ms; :meth:`ForceChannelErrors.estimate`), or None when none are
+        fitted. One engine call."""
         if self.channel_errors is None:
             return None
         from bemore.model import simulate

@@ -308,7 +308,8 @@ def channel_errors_text(fitted: dict[str, Any] | None, rms_n: dict[str, float]) 
     if not fitted:
         return None
     parts = []
-    for kind, unit, form in (("offset", "N", "{:+.1f}"), ("gain", "%", "{:+.2f}")):
+    for kind, unit, form in (("offset", "N", "{:+.1f}"), ("gain", "%", "{:+.2f}"),
+                             ("crosstalk", "%", "{:+.2f}")):
         values = [(axis, fitted.get(f"{kind}_{axis}" + ("_n" if kind == "offset" else "_pct")))
                   for axis in "xy"]
         if any(value is not None for _, value in values):

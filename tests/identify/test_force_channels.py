@@ -1,5 +1,6 @@
-"""The force channels' offset, gain and lag fitted by projection (bemore.identify.force_channels)
-on engine data whose measured force is written with known channel errors."""
+"""The force channels' offset, gain, cross-talk and lag fitted by projection
+(bemore.identify.force_channels) on engine data whose measured force is written with known
+channel errors."""
 
 from __future__ import annotations
 

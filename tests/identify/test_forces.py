@@ -357,11 +357,13 @@ def test_a_body_mass_read_on_a_scale_flags_the_bar_mass_and_counts_its_error(tmp
 
 
 def _prepared_imperfect_channels(seed: int, folder, offset_y_n: float = 0.0, gain: float = 0.0,
-                                 lag_ms: float = 0.0, parameters: dict | None = None):
+                                 lag_ms: float = 0.0, parameters: dict | None = None, *,
+                                 crosstalk_x: float = 0.0):
     """(trial, truth) of a synthetic trial with bar forces (1.6 s, 1 mm, 2 %; the truth's own
     ``parameters``) whose force channels are not the model's exact force: the vertical channel
-    read ``offset_y_n`` N off, both channels' gains off by the fraction ``gain``, the whole
-    force ``lag_ms`` late (interpolated between the analog samples); then the trial chain."""
+    read ``offset_y_n`` N off, both channels' gains off by the fraction ``gain``, the
+    horizontal channel reading ``crosstalk_x`` of the vertical force too, the whole force
+    ``lag_ms`` late (interpolated between the analog samples); then the trial chain."""
     from bemore.trial import prepare_trial
     from bemore.trial.c3d import write_c3d
     from bemore.trial.synthetic import SyntheticSpec, synthesize
@@ -373,6 +375,7 @@ def _prepared_imperfect_channels(seed: int, folder, offset_y_n: float = 0.0, gai
     samples = np.array(analogs["samples"], dtype=float)
     rate_hz = spec.rate_hz * truth.analogs["per_frame"]
     assert samples.shape[0] == 2  # the bar's x and y channels, in N
+    samples[0] += crosstalk_x * samples[1]
     samples[1] += offset_y_n
     samples *= 1.0 + gain
     if lag_ms:
@@ -416,20 +419,22 @@ def test_declared_force_channel_errors_count_in_the_standard_errors(
 
 @pytest.mark.slow
 def test_channel_errors_far_off_are_fitted_and_the_bar_mass_flagged(tmp_path) -> None:
-    # The default settings (offsets, gains and lag fitted) on channels tared with the bar
-    # unloaded (its weight, 6.6 N, missing from the vertical reading), both gains 0.5 % low and
-    # the force 2 ms late. Taken as they read, such channels put the bar mass 80 % off and the
-    # trunk mass 25 % off (docs/identify.md, "The force channels").
+    # The default settings (offsets, gains, cross-talks and lag fitted) on channels tared with
+    # the bar unloaded (its weight, 6.6 N, missing from the vertical reading), both gains 0.5 %
+    # low, the horizontal gauge reading 1 % of the vertical force and the force 2 ms late.
+    # Taken as they read, such channels put the bar mass 80 % off and the trunk mass 25 % off
+    # (docs/identify.md, "The force channels").
     from bemore.identify.outputs import athlete_record
     from bemore.identify.report import summary_text
     from bemore.identify.run import RunSettings, identify
 
     bar_weight_n = 0.675 * 9.81  # the model's bar mass (kg) × g
-    trial, truth = _prepared_imperfect_channels(1, tmp_path, -bar_weight_n, -0.005, 2.0)
+    trial, truth = _prepared_imperfect_channels(1, tmp_path, -bar_weight_n, -0.005, 2.0,
+                                                crosstalk_x=0.01)
     assert truth.parameters["bar.mass"] == pytest.approx(0.675)
     space = ParameterSpace.from_config(load_identification(), load_gymnast())
     forces = load_identification().forces
-    assert forces.fitted_channel_errors == ["offset", "gain", "lag"]  # the configured default
+    assert forces.fitted_channel_errors == ["offset", "gain", "crosstalk", "lag"]  # default
     problem = IdentificationProblem.from_trial(
         trial, space, samples_per_step=2, forces=forces, body_mass_kg=weighed_body_mass_kg(),
         body_mass_uncertainty_kg=WEIGHED_UNCERTAINTY_KG)
@@ -452,6 +457,7 @@ def test_channel_errors_far_off_are_fitted_and_the_bar_mass_flagged(tmp_path) ->
     fitted = outcome.metrics["force_channel_errors"]
     assert abs(fitted["gain_y_pct"] + 0.5) < 0.1 and abs(fitted["gain_x_pct"] + 0.5) < 0.15
     assert abs(fitted["lag_ms"] - 2.0) < 0.4
+    assert abs(fitted["crosstalk_x_pct"] - 1.0) < 0.15 and abs(fitted["crosstalk_y_pct"]) < 0.15
     assert fitted["offset_y_n"] < -bar_weight_n
     record = athlete_record(outcome, problem, RunSettings(seed=1), trial.summary(), {})
     assert record["bar_forces"]["fitted_channel_errors"] == fitted
