@@ -184,6 +184,12 @@ class ForceTerm(Section):
         "residuals with the trial chain's noise in what drives the simulation (errors in "
         "variables, bemore.identify.chain_noise; docs/identify.md); the weight then cancels. "
         "false: least squares with the weight")
+    fitted_channel_errors: list[Literal["offset", "gain", "crosstalk", "lag"]] = Field(
+        ["offset", "gain", "crosstalk", "lag"],
+        description="the force channels' errors fitted with the parameters (each channel's "
+        "offset, gain and cross-talk from the other axis, the force's lag behind the markers; "
+        "bemore.identify.force_channels, "
+        "docs/identify.md 'The force channels'); [] takes the channels as they read")
     offset_uncertainty_n: float = Field(
         0.0, ge=0.0, le=100.0,
         description="each force channel's offset known to ± this (N, 1 SD), counted in the "

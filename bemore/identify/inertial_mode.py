@@ -33,6 +33,13 @@ wider** (the data pin it, not the table), otherwise reported with the flag. The 
 groups of segments (a segment with all it carries, a segment with its parent: :class:`MassGroup`)
 says which masses the bar force determines together (the total, everything beyond the wrists,
 the trunk with the head and legs) when no single segment's is.
+
+Of the force channels' errors the kinematic fit fits (``[forces] fitted_channel_errors``;
+:mod:`bemore.identify.force_channels`) the lag is fitted here the same way, its column (−Ḟ of
+the filtered force) projected out of both sides before any estimate. The offsets and gains are
+read as calibrated (:data:`INERTIAL_CHANNEL_ERRORS`): the inertial mode's masses are only as
+good as the vertical channel's calibration, which the kinematic fit's own estimates of them
+(``bar_forces.fitted_channel_errors``) let the lab check.
 """
 
 from __future__ import annotations
@@ -45,12 +52,18 @@ import numpy as np
 
 from bemore.errors import DataError
 from bemore.identify import inertial
+from bemore.identify.force_channels import channel_error_columns
 
 QUANTITIES = ("mass", "first_moment_x", "first_moment_y", "inertia_origin")
 UNITS = ("kg", "kg·m", "kg·m", "kg·m²")
 CORRELATION_FLOOR = 0.05  # residual autocorrelation below which lags are not summed
 PRIOR_WIDENING = 10.0  # a quantity is determined when the data pin it under a prior this wide
 FILTER_ORDER = 4  # Butterworth order of the regressor's low-pass (zero-lag: 8 in effect)
+# The force channels' errors the inertial mode fits when the kinematic fit does: the lag only.
+# A gain is the regression's mass scale (Y·π = (1 + g)·F for π scaled by 1 + g) and an offset
+# its weight; fitted, they leave the total mass to the table (measured: 25.7 kg off at
+# 11 standard errors on test_inertial_mode's trial), so the force is read as calibrated.
+INERTIAL_CHANNEL_ERRORS = ("lag",)
 
 
 @dataclass
@@ -129,6 +142,8 @@ class InertialResult:
     consistent_status: int  # scipy least_squares status of the log-Cholesky fit (> 0: converged)
     elapsed_s: float
     linear_estimate: list[float] = field(default_factory=list)  # π before the J ≻ 0 fit
+    # The force channels' errors fitted with π (projected out, as in the kinematic fit).
+    fitted_channel_errors: list[str] = field(default_factory=list)
 
     @property
     def undetermined(self) -> list[str]:
@@ -287,6 +302,18 @@ def identify_inertial(problem: Any, x: np.ndarray, settings: Any) -> InertialRes
                         f"{n} segment parameters at {settings.cutoff_hz:g} Hz")
     Y = filtered[edge:frames - edge, : 2 * n].reshape(-1, 2, n)
     f = filtered[edge:frames - edge, 2 * n:]
+    channels = getattr(problem, "channel_errors", None)
+    kinds = tuple(kind for kind in (channels.kinds if channels is not None else ())
+                  if kind in INERTIAL_CHANNEL_ERRORS)
+    if kinds:
+        # The force's lag, when the kinematic fit fits it, is fitted here too: projected out
+        # of both sides (bemore.identify.force_channels).
+        _, columns = channel_error_columns(f, problem.motion.t[edge:frames - edge],
+                                           np.ones(2), kinds)
+        basis, _ = np.linalg.qr(columns.reshape(-1, columns.shape[-1]))
+        rows = np.concatenate([Y.reshape(-1, n), f.reshape(-1, 1)], axis=1)
+        rows -= basis @ (basis.T @ rows)
+        Y, f = rows[:, :n].reshape(-1, 2, n), rows[:, n].reshape(-1, 2)
     table = inertial.table_parameters(model, table_body(problem, P))
     sigma_prior = prior_sigma(table, settings)
 
@@ -372,4 +399,4 @@ def identify_inertial(problem: Any, x: np.ndarray, settings: Any) -> InertialRes
         singular_values=[float(v) for v in singular],
         frames=int(f.shape[0]), cutoff_hz=float(settings.cutoff_hz),
         consistent_status=int(fit.status), elapsed_s=time.perf_counter() - started,
-        linear_estimate=[float(v) for v in estimate])
+        linear_estimate=[float(v) for v in estimate], fitted_channel_errors=list(kinds))

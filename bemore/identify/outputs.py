@@ -132,6 +132,9 @@ def _bar_forces_record(outcome: Outcome, problem: IdentificationProblem
     return {
         "scale_m_per_n": [float(v) for v in problem.force_scale],
         "rms_residual_n": outcome.metrics.get("bar_force_rms_n"),
+        # The channels' offsets (N), gains (%) and lag (ms) fitted with the parameters
+        # (bemore.identify.force_channels); None: the channels taken as they read.
+        "fitted_channel_errors": outcome.metrics.get("force_channel_errors"),
         "flagged_by_markers_alone": markers_only.flagged if markers_only else None,
         "made_identifiable_by_forces": outcome.made_identifiable_by_forces,
         # Relative standard error of each parameter: [markers alone, markers and forces].

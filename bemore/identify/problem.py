@@ -22,7 +22,9 @@ forces"): the cost adds Σ over frames and the two axes of (s·(F_sim − F_meas
 bar spring-dampers' force of the simulation (``Model.spring_forces``), s (m/N per axis) =
 √weight·(σ_p/√f_p)/(σ_F/√f_F): each residual normalised by its noise density (σ the raw noise,
 f its sampling rate), expressed back in the markers' m. :meth:`residuals` then carries, per
-frame, the 14 joint-centre coordinates followed by the 2 scaled force residuals.
+frame, the 14 joint-centre coordinates followed by the 2 scaled force residuals, less their
+part that the force channels' fitted offsets, gains, cross-talks and lag explain
+(:attr:`channel_errors`, :mod:`bemore.identify.force_channels`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from bemore.errors import DataError
+from bemore.identify.force_channels import ForceChannelErrors
 from bemore.identify.initial import SHOULDER, StartState
 from bemore.identify.space import ParameterSpace
 from bemore.optimize.problem import Problem
@@ -169,6 +172,10 @@ class IdentificationProblem(Problem):
             problem.force_channel_uncertainty = (forces.offset_uncertainty_n,
                                                  forces.gain_uncertainty,
                                                  forces.lag_uncertainty_ms)
+            # The channels' offset, gain, cross-talk and lag fitted with the parameters (by
+            # projection, bemore.identify.force_channels).
+            problem.channel_errors = ForceChannelErrors.of_force(
+                bar_force, motion.t, scales, tuple(forces.fitted_channel_errors))
         # What the body and the data came from: the noise propagation (bemore.identify.
         # propagation) measures the body again on noisy copies of the trial.
         problem.trial, problem.body_source = trial, (table, body_mass_kg)
@@ -236,6 +243,9 @@ class IdentificationProblem(Problem):
         # The force channels' offset (N), gain (fraction) and lag (ms) standard uncertainties,
         # counted in the standard errors (bemore.identify.propagation); 0: taken as exact.
         self.force_channel_uncertainty = (0.0, 0.0, 0.0)
+        # The force channels' errors fitted with the parameters, projected out of the force
+        # residuals (bemore.identify.force_channels); None: the channels taken as they read.
+        self.channel_errors: ForceChannelErrors | None = None
         if self.bar_force is not None and (self.bar_force.shape != (frames, 2)
                                            or self.force_scale is None):
             raise DataError(f"bar forces have shape {self.bar_force.shape}, expected "
@@ -319,13 +329,30 @@ class IdentificationProblem(Problem):
         force = self._force_residuals(P, sim.free_q, sim.free_qd)
         return sim.cost + np.sum(force**2, axis=(1, 2))
 
-    def _force_residuals(self, P: np.ndarray, free_q: np.ndarray, free_qd: np.ndarray
-                         ) -> np.ndarray:
-        """Scaled force residuals (N, F, 2) m: s·(F_sim − F_meas) (see the module docstring)."""
+    def _force_residuals(self, P: np.ndarray, free_q: np.ndarray, free_qd: np.ndarray,
+                         corrected: bool = True) -> np.ndarray:
+        """Scaled force residuals (N, F, 2) m: s·(F_sim − F_meas) (see the module docstring),
+        with the fitted channel errors' part projected out unless ``corrected`` is False."""
         force = self.model.spring_forces(P, free_q, free_qd, BAR_AXES)
         np.subtract(force, self.bar_force, out=force)
         force *= self.force_scale
+        if corrected and self.channel_errors is not None:
+            force = self.channel_errors.project(force)
         return force
+
+    def fitted_channel_errors(self, x: np.ndarray) -> dict[str, Any] | None:
+        """The force channels' errors fitted at the point x (dim,) (offsets N, gains and
+        cross-talks %, lag ms; :meth:`ForceChannelErrors.estimate`), or None when none are
+        fitted. One engine call."""
+        if self.channel_errors is None:
+            return None
+        from bemore.model import simulate
+
+        P, q0, qd0 = self.members(np.atleast_2d(np.asarray(x, dtype=float)))
+        simulation = simulate(self.model, P, self.motion, q0, qd0,
+                              outputs=("free_q", "free_qd"))
+        raw = self._force_residuals(P, simulation.free_q, simulation.free_qd, corrected=False)
+        return self.channel_errors.estimate(raw[0], self.bar_force, self.motion.t)
 
     def joint_centre_part(self, residuals: np.ndarray) -> np.ndarray:
         """The joint-centre coordinates (…, F·7·2) m of stacked :meth:`residuals` (…, m)."""
@@ -499,6 +526,8 @@ class IdentificationProblem(Problem):
             d_force = self.model.spring_force_tangents(
                 P, result.free_q, result.free_qd, dP, result.d_free_q, result.d_free_qd,
                 BAR_AXES) * self.force_scale  # (N, d, F, 2)
+            if self.channel_errors is not None:
+                d_force = self.channel_errors.project(d_force)
             difference = np.concatenate([difference.reshape(N, frames, -1), force], axis=2)
             derivative = np.concatenate([derivative.reshape(N, d, frames, -1), d_force],
                                         axis=3)

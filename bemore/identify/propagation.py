@@ -62,11 +62,14 @@ the correlations and the quadratic check, which say what the trial shows.
 
 **The force channels** (trials with bar forces). Their calibration and timing are inputs no
 residual shows either: an offset of the vertical channel is the bar's weight, a gain error
-its share of the total, a lag a shift of the force against the motion the markers give. What
-the lab declares of them (``[forces] offset_uncertainty_n``, ``gain_uncertainty``,
-``lag_uncertainty_ms``; 0, the default: taken as exact) enters the same way, one residual
+its share of the total, a lag a shift of the force against the motion the markers give. By
+default they are fitted (:mod:`bemore.identify.force_channels`: projected out of the force
+rows, so the standard errors are the parameters' profile over them). What the lab declares of
+those it does not fit (``[forces] offset_uncertainty_n``, ``gain_uncertainty``,
+``lag_uncertainty_ms``; 0: taken as exact) enters the same way as the body mass, one residual
 change per declared error (:func:`force_channel_changes`: the measured force moved, no
-simulation), their responses' outer products added with the body mass's.
+simulation, less what the fitted errors absorb), their responses' outer products added with
+the body mass's.
 """
 
 from __future__ import annotations
@@ -158,8 +161,8 @@ def force_channel_changes(problem: Any) -> np.ndarray | None:
     declared (``problem.force_channel_uncertainty``: offset N, gain fraction, lag ms; [forces]
     of identification.toml): the measured force moved — an offset on each axis, a gain on each
     axis, the whole force late by the lag (F(t − τ) ≈ F − τ·Ḟ) — and the simulation unchanged,
-    so δr = −s·δF on the force rows and 0 on the joint centres'. None without forces or with
-    nothing declared."""
+    so δr = −s·δF on the force rows and 0 on the joint centres', less what the fitted channel
+    errors absorb (``problem.channel_errors``). None without forces or with nothing declared."""
     if not getattr(problem, "has_forces", False):
         return None
     offset, gain, lag_ms = getattr(problem, "force_channel_uncertainty", (0.0, 0.0, 0.0))
@@ -177,7 +180,12 @@ def force_channel_changes(problem: Any) -> np.ndarray | None:
         return None
     frames, columns = force.shape[0], problem.columns_per_frame
     changes = np.zeros((len(moves), frames, columns))
-    changes[:, :, columns - force.shape[1]:] = -np.asarray(moves) * problem.force_scale
+    moved = -np.asarray(moves) * problem.force_scale
+    fitted = getattr(problem, "channel_errors", None)
+    if fitted is not None:
+        # What the fitted channel errors absorb moves nothing.
+        moved = fitted.project(moved)
+    changes[:, :, columns - force.shape[1]:] = moved
     return changes.reshape(len(moves), -1)
 
 

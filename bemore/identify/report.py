@@ -189,6 +189,9 @@ def summary_text(athlete: dict[str, Any]) -> str:
                      + (", ".join(forces["flagged_by_markers_alone"]) or "nothing")
                      + "; the forces make identifiable: " + (", ".join(made) or "nothing more"))
         lines.append(text)
+        channels = channel_errors_text(forces.get("fitted_channel_errors"), rms)
+        if channels:
+            lines.append(channels)
         weighting = forces.get("chain_noise_weighting")
         if weighting:
             lines.append("residuals weighed with the trial chain's input noise (errors in "
@@ -264,6 +267,10 @@ def inertial_text(result: dict[str, Any]) -> list[str]:
         f"{result['determined_combinations']} of {len(result['parameters'])} parameter "
         f"combinations narrowed to half the table's uncertainty or less, "
         f"{result['effective_samples']:.0f} independent samples")
+    fitted = result.get("fitted_channel_errors")
+    if fitted is not None:
+        lines.append("the force read with its channels' offsets and gains as calibrated"
+                     + (" and its " + ", ".join(fitted) + " fitted" if fitted else ""))
     determined = [group for group in result.get("groups", []) if group["determined"]]
     lines.append("masses the bar force determines together (kg, ± SE, table): " + (", ".join(
         f"{'+'.join(group['bodies'])} {group['mass_kg']:.2f} ± {group['se_kg']:.2f} "
@@ -274,6 +281,52 @@ def inertial_text(result: dict[str, Any]) -> list[str]:
                              f"{shares[row['body'] + '.first_moment_x']:.2f}"
                              for row in result["segments"]))
     return lines
+
+
+# The force channels' correction: its neglected terms above this share of the force residual
+# are reported (the first order does not hold).
+SECOND_ORDER_SHARE = 0.3
+
+
+def channel_errors_text(fitted: dict[str, Any] | None, rms_n: dict[str, float]) -> str | None:
+    """The summary line of the force channels' fitted errors (athlete.json
+    ``bar_forces.fitted_channel_errors``), with a warning when the first-order correction's
+    neglected terms exceed :data:`SECOND_ORDER_SHARE` of the RMS force residual ``rms_n``.
+
+    >>> print(channel_errors_text({"offset_x_n": 0.4, "offset_y_n": -2.9, "gain_x_pct": 0.1,
+    ...                            "gain_y_pct": -0.41, "lag_ms": 1.02,
+    ...                            "second_order_rms_n": [0.1, 0.2]}, {"x": 4.0, "y": 5.0}))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    force channels fitted: offset x +0.4 N, y -2.9 N; gain x +0.10 %, y -0.41 %;
+    the force 1.02 ms behind the markers
+    >>> print(channel_errors_text({"lag_ms": 4.0, "second_order_rms_n": [2.0, 3.0]},
+    ...                           {"x": 4.0, "y": 5.0}).split(" — ")[1])
+    ... # doctest: +NORMALIZE_WHITESPACE
+    beyond what the first-order correction holds (neglected 2 N, 3 N RMS): calibrate and
+    synchronise the channels
+    """
+    if not fitted:
+        return None
+    parts = []
+    for kind, unit, form in (("offset", "N", "{:+.1f}"), ("gain", "%", "{:+.2f}"),
+                             ("crosstalk", "%", "{:+.2f}")):
+        values = [(axis, fitted.get(f"{kind}_{axis}" + ("_n" if kind == "offset" else "_pct")))
+                  for axis in "xy"]
+        if any(value is not None for _, value in values):
+            parts.append(f"{kind} " + ", ".join(f"{axis} {form.format(value)} {unit}"
+                                               for axis, value in values if value is not None))
+    if fitted.get("lag_ms") is not None:
+        lag = fitted["lag_ms"]
+        parts.append(f"the force {abs(lag):.2f} ms {'behind' if lag >= 0 else 'ahead of'} "
+                     "the markers")
+    text = "force channels fitted: " + "; ".join(parts)
+    neglected = fitted.get("second_order_rms_n") or []
+    residual = [rms_n.get(axis) for axis in "xy"]
+    if any(r and n > SECOND_ORDER_SHARE * r for n, r in zip(neglected, residual, strict=False)):
+        text += (" — beyond what the first-order correction holds (neglected "
+                 + ", ".join(f"{n:.2g} N" for n in neglected)
+                 + " RMS): calibrate and synchronise the channels")
+    return text
 
 
 FORCE_NARROWING = 1.5  # a relative standard error this many times smaller with forces is shown

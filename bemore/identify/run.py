@@ -307,6 +307,10 @@ def _analysis(problem: IdentificationProblem, settings: RunSettings, x: np.ndarr
             bounds=(problem.lower, problem.upper),
         )
         metrics["bar_force_rms_n"] = _force_rms(problem, residuals)
+        fitted_channels = problem.fitted_channel_errors(x)
+        if fitted_channels is not None:
+            metrics["force_channel_errors"] = fitted_channels
+            analysis_evaluations += 1
     return identifiability, analysis_evaluations, verdict, markers_only
 
 

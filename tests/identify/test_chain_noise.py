@@ -102,13 +102,14 @@ def test_on_other_noise_the_weighting_narrows_the_bar_mass_error(tmp_path) -> No
     # (built there): the weighting's copies are white Gaussian, the data's noise is not.
     from bemore.identify.chain_noise import chain_noise_weighting
     from bemore.identify.problem import IdentificationProblem
+    from tests.identify.test_forces import calibrated_forces
 
     space = ParameterSpace.from_config(load_identification(), load_gymnast())
     errors: dict[str, list[float]] = {"plain": [], "weighted": []}
     for seed in range(21, 33):
         trial, truth = _prepared_uniform(seed, tmp_path)
-        problem = IdentificationProblem.from_trial(trial, space,
-                                                   forces=load_identification().forces)
+        # The channels exact, within a calibrated lab's declaration (the bar mass needs it).
+        problem = IdentificationProblem.from_trial(trial, space, forces=calibrated_forces())
         x0 = np.r_[space.to_normalised(np.array([truth.parameters[n] for n in space.names])),
                    np.full(problem.dim - space.dim, 0.5)]
         errors["plain"].append(_bar_mass_error(problem, truth, x0, None))
@@ -129,18 +130,21 @@ UNWEIGHTED_MISSES = (5, 8, 10, 15)
 @pytest.mark.parametrize("seed", UNWEIGHTED_MISSES)
 def test_the_weighting_keeps_the_bar_mass_within_the_criterion(tmp_path, seed) -> None:
     # Issue #22's criterion (bar mass within 10 %, trunk mass within 3 %): the seed protocol
-    # + polish with the configured force term, whose default is the chain-noise weighting.
+    # + polish with the configured force term, whose default is the chain-noise weighting
+    # (the channels exact here, within the calibration declared).
     from bemore.identify.problem import IdentificationProblem
     from bemore.identify.run import RunSettings, identify
     from tests.identify.test_forces import (
         WEIGHED_UNCERTAINTY_KG,
         _prepared,
+        calibrated_forces,
         weighed_body_mass_kg,
     )
 
     trial, truth = _prepared(seed, tmp_path)
     space = ParameterSpace.from_config(load_identification(), load_gymnast())
-    forces = load_identification().forces
+    # A lab with calibrated channels (the bar mass needs them: test_forces.CALIBRATED_CHANNELS).
+    forces = calibrated_forces()
     assert forces.chain_noise  # the configured default
     problem = IdentificationProblem.from_trial(
         trial, space, samples_per_step=2, forces=forces, body_mass_kg=weighed_body_mass_kg(),
