@@ -25,7 +25,7 @@ from bench.common import Measurement, commit_tree, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
-PREVIOUS_COMMIT = "b3c189d"
+PREVIOUS_COMMIT = "dd52482"
 """main before the polish's steps came from the Jacobian's Gram factor (issue 24)."""
 PAIRS = 5
 
