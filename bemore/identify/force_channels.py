@@ -1,23 +1,28 @@
 """The bar force channels' calibration and timing errors, fitted with the parameters.
 
-A strain-gauge channel reads F_meas,a(t) = (1 + g_a)·F_a(t − τ) + c_a·F_b(t − τ) + o_a on
+A strain-gauge channel reads F_meas,a(t) = (1 + g_a)·F_a(t − τ_a) + c_a·F_b(t − τ_a) + o_a on
 axis a (b the other axis): an offset o (N: the tare), a gain error g (fraction: the
-calibration), a cross-talk c (fraction of the other axis' force the gauge also reads) and a lag
-τ (s) of the force behind the markers (the amplifier's filter, a trigger's delay). None of them
+calibration), a cross-talk c (fraction of the other axis'
+force the gauge also reads) and a lag τ (s) of the force behind the markers (the amplifier's
+filter, a trigger's delay), each axis its own (two amplifiers; an inverted channel's lag is the
+other's with its sign flipped). None of them
 is visible in the force alone, and each moves what the force identifies: on the synthetic
 trials, a vertical offset of 3 N or a gain 0.5 % off puts the bar mass 30–45 % off, a lag of
 1 ms the trunk mass 13 % off — each reported identifiable, the force residual as small as with
 exact channels (docs/identify.md, "The force channels").
 
-To first order F_a ≈ F_meas,a − o_a − g_a·F_meas,a − c_a·F_meas,b + τ·Ḟ_meas,a, so with the
+To first order F_a ≈ F_meas,a − o_a − g_a·F_meas,a − c_a·F_meas,b + τ_a·Ḟ_meas,a, so with the
 errors corrected a scaled force residual s·(F_sim − F) is r + B θ, θ = (o_x, o_y, g_x, g_y,
-c_x, c_y, τ) and B's columns s·1, s·F_meas on the axis, s·F_meas of the other axis, −s·Ḟ_meas —
+c_x, c_y, τ_x, τ_y) and B's columns s·1, s·F_meas on the axis, s·F_meas of the other axis,
+−s·Ḟ_meas on the axis —
 data only, independent of the model's parameters. Fitting θ with the parameters is therefore
 the same minimum as minimising |P r|² with P the projection onto the complement of B's span
 (variable projection, Golub & Pereyra 1973): :meth:`ForceChannelErrors.project` applies it to
 the force rows of residuals and Jacobians alike, so the search, the polish, the weighting and
 every standard error fit the channels' errors without any change to the engine;
-:meth:`ForceChannelErrors.estimate` gives θ back from the unprojected residual at the fit.
+:meth:`ForceChannelErrors.estimate` gives θ back from the unprojected residual at the fit
+(a gain as the correction's g/(1 + g), equal to g for small errors: a channel read inverted,
+g = −2, comes back as +200 %).
 Ḟ_meas is the gradient of the prepared force, which the trial chain has low-passed
 (``[forces] cutoff_hz``).
 
@@ -25,8 +30,10 @@ What the projection cannot take: a force and its channel errors moving together 
 vertical force is both the weight (M + m_bar)·g and an offset, so with the offset fitted the bar
 mass comes from the bar's own accelerations alone, and its standard error grows (≈ ×5 on the
 synthetic trials); the weighing of the body mass then matters less. The first-order model holds
-while the neglected terms, τ²/2·F̈ + g·τ·Ḟ, stay below the force's noise: :meth:`estimate`
-reports their size.
+while the neglected term stays below the force's noise: F(t) = F_meas(t + τ)/(1 + g) (one
+axis, no offset or cross-talk) is F_meas/(1 + g) + τ/(1 + g)·Ḟ_meas + τ²/(2(1 + g))·F̈_meas + …,
+linear in the columns to first order in τ whatever g (an inverted channel included), so what
+is left is τ²/2·F̈, whose size :meth:`ForceChannelErrors.estimate` reports.
 """
 
 from __future__ import annotations
@@ -48,10 +55,13 @@ def channel_error_columns(bar_force: np.ndarray, t: np.ndarray, scale: np.ndarra
 
     >>> labels, B = channel_error_columns(np.array([[0.0, 10.0], [2.0, 14.0], [4.0, 18.0]]),
     ...                                   np.array([0.0, 0.5, 1.0]), np.array([1.0, 0.5]))
-    >>> labels
-    ('offset_x_n', 'offset_y_n', 'gain_x', 'gain_y', 'crosstalk_x', 'crosstalk_y', 'lag_s')
+    >>> labels  # doctest: +NORMALIZE_WHITESPACE
+    ('offset_x_n', 'offset_y_n', 'gain_x', 'gain_y', 'crosstalk_x', 'crosstalk_y', 'lag_x_s',
+     'lag_y_s')
     >>> B[:, 1, 3].tolist(), B[:, 0, 4].tolist(), B[:, 0, 6].tolist()  # s·F_y; s·F_y; −s·Ḟ_x
     ([5.0, 7.0, 9.0], [10.0, 14.0, 18.0], [-4.0, -4.0, -4.0])
+    >>> B[:, 1, 7].tolist(), B[:, 1, 6].tolist()  # −s·Ḟ_y on the y rows; the x lag not there
+    ([-4.0, -4.0, -4.0], [0.0, 0.0, 0.0])
     """
     force = np.asarray(bar_force, dtype=float)
     unknown = [kind for kind in kinds if kind not in KINDS]
@@ -61,15 +71,13 @@ def channel_error_columns(bar_force: np.ndarray, t: np.ndarray, scale: np.ndarra
     for kind in KINDS:
         if kind not in kinds:
             continue
-        if kind == "lag":
-            labels.append("lag_s")
-            columns.append(-np.gradient(force, np.asarray(t, dtype=float), axis=0))
-            continue
+        rate = np.gradient(force, np.asarray(t, dtype=float), axis=0) if kind == "lag" else None
         for axis, name in enumerate("xy"):
             column = np.zeros_like(force)
             column[:, axis] = {"offset": 1.0, "gain": force[:, axis],
-                               "crosstalk": force[:, 1 - axis]}[kind]
-            labels.append(f"{kind}_{name}" + ("_n" if kind == "offset" else ""))
+                               "crosstalk": force[:, 1 - axis],
+                               "lag": -rate[:, axis] if rate is not None else 0.0}[kind]
+            labels.append(f"{kind}_{name}" + {"offset": "_n", "lag": "_s"}.get(kind, ""))
             columns.append(column)
     B = np.stack(columns, axis=-1) if columns else np.zeros((*force.shape, 0))
     return tuple(labels), B * np.asarray(scale, dtype=float)[None, :, None]
@@ -112,25 +120,23 @@ class ForceChannelErrors:
     def estimate(self, raw_force_residuals: np.ndarray, bar_force: np.ndarray,
                  t: np.ndarray) -> dict[str, Any]:
         """The fitted errors from the unprojected scaled force residual (F, 2) m at the fit:
-        θ = −(BᵀB)⁻¹Bᵀ r, in the record's units (offsets N, gains and cross-talks %, lag ms), and
-        ``second_order_rms_n`` (per axis, N): the size of what the first-order correction
-        neglects (τ²/2·F̈ + g·τ·Ḟ), to compare with the force's noise."""
+        θ = −(BᵀB)⁻¹Bᵀ r, in the record's units (offsets N, gains and cross-talks %, lags ms),
+        and ``second_order_rms_n`` (per axis, N): the size of what the first-order correction
+        neglects (τ²/2·F̈), to compare with the force's noise."""
         k = len(self.labels)
         theta, *_ = np.linalg.lstsq(self.columns.reshape(-1, k),
                                     -np.asarray(raw_force_residuals).reshape(-1), rcond=None)
         fitted = dict(zip(self.labels, theta.tolist(), strict=True))
         record: dict[str, Any] = {}
         for label, value in fitted.items():
-            if label == "lag_s":
-                record["lag_ms"] = value * 1e3
+            if label.startswith("lag"):
+                record[label.replace("_s", "_ms")] = value * 1e3
             elif label.startswith(("gain", "crosstalk")):
                 record[f"{label}_pct"] = value * 100.0
             else:
                 record[label] = value
         t = np.asarray(t, dtype=float)
-        rate = np.gradient(bar_force, t, axis=0)
-        lag = fitted.get("lag_s", 0.0)
-        gain = np.array([fitted.get("gain_x", 0.0), fitted.get("gain_y", 0.0)])
-        second = 0.5 * lag**2 * np.gradient(rate, t, axis=0) + gain * lag * rate
+        lag = np.array([fitted.get("lag_x_s", 0.0), fitted.get("lag_y_s", 0.0)])
+        second = 0.5 * lag**2 * np.gradient(np.gradient(bar_force, t, axis=0), t, axis=0)
         record["second_order_rms_n"] = np.sqrt(np.mean(second**2, axis=0)).tolist()
         return record

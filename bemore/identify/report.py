@@ -286,44 +286,55 @@ def inertial_text(result: dict[str, Any]) -> list[str]:
 # The force channels' correction: its neglected terms above this share of the force residual
 # are reported (the first order does not hold).
 SECOND_ORDER_SHARE = 0.3
+# A channel whose fitted gain is off by more than this (fraction) is read inverted or in other
+# units: its calibration is wrong, not imprecise (an inverted channel is fitted as +200 %).
+IMPLAUSIBLE_GAIN = 0.05
 
 
 def channel_errors_text(fitted: dict[str, Any] | None, rms_n: dict[str, float]) -> str | None:
     """The summary line of the force channels' fitted errors (athlete.json
-    ``bar_forces.fitted_channel_errors``), with a warning when the first-order correction's
-    neglected terms exceed :data:`SECOND_ORDER_SHARE` of the RMS force residual ``rms_n``.
+    ``bar_forces.fitted_channel_errors``), with a warning when a gain is off by more than
+    :data:`IMPLAUSIBLE_GAIN` (a channel read inverted or in other units) and when the
+    first-order correction's neglected terms exceed :data:`SECOND_ORDER_SHARE` of the RMS force
+    residual ``rms_n``.
 
     >>> print(channel_errors_text({"offset_x_n": 0.4, "offset_y_n": -2.9, "gain_x_pct": 0.1,
-    ...                            "gain_y_pct": -0.41, "lag_ms": 1.02,
+    ...                            "gain_y_pct": -0.41, "lag_x_ms": 1.02, "lag_y_ms": -0.2,
     ...                            "second_order_rms_n": [0.1, 0.2]}, {"x": 4.0, "y": 5.0}))
     ... # doctest: +NORMALIZE_WHITESPACE
     force channels fitted: offset x +0.4 N, y -2.9 N; gain x +0.10 %, y -0.41 %;
-    the force 1.02 ms behind the markers
-    >>> print(channel_errors_text({"lag_ms": 4.0, "second_order_rms_n": [2.0, 3.0]},
-    ...                           {"x": 4.0, "y": 5.0}).split(" — ")[1])
+    lag x +1.02 ms, y -0.20 ms (positive: the force behind the markers)
+    >>> print(channel_errors_text({"gain_y_pct": 199.0, "lag_y_ms": 4.0,
+    ...                            "second_order_rms_n": [2.0, 3.0]},
+    ...                           {"x": 4.0, "y": 5.0}).split("; ", 2)[2])
     ... # doctest: +NORMALIZE_WHITESPACE
-    beyond what the first-order correction holds (neglected 2 N, 3 N RMS): calibrate and
-    synchronise the channels
+    CHECK the y channel: its gain is off by +199 % (+200 %: read inverted), so its sign or
+    units in configs/trial.toml [forces] are wrong; beyond what the first-order correction
+    holds (neglected 2 N, 3 N RMS): calibrate and synchronise the channels
     """
     if not fitted:
         return None
     parts = []
     for kind, unit, form in (("offset", "N", "{:+.1f}"), ("gain", "%", "{:+.2f}"),
-                             ("crosstalk", "%", "{:+.2f}")):
-        values = [(axis, fitted.get(f"{kind}_{axis}" + ("_n" if kind == "offset" else "_pct")))
-                  for axis in "xy"]
+                             ("crosstalk", "%", "{:+.2f}"), ("lag", "ms", "{:+.2f}")):
+        suffix = {"offset": "_n", "lag": "_ms"}.get(kind, "_pct")
+        values = [(axis, fitted.get(f"{kind}_{axis}{suffix}")) for axis in "xy"]
         if any(value is not None for _, value in values):
             parts.append(f"{kind} " + ", ".join(f"{axis} {form.format(value)} {unit}"
                                                for axis, value in values if value is not None))
-    if fitted.get("lag_ms") is not None:
-        lag = fitted["lag_ms"]
-        parts.append(f"the force {abs(lag):.2f} ms {'behind' if lag >= 0 else 'ahead of'} "
-                     "the markers")
+    if any(f"lag_{axis}_ms" in fitted for axis in "xy"):
+        parts[-1] += " (positive: the force behind the markers)"
     text = "force channels fitted: " + "; ".join(parts)
+    for axis in "xy":
+        gain = fitted.get(f"gain_{axis}_pct")
+        if gain is not None and abs(gain) > 100 * IMPLAUSIBLE_GAIN:
+            text += (f"; CHECK the {axis} channel: its gain is off by {gain:+.0f} % (+200 %: "
+                     "read inverted), so its sign or units in configs/trial.toml [forces] are "
+                     "wrong")
     neglected = fitted.get("second_order_rms_n") or []
     residual = [rms_n.get(axis) for axis in "xy"]
     if any(r and n > SECOND_ORDER_SHARE * r for n, r in zip(neglected, residual, strict=False)):
-        text += (" — beyond what the first-order correction holds (neglected "
+        text += ("; beyond what the first-order correction holds (neglected "
                  + ", ".join(f"{n:.2g} N" for n in neglected)
                  + " RMS): calibrate and synchronise the channels")
     return text

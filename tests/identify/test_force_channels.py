@@ -37,7 +37,7 @@ def test_offset_and_gain_are_projected_out_and_recovered_exactly() -> None:
         assert fitted[f"offset_{axis}_n"] == pytest.approx(offset[j] / (1 + gain[j]), abs=1e-6)
         assert fitted[f"gain_{axis}_pct"] == pytest.approx(100 * gain[j] / (1 + gain[j]),
                                                            abs=1e-7)
-    assert abs(fitted["lag_ms"]) < 1e-6
+    assert abs(fitted["lag_x_ms"]) < 1e-6 and abs(fitted["lag_y_ms"]) < 1e-6
 
 
 def test_a_lag_is_recovered_to_its_second_order_terms() -> None:
@@ -45,7 +45,8 @@ def test_a_lag_is_recovered_to_its_second_order_terms() -> None:
     # neglects is what the estimate reports.
     problem, truth = _with_channels((0.0, 0.0), (0.0, 0.0), 0.001)
     fitted = problem.fitted_channel_errors(truth)
-    assert fitted["lag_ms"] == pytest.approx(1.0, abs=0.02)
+    assert fitted["lag_x_ms"] == pytest.approx(1.0, abs=0.02)
+    assert fitted["lag_y_ms"] == pytest.approx(1.0, abs=0.02)
     neglected = np.asarray(fitted["second_order_rms_n"])
     left = np.sqrt(np.mean(problem.force_part(problem.residuals(truth[None, :]))[0] ** 2,
                            axis=0))

@@ -370,12 +370,15 @@ def test_a_body_mass_read_on_a_scale_flags_the_bar_mass_and_counts_its_error(tmp
 
 def _prepared_imperfect_channels(seed: int, folder, offset_y_n: float = 0.0, gain: float = 0.0,
                                  lag_ms: float = 0.0, parameters: dict | None = None, *,
-                                 crosstalk_x: float = 0.0):
+                                 crosstalk_x: float = 0.0, drift_y_n: float = 0.0,
+                                 inverted_y: bool = False):
     """(trial, truth) of a synthetic trial with bar forces (1.6 s, 1 mm, 2 %; the truth's own
     ``parameters``) whose force channels are not the model's exact force: the vertical channel
-    read ``offset_y_n`` N off, both channels' gains off by the fraction ``gain``, the
-    horizontal channel reading ``crosstalk_x`` of the vertical force too, the whole force
-    ``lag_ms`` late (interpolated between the analog samples); then the trial chain."""
+    read ``offset_y_n`` N off (plus ``drift_y_n`` N more by the trial's end, linearly), both
+    channels' gains off by the fraction ``gain``, the horizontal channel reading
+    ``crosstalk_x`` of the vertical force too, the vertical one read inverted if
+    ``inverted_y``, the whole force ``lag_ms`` late (interpolated between the analog
+    samples); then the trial chain."""
     from bemore.trial import prepare_trial
     from bemore.trial.c3d import write_c3d
     from bemore.trial.synthetic import SyntheticSpec, synthesize
@@ -388,8 +391,10 @@ def _prepared_imperfect_channels(seed: int, folder, offset_y_n: float = 0.0, gai
     rate_hz = spec.rate_hz * truth.analogs["per_frame"]
     assert samples.shape[0] == 2  # the bar's x and y channels, in N
     samples[0] += crosstalk_x * samples[1]
-    samples[1] += offset_y_n
+    samples[1] += offset_y_n + drift_y_n * np.linspace(0.0, 1.0, samples.shape[1])
     samples *= 1.0 + gain
+    if inverted_y:
+        samples[1] *= -1.0
     if lag_ms:
         t = np.arange(samples.shape[1]) / rate_hz
         samples = np.stack([np.interp(t - lag_ms * 1e-3, t, channel) for channel in samples])
@@ -401,14 +406,16 @@ def _prepared_imperfect_channels(seed: int, folder, offset_y_n: float = 0.0, gai
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("imperfection", "declared", "moved"), [
-    ({"offset_y_n": -3.0}, {"offset_uncertainty_n": 3.0}, "bar.mass"),
-    ({"lag_ms": 1.0}, {"lag_uncertainty_ms": 1.0}, "trunk.mass"),
+    ({"offset_y_n": -3.0}, {"offset_uncertainty_n": 1.5}, "bar.mass"),
+    ({"lag_ms": 1.0}, {"lag_uncertainty_ms": 0.5}, "trunk.mass"),
 ])
 def test_declared_force_channel_errors_count_in_the_standard_errors(
         tmp_path, imperfection, declared, moved) -> None:
     # Neither fitted nor declared, a vertical channel 3 N low put the bar mass 36–44 % off and
     # a force 1 ms late the trunk mass 13–14 % off, each reported identifiable 4.8–6.3
-    # standard errors off (docs/identify.md, "The force channels"). Declared, the error counts.
+    # standard errors off (docs/identify.md, "The force channels"). Declared with a standard
+    # uncertainty of half the error the channels have (a 2-SD error), the error is counted:
+    # within 3 standard errors only if the declared error's response is the right size.
     from bemore.identify.run import RunSettings, identify
 
     trial, truth = _prepared_imperfect_channels(1, tmp_path, **imperfection)
@@ -453,28 +460,59 @@ def test_channel_errors_far_off_are_fitted_and_the_bar_mass_flagged(tmp_path) ->
     outcome = identify(problem, RunSettings(seed=1))
     names = list(space.names)
     # The trunk mass and its centre of mass as from exact channels: within the criterion and
-    # their standard errors.
+    # their standard errors (identifiable or flagged as correlated with thigh.com: with the
+    # channels fitted, about half the trials flag it, docs/identify.md "The force channels").
     for name in ("trunk.mass", "trunk.com"):
         row = outcome.identifiability.parameters[names.index(name)]
         error = outcome.values[names.index(name)] - truth.parameters[name]
         assert abs(error) < 0.03 * truth.parameters[name], (name, error)
-        assert row.identifiable and abs(error) < 3.0 * row.standard_error, (name, row.reasons)
+        assert abs(error) < 3.0 * row.standard_error, (name, error, row.standard_error)
     # The bar mass, which with the offset free only the bar's accelerations show, is flagged
-    # and its standard error covers its error.
+    # (its standard error above the 25 % that flags it).
     bar = outcome.identifiability.parameters[names.index("bar.mass")]
-    assert not bar.identifiable, bar
-    assert abs(outcome.values[names.index("bar.mass")] - 0.675) < 3.0 * bar.standard_error
+    assert not bar.identifiable and bar.relative_standard_error > 0.25, bar
     # The channels' errors come back (measured: gains −0.59 / −0.50 %, lag 1.81 ms; the
     # vertical offset −9.2 N, its error the bar mass's weight error).
     fitted = outcome.metrics["force_channel_errors"]
     assert abs(fitted["gain_y_pct"] + 0.5) < 0.1 and abs(fitted["gain_x_pct"] + 0.5) < 0.15
-    assert abs(fitted["lag_ms"] - 2.0) < 0.4
+    assert abs(fitted["lag_x_ms"] - 2.0) < 0.5 and abs(fitted["lag_y_ms"] - 2.0) < 0.5
     assert abs(fitted["crosstalk_x_pct"] - 1.0) < 0.15 and abs(fitted["crosstalk_y_pct"]) < 0.15
     assert fitted["offset_y_n"] < -bar_weight_n
     record = athlete_record(outcome, problem, RunSettings(seed=1), trial.summary(), {})
     assert record["bar_forces"]["fitted_channel_errors"] == fitted
     assert "force channels fitted: offset x" in summary_text(record)
-    assert f"the force {fitted['lag_ms']:.2f} ms behind the markers" in summary_text(record)
+    assert "(positive: the force behind the markers)" in summary_text(record)
+    assert "CHECK" not in summary_text(record)  # the gains are plausible
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("imperfection", [
+    {"drift_y_n": 5.0},  # not in the fit's channel model: the vertical offset drifting 5 N
+    {"inverted_y": True, "lag_ms": 2.0},  # the vertical channel read inverted, and late
+])
+def test_channel_imperfections_are_flagged_or_covered(tmp_path, imperfection) -> None:
+    # The default settings, seed 1's trial. With one lag for both axes an inverted channel
+    # turned a 2 ms lag into opposite lags the fit could not hold: thigh.com was reported
+    # identifiable 4 standard errors off (an audit, docs/identify.md "The force channels").
+    from bemore.identify.outputs import athlete_record
+    from bemore.identify.report import summary_text
+    from bemore.identify.run import RunSettings, identify
+
+    trial, truth = _prepared_imperfect_channels(1, tmp_path, **imperfection)
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    problem = IdentificationProblem.from_trial(
+        trial, space, samples_per_step=2, forces=load_identification().forces,
+        body_mass_kg=weighed_body_mass_kg(), body_mass_uncertainty_kg=WEIGHED_UNCERTAINTY_KG)
+    outcome = identify(problem, RunSettings(seed=1))
+    assert outcome.verdict is not None and not outcome.verdict.poor
+    for k, name in enumerate(space.names):
+        row = outcome.identifiability.parameters[k]
+        error = outcome.values[k] - truth.parameters[name]
+        assert not row.identifiable or abs(error) < 3.0 * row.standard_error, (
+            name, error, row.standard_error)
+    text = summary_text(athlete_record(outcome, problem, RunSettings(seed=1), trial.summary(),
+                                       {}))
+    assert ("CHECK the y channel" in text) == bool(imperfection.get("inverted_y")), text
 
 
 @pytest.mark.slow
