@@ -2,33 +2,30 @@
 
 A strain-gauge channel reads F_meas,a(t) = (1 + g_a)·F_a(t − τ_a) + c_a·F_b(t − τ_a) + o_a on
 axis a (b the other axis): an offset o (N: the tare), a gain error g (fraction: the
-calibration), a cross-talk c (fraction of the other axis'
-force the gauge also reads) and a lag τ (s) of the force behind the markers (the amplifier's
-filter, a trigger's delay), each axis its own (two amplifiers; an inverted channel's lag is the
-other's with its sign flipped). None of them
-is visible in the force alone, and each moves what the force identifies: on the synthetic
-trials, a vertical offset of 3 N or a gain 0.5 % off puts the bar mass 30–45 % off, a lag of
-1 ms the trunk mass 13 % off — each reported identifiable, the force residual as small as with
-exact channels (docs/identify.md, "The force channels").
+calibration), a cross-talk c (fraction of the other axis' force the gauge also reads) and a lag
+τ (s) of the force behind the markers (the amplifier's filter, a trigger's delay), each axis
+its own (two amplifiers; an inverted channel's lag is the other's with its sign flipped). None
+of them is visible in the force alone, and each moves what the force identifies: on the
+synthetic trials, a vertical offset of 3 N or a gain 0.5 % off puts the bar mass 30–45 % off, a
+lag of 1 ms the trunk mass 13 % off — each reported identifiable, the force residual as small
+as with exact channels (docs/identify.md, "The force channels").
 
 To first order F_a ≈ F_meas,a − o_a − g_a·F_meas,a − c_a·F_meas,b + τ_a·Ḟ_meas,a, so with the
 errors corrected a scaled force residual s·(F_sim − F) is r + B θ, θ = (o_x, o_y, g_x, g_y,
 c_x, c_y, τ_x, τ_y) and B's columns s·1, s·F_meas on the axis, s·F_meas of the other axis,
-−s·Ḟ_meas on the axis —
-data only, independent of the model's parameters. Fitting θ with the parameters is therefore
-the same minimum as minimising |P r|² with P the projection onto the complement of B's span
-(variable projection, Golub & Pereyra 1973): :meth:`ForceChannelErrors.project` applies it to
-the force rows of residuals and Jacobians alike, so the search, the polish, the weighting and
-every standard error fit the channels' errors without any change to the engine;
-:meth:`ForceChannelErrors.estimate` gives θ back from the unprojected residual at the fit
-(a gain as the correction's g/(1 + g), equal to g for small errors: a channel read inverted,
-g = −2, comes back as +200 %).
-Ḟ_meas is the gradient of the prepared force, which the trial chain has low-passed
-(``[forces] cutoff_hz``).
+−s·Ḟ_meas on the axis — data only, independent of the model's parameters. Fitting θ with the
+parameters is therefore the same minimum as minimising |P r|² with P the projection onto the
+complement of B's span (variable projection, Golub & Pereyra 1973):
+:meth:`ForceChannelErrors.project` applies it to the force rows of residuals and Jacobians
+alike, so the search, the polish, the weighting and every standard error fit the channels'
+errors without any change to the engine; :meth:`ForceChannelErrors.estimate` gives θ back from
+the unprojected residual at the fit (a gain as the correction's g/(1 + g), equal to g for small
+errors: a channel read inverted, g = −2, comes back as +200 %). Ḟ_meas is the gradient of the
+prepared force, which the trial chain has low-passed (``[forces] cutoff_hz``).
 
 What the projection cannot take: a force and its channel errors moving together — a constant
 vertical force is both the weight (M + m_bar)·g and an offset, so with the offset fitted the bar
-mass comes from the bar's own accelerations alone, and its standard error grows (≈ ×5 on the
+mass comes from the bar's own accelerations alone, and its standard error grows (≈ ×4–5 on the
 synthetic trials); the weighing of the body mass then matters less. The first-order model holds
 while the neglected term stays below the force's noise: F(t) = F_meas(t + τ)/(1 + g) (one
 axis, no offset or cross-talk) is F_meas/(1 + g) + τ/(1 + g)·Ḟ_meas + τ²/(2(1 + g))·F̈_meas + …,
