@@ -12,7 +12,7 @@ Units are in the key names where they are not SI; degrees appear only here, at t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
@@ -166,6 +166,10 @@ class InitialState(Section):
     )
 
 
+ForceChannelError = Literal["offset", "gain", "crosstalk", "lag"]
+"""The force channels' errors the identification can fit (bemore.identify.force_channels)."""
+
+
 class ForceTerm(Section):
     """The bar-force term of the cost, when the trial has bar forces (docs/identify.md,
     "Bar forces")."""
@@ -184,8 +188,8 @@ class ForceTerm(Section):
         "residuals with the trial chain's noise in what drives the simulation (errors in "
         "variables, bemore.identify.chain_noise; docs/identify.md); the weight then cancels. "
         "false: least squares with the weight")
-    fitted_channel_errors: list[Literal["offset", "gain", "crosstalk", "lag"]] = Field(
-        ["offset", "gain", "crosstalk", "lag"],
+    fitted_channel_errors: list[ForceChannelError] = Field(
+        default_factory=lambda: list(get_args(ForceChannelError)),
         description="the force channels' errors fitted with the parameters (each channel's "
         "offset, gain and cross-talk from the other axis, the force's lag behind the markers; "
         "bemore.identify.force_channels, "

@@ -36,11 +36,13 @@ is left is τ²/2·F̈, whose size :meth:`ForceChannelErrors.estimate` reports.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
-KINDS = ("offset", "gain", "crosstalk", "lag")  # what [forces] fitted_channel_errors may name
+from bemore.settings import ForceChannelError
+
+KINDS: tuple[str, ...] = get_args(ForceChannelError)  # what [forces] fitted_channel_errors names
 
 
 def channel_error_columns(bar_force: np.ndarray, t: np.ndarray, scale: np.ndarray,

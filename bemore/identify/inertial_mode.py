@@ -52,7 +52,7 @@ import numpy as np
 
 from bemore.errors import DataError
 from bemore.identify import inertial
-from bemore.identify.force_channels import channel_error_columns
+from bemore.identify.force_channels import ForceChannelErrors
 
 QUANTITIES = ("mass", "first_moment_x", "first_moment_y", "inertia_origin")
 UNITS = ("kg", "kg·m", "kg·m", "kg·m²")
@@ -308,12 +308,10 @@ def identify_inertial(problem: Any, x: np.ndarray, settings: Any) -> InertialRes
     if kinds:
         # The force's lag, when the kinematic fit fits it, is fitted here too: projected out
         # of both sides (bemore.identify.force_channels).
-        _, columns = channel_error_columns(f, problem.motion.t[edge:frames - edge],
-                                           np.ones(2), kinds)
-        basis, _ = np.linalg.qr(columns.reshape(-1, columns.shape[-1]))
-        rows = np.concatenate([Y.reshape(-1, n), f.reshape(-1, 1)], axis=1)
-        rows -= basis @ (basis.T @ rows)
-        Y, f = rows[:, :n].reshape(-1, 2, n), rows[:, n].reshape(-1, 2)
+        fitted = ForceChannelErrors.of_force(f, problem.motion.t[edge:frames - edge],
+                                             np.ones(2), kinds)
+        Y = np.moveaxis(fitted.project(np.moveaxis(Y, -1, 0)), 0, -1)
+        f = fitted.project(f)
     table = inertial.table_parameters(model, table_body(problem, P))
     sigma_prior = prior_sigma(table, settings)
 

@@ -163,30 +163,33 @@ def force_channel_changes(problem: Any) -> np.ndarray | None:
     axis, the whole force late by the lag (F(t − τ) ≈ F − τ·Ḟ) — and the simulation unchanged,
     so δr = −s·δF on the force rows and 0 on the joint centres', less what the fitted channel
     errors absorb (``problem.channel_errors``). None without forces or with nothing declared."""
+    from bemore.identify.force_channels import channel_error_columns
+
     if not getattr(problem, "has_forces", False):
         return None
     offset, gain, lag_ms = getattr(problem, "force_channel_uncertainty", (0.0, 0.0, 0.0))
-    force = np.asarray(problem.bar_force, dtype=float)  # (F, 2) N, as prepared
-    moves = []
-    for axis in range(force.shape[1]):
-        for size, shape in ((offset, np.ones(len(force))), (gain, force[:, axis])):
-            if size > 0.0:
-                move = np.zeros_like(force)
-                move[:, axis] = size * shape
-                moves.append(move)
-    if lag_ms > 0.0:
-        moves.append(-lag_ms * 1e-3 * np.gradient(force, problem.motion.t, axis=0))
-    if not moves:
+    sizes = {"offset": offset, "gain": gain, "lag": lag_ms * 1e-3}  # 1 SD, SI
+    kinds = tuple(kind for kind, size in sizes.items() if size > 0.0)
+    if not kinds:
         return None
+    force = np.asarray(problem.bar_force, dtype=float)  # (F, 2) N, as prepared
+    # The fitted errors' columns (δr per unit of each), one SD of each: an offset and a gain
+    # on each axis, one lag for the whole force (both axes' lag columns together).
+    labels, unit = channel_error_columns(force, problem.motion.t, problem.force_scale, kinds)
+    lag = [label.startswith("lag") for label in labels]
+    members = [-sizes[label.split("_")[0]] * unit[..., k]
+               for k, label in enumerate(labels) if not lag[k]]
+    if any(lag):
+        members.append(-sizes["lag"] * unit[..., lag].sum(axis=-1))
+    moved = np.asarray(members)
     frames, columns = force.shape[0], problem.columns_per_frame
-    changes = np.zeros((len(moves), frames, columns))
-    moved = -np.asarray(moves) * problem.force_scale
+    changes = np.zeros((len(moved), frames, columns))
     fitted = getattr(problem, "channel_errors", None)
     if fitted is not None:
         # What the fitted channel errors absorb moves nothing.
         moved = fitted.project(moved)
     changes[:, :, columns - force.shape[1]:] = moved
-    return changes.reshape(len(moves), -1)
+    return changes.reshape(len(moved), -1)
 
 
 def body_mass_change(problem: Any, x: np.ndarray) -> np.ndarray | None:
