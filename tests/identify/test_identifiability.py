@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bemore.identify.identifiability import analyse
+from bemore.identify.identifiability import analyse, bartlett_meats
 
 M = 64
 # Three orthogonal ±1 columns (Walsh functions), so JᵀJ is diagonal and everything is by hand.
@@ -106,3 +106,23 @@ def test_a_standard_error_the_cost_does_not_hold_is_flagged() -> None:
     result = analyse(J, r, ["a", "b"], x, np.ones(2), positions=x, residuals_at=gentle)
     assert result.flagged == []
     assert all(0.8 < ratio < 1.25 for row in result.parameters for ratio in row.quadratic_ratio)
+
+
+@pytest.mark.parametrize("bandwidth", [0, 3, 25])
+def test_bartlett_meats_are_the_lag_sums_of_each_residual_vector(bandwidth) -> None:
+    """Each of the K meats is Σ_|l|≤L (1 − |l|/(L + 1)) Σ_t s_t s_{t+l}ᵀ of its own vector's
+    scores s_t = J_tᵀ r_t, written out lag by lag."""
+    rng = np.random.default_rng(5)
+    frames, columns, d = 100, 3, 4
+    J = rng.normal(size=(frames * columns, d))
+    R = rng.normal(size=(6, frames * columns))
+    meats = bartlett_meats(J, R, frames, bandwidth)
+    assert meats.shape == (6, d, d)
+    for k in range(6):
+        scores = np.einsum("fcd,fc->fd", J.reshape(frames, columns, d),
+                           R[k].reshape(frames, columns))
+        expected = scores.T @ scores
+        for lag in range(1, bandwidth + 1):
+            cross = scores[lag:].T @ scores[:-lag]
+            expected += (1.0 - lag / (bandwidth + 1.0)) * (cross + cross.T)
+        assert np.abs(meats[k] - expected).max() < 1e-12 * np.abs(expected).max()
