@@ -210,13 +210,17 @@ def _identify(
             except KeyboardInterrupt:
                 polish_interrupted = True  # nothing polished: the global best is written
         if not polish_interrupted:
-            fit, starts = _polish_from_distinct_starts(problem, archive, settings, weighting)
+            unweighted = _Unweighted() if weighting is not None else None
+            fit, starts = _polish_from_distinct_starts(problem, archive, settings, weighting,
+                                                       unweighted)
             polished = fit.result
             # The polish's cost is exact; so must be the global best it is compared with.
             if fit.result.fun <= _exact(problem, result, weighting):
                 x = fit.result.x
-                if weighting is None:  # else the analysis takes them again, unweighted
-                    jacobian, residuals = fit.jacobian, fit.residuals
+                # The analysis wants them unweighted (W r, W J are the polish's): the polish
+                # kept them (else the analysis computes them, one engine call).
+                jacobian, residuals = ((fit.jacobian, fit.residuals) if weighting is None
+                                       else unweighted.at(x))
     points = problem.simulated_points(x[None, :])[0]
     cost_index = [problem.model.point_names.index(name) for name in problem.cost_points]
     metrics = fit_metrics(problem.measured, points[:, cost_index], list(problem.cost_points))
@@ -334,10 +338,41 @@ class _Archive:
         return F
 
 
-def _weighted(problem: IdentificationProblem, weighting: Any) -> tuple[Any, Any]:
+class _Unweighted:
+    """The unweighted residuals (m,) and Jacobians (m, dim) of the polish's last exact
+    Jacobians (one integrator step per sample), by point: the analysis wants them at the kept
+    point, where the polish (weighted) took its last Jacobian (:class:`LocalFit`). The latest
+    :data:`KEPT` points are held (each ≈ 5 MB on a trial with bar forces): a start's last
+    Jacobian is at most a few lock-step rounds of the others old."""
+
+    KEPT = 12
+
+    def __init__(self) -> None:
+        self.kept: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+    def keep(self, Y: np.ndarray, r: np.ndarray, J: np.ndarray, options: dict[str, Any]
+             ) -> None:
+        """Hold the residuals r (N, m) and Jacobians J (N, m, dim) of the points Y (N, dim)
+        when they are exact (``options``' ``samples_per_step`` 1 or absent)."""
+        if options.get("samples_per_step", 1) != 1:
+            return
+        for point, residuals, jacobian in zip(np.atleast_2d(Y), r, J, strict=True):
+            self.kept.pop(point.tobytes(), None)
+            self.kept[point.tobytes()] = (residuals, jacobian)
+        while len(self.kept) > self.KEPT:
+            self.kept.pop(next(iter(self.kept)))
+
+    def at(self, x: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(Jacobian, residuals) unweighted at ``x`` (dim,), or (None, None) when not held."""
+        held = self.kept.get(np.asarray(x, dtype=float).tobytes())
+        return (None, None) if held is None else (held[1], held[0])
+
+
+def _weighted(problem: IdentificationProblem, weighting: Any,
+              unweighted: _Unweighted | None = None) -> tuple[Any, Any]:
     """The problem's residuals and exact Jacobian functions of normalised points (N, dim)
     (keyword ``samples_per_step`` passed on), through the chain-noise weighting W (None: as
-    they are)."""
+    they are); ``unweighted`` keeps the exact Jacobians before W (:class:`_Unweighted`)."""
     if weighting is None:
         return problem.residuals, problem.jacobian
 
@@ -346,12 +381,15 @@ def _weighted(problem: IdentificationProblem, weighting: Any) -> tuple[Any, Any]
 
     def jacobian(X: np.ndarray, **options: Any) -> tuple[np.ndarray, np.ndarray]:
         r, J = problem.jacobian(X, **options)
+        if unweighted is not None:
+            unweighted.keep(X, r, J, options)
         return weighting.apply(r), weighting.apply_jacobian(J)
 
     return residuals, jacobian
 
 
-def _weighted_both(problem: IdentificationProblem, weighting: Any) -> Any:
+def _weighted_both(problem: IdentificationProblem, weighting: Any,
+                   unweighted: _Unweighted | None = None) -> Any:
     """The problem's residuals of some points and exact Jacobian of others in one call
     (``IdentificationProblem.residuals_and_jacobian``: the lock step's rounds that ask for
     both), through the chain-noise weighting W as :func:`_weighted` (None: as they are).
@@ -365,6 +403,8 @@ def _weighted_both(problem: IdentificationProblem, weighting: Any) -> Any:
     def both(X: np.ndarray, Y: np.ndarray, **options: Any
              ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
         residuals, (r, J) = problem.residuals_and_jacobian(X, Y, **options)
+        if unweighted is not None:
+            unweighted.keep(Y, r, J, options)
         return weighting.apply(residuals), (weighting.apply(r), weighting.apply_jacobian(J))
 
     return both
@@ -372,11 +412,12 @@ def _weighted_both(problem: IdentificationProblem, weighting: Any) -> Any:
 
 def _polish_from_distinct_starts(
     problem: IdentificationProblem, archive: _Archive, settings: RunSettings,
-    weighting: Any = None,
+    weighting: Any = None, unweighted: _Unweighted | None = None,
 ) -> tuple[LocalFit, list[PolishStart]]:
     """Polish from the ``settings.polish_starts`` best distinct evaluated points; return the fit
     of lowest exact cost and every start's record (Ctrl-C stops every start at its best).
-    ``weighting``: the chain-noise weighting the polish minimises |W r|² with (None: |r|²).
+    ``weighting``: the chain-noise weighting the polish minimises |W r|² with (None: |r|²);
+    ``unweighted`` keeps the exact stage's Jacobians before W (:class:`_Unweighted`).
 
     With a coarse first stage (:func:`_coarse_stage`), starts whose first stage ended in the same
     minimum (:func:`same_minima`) share one exact stage: from there they are one start."""
@@ -387,9 +428,9 @@ def _polish_from_distinct_starts(
     coarse = _coarse_stage(problem, settings, X[picks], weighting)
     leader = list(range(len(picks)))  # the start whose exact stage each start's is
     # In lock step: each Jacobian or residual request of the starts is one engine call.
-    residuals, jacobian = _weighted(problem, weighting)
+    residuals, jacobian = _weighted(problem, weighting, unweighted)
     jacobian = jacobian if _exact_jacobian(problem, settings) else None
-    both = _weighted_both(problem, weighting)
+    both = _weighted_both(problem, weighting, unweighted)
     if coarse is None:
         fits = polish_many(residuals, X[picks], problem.lower, problem.upper,
                            max_iterations=settings.polish_iterations, jacobian=jacobian,
@@ -408,10 +449,13 @@ def _polish_from_distinct_starts(
         fits = [exact[leaders.index(k)] for k in leader]
     distances: dict[int, float] = {}  # mm, once per distinct fit (joined starts share one)
 
+    def _unweighted_residuals(x: np.ndarray) -> np.ndarray:
+        held = unweighted.at(x)[1] if unweighted is not None else None
+        return held if held is not None else problem.residuals(x[None])[0]
+
     def mean_distance_mm(fit: LocalFit) -> float:
         if id(fit) not in distances:
-            raw = (fit.residuals if weighting is None
-                   else problem.residuals(fit.result.x[None])[0])
+            raw = fit.residuals if weighting is None else _unweighted_residuals(fit.result.x)
             squared = np.sum(_joint_centre_part(problem, raw).reshape(-1, 2) ** 2, axis=1)
             distances[id(fit)] = float(np.mean(np.sqrt(squared[seen]))) * 1e3
         return distances[id(fit)]
