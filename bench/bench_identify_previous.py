@@ -6,8 +6,10 @@ tree of :data:`PREVIOUS_COMMIT` (``git archive``, run with the same interpreter 
 kernels) and this checkout, one unmeasured pair then ``PAIRS`` measured ones; each phase
 (:mod:`bemore.phases`) in wall and CPU time, the whole process's wall time and its CPU time
 (``wait4``: the process and any child it waited for), medians, with the 1-minute load average
-before each run. The previous tree is given this checkout's ``bemore/phases.py`` (the marks
-alone, which then carry the CPU time in both). Both
+before each run. Both trees are byte-compiled first (as installed: a module changed since the
+last compilation is otherwise compiled from source at every run where bytecode is not written).
+The previous tree is given this checkout's ``bemore/phases.py`` (the marks alone, which then
+carry the CPU time in both). Both
 must write the same parameters and fit (``bench_polish.same_result``: numbers to 1e-5
 relative; the standard errors, computed differently since the marker noise's propagation, are
 not compared): a difference raises.
@@ -21,12 +23,12 @@ import tempfile
 from pathlib import Path
 
 from bench.bench_polish import same_result
-from bench.common import Measurement, commit_tree, time_bemore
+from bench.common import Measurement, byte_compiled, commit_tree, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
-PREVIOUS_COMMIT = "dd52482"
-"""main before the polish's steps came from the Jacobian's Gram factor (issue 24)."""
+PREVIOUS_COMMIT = "6691c40"
+"""main before the analysis phase's speed-ups (issue 24)."""
 PAIRS = 5
 
 
@@ -49,6 +51,7 @@ def alternated(pairs: int, options: list[str]) -> tuple[dict[str, list[dict[str,
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
         tree = commit_tree(PREVIOUS_COMMIT, folder / "previous")
+        byte_compiled(REPOSITORY)  # both trees as installed: bytecode compiled once
         shutil.copyfile(REPOSITORY / "bemore" / "phases.py", tree / "bemore" / "phases.py")
         for pair in range(pairs + 1):
             for name, source in (("previous", tree), ("now", None)):
