@@ -31,11 +31,11 @@ def weighted_run(tmp_path_factory):
     jacobian, both = problem.jacobian, problem.residuals_and_jacobian
 
     def counted_jacobian(X, *args, **options):
-        calls.append((phase[0], len(np.atleast_2d(X))))
+        calls.append((phase[0], len(np.atleast_2d(X)), options.get("project_channels", True)))
         return jacobian(X, *args, **options)
 
     def counted_both(X, Y, *args, **options):
-        calls.append((phase[0], len(np.atleast_2d(Y))))
+        calls.append((phase[0], len(np.atleast_2d(Y)), True))
         return both(X, Y, *args, **options)
 
     problem.jacobian, problem.residuals_and_jacobian = counted_jacobian, counted_both
@@ -65,9 +65,11 @@ def weighted_run(tmp_path_factory):
 def test_the_weighted_analysis_makes_no_jacobian_call(weighted_run) -> None:
     problem, outcome, calls, captured = weighted_run
     assert captured["weighting"] is not None and outcome.chain_noise is not None
-    assert any(phase == "polish" for phase, _ in calls)
-    assert [call for call in calls if call[0] == "analysis"] == []
-    # The one engine call the analysis still makes: the force channels' errors at x.
+    assert any(call[0] == "polish" for call in calls)
+    # The one engine call the analysis still makes: the force channels' errors and their
+    # standard errors at x, from the force rows before the channels' projection (which the
+    # polish's Jacobian, projected, cannot give back).
+    assert [call for call in calls if call[0] == "analysis"] == [("analysis", 1, False)]
     assert outcome.analysis_evaluations == 1
     args = captured["analysis"]
     x, jacobian, residuals = args[2], args[4], args[5]
@@ -85,9 +87,13 @@ def test_the_weighted_analysis_is_the_one_with_the_jacobian_taken_again(weighted
     ≤ 3e-9 relative here (a short search), 3e-11 on a full identification's athlete.json."""
     problem, outcome, _, captured = weighted_run
     settings, x, simulated, _, _, metrics = captured["analysis"][1:7]
+    again_metrics = dict(metrics)
     again, evaluations, _, markers_only = run._analysis(
-        problem, settings, x, simulated, None, None, dict(metrics), captured["weighting"])
+        problem, settings, x, simulated, None, None, again_metrics, captured["weighting"])
     assert evaluations == 2  # the Jacobian, then the channels' errors
+    assert again_metrics["force_channel_errors"] is not outcome.metrics["force_channel_errors"]
+    assert outcome.metrics["force_channel_errors"]["standard_errors"] == pytest.approx(
+        again_metrics["force_channel_errors"]["standard_errors"], rel=1e-8)
     for kept, taken in ((outcome.identifiability, again),
                         (outcome.identifiability_markers_only, markers_only)):
         for a, b in zip(kept.parameters, taken.parameters, strict=True):
