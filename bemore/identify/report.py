@@ -293,7 +293,8 @@ IMPLAUSIBLE_GAIN = 0.05
 
 def channel_errors_text(fitted: dict[str, Any] | None, rms_n: dict[str, float]) -> str | None:
     """The summary line of the force channels' fitted errors (athlete.json
-    ``bar_forces.fitted_channel_errors``, with their standard errors when known), with a warning when a gain is off by more than
+    ``bar_forces.fitted_channel_errors``, with their standard errors when known), with a
+    warning when a gain is off by more than
     :data:`IMPLAUSIBLE_GAIN` (a channel read inverted or in other units) and when the
     first-order correction's neglected terms exceed :data:`SECOND_ORDER_SHARE` of the RMS force
     residual ``rms_n``.
