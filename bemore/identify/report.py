@@ -129,6 +129,7 @@ def summary_text(athlete: dict[str, Any]) -> str:
     )
     lines += ["", fit]
     lines += [f"search: {note}" for note in athlete.get("search_notes", [])]
+    lines += [f"polish: {note}" for note in athlete.get("polish_coarse_notes", [])]
     starts = athlete.get("polish_starts") or []
     if starts:
         lines.append(polish_starts_text(starts))
