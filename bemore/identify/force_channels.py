@@ -126,16 +126,117 @@ class ForceChannelErrors:
         theta, *_ = np.linalg.lstsq(self.columns.reshape(-1, k),
                                     -np.asarray(raw_force_residuals).reshape(-1), rcond=None)
         fitted = dict(zip(self.labels, theta.tolist(), strict=True))
-        record: dict[str, Any] = {}
-        for label, value in fitted.items():
-            if label.startswith("lag"):
-                record[label.replace("_s", "_ms")] = value * 1e3
-            elif label.startswith(("gain", "crosstalk")):
-                record[f"{label}_pct"] = value * 100.0
-            else:
-                record[label] = value
+        record: dict[str, Any] = in_record_units(fitted)
         t = np.asarray(t, dtype=float)
         lag = np.array([fitted.get("lag_x_s", 0.0), fitted.get("lag_y_s", 0.0)])
         second = 0.5 * lag**2 * np.gradient(np.gradient(bar_force, t, axis=0), t, axis=0)
         record["second_order_rms_n"] = np.sqrt(np.mean(second**2, axis=0)).tolist()
         return record
+
+    def coefficients(self, force_residuals: np.ndarray) -> np.ndarray:
+        """(…, k) SI: the least-squares coefficients of the errors' columns in scaled force
+        residuals (…, F, 2) m, A r with A = (BᵀB)⁻¹Bᵀ (the fitted errors are −A r at the
+        fit)."""
+        k = len(self.labels)
+        shape = np.shape(force_residuals)
+        flat = np.reshape(force_residuals, (*shape[:-2], -1))
+        return flat @ np.linalg.pinv(self.columns.reshape(-1, k)).T
+
+    def standard_errors(self, covariance: np.ndarray) -> dict[str, float]:
+        """Standard errors in the record's units and keys (:func:`in_record_units`) of the
+        fitted errors whose covariance (k, k) SI is ``covariance`` (:func:`error_covariance`)."""
+        errors = np.sqrt(np.clip(np.diag(np.asarray(covariance, dtype=float)), 0.0, None))
+        return in_record_units(dict(zip(self.labels, errors.tolist(), strict=True)))
+
+
+def error_covariance(sensitivity: np.ndarray, copies: tuple[np.ndarray, np.ndarray],
+                     systematic: tuple[np.ndarray, np.ndarray, np.ndarray],
+                     unpropagated_covariance: np.ndarray | None,
+                     noise_covariance: np.ndarray
+                     ) -> np.ndarray:
+    """(k, k) SI: the covariance of the fitted channel errors θ = −A r(x̂), to first order.
+
+    Each input the trial chain propagates (its noise copies, the systematic members: the body
+    mass, the arm-end recipe, the declared channel errors not fitted) changes the unprojected
+    force residual at the fit by δr and moves the estimate by δx (the fit's own response, its
+    weighting included): θ moves by −(A δr + S δx), ``sensitivity`` S = A J (k, d) with J the
+    unprojected force rows' Jacobian. The two parts cancel largely — the fit moves the start's
+    rotation rate to follow a copy's driven motion, and its force with it — so they are taken
+    together, member by member: ``copies`` = (A δr (K, k), δx (K, d)), their sample covariance;
+    ``systematic`` = (A δr (n, k), δx (n, d), variance factor (n,): 1 for a standard
+    uncertainty, 1/3 for a rectangular half-width), Σ f·δθ δθᵀ. The parameters' covariance
+    beyond those inputs, ``unpropagated_covariance`` (d, d; the model error's, or the whole
+    residual sandwich when nothing was propagated; None: none), moves θ through S alone;
+    ``noise_covariance`` (k, k) is the force noise inside the errors' span, which the fit does
+    not see (:func:`span_noise_covariance`).
+
+    >>> S = np.array([[2.0]])
+    >>> copies = (np.array([[1.0], [-1.0], [0.0]]), np.array([[-0.5], [0.5], [0.0]]))
+    >>> none = (np.zeros((0, 1)), np.zeros((0, 1)), np.zeros(0))
+    >>> error_covariance(S, copies, none, None, np.zeros((1, 1))).tolist()  # they cancel
+    [[0.0]]
+    >>> body = (np.array([[3.0]]), np.array([[1.0]]), np.array([1.0]))
+    >>> error_covariance(S, copies, body, np.array([[0.25]]), np.array([[1.0]])).tolist()
+    [[27.0]]
+    """
+    S = np.asarray(sensitivity, dtype=float)
+    direct, response = (np.asarray(a, dtype=float) for a in copies)
+    moved = direct + response @ S.T
+    covariance = (np.atleast_2d(np.cov(moved, rowvar=False)) if moved.shape[0] > 1
+                  else np.zeros((S.shape[0], S.shape[0])))
+    direct, response, factor = (np.asarray(a, dtype=float) for a in systematic)
+    moved = direct + response @ S.T
+    covariance = covariance + (moved * factor[:, None]).T @ moved
+    if unpropagated_covariance is not None:
+        covariance = covariance + S @ np.asarray(unpropagated_covariance, dtype=float) @ S.T
+    return covariance + np.asarray(noise_covariance, dtype=float)
+
+
+def span_noise_covariance(errors: ForceChannelErrors, row_variance: np.ndarray) -> np.ndarray:
+    """(k, k) SI: the covariance of A ε, the force noise ε inside the errors' span, with
+    ``row_variance`` (2,) m² per scaled residual row of each axis (:func:`row_noise_variance`).
+
+    >>> columns = np.zeros((4, 2, 1)); columns[:, 1, 0] = 2.0  # an offset of y, s = 2 m/N
+    >>> errors = ForceChannelErrors(("offset_y_n",), columns, np.zeros((8, 1)))
+    >>> span_noise_covariance(errors, np.array([0.0, 8.0])).tolist()  # (2 N)²/4 rows
+    [[0.5]]
+    """
+    k = len(errors.labels)
+    A = np.linalg.pinv(errors.columns.reshape(-1, k))
+    rows = np.broadcast_to(np.asarray(row_variance, dtype=float),
+                           errors.columns.shape[:2]).reshape(-1)
+    return (A * rows) @ A.T
+
+
+def in_record_units(values: dict[str, float]) -> dict[str, float]:
+    """Channel errors keyed by their SI labels (:func:`channel_error_columns`) in the record's
+    units and keys: offsets N (``offset_x_n``), gains and cross-talks % (``gain_x_pct``), lags
+    ms (``lag_x_ms``).
+
+    >>> in_record_units({"offset_y_n": 1.5, "gain_x": 0.002, "lag_y_s": 0.001})
+    {'offset_y_n': 1.5, 'gain_x_pct': 0.2, 'lag_y_ms': 1.0}
+    """
+    record: dict[str, float] = {}
+    for label, value in values.items():
+        if label.startswith("lag"):
+            record[label.replace("_s", "_ms")] = value * 1e3
+        elif label.startswith(("gain", "crosstalk")):
+            record[f"{label}_pct"] = value * 100.0
+        else:
+            record[label] = value
+    return record
+
+
+def row_noise_variance(scale: np.ndarray, noise_density: np.ndarray, row_rate_hz: float
+                       ) -> np.ndarray:
+    """(2,) m²: the variance per scaled force residual row (``scale`` (2,) m/N) of white noise
+    with the force's ``noise_density`` (2,) N/√Hz (σ/√f of the raw channels) on rows sampled at
+    ``row_rate_hz``: what the force noise puts into a sum over the rows of a column that varies
+    slowly against the trial chain's low-pass (Σ bᵢεᵢ has the variance (σ²/f)·f_rows·Σ bᵢ²
+    however the force was resampled within its band).
+
+    >>> row_noise_variance(np.array([1.0, 0.5]), np.array([2.0, 2.0]), 100.0).tolist()
+    [400.0, 100.0]
+    """
+    return (np.asarray(scale, dtype=float) * np.asarray(noise_density, dtype=float)) ** 2 * float(
+        row_rate_hz)

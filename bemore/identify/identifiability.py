@@ -50,8 +50,8 @@ by far the most sensitive unknown), and their relative error is relative to thei
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -112,6 +112,18 @@ class Identifiability:
     covariance: str = "white"  # "long-run (Newey-West, N frames)" or "white", and the noise
     bandwidth_frames: int = 0
     noise_realisations: int = 0  # K noisy copies of the trial propagated (0: none)
+    # The covariance's part beyond the propagated inputs (d, d, normalised units): the model
+    # error's, or the whole residual sandwich when nothing was propagated; what moves a
+    # quantity computed from the estimate besides the inputs whose changes are known (the
+    # fitted force channel errors, bemore.identify.force_channels.error_covariance). Not in
+    # the record.
+    unpropagated_covariance: np.ndarray | None = field(default=None, repr=False)
+
+    def record(self) -> dict[str, Any]:
+        """JSON-ready record (athlete.json ``identifiability``), with the flagged names."""
+        record = asdict(self)
+        del record["unpropagated_covariance"]
+        return {**record, "flagged": self.flagged}
 
     @property
     def flagged(self) -> list[str]:
@@ -173,6 +185,7 @@ def analyse(
     residual_error_n = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     noise_error_n = np.full(d, np.nan)
     model_error_n = np.full(d, np.nan)
+    model = covariance
     recipe_error_n = np.full(d, np.nan)
     recipe = np.zeros((d, d))
     if noise is not None and bandwidth_known(frames, m):
@@ -299,6 +312,7 @@ def analyse(
         covariance=kind,
         bandwidth_frames=bandwidth,
         noise_realisations=noise.realisations if noise is not None else 0,
+        unpropagated_covariance=model,
     )
 
 

@@ -79,14 +79,8 @@ def athlete_record(
         "polish_run": polish,
         # Every polish start (the run's best distinct points): which won, what the others reached.
         "polish_starts": [asdict(start) for start in outcome.polish_starts],
-        "identifiability": (
-            {
-                **asdict(outcome.identifiability),
-                "flagged": outcome.identifiability.flagged,
-            }
-            if outcome.identifiability
-            else None
-        ),
+        "identifiability": (outcome.identifiability.record() if outcome.identifiability
+                            else None),
         # With bar forces: what the markers alone would flag (same Jacobian, joint-centre rows).
         "bar_forces": _bar_forces_record(outcome, problem),
         # The inertial mode (--inertial): every segment from the bar force, None when off.
@@ -144,7 +138,7 @@ def _bar_forces_record(outcome: Outcome, problem: IdentificationProblem
         "made_identifiable_by_forces": outcome.made_identifiable_by_forces,
         # Relative standard error of each parameter: [markers alone, markers and forces].
         "relative_standard_errors": errors,
-        "markers_only_identifiability": asdict(markers_only) if markers_only else None,
+        "markers_only_identifiability": markers_only.record() if markers_only else None,
         # The errors-in-variables weighting the polish and the analysis used (None: none;
         # bemore.identify.chain_noise); the markers-alone analysis above is unweighted.
         "chain_noise_weighting": getattr(outcome, "chain_noise", None),

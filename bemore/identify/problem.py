@@ -60,12 +60,24 @@ def force_scales(marker_noise_m: float, marker_rate_hz: float, force_noise_n: np
     if not np.isfinite(marker_noise_m) or marker_noise_m <= 0.0:
         raise DataError("bar forces: the marker noise of the trial is unknown, so the force "
                         "term cannot be weighed against the markers ([forces] use = false)")
+    return np.sqrt(weight) * (marker_noise_m / np.sqrt(marker_rate_hz)) / force_noise_density(
+        force_noise_n, force_rate_hz, bar_force)
+
+
+def force_noise_density(force_noise_n: np.ndarray, force_rate_hz: float, bar_force: np.ndarray
+                        ) -> np.ndarray:
+    """(2,) N/√Hz: each axis' force noise density σ/√f (σ: the raw channels' noise, N, sampled
+    at ``force_rate_hz``), σ floored at :data:`FORCE_NOISE_FLOOR` of the axis' RMS force
+    (``bar_force`` (F, 2) N). DataError when an axis has neither noise nor force.
+
+    >>> force_noise_density(np.array([20.0, 0.0]), 400.0, np.array([[0.0, 3000.0]])).tolist()
+    [1.0, 0.15]
+    """
     floor = FORCE_NOISE_FLOOR * np.sqrt(np.mean(np.asarray(bar_force) ** 2, axis=0))
     sigma = np.maximum(np.nan_to_num(np.asarray(force_noise_n, dtype=float)), floor)
     if np.any(sigma <= 0.0):
         raise DataError("bar forces: an axis has neither noise nor force")
-    return np.sqrt(weight) * (marker_noise_m / np.sqrt(marker_rate_hz)) / (
-        sigma / np.sqrt(force_rate_hz))
+    return sigma / np.sqrt(force_rate_hz)
 
 
 def body_mass_uncertainty(identification: Any, segments: Any,
@@ -209,6 +221,8 @@ class IdentificationProblem(Problem):
             # projection, bemore.identify.force_channels).
             problem.channel_errors = ForceChannelErrors.of_force(
                 bar_force, motion.t, scales, tuple(forces.fitted_channel_errors))
+            problem.force_noise_density = force_noise_density(
+                trial.bar_force_noise_n, trial.bar_force_rate_hz, bar_force)
         # What the body and the data came from: the noise propagation (bemore.identify.
         # propagation) measures the body again on noisy copies of the trial.
         problem.trial, problem.body_source = trial, (table, body_mass_kg)
@@ -280,6 +294,9 @@ class IdentificationProblem(Problem):
         # The force channels' errors fitted with the parameters, projected out of the force
         # residuals (bemore.identify.force_channels); None: the channels taken as they read.
         self.channel_errors: ForceChannelErrors | None = None
+        # (2,) N/√Hz: the force channels' noise density (force_noise_density), what the fitted
+        # channel errors' standard errors count of the force noise; None: unknown.
+        self.force_noise_density: np.ndarray | None = None
         if self.bar_force is not None and (self.bar_force.shape != (frames, 2)
                                            or self.force_scale is None):
             raise DataError(f"bar forces have shape {self.bar_force.shape}, expected "
@@ -376,19 +393,59 @@ class IdentificationProblem(Problem):
             force = self.channel_errors.project(force)
         return force
 
-    def fitted_channel_errors(self, x: np.ndarray) -> dict[str, Any] | None:
+    def fitted_channel_errors(self, x: np.ndarray, uncertainty: tuple[Any, np.ndarray,
+                                                                        np.ndarray | None]
+                              | None = None) -> dict[str, Any] | None:
         """The force channels' errors fitted at the point x (dim,) (offsets N, gains and
         cross-talks %, lag ms; :meth:`ForceChannelErrors.estimate`), or None when none are
-        fitted. One engine call."""
+        fitted. One engine call.
+
+        ``uncertainty``: (the propagated inputs as the fit saw them, a
+        :class:`~bemore.identify.propagation.PropagatedNoise` or None; the fit's Jacobian
+        (m, dim) at x; the covariance beyond those inputs (dim, dim) or None,
+        ``Identifiability.unpropagated_covariance``) — then also their
+        ``standard_errors``, same units and keys (:func:`~bemore.identify.force_channels.
+        error_covariance`: the inputs, the model error and the force noise inside the
+        errors' span; the unprojected force rows' Jacobian from the same engine call)."""
         if self.channel_errors is None:
             return None
-        from bemore.model import simulate
+        X = np.atleast_2d(np.asarray(x, dtype=float))
+        if uncertainty is None:
+            from bemore.model import simulate
 
-        P, q0, qd0 = self.members(np.atleast_2d(np.asarray(x, dtype=float)))
-        simulation = simulate(self.model, P, self.motion, q0, qd0,
-                              outputs=("free_q", "free_qd"))
-        raw = self._force_residuals(P, simulation.free_q, simulation.free_qd, corrected=False)
-        return self.channel_errors.estimate(raw[0], self.bar_force, self.motion.t)
+            P, q0, qd0 = self.members(X)
+            simulation = simulate(self.model, P, self.motion, q0, qd0,
+                                  outputs=("free_q", "free_qd"))
+            raw = self._force_residuals(P, simulation.free_q, simulation.free_qd,
+                                        corrected=False)[0]
+            return self.channel_errors.estimate(raw, self.bar_force, self.motion.t)
+        from bemore.identify.force_channels import (
+            error_covariance,
+            row_noise_variance,
+            span_noise_covariance,
+        )
+
+        noise, jacobian, unpropagated = uncertainty
+        residuals, J = self.jacobian(X, project_channels=False)
+        frames, columns = self.measured.shape[0], 2 * len(self.cost_points)
+        raw = residuals[0].reshape(frames, -1)[:, columns:]
+        record = self.channel_errors.estimate(raw, self.bar_force, self.motion.t)
+        sensitivity = self.channel_errors.coefficients(
+            np.moveaxis(J[0].reshape(frames, -1, X.shape[1])[:, columns:], -1, 0)).T  # (k, d)
+        k = len(self.channel_errors.labels)
+        members = noise.channel_error_members(jacobian) if noise is not None else None
+        if members is None:
+            members = ((np.zeros((0, k)), np.zeros((0, X.shape[1]))),
+                       (np.zeros((0, k)), np.zeros((0, X.shape[1])), np.zeros(0)))
+        density = self.force_noise_density if self.force_noise_density is not None else (
+            np.zeros(2))
+        row_rate_hz = 1.0 / float(self.motion.t[1] - self.motion.t[0])
+        covariance = error_covariance(
+            sensitivity, *members, unpropagated,
+            span_noise_covariance(self.channel_errors,
+                                  row_noise_variance(self.force_scale, density, row_rate_hz)))
+        record["standard_errors"] = self.channel_errors.standard_errors(covariance)
+        return record
 
     def joint_centre_part(self, residuals: np.ndarray) -> np.ndarray:
         """The joint-centre coordinates (…, F·7·2) m of stacked :meth:`residuals` (…, m)."""
@@ -413,10 +470,12 @@ class IdentificationProblem(Problem):
 
     def _simulate_points(self, X: np.ndarray, samples_per_step: int = 1,
                          parameter_changes: np.ndarray | None = None,
-                         members: tuple[np.ndarray, ...] | None = None
+                         members: tuple[np.ndarray, ...] | None = None,
+                         project_channels: bool = True
                          ) -> tuple[np.ndarray, np.ndarray | None]:
         """Named points (N, F, n_points, 2) m and, with forces, the scaled force residuals
-        (N, F, 2) m (else None); one integrator step per ``samples_per_step`` samples;
+        (N, F, 2) m (else None; the fitted channel errors' part projected out unless
+        ``project_channels`` is False); one integrator step per ``samples_per_step`` samples;
         ``parameter_changes`` as for :meth:`members`; ``members``: :meth:`members` of X when
         already made."""
         from bemore.model import simulate
@@ -428,7 +487,7 @@ class IdentificationProblem(Problem):
         if not self.has_forces:
             return simulation.points, None
         return simulation.points, self._force_residuals(P, simulation.free_q,
-                                                        simulation.free_qd)
+                                                        simulation.free_qd, project_channels)
 
     def start_record(self, x: np.ndarray) -> dict[str, Any] | None:
         """JSON-ready initial state of the point x (dim,) (None without nuisance unknowns)."""
@@ -439,12 +498,15 @@ class IdentificationProblem(Problem):
 
     def residuals(self, X: np.ndarray, samples_per_step: int = 1,
                   parameter_changes: np.ndarray | None = None,
-                  members: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
+                  members: tuple[np.ndarray, ...] | None = None,
+                  project_channels: bool = True) -> np.ndarray:
         """Stacked (simulated − measured) joint-centre coordinates (N, F·7·2) m; with bar
         forces (N, F·16): each frame's 14 coordinates then its 2 scaled force residuals (m).
         One integrator step per sample (``samples_per_step`` 2: per two, the search's cost).
         ``parameter_changes`` (N, n_model_parameters), SI: added to the engine parameters
-        (:meth:`members`); ``members``: :meth:`members` of X when already made.
+        (:meth:`members`); ``members``: :meth:`members` of X when already made;
+        ``project_channels`` False: the force rows as measured, the fitted channel errors' part
+        left in (what estimates them).
 
         Not-seen measurements give 0 (they are out of the cost); members that cannot be
         simulated give the penalty distance everywhere (forces: 0), so their Σ r² is the
@@ -453,7 +515,8 @@ class IdentificationProblem(Problem):
         # One copy (the cost points), then in place: the residuals of a Jacobian's 31 members
         # are 5 MB, and each extra pass over them costs about as much as a quarter of the
         # simulation (measured: 19.5 → 1.5 ms for 31 members of the sample).
-        points, force = self._simulate_points(X, samples_per_step, parameter_changes, members)
+        points, force = self._simulate_points(X, samples_per_step, parameter_changes, members,
+                                              project_channels)
         difference = np.take(points, self._point_index, axis=2)
         np.subtract(difference, self.measured, out=difference)
         unseen = np.isnan(self.measured)
@@ -531,8 +594,8 @@ class IdentificationProblem(Problem):
                 self.jacobian(Y, samples_per_step, prepared=(members, derivatives)))
 
     def jacobian(self, X: np.ndarray, samples_per_step: int = 1,
-                 prepared: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
+                 prepared: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] | None = None,
+                 project_channels: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Residuals (N, m) of X (N, dim), as :meth:`residuals` gives them with the same
         ``samples_per_step``, and their exact
         Jacobian (N, m, dim) in m per unit of x: the engine's forward-mode sensitivities
@@ -540,7 +603,8 @@ class IdentificationProblem(Problem):
         forces, the force rows from the free state's sensitivities
         (``Model.spring_force_tangents``). A member that
         cannot be simulated gets the penalty residuals and a zero Jacobian. ``prepared``: the
-        members and start derivatives of X (``_members_and_start_derivatives``) when made."""
+        members and start derivatives of X (``_members_and_start_derivatives``) when made;
+        ``project_channels`` as for :meth:`residuals`."""
         from bemore.model.sensitivity import point_sensitivities
 
         X = np.atleast_2d(np.asarray(X, dtype=float))
@@ -558,11 +622,12 @@ class IdentificationProblem(Problem):
         frames = self.measured.shape[0]
         if self.has_forces:
             # Each frame's 14 coordinates then its 2 scaled force residuals, as residuals().
-            force = self._force_residuals(P, result.free_q, result.free_qd)  # (N, F, 2)
+            force = self._force_residuals(P, result.free_q, result.free_qd,
+                                          project_channels)  # (N, F, 2)
             d_force = self.model.spring_force_tangents(
                 P, result.free_q, result.free_qd, dP, result.d_free_q, result.d_free_qd,
                 BAR_AXES) * self.force_scale  # (N, d, F, 2)
-            if self.channel_errors is not None:
+            if self.channel_errors is not None and project_channels:
                 d_force = self.channel_errors.project(d_force)
             difference = np.concatenate([difference.reshape(N, frames, -1), force], axis=2)
             derivative = np.concatenate([derivative.reshape(N, d, frames, -1), d_force],

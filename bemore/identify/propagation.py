@@ -113,6 +113,12 @@ class PropagatedNoise:
     # uncertainty of each (offset and gain per axis, the lag), and the covariance they add.
     channel_changes: np.ndarray | None = None
     channel_covariance: np.ndarray | None = None
+    # The fitted force channel errors' direct changes (None: none fitted): for each input
+    # above, A δr of its unprojected force residual change at x* (SI per error,
+    # ForceChannelErrors.coefficients) — "copies" (K, k), "recipe" (k,), "body_mass" (k,),
+    # "channels" (n, k); what θ's standard errors combine with the fit's response
+    # (bemore.identify.force_channels.error_covariance).
+    channel_direct: dict[str, np.ndarray] | None = None
 
     def for_rows(self, select: Any, jacobian: np.ndarray) -> PropagatedNoise:
         """The same copies seen through some rows of the residuals only: ``select`` maps a
@@ -127,7 +133,32 @@ class PropagatedNoise:
                                body, None if body is None else systematic_covariance(
                                    body, jacobian), self.body_mass_uncertainty_kg,
                                channels, None if channels is None else systematic_covariance(
-                                   channels, jacobian))
+                                   channels, jacobian), self.channel_direct)
+
+    def channel_error_members(self, jacobian: np.ndarray
+                              ) -> tuple[tuple[np.ndarray, np.ndarray],
+                                         tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+        """The inputs' parts for :func:`bemore.identify.force_channels.error_covariance`,
+        with the fit's responses δx through ``jacobian`` (m, dim), this noise's rows: (copies'
+        (A δr, δx), systematic members' (A δr, δx, variance factor)); None when no channel
+        error is fitted."""
+        direct = self.channel_direct
+        if direct is None:
+            return None
+        copies = (direct["copies"], responses(self.residual_changes, jacobian))
+        members = [(direct[key], change, factor) for key, change, factor in (
+            ("recipe", self.recipe_change, RECIPE_VARIANCE_FACTOR),
+            ("body_mass", self.body_mass_change, 1.0)) if change is not None]
+        if self.channel_changes is not None:
+            members += [(row, change, 1.0) for row, change
+                        in zip(direct["channels"], self.channel_changes, strict=True)]
+        k = direct["copies"].shape[1]
+        if not members:
+            return copies, (np.zeros((0, k)), np.zeros((0, jacobian.shape[1])), np.zeros(0))
+        systematic = (np.array([m[0] for m in members]),
+                      responses(np.array([m[1] for m in members]), jacobian),
+                      np.array([m[2] for m in members]))
+        return copies, systematic
 
 
 def systematic_covariance(change: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
@@ -140,9 +171,19 @@ def systematic_covariance(change: np.ndarray, jacobian: np.ndarray) -> np.ndarra
     >>> systematic_covariance(np.array([[1.0, 3.0], [1.0, 1.0]]), np.ones((2, 1))).tolist()
     [[5.0]]
     """
-    J = np.asarray(jacobian, dtype=float)
-    response = np.atleast_2d(-(np.asarray(change, dtype=float) @ J) @ np.linalg.pinv(J.T @ J))
+    response = responses(np.atleast_2d(np.asarray(change, dtype=float)), jacobian)
     return response.T @ response
+
+
+def responses(changes: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
+    """(n, dim): the least-squares responses δx = −(JᵀJ)⁻¹Jᵀδr of residual changes
+    ``changes`` (n, m), J = ``jacobian`` (m, dim).
+
+    >>> responses(np.array([[1.0, 3.0]]), np.ones((2, 1))).tolist()   # minus the mean
+    [[-2.0]]
+    """
+    J = np.asarray(jacobian, dtype=float)
+    return -(np.asarray(changes, dtype=float) @ J) @ np.linalg.pinv(J.T @ J)
 
 
 def recipe_covariance(change: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
@@ -163,6 +204,26 @@ def force_channel_changes(problem: Any) -> np.ndarray | None:
     axis, the whole force late by the lag (F(t − τ) ≈ F − τ·Ḟ) — and the simulation unchanged,
     so δr = −s·δF on the force rows and 0 on the joint centres', less what the fitted channel
     errors absorb (``problem.channel_errors``). None without forces or with nothing declared."""
+    declared = declared_channel_members(problem)
+    if declared is None:
+        return None
+    _, moved = declared
+    force = np.asarray(problem.bar_force, dtype=float)
+    frames, columns = force.shape[0], problem.columns_per_frame
+    changes = np.zeros((len(moved), frames, columns))
+    fitted = getattr(problem, "channel_errors", None)
+    if fitted is not None:
+        # What the fitted channel errors absorb moves nothing.
+        moved = fitted.project(moved)
+    changes[:, :, columns - force.shape[1]:] = moved
+    return changes.reshape(len(moved), -1)
+
+
+def declared_channel_members(problem: Any) -> tuple[list[str], np.ndarray] | None:
+    """The declared force-channel errors (:func:`force_channel_changes`) before the fitted
+    ones' projection: each member's kind (of ``force_channels.KINDS``) and its scaled
+    force-residual change (n, F, 2) m per standard uncertainty; None without forces or with
+    nothing declared."""
     from bemore.identify.force_channels import channel_error_columns
 
     if not getattr(problem, "has_forces", False):
@@ -179,25 +240,21 @@ def force_channel_changes(problem: Any) -> np.ndarray | None:
     lag = [label.startswith("lag") for label in labels]
     members = [-sizes[label.split("_")[0]] * unit[..., k]
                for k, label in enumerate(labels) if not lag[k]]
+    member_kinds = [label.split("_")[0] for k, label in enumerate(labels) if not lag[k]]
     if any(lag):
         members.append(-sizes["lag"] * unit[..., lag].sum(axis=-1))
-    moved = np.asarray(members)
-    frames, columns = force.shape[0], problem.columns_per_frame
-    changes = np.zeros((len(moved), frames, columns))
-    fitted = getattr(problem, "channel_errors", None)
-    if fitted is not None:
-        # What the fitted channel errors absorb moves nothing.
-        moved = fitted.project(moved)
-    changes[:, :, columns - force.shape[1]:] = moved
-    return changes.reshape(len(moved), -1)
+        member_kinds.append("lag")
+    return member_kinds, np.asarray(members)
 
 
-def body_mass_change(problem: Any, x: np.ndarray) -> np.ndarray | None:
+def body_mass_change(problem: Any, x: np.ndarray, project_channels: bool = True
+                     ) -> np.ndarray | None:
     """δr (m,) m per standard uncertainty of the body mass (``problem.body_mass_uncertainty_kg``)
     at ``x`` (dim,): the fixed body values (segment masses, the trunk+thighs total) of the
     table scaled to M + :data:`LINEAR_FRACTION`·σ_M instead of M, the trial as it is, the
     change scaled back (module docstring, "The body mass"). None when the body is taken as
-    exact (σ_M = 0) or was not scaled from a table."""
+    exact (σ_M = 0) or was not scaled from a table. ``project_channels`` False: the force
+    rows unprojected (``IdentificationProblem.residuals``)."""
     from bemore.identify.problem import LOCKED_SHOULDER
     from bemore.model.body import body_parameters, table_mass_kg
 
@@ -219,7 +276,7 @@ def body_mass_change(problem: Any, x: np.ndarray) -> np.ndarray | None:
     # members).
     inner = getattr(problem, "inner", problem)
     r = inner.residuals(np.repeat(np.asarray(x, dtype=float)[None, :], 2, axis=0),
-                        parameter_changes=change)
+                        parameter_changes=change, project_channels=project_channels)
     if not np.isfinite(r).all():
         return None
     return (r[1] - r[0]) / LINEAR_FRACTION
@@ -236,9 +293,7 @@ def response_covariance(changes: np.ndarray, jacobian: np.ndarray) -> np.ndarray
     >>> float(response_covariance(changes, np.ones((2, 1)))[0, 0])    # var of −(2, 0, −0.5)
     1.75
     """
-    J = np.asarray(jacobian, dtype=float)
-    response = -(changes @ J) @ np.linalg.pinv(J.T @ J)
-    return np.atleast_2d(np.cov(response, rowvar=False))
+    return np.atleast_2d(np.cov(responses(changes, jacobian), rowvar=False))
 
 
 def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
@@ -263,7 +318,15 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
         raw = np.concatenate([raw, trial.unfiltered[None]])
         blend = np.zeros(raw.shape[0])
         blend[-1] = LINEAR_FRACTION
-    copies, points, force = simulate_copies(problem, x, raw, blend)
+    fitted = getattr(problem, "channel_errors", None)
+    copies, points, force = simulate_copies(problem, x, raw, blend,
+                                            project_channels=fitted is None)
+    direct = None
+    if fitted is not None and force is not None:
+        # The fitted channel errors' coefficients of each copy's force, then the projection
+        # the fit sees.
+        direct = fitted.coefficients(force)
+        force = fitted.project(force)
     r = residual_rows(problem, points - copies.joint_centres, force)
     recipe_change = None
     if recipe:
@@ -275,8 +338,12 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
     if not valid[0] or valid.sum() < 3:
         return None
     delta = (r[1:][valid[1:]] - r[0]) / LINEAR_FRACTION  # back to the noise's σ
-    body = body_mass_change(problem, x)
+    body = body_mass_change(problem, x, project_channels=fitted is None)
     channels = force_channel_changes(problem)
+    channel_direct = None
+    if direct is not None:
+        channel_direct = _channel_direct(problem, fitted, direct, valid, recipe, body)
+        body = None if body is None else _projected_rows(problem, fitted, body)
     return PropagatedNoise(covariance=response_covariance(delta, jacobian),
                            realisations=int(delta.shape[0]), noise_m=float(noise), seed=seed,
                            residual_changes=delta, recipe_change=recipe_change,
@@ -289,16 +356,51 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
                                getattr(problem, "body_mass_uncertainty_kg", 0.0) or 0.0),
                            channel_changes=channels,
                            channel_covariance=None if channels is None
-                           else systematic_covariance(channels, jacobian))
+                           else systematic_covariance(channels, jacobian),
+                           channel_direct=channel_direct)
+
+
+def _channel_direct(problem: Any, fitted: Any, direct: np.ndarray, valid: np.ndarray,
+                    recipe: bool, body: np.ndarray | None) -> dict[str, np.ndarray]:
+    """:attr:`PropagatedNoise.channel_direct` from the copies' coefficients ``direct``
+    (copy 0 the trial, the recipe's copy last when ``recipe``), the copies kept (``valid``,
+    without the recipe's) and the body mass's unprojected change ``body`` (m,) or None. A
+    declared error of a kind that is fitted is what the fit estimates, not an error of it: 0."""
+    frames = problem.measured.shape[0]
+    record = {}
+    if recipe:
+        record["recipe"] = (direct[-1] - direct[0]) / LINEAR_FRACTION
+        direct = direct[:-1]
+    record["copies"] = (direct[1:][valid[1:]] - direct[0]) / LINEAR_FRACTION
+    if body is not None:
+        force = body.reshape(frames, -1)[:, -2:]
+        record["body_mass"] = fitted.coefficients(force)
+    declared = declared_channel_members(problem)
+    if declared is not None:
+        kinds, moved = declared
+        coefficients = fitted.coefficients(moved)
+        coefficients[[kind in fitted.kinds for kind in kinds]] = 0.0
+        record["channels"] = coefficients
+    return record
+
+
+def _projected_rows(problem: Any, fitted: Any, rows: np.ndarray) -> np.ndarray:
+    """Stacked residual rows (m,) with the force rows' fitted channel errors projected out."""
+    frames = problem.measured.shape[0]
+    shaped = np.array(rows, dtype=float).reshape(frames, -1)
+    shaped[:, -2:] = fitted.project(shaped[:, -2:])
+    return shaped.reshape(-1)
 
 
 def simulate_copies(problem: Any, x: np.ndarray, raw: np.ndarray,
-                    blend: np.ndarray | None = None) -> tuple[Any, np.ndarray, np.ndarray | None]:
+                    blend: np.ndarray | None = None, project_channels: bool = True
+                    ) -> tuple[Any, np.ndarray, np.ndarray | None]:
     """The trial chain run on ``raw`` (K, F, M, 3) m, versions of the trial's gap-filled
     markers (:func:`bemore.trial.realisations.prepare_realisations`, ``blend`` its recipe
     weights), and the model simulated at ``x`` (dim,) once per copy, each with its own driven
     motion, start and body, in one engine call: (the copies, their simulated cost points
-    (K, F, 7, 2) m, their scaled force residuals (K, F, 2) m or None without forces)."""
+    (K, F, 7, 2) m, their scaled force residuals (K, F, 2) m or None without forces; the
+    fitted channel errors' part projected out unless ``project_channels`` is False)."""
     from bemore.model import DrivenMotion, simulate
     from bemore.trial.realisations import prepare_realisations
 
@@ -313,7 +415,8 @@ def simulate_copies(problem: Any, x: np.ndarray, raw: np.ndarray,
     index = [model.point_names.index(name) for name in problem.cost_points]
     force = None
     if problem.has_forces:
-        force = problem._force_residuals(P, simulation.free_q, simulation.free_qd)
+        force = problem._force_residuals(P, simulation.free_q, simulation.free_qd,
+                                         project_channels)
     return copies, simulation.points[:, :, index], force
 
 

@@ -294,17 +294,19 @@ IMPLAUSIBLE_GAIN = 0.05
 
 def channel_errors_text(fitted: dict[str, Any] | None, rms_n: dict[str, float]) -> str | None:
     """The summary line of the force channels' fitted errors (athlete.json
-    ``bar_forces.fitted_channel_errors``), with a warning when a gain is off by more than
+    ``bar_forces.fitted_channel_errors``, with their standard errors when known), with a warning when a gain is off by more than
     :data:`IMPLAUSIBLE_GAIN` (a channel read inverted or in other units) and when the
     first-order correction's neglected terms exceed :data:`SECOND_ORDER_SHARE` of the RMS force
     residual ``rms_n``.
 
     >>> print(channel_errors_text({"offset_x_n": 0.4, "offset_y_n": -2.9, "gain_x_pct": 0.1,
     ...                            "gain_y_pct": -0.41, "lag_x_ms": 1.02, "lag_y_ms": -0.2,
-    ...                            "second_order_rms_n": [0.1, 0.2]}, {"x": 4.0, "y": 5.0}))
+    ...                            "second_order_rms_n": [0.1, 0.2],
+    ...                            "standard_errors": {"offset_y_n": 2.34, "lag_y_ms": 0.3}},
+    ...                           {"x": 4.0, "y": 5.0}))
     ... # doctest: +NORMALIZE_WHITESPACE
-    force channels fitted: offset x +0.4 N, y -2.9 N; gain x +0.10 %, y -0.41 %;
-    lag x +1.02 ms, y -0.20 ms (positive: the force behind the markers)
+    force channels fitted (± standard error): offset x +0.4 N, y -2.9 ± 2.3 N; gain x +0.10 %,
+    y -0.41 %; lag x +1.02 ms, y -0.20 ± 0.30 ms (positive: the force behind the markers)
     >>> print(channel_errors_text({"gain_y_pct": 199.0, "lag_y_ms": 4.0,
     ...                            "second_order_rms_n": [2.0, 3.0]},
     ...                           {"x": 4.0, "y": 5.0}).split("; ", 2)[2])
@@ -316,16 +318,21 @@ def channel_errors_text(fitted: dict[str, Any] | None, rms_n: dict[str, float]) 
     if not fitted:
         return None
     parts = []
-    for kind, unit, form in (("offset", "N", "{:+.1f}"), ("gain", "%", "{:+.2f}"),
-                             ("crosstalk", "%", "{:+.2f}"), ("lag", "ms", "{:+.2f}")):
+    errors = fitted.get("standard_errors") or {}
+    for kind, unit, digits in (("offset", "N", 1), ("gain", "%", 2), ("crosstalk", "%", 2),
+                               ("lag", "ms", 2)):
         suffix = {"offset": "_n", "lag": "_ms"}.get(kind, "_pct")
-        values = [(axis, fitted.get(f"{kind}_{axis}{suffix}")) for axis in "xy"]
-        if any(value is not None for _, value in values):
-            parts.append(f"{kind} " + ", ".join(f"{axis} {form.format(value)} {unit}"
-                                               for axis, value in values if value is not None))
+        values = [(axis, fitted.get(f"{kind}_{axis}{suffix}"),
+                   errors.get(f"{kind}_{axis}{suffix}")) for axis in "xy"]
+        if any(value is not None for _, value, _ in values):
+            parts.append(f"{kind} " + ", ".join(
+                f"{axis} {value:+.{digits}f}"
+                + ("" if error is None else f" ± {error:.{digits}f}") + f" {unit}"
+                for axis, value, error in values if value is not None))
     if any(f"lag_{axis}_ms" in fitted for axis in "xy"):
         parts[-1] += " (positive: the force behind the markers)"
-    text = "force channels fitted: " + "; ".join(parts)
+    text = ("force channels fitted" + (" (± standard error): " if errors else ": ")
+            + "; ".join(parts))
     for axis in "xy":
         gain = fitted.get(f"gain_{axis}_pct")
         if gain is not None and abs(gain) > 100 * IMPLAUSIBLE_GAIN:

@@ -308,7 +308,9 @@ def _analysis(problem: IdentificationProblem, settings: RunSettings, x: np.ndarr
             bounds=(problem.lower, problem.upper),
         )
         metrics["bar_force_rms_n"] = _force_rms(problem, residuals)
-        fitted_channels = problem.fitted_channel_errors(x)
+        fitted_channels = problem.fitted_channel_errors(
+            x, uncertainty=(fitted_noise, fitted_jacobian,
+                            identifiability.unpropagated_covariance))
         if fitted_channels is not None:
             metrics["force_channel_errors"] = fitted_channels
             analysis_evaluations += 1

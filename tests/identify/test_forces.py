@@ -478,9 +478,24 @@ def test_channel_errors_far_off_are_fitted_and_the_bar_mass_flagged(tmp_path) ->
     assert abs(fitted["lag_x_ms"] - 2.0) < 0.5 and abs(fitted["lag_y_ms"] - 2.0) < 0.5
     assert abs(fitted["crosstalk_x_pct"] - 1.0) < 0.15 and abs(fitted["crosstalk_y_pct"]) < 0.15
     assert fitted["offset_y_n"] < -bar_weight_n
+    # Their standard errors cover what they missed, and are not inflated: taken through the
+    # parameters' covariance alone, without the inputs' own changes that cancel it (the fit
+    # moves the start's rotation rate with a copy's driven motion, and the force with it), the
+    # vertical offset's came out 13.7 N and the lags' 4–6 ms on this trial.
+    gain = -0.005
+    true = {"offset_x_n": 0.0, "offset_y_n": -bar_weight_n, "gain_x_pct": 100 * gain / (1 + gain),
+            "gain_y_pct": 100 * gain / (1 + gain), "crosstalk_x_pct": 1.0 / (1 + gain),
+            "crosstalk_y_pct": 0.0, "lag_x_ms": 2.0, "lag_y_ms": 2.0}
+    errors = fitted["standard_errors"]
+    assert set(errors) == set(true)
+    for key, value in true.items():
+        assert abs(fitted[key] - value) < 3.0 * errors[key], (key, fitted[key], errors[key])
+    assert errors["offset_y_n"] < 4.0 and errors["offset_x_n"] < 1.5
+    assert max(errors["lag_x_ms"], errors["lag_y_ms"]) < 0.8
+    assert max(errors["gain_x_pct"], errors["gain_y_pct"]) < 0.4
     record = athlete_record(outcome, problem, RunSettings(seed=1), trial.summary(), {})
     assert record["bar_forces"]["fitted_channel_errors"] == fitted
-    assert "force channels fitted: offset x" in summary_text(record)
+    assert "force channels fitted (± standard error): offset x" in summary_text(record)
     assert "(positive: the force behind the markers)" in summary_text(record)
     assert "CHECK" not in summary_text(record)  # the gains are plausible
 
