@@ -223,6 +223,9 @@ class IdentificationProblem(Problem):
                 bar_force, motion.t, scales, tuple(forces.fitted_channel_errors))
             problem.force_noise_density = force_noise_density(
                 trial.bar_force_noise_n, trial.bar_force_rate_hz, bar_force)
+            if getattr(trial, "bar_force_sample_noise_n", None) is not None:
+                problem.force_sample_noise_n = np.asarray(trial.bar_force_sample_noise_n,
+                                                          dtype=float)
         # What the body and the data came from: the noise propagation (bemore.identify.
         # propagation) measures the body again on noisy copies of the trial.
         problem.trial, problem.body_source = trial, (table, body_mass_kg)
@@ -297,6 +300,10 @@ class IdentificationProblem(Problem):
         # (2,) N/√Hz: the force channels' noise density (force_noise_density), what the fitted
         # channel errors' standard errors count of the force noise; None: unknown.
         self.force_noise_density: np.ndarray | None = None
+        # (2,) N: each axis' force noise per prepared sample (the trial's
+        # bar_force_sample_noise_n), what the force verdict expects of a model that follows the
+        # force; None: unknown.
+        self.force_sample_noise_n: np.ndarray | None = None
         if self.bar_force is not None and (self.bar_force.shape != (frames, 2)
                                            or self.force_scale is None):
             raise DataError(f"bar forces have shape {self.bar_force.shape}, expected "

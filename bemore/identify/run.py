@@ -21,9 +21,9 @@ import numpy as np
 from bemore.errors import ConfigError
 from bemore.identify.identifiability import BOUND_MARGIN, Identifiability, analyse
 from bemore.identify.problem import IdentificationProblem
-from bemore.identify.propagation import propagated_noise
+from bemore.identify.propagation import propagated_noise, responses
 from bemore.identify.report import fit_metrics
-from bemore.identify.verdict import FitVerdict, judge_fit
+from bemore.identify.verdict import FitVerdict, ForceFit, judge_fit, judge_force_fit
 from bemore.optimize import make_algorithm, minimize
 from bemore.optimize.driver import Callback
 from bemore.optimize.polish import (
@@ -280,9 +280,12 @@ def _analysis(problem: IdentificationProblem, settings: RunSettings, x: np.ndarr
         jacobian, residuals, analysis_evaluations = finite_difference_jacobian(
             problem.residuals, x, problem.lower, problem.upper
         )
+    noise = propagated_noise(problem, x, jacobian)
+    force_fit = _force_fit(problem, residuals, jacobian, noise)
+    if force_fit is not None:
+        verdict = verdict.with_force(force_fit)
     untrusted = ("fit poor: the model does not follow the trial, so the standard errors "
                  "do not bound its error" if verdict.poor else None)
-    noise = propagated_noise(problem, x, jacobian)
     fitted_jacobian, fitted_residuals, fitted_noise = jacobian, residuals, noise
     residuals_at = problem.residuals
     if weighting is not None:
@@ -315,6 +318,26 @@ def _analysis(problem: IdentificationProblem, settings: RunSettings, x: np.ndarr
             metrics["force_channel_errors"] = fitted_channels
             analysis_evaluations += 1
     return identifiability, analysis_evaluations, verdict, markers_only
+
+
+def _force_fit(problem: IdentificationProblem, residuals: np.ndarray, jacobian: np.ndarray,
+               noise: Any) -> ForceFit | None:
+    """The bar force's verdict (:func:`~bemore.identify.verdict.judge_force_fit`) at the fit:
+    its residual (N) against the channels' noise per prepared sample and the trial chain's
+    noise the fit cannot absorb — the propagated copies' force changes ``noise``
+    (``PropagatedNoise``, None: not counted) left after the least-squares response through
+    ``jacobian`` (m, dim), RMS per axis. None without forces or their noise."""
+    sample_noise = getattr(problem, "force_sample_noise_n", None)
+    if not getattr(problem, "has_forces", False) or sample_noise is None:
+        return None
+    frames = problem.measured.shape[0]
+    chain = np.zeros(2)
+    if noise is not None:
+        changes = noise.residual_changes
+        left = changes + responses(changes, jacobian) @ jacobian.T  # the fit's response's rest
+        force = left.reshape(left.shape[0], frames, -1)[:, :, -2:] / problem.force_scale
+        chain = np.sqrt(np.mean(force**2, axis=(0, 1)))
+    return judge_force_fit(problem.force_part(residuals[None, :])[0], sample_noise, chain)
 
 
 class _Archive:
