@@ -118,13 +118,18 @@ class Optimiser(Section):
         "(exact) or central finite differences"
     )
     polish_coarse_first: bool = Field(
-        True, description="with samples_per_step = 2: the polish converges on the search's "
-        "cost first (half the CPU per Jacobian), then on the exact cost from there"
+        True, description="with polish_coarse_samples_per_step > 1: the polish converges on "
+        "that coarser cost first (less CPU per Jacobian), then on the exact cost from there"
     )
     workers: int = Field(0, ge=0, description="0 = all local cores")
     dask: str | None = Field(None, description="Dask scheduler address; absent = in-process")
-    samples_per_step: Literal[1, 2] = Field(
-        1, description="integrator steps of the search cost: 1 per sample (exact) or per 2"
+    search_samples_per_step: PositiveInt = Field(
+        1, description="samples per integrator step of the global search's cost (1: exact); "
+        "must divide the trial's sample intervals, else it is halved until it does (down to 1)"
+    )
+    polish_coarse_samples_per_step: PositiveInt = Field(
+        1, description="samples per integrator step of the polish's first (coarse) stage "
+        "(1: no coarse stage); same rule as search_samples_per_step"
     )
 
 

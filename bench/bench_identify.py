@@ -110,7 +110,8 @@ def build_problem(duration_s: float, folder: Path):
     identification = load_identification()
     space = ParameterSpace.from_config(identification, load_gymnast())
     return IdentificationProblem.from_trial(
-        trial, space, samples_per_step=identification.optimiser.samples_per_step)
+        trial, space, samples_per_step=identification.optimiser.search_samples_per_step,
+        coarse_samples_per_step=identification.optimiser.polish_coarse_samples_per_step)
 
 
 PHASES = ("imports", "trial preparation", "engine kernel load", "populations (engine)",
@@ -140,7 +141,8 @@ def phases_child(start: float, duration_s: float, pack: int, iterations: int, fo
     space = ParameterSpace.from_config(identification, load_gymnast())
     clock = time.perf_counter()
     problem = IdentificationProblem.from_trial(
-        trial, space, samples_per_step=identification.optimiser.samples_per_step)
+        trial, space, samples_per_step=identification.optimiser.search_samples_per_step,
+        coarse_samples_per_step=identification.optimiser.polish_coarse_samples_per_step)
     problem.evaluate(np.full((2, problem.dim), 0.5))
     times["engine kernel load"] = time.perf_counter() - clock
     spent = {"populations (engine)": 0.0, "start states (equilibrium)": 0.0}

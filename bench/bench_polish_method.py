@@ -117,7 +117,8 @@ def in_process(repeats: int, pack: int, iterations: int) -> list[Measurement]:
     trial = prepare_trial(data_dir() / "sample_trial.c3d")
     space = ParameterSpace.from_config(identification, load_gymnast())
     search = IdentificationProblem.from_trial(
-        trial, space, samples_per_step=identification.optimiser.samples_per_step)
+        trial, space, samples_per_step=identification.optimiser.search_samples_per_step,
+        coarse_samples_per_step=identification.optimiser.polish_coarse_samples_per_step)
     problem = IdentificationProblem.from_trial(trial, space)
     methods = ("trf", "trf-lm", "lm")
     samples: dict[str, list[tuple[float, float]]] = {method: [] for method in methods}

@@ -65,7 +65,7 @@ class EvaluatedProblem(Problem):
 
     def residuals(self, X: np.ndarray, samples_per_step: int = 1) -> np.ndarray:
         """The inner problem's residuals (N, m), computed by the evaluator (one integrator step
-        per ``samples_per_step`` samples: 1 or 2)."""
+        per ``samples_per_step`` samples; 1: exact)."""
         if not hasattr(self.inner, "residuals"):
             raise AttributeError(f"{type(self.inner).__name__} has no residuals")
         chunk = functools.partial(problem_residual_chunk, samples_per_step=samples_per_step)

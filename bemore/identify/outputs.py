@@ -69,6 +69,11 @@ def athlete_record(
         # Ctrl-C while the chain-noise weighting's copies ran: the global run's best, unpolished.
         "polish_interrupted": outcome.polish_interrupted,
         "polish_coarse_first": settings.polish_coarse_first,
+        # Samples per integrator step of the polish's first stage (1: no such stage ran).
+        "polish_coarse_samples_per_step": (getattr(problem, "coarse_samples_per_step", 1)
+                                           if settings.polish and settings.polish_coarse_first
+                                           else 1),
+        "polish_coarse_notes": list(getattr(problem, "coarse_notes", ())),
         "message": status.message,
         "global_run": global_result,
         "polish_run": polish,

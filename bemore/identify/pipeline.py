@@ -61,10 +61,11 @@ def build_problem(
     trial_config: str | Path | None = None, samples_per_step: int = 1,
     body_mass_kg: float | None = None, model_name: str | Path = "real_gymnast",
     forces: Any = None, shoulder_centre: dict[str, Any] | None = None,
-    body_mass_uncertainty_kg: float | None = None,
+    body_mass_uncertainty_kg: float | None = None, coarse_samples_per_step: int | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Prepare the trial and build the identification problem on ``model_name`` (a built-in
-    name or a description path; search cost: ``samples_per_step`` samples per integrator step;
+    name or a description path; search cost: ``samples_per_step`` samples per integrator step,
+    the polish's first stage ``coarse_samples_per_step``, None: the search's;
     the body scaled to ``body_mass_kg`` in kg, None: the segment table's; ``forces``: the
     bar-force term's settings, ``bemore.settings.ForceTerm``; ``shoulder_centre``: her
     profile's functional shoulder centre, used for the shoulder point;
@@ -79,7 +80,8 @@ def build_problem(
     problem = IdentificationProblem.from_trial(trial, space, model,
                                                samples_per_step=samples_per_step,
                                                body_mass_kg=body_mass_kg, forces=forces,
-                                               body_mass_uncertainty_kg=body_mass_uncertainty_kg)
+                                               body_mass_uncertainty_kg=body_mass_uncertainty_kg,
+                                               coarse_samples_per_step=coarse_samples_per_step)
     return problem, trial.summary()
 
 
@@ -152,10 +154,11 @@ def run_identification(
         body_mass_uncertainty_kg = body_mass_uncertainty(identification, gymnast.segments,
                                                          body_mass_kg)
     problem, trial_summary = build_problem(trial_path, space, markerset, trial_config,
-                                           defaults.samples_per_step, body_mass_kg, model_name,
-                                           identification.forces,
+                                           defaults.search_samples_per_step, body_mass_kg,
+                                           model_name, identification.forces,
                                            profile.shoulder_centre if profile is not None
-                                           else None, body_mass_uncertainty_kg)
+                                           else None, body_mass_uncertainty_kg,
+                                           defaults.polish_coarse_samples_per_step)
     mark("identify", "trial")
     inertial_mode = (identification.inertial.identify if overrides.inertial is None
                      else overrides.inertial)

@@ -11,11 +11,14 @@ simulated positions (m², docs/identify.md "The problem"). Parameter vectors the
 simulate get the finite penalty ``frames × 7 × (10 m)²``: as if every joint centre were 10 m
 away at every frame.
 
-``samples_per_step`` (2 by default from configs/identification.toml) lets :meth:`evaluate` take
-one integrator step per 2 samples: half the engine's work, 0.05 mm on the points against a
-tight reference (docs/model.md). It only steers the search: :meth:`simulated_points`,
-:meth:`residuals` and :meth:`exact_cost` — everything reported — step every sample. A trial
-with an odd number of sample intervals is searched with the exact cost (:attr:`notes` says so).
+``samples_per_step`` (configs/identification.toml ``search_samples_per_step``) lets
+:meth:`evaluate` take one integrator step per that many samples: at 2, half the engine's work
+for 0.05 mm on the points against a tight reference (docs/model.md). It only steers the search;
+``coarse_samples_per_step`` (``polish_coarse_samples_per_step``) likewise steers only the
+polish's first stage (bemore.identify.run). :meth:`simulated_points`, :meth:`residuals` and
+:meth:`exact_cost` — everything reported — step every sample by default. A value that does not
+divide the trial's sample intervals is halved until it does (:func:`stepping`; :attr:`notes`
+and :attr:`coarse_notes` say so).
 
 **Bar forces** (a trial whose file carries the bar's force channels, docs/identify.md "Bar
 forces"): the cost adds Σ over frames and the two axes of (s·(F_sim − F_meas))², F_sim the
@@ -97,6 +100,33 @@ LOCKED_SHOULDER = {"shoulder.stiffness_ap": 1e7, "shoulder.stiffness_pd": 1e7,
                    "shoulder.damping_ap": 3e4, "shoulder.damping_pd": 3e4}
 
 
+def stepping(intervals: int, requested: int, setting: str) -> tuple[int, tuple[str, ...]]:
+    """The samples per integrator step used for ``requested`` (≥ 1) on a trial of ``intervals``
+    sample intervals, and the note saying why when it differs: the engine steps over whole
+    groups of intervals and no frame is dropped, so ``requested`` is halved (rounded down)
+    until it divides ``intervals``. DataError (one line naming ``setting``) for a value
+    below 1.
+
+    >>> stepping(1520, 4, "search_samples_per_step")
+    (4, ())
+    >>> stepping(1518, 4, "search_samples_per_step")[0]
+    2
+    >>> stepping(1519, 2, "search_samples_per_step")[0]
+    1
+    """
+    if isinstance(requested, bool) or not isinstance(requested, int | np.integer) \
+            or requested < 1:
+        raise DataError(f"{setting} {requested!r}: must be a whole number of samples, 1 or more")
+    used = int(requested)
+    while intervals % used:
+        used //= 2
+    if used == requested:
+        return used, ()
+    return used, (f"{setting} {requested}: {intervals} sample intervals are not a multiple of "
+                  f"{requested}; {used} sample{'s' if used > 1 else ''} per integrator step "
+                  "used instead",)
+
+
 class IdentificationProblem(Problem):
     """f1 of a trial as a function of the normalised identified parameters.
 
@@ -111,10 +141,12 @@ class IdentificationProblem(Problem):
     def from_trial(cls, trial: Any, space: ParameterSpace, model: Any = None,
                    samples_per_step: int = 1, body_mass_kg: float | None = None,
                    segments: Any = None, forces: Any = None,
-                   body_mass_uncertainty_kg: float | None = None) -> IdentificationProblem:
+                   body_mass_uncertainty_kg: float | None = None,
+                   coarse_samples_per_step: int | None = None) -> IdentificationProblem:
         """The problem of a prepared ``bemore.trial.Trial`` on ``model`` (default: the
         real gymnast), with the initial-state unknowns of ``space.initial_state``; the search
-        cost steps ``samples_per_step`` samples at a time (see the module docstring).
+        cost steps ``samples_per_step`` samples at a time, the polish's first stage
+        ``coarse_samples_per_step`` (None: the search's; see the module docstring).
 
         The athlete's body (:func:`bemore.model.body.body_parameters`): the segment table
         ``segments`` (default: ``configs/gymnast.toml``'s) scaled to ``body_mass_kg`` (None: the
@@ -177,7 +209,8 @@ class IdentificationProblem(Problem):
                                   forces.weight)
         problem = cls(model, space, motion, trial.free_q0, trial.free_qd0,
                       trial.joint_centres, tuple(trial.joint_centre_names), start,
-                      samples_per_step, trial.marker_noise_m, body, bar_force, scales)
+                      samples_per_step, trial.marker_noise_m, body, bar_force, scales,
+                      coarse_samples_per_step=coarse_samples_per_step)
         problem.held = held
         if use:
             problem.force_weight, problem.chain_noise = forces.weight, forces.chain_noise
@@ -190,6 +223,9 @@ class IdentificationProblem(Problem):
                 bar_force, motion.t, scales, tuple(forces.fitted_channel_errors))
             problem.force_noise_density = force_noise_density(
                 trial.bar_force_noise_n, trial.bar_force_rate_hz, bar_force)
+            if getattr(trial, "bar_force_sample_noise_n", None) is not None:
+                problem.force_sample_noise_n = np.asarray(trial.bar_force_sample_noise_n,
+                                                          dtype=float)
         # What the body and the data came from: the noise propagation (bemore.identify.
         # propagation) measures the body again on noisy copies of the trial.
         problem.trial, problem.body_source = trial, (table, body_mass_kg)
@@ -217,6 +253,7 @@ class IdentificationProblem(Problem):
         body: dict[str, float] | None = None,
         bar_force: np.ndarray | None = None,
         force_scale: np.ndarray | None = None,
+        coarse_samples_per_step: int | None = None,
     ) -> None:
         frames = measured.shape[0]
         nuisance = start.names if start is not None else ()
@@ -263,6 +300,10 @@ class IdentificationProblem(Problem):
         # (2,) N/√Hz: the force channels' noise density (force_noise_density), what the fitted
         # channel errors' standard errors count of the force noise; None: unknown.
         self.force_noise_density: np.ndarray | None = None
+        # (2,) N: each axis' force noise per prepared sample (the trial's
+        # bar_force_sample_noise_n), what the force verdict expects of a model that follows the
+        # force; None: unknown.
+        self.force_sample_noise_n: np.ndarray | None = None
         if self.bar_force is not None and (self.bar_force.shape != (frames, 2)
                                            or self.force_scale is None):
             raise DataError(f"bar forces have shape {self.bar_force.shape}, expected "
@@ -276,15 +317,17 @@ class IdentificationProblem(Problem):
         self._defaults = model.parameter_matrix([self.body])[0]
         self._columns = [model.parameter_names.index(name) for name in space.names]
         self._point_index = [model.point_names.index(name) for name in cost_points]
-        if samples_per_step not in (1, 2):
-            raise DataError(f"samples_per_step {samples_per_step}: allowed 1 (exact) or 2")
+        # Samples per integrator step of the search's cost and of the polish's first stage
+        # (None: the search's), as asked and as used on this trial's intervals (stepping).
+        if coarse_samples_per_step is None:
+            coarse_samples_per_step = samples_per_step
         self.requested_samples_per_step = samples_per_step
-        self.samples_per_step, self.notes = samples_per_step, ()
-        if (frames - 1) % samples_per_step:
-            # The engine steps over whole pairs of intervals; no frame is dropped instead.
-            self.samples_per_step = 1
-            self.notes = (f"{frames - 1} sample intervals (odd): searched with the exact cost "
-                          f"(one integrator step per sample), not {samples_per_step} per step",)
+        self.requested_coarse_samples_per_step = coarse_samples_per_step
+        # notes / coarse_notes: why the search's / the first stage's value differs (or ()).
+        self.samples_per_step, self.notes = stepping(frames - 1, samples_per_step,
+                                                     "search_samples_per_step")
+        self.coarse_samples_per_step, self.coarse_notes = stepping(
+            frames - 1, coarse_samples_per_step, "polish_coarse_samples_per_step")
 
     def split(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Normalised points (N, dim) → (model parameters (N, d), nuisance unknowns (N, k))."""

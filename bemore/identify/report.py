@@ -129,6 +129,7 @@ def summary_text(athlete: dict[str, Any]) -> str:
     )
     lines += ["", fit]
     lines += [f"search: {note}" for note in athlete.get("search_notes", [])]
+    lines += [f"polish: {note}" for note in athlete.get("polish_coarse_notes", [])]
     starts = athlete.get("polish_starts") or []
     if starts:
         lines.append(polish_starts_text(starts))
@@ -294,10 +295,9 @@ IMPLAUSIBLE_GAIN = 0.05
 def channel_errors_text(fitted: dict[str, Any] | None, rms_n: dict[str, float]) -> str | None:
     """The summary line of the force channels' fitted errors (athlete.json
     ``bar_forces.fitted_channel_errors``, with their standard errors when known), with a
-    warning when a gain is off by more than
-    :data:`IMPLAUSIBLE_GAIN` (a channel read inverted or in other units) and when the
-    first-order correction's neglected terms exceed :data:`SECOND_ORDER_SHARE` of the RMS force
-    residual ``rms_n``.
+    warning when a gain is off by more than :data:`IMPLAUSIBLE_GAIN` (a channel read inverted
+    or in other units) and when the first-order correction's neglected terms exceed
+    :data:`SECOND_ORDER_SHARE` of the RMS force residual ``rms_n``.
 
     >>> print(channel_errors_text({"offset_x_n": 0.4, "offset_y_n": -2.9, "gain_x_pct": 0.1,
     ...                            "gain_y_pct": -0.41, "lag_x_ms": 1.02, "lag_y_ms": -0.2,

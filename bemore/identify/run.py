@@ -21,9 +21,9 @@ import numpy as np
 from bemore.errors import ConfigError
 from bemore.identify.identifiability import BOUND_MARGIN, Identifiability, analyse
 from bemore.identify.problem import IdentificationProblem
-from bemore.identify.propagation import propagated_noise
+from bemore.identify.propagation import propagated_noise, responses
 from bemore.identify.report import fit_metrics
-from bemore.identify.verdict import FitVerdict, judge_fit
+from bemore.identify.verdict import FitVerdict, ForceFit, judge_fit, judge_force_fit
 from bemore.optimize import make_algorithm, minimize
 from bemore.optimize.driver import Callback
 from bemore.optimize.polish import (
@@ -50,8 +50,8 @@ class RunSettings:
     # The polish's and the analysis's Jacobian: "exact" (sensitivities computed with the
     # simulation, bemore.model.sensitivity) or "finite-difference" (central, 2·d + 1 points).
     polish_jacobian: str = "exact"
-    # With a search cost of one integrator step per 2 samples: the polish converges on that
-    # cost first (half the CPU per Jacobian), then on the exact cost from where it ended.
+    # With the problem's coarse_samples_per_step > 1: the polish converges on that coarser cost
+    # first (less CPU per Jacobian), then on the exact cost from where it ended.
     polish_coarse_first: bool = True
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -76,8 +76,9 @@ class PolishStart:
     x: list[float]  # the polish's best point (normalised box)
     jacobians: int = 0  # Jacobians the polish took (each one call, counted in nfev too)
     won: bool = False
-    # Of nfev and jacobians, those of the first stage on the search's cost (one integrator step
-    # per 2 samples; 0 when the polish ran on the exact cost alone).
+    # Of nfev and jacobians, those of the first stage on the coarse cost (one integrator step
+    # per the problem's coarse_samples_per_step samples; 0 when the polish ran on the exact
+    # cost alone).
     coarse_nfev: int = 0
     coarse_jacobians: int = 0
     # The rank of the start whose first-stage minimum this one reached: from there they were
@@ -283,9 +284,12 @@ def _analysis(problem: IdentificationProblem, settings: RunSettings, x: np.ndarr
         jacobian, residuals, analysis_evaluations = finite_difference_jacobian(
             problem.residuals, x, problem.lower, problem.upper
         )
+    noise = propagated_noise(problem, x, jacobian)
+    force_fit = _force_fit(problem, residuals, jacobian, noise)
+    if force_fit is not None:
+        verdict = verdict.with_force(force_fit)
     untrusted = ("fit poor: the model does not follow the trial, so the standard errors "
                  "do not bound its error" if verdict.poor else None)
-    noise = propagated_noise(problem, x, jacobian)
     fitted_jacobian, fitted_residuals, fitted_noise = jacobian, residuals, noise
     residuals_at = problem.residuals
     if weighting is not None:
@@ -318,6 +322,26 @@ def _analysis(problem: IdentificationProblem, settings: RunSettings, x: np.ndarr
             metrics["force_channel_errors"] = fitted_channels
             analysis_evaluations += 1
     return identifiability, analysis_evaluations, verdict, markers_only
+
+
+def _force_fit(problem: IdentificationProblem, residuals: np.ndarray, jacobian: np.ndarray,
+               noise: Any) -> ForceFit | None:
+    """The bar force's verdict (:func:`~bemore.identify.verdict.judge_force_fit`) at the fit:
+    its residual (N) against the channels' noise per prepared sample and the trial chain's
+    noise the fit cannot absorb — the propagated copies' force changes ``noise``
+    (``PropagatedNoise``, None: not counted) left after the least-squares response through
+    ``jacobian`` (m, dim), RMS per axis. None without forces or their noise."""
+    sample_noise = getattr(problem, "force_sample_noise_n", None)
+    if not getattr(problem, "has_forces", False) or sample_noise is None:
+        return None
+    frames = problem.measured.shape[0]
+    chain = np.zeros(2)
+    if noise is not None:
+        changes = noise.residual_changes
+        left = changes + responses(changes, jacobian) @ jacobian.T  # the fit's response's rest
+        force = left.reshape(left.shape[0], frames, -1)[:, :, -2:] / problem.force_scale
+        chain = np.sqrt(np.mean(force**2, axis=(0, 1)))
+    return judge_force_fit(problem.force_part(residuals[None, :])[0], sample_noise, chain)
 
 
 class _Archive:
@@ -516,13 +540,13 @@ def same_minima(costs: list[float], x: np.ndarray) -> list[int]:
 
 def _coarse_stage(problem: IdentificationProblem, settings: RunSettings, starts: np.ndarray,
                   weighting: Any = None) -> list[LocalFit] | None:
-    """The polish's first stage: from each start, the minimum of the search's cost (one
-    integrator step per 2 samples; its Jacobian costs half the exact one's), in lock step; None
-    when the search's cost is the exact one or ``settings.polish_coarse_first`` is off. The two
-    costs differ by the integrator's error at 2 samples per step (≈ 0.05 mm of the joint
+    """The polish's first stage: from each start, the minimum of the coarse cost (one
+    integrator step per ``problem.coarse_samples_per_step`` samples; at 2 its Jacobian costs
+    half the exact one's), in lock step; None when that is 1 or ``settings.polish_coarse_first``
+    is off. At 2 the two costs differ by the integrator's error (≈ 0.05 mm of the joint
     centres), so their minima lie close and the exact stage from here takes few Jacobians.
     ``weighting``: the chain-noise weighting (None: none), as for the exact stage."""
-    coarse = getattr(problem, "samples_per_step", 1)
+    coarse = getattr(problem, "coarse_samples_per_step", 1)
     if coarse == 1 or not settings.polish_coarse_first:
         return None
     exact = _exact_jacobian(problem, settings)
@@ -541,7 +565,7 @@ def _with_options(function: Any, **options: Any) -> Any:
 
 
 def _exactly(residuals_of: Any, fit: LocalFit) -> LocalFit:
-    """``fit`` (of the search's cost) with the exact residuals (``residuals_of``, the polish's
+    """``fit`` (of the coarse cost) with the exact residuals (``residuals_of``, the polish's
     function of normalised points) and cost at its point: what an interrupted first stage hands
     on (no analysis follows an interruption: the Jacobian is the first stage's)."""
     import dataclasses
@@ -574,7 +598,7 @@ def _force_rms(problem: IdentificationProblem, residuals: np.ndarray) -> dict[st
 def _exact(problem: IdentificationProblem, result: OptimisationResult,
            weighting: Any = None) -> float:
     """The global best's cost (m²) with one integrator step per sample (the search may have
-    taken one per 2 samples); with the chain-noise ``weighting``, |W r|² (the polish's)."""
+    taken one per several samples); with the chain-noise ``weighting``, |W r|² (the polish's)."""
     if weighting is not None:
         cost = float(np.sum(weighting.apply(problem.residuals(result.x[None, :])) ** 2))
         return cost if np.isfinite(cost) else problem.penalty

@@ -18,6 +18,13 @@ joint-centre distances of the order of the noise the markers carry (a joint cent
   instead: riding on the other side, they make the chain count the springs' deflection twice
   or not at all.
 
+With bar forces the force is judged too (:func:`judge_force_fit`): a model that follows it
+leaves on each axis an RMS residual of the channels' noise per prepared sample and the part of
+the trial chain's noise the fit cannot absorb (its propagated copies' residual changes left
+after the fit's own response), in quadrature; an axis beyond ``FORCE_RMS_LIMIT`` times that
+does not follow — the bar force then carries what the model's spring-damper does not make
+(``FORCE_CAUSE``), and the fit is poor.
+
 A poor fit's parameters are not trusted: the standard errors bound the noise's effect, not a
 model error's (docs/identify.md, "Fit verdict").
 """
@@ -33,6 +40,14 @@ MEAN_DISTANCE_LIMIT = 2.0  # mean joint-centre distance / marker noise above whi
 JOINT_RMS_LIMIT = 4.0  # one joint centre's RMS distance / marker noise above which it is named
 SYSTEMATIC_FRACTION = 0.5  # |mean residual| / RMS from which an offset is systematic
 NOISE_FLOOR_M = 1e-4  # marker noise used at least (m): the engine's own error is ~0.01 mm
+FORCE_RMS_LIMIT = 1.5  # an axis' RMS force residual / what a following model leaves, above which
+# the force is not followed (measured on synthetic trials: 0.89–1.26 following, 2.1–2.6 with a
+# bar vibration or a 2 % non-linearity the model does not make; docs/identify.md "Fit verdict")
+
+FORCE_CAUSE = ("what the model's bar spring-damper does not make: a vibration of the bar, a "
+               "channel's non-linearity, interference within the force's band ([forces] "
+               "cutoff_hz in configs/trial.toml) or a channel error the fit does not model "
+               "([forces] fitted_channel_errors)")
 
 ACROMION_CAUSE = ("the acromion markers ride on the trunk's side of the shoulder springs "
                   "(the shoulder spring-dampers went to their bounds): declare [conventions] "
@@ -63,6 +78,49 @@ class JointCentreFit:
 
 
 @dataclass
+class ForceFit:
+    """How the bar force is followed, per axis x, y (N)."""
+
+    rms_n: list[float]  # RMS of simulated − measured (the fitted channel errors taken out)
+    expected_n: list[float]  # what a model that follows leaves (module docstring)
+    sample_noise_n: list[float]  # the channels' noise per prepared sample, part of expected
+    chain_noise_n: list[float]  # the trial chain's noise the fit cannot absorb, the other part
+    limit_n: list[float]  # FORCE_RMS_LIMIT × expected
+    follows: list[bool]
+
+    @property
+    def poor(self) -> bool:
+        """True when an axis does not follow."""
+        return not all(self.follows)
+
+
+def judge_force_fit(residual_n: np.ndarray, sample_noise_n: np.ndarray,
+                    chain_noise_n: np.ndarray) -> ForceFit:
+    """Judge the bar force's residual ``residual_n`` (F, 2) N (simulated − measured, x and y)
+    against what a model that follows it leaves: ``sample_noise_n`` (2,) N, the channels' noise
+    per prepared sample, and ``chain_noise_n`` (2,) N RMS, the trial chain's noise the fit
+    cannot absorb (see the module docstring).
+
+    >>> rng = np.random.default_rng(0)
+    >>> noise = rng.normal(0.0, 3.0, (1000, 2))
+    >>> judge_force_fit(noise, np.array([3.0, 3.0]), np.zeros(2)).follows
+    [True, True]
+    >>> vibrating = noise + np.c_[np.zeros(1000), 10.0 * np.sin(np.arange(1000) / 10.0)]
+    >>> judge_force_fit(vibrating, np.array([3.0, 3.0]), np.zeros(2)).follows
+    [True, False]
+    """
+    rms = np.sqrt(np.mean(np.asarray(residual_n, dtype=float) ** 2, axis=0))
+    expected = np.hypot(np.asarray(sample_noise_n, dtype=float),
+                        np.asarray(chain_noise_n, dtype=float))
+    return ForceFit(rms_n=rms.tolist(), expected_n=expected.tolist(),
+                    sample_noise_n=np.asarray(sample_noise_n, dtype=float).tolist(),
+                    chain_noise_n=np.asarray(chain_noise_n, dtype=float).tolist(),
+                    limit_n=(FORCE_RMS_LIMIT * expected).tolist(),
+                    follows=[bool(r <= FORCE_RMS_LIMIT * e) for r, e in zip(rms, expected,
+                                                                              strict=True)])
+
+
+@dataclass
 class FitVerdict:
     """The verdict on a fit (JSON-ready with :meth:`to_dict`)."""
 
@@ -75,11 +133,27 @@ class FitVerdict:
     not_following: list[str] = field(default_factory=list)
     message: str = ""
     likely_cause: str = ""
+    bar_force: ForceFit | None = None  # with bar forces: how the force is followed
 
     @property
     def poor(self) -> bool:
         """True when the model does not follow the trial."""
         return self.status == "poor"
+
+    def with_force(self, force: ForceFit) -> FitVerdict:
+        """This verdict with the bar force's judged too: poor when an axis does not follow
+        (its likely cause the force's, unless the joint centres do not follow either)."""
+        poor_markers = self.poor
+        verdict = FitVerdict(**{**self.__dict__, "bar_force": force,
+                                "not_following": list(self.not_following)})
+        if force.poor:
+            verdict.status = "poor"
+            verdict.not_following += [f"bar force {axis}" for axis, follows
+                                      in zip("xy", force.follows, strict=True) if not follows]
+            if not poor_markers:
+                verdict.likely_cause = FORCE_CAUSE
+        verdict.message = _message(verdict)
+        return verdict
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready record (athlete.json ``fit_verdict``; an unknown noise is null)."""
@@ -152,13 +226,26 @@ def judge_fit(measured: np.ndarray, simulated: np.ndarray, names: list[str] | tu
 def _message(verdict: FitVerdict) -> str:
     """One line: the verdict, the worst joint centres (at most three, worst first) and the
     likely cause of the worst one."""
+    force = verdict.bar_force
+    force_text = "" if force is None else (
+        "; bar force RMS " + ", ".join(f"{axis} {rms:.3g} N" for axis, rms
+                                       in zip("xy", force.rms_n, strict=True))
+        + " against " + ", ".join(f"{value:.3g}" for value in force.expected_n)
+        + f" N expected (limit {FORCE_RMS_LIMIT:g}×)")
     if verdict.status == "unjudged":
         return (f"fit not judged: mean distance {verdict.mean_distance_mm:.3g} mm, the trial's "
                 "marker noise is unknown")
     head = (f"mean distance {verdict.mean_distance_mm:.3g} mm against a marker noise of "
             f"{verdict.noise_used_mm:.3g} mm (limit {verdict.limit_mm:.3g} mm)")
     if not verdict.poor:
-        return f"fit good: {head}"
+        return f"fit good: {head}{force_text}"
+    if force is not None and force.poor and not any(
+            not row.follows for row in verdict.joint_centres) and (
+            verdict.mean_distance_mm <= verdict.limit_mm):
+        axes = [axis for axis, follows in zip("xy", force.follows, strict=True) if not follows]
+        return (f"fit poor: the bar force does not follow the model on {' and '.join(axes)}"
+                f"{force_text}; the joint centres do ({head}); likely: "
+                + verdict.likely_cause)
     worst = sorted(verdict.joint_centres, key=lambda row: -row.rms_mm)
     parts = []
     for row in worst[:3]:
@@ -166,8 +253,8 @@ def _message(verdict: FitVerdict) -> str:
         if row.systematic:
             text += f" (systematic offset {np.hypot(*row.offset_mm):.3g} mm)"
         parts.append(text)
-    count = len(verdict.not_following)
+    count = sum(not row.follows for row in verdict.joint_centres)
     following = (f"{count} of {len(worst)} joint centres do not follow" if count
                  else "every joint centre within its own limit")
-    return f"fit poor: {head}; worst: {', '.join(parts)}; {following}; likely: " + (
+    return f"fit poor: {head}{force_text}; worst: {', '.join(parts)}; {following}; likely: " + (
         verdict.likely_cause)

@@ -32,7 +32,7 @@ from bemore.config import Section
 from bemore.errors import DataError
 from bemore.trial.c3d import C3DFile, load_c3d, reason_of
 from bemore.trial.filtering import low_pass
-from bemore.trial.noise import marker_noise_m
+from bemore.trial.noise import kept_noise_fraction, marker_noise_m
 
 LAB_AXES = ("X", "Y", "Z")
 
@@ -107,7 +107,9 @@ class BarForces:
         t: (F,) s from the first marker frame; force_lab: (F, 3) N along X, Y, Z (axes no
         channel measures are 0); noise_n: (3,) estimated noise per axis (N, standard deviation
         of one raw analog sample; NaN for an axis without a channel); channels: labels read;
-        analog_rate_hz: the channels' rate; source: the file.
+        analog_rate_hz: the channels' rate; source: the file; kept_noise_fraction: the share
+        of a white noise's variance the force's low-pass keeps (so its noise per frame is
+        noise_n·√kept_noise_fraction).
     """
 
     t: np.ndarray
@@ -116,12 +118,13 @@ class BarForces:
     channels: tuple[str, ...]
     analog_rate_hz: float
     source: str
+    kept_noise_fraction: float = 1.0
 
     def trimmed(self, keep: np.ndarray) -> BarForces:
         """The frames where ``keep`` (F,) is True, time from the first kept one."""
         t = self.t[keep]
         return BarForces(t - t[0], self.force_lab[keep], self.noise_n, self.channels,
-                         self.analog_rate_hz, self.source)
+                         self.analog_rate_hz, self.source, self.kept_noise_fraction)
 
 
 def read_analogs(path: str | Path | C3DFile) -> AnalogChannels | None:
@@ -200,4 +203,5 @@ def bar_forces(analogs: AnalogChannels | None, settings: ForceSettings, n_frames
         noise[axis] = sigma if np.isnan(noise[axis]) else float(np.hypot(noise[axis], sigma))
     t = np.arange(n_frames) * analogs.per_frame / analogs.rate_hz
     return BarForces(t, force, noise, tuple(channel.label for channel in settings.channels),
-                     analogs.rate_hz, source)
+                     analogs.rate_hz, source,
+                     kept_noise_fraction(analogs.rate_hz, settings.cutoff_hz, filter_order))

@@ -37,13 +37,34 @@ def removed_noise_fraction(rate_hz: float, cutoff_hz: float, order: int) -> floa
     >>> abs(measured - removed_noise_fraction(100.0, 6.0, 4)) < 0.01
     True
     """
-    length = int(40 * rate_hz / cutoff_hz) | 1  # ≥ 40 time constants each side
+    h = _impulse_response(rate_hz, cutoff_hz, order)
+    residual = -h
+    residual[h.size // 2] += 1.0
+    return float(residual @ residual)
+
+
+def kept_noise_fraction(rate_hz: float, cutoff_hz: float, order: int) -> float:
+    """Fraction of a white noise's variance that the zero-lag Butterworth low-pass of
+    ``order`` at ``cutoff_hz`` (Hz) keeps at ``rate_hz`` (Hz), away from the ends: Σ h_k² of its
+    impulse response h (≈ 2·cutoff/rate: the share of the band it passes).
+
+    >>> noise = np.random.default_rng(1).normal(size=(200_000, 1))
+    >>> from bemore.trial.filtering import low_pass
+    >>> measured = float(np.var(low_pass(noise, 2000.0, 20.0, 4)))
+    >>> abs(measured / kept_noise_fraction(2000.0, 20.0, 4) - 1.0) < 0.05
+    True
+    """
+    h = _impulse_response(rate_hz, cutoff_hz, order)
+    return float(h @ h)
+
+
+def _impulse_response(rate_hz: float, cutoff_hz: float, order: int) -> np.ndarray:
+    """The zero-lag Butterworth low-pass's impulse response, centred (odd length, ≥ 40 time
+    constants each side)."""
+    length = int(40 * rate_hz / cutoff_hz) | 1
     impulse = np.zeros((length, 1))
     impulse[length // 2] = 1.0
-    h = forward_backward(butterworth_sos(order, cutoff_hz / (rate_hz / 2.0)), impulse)[:, 0]
-    residual = -h
-    residual[length // 2] += 1.0
-    return float(residual @ residual)
+    return forward_backward(butterworth_sos(order, cutoff_hz / (rate_hz / 2.0)), impulse)[:, 0]
 
 
 def marker_noise_m(raw: np.ndarray, filtered: np.ndarray, rate_hz: float, cutoff_hz: float,

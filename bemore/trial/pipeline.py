@@ -124,7 +124,9 @@ class Trial:
         bar_force: (N, 2) N, the force the bar's spring-dampers exert on its moving mass in
             the model plane (x, y) from the file's force channels, or None without them;
             bar_force_noise_n: (2,) N, each axis' noise (standard deviation of one raw analog
-            sample); bar_force_rate_hz: the analog rate the noise is at (Hz).
+            sample); bar_force_rate_hz: the analog rate the noise is at (Hz);
+            bar_force_sample_noise_n: (2,) N, each axis' noise per prepared sample (after the
+            force's low-pass; the noise a model that follows the force leaves it).
         shoulder_centre_difference_mm: with a functional shoulder centre (the athlete profile's
             ``[shoulder_centre]``, :mod:`bemore.trial.score`), the RMS distance (mm, study
             plane) between it and the acromion-based shoulder it replaces; NaN without one.
@@ -165,6 +167,7 @@ class Trial:
     bar_force: np.ndarray | None = field(default=None, repr=False)
     bar_force_noise_n: np.ndarray | None = None
     bar_force_rate_hz: float = float("nan")
+    bar_force_sample_noise_n: np.ndarray | None = None
     shoulder_centre_difference_mm: float = float("nan")
     # What prepared the trial (the marker set, the settings and the profile's functional
     # shoulder centre), so that the chain can be run again on noisy copies of its markers
@@ -214,6 +217,7 @@ class Trial:
             "bar_force": None if self.bar_force is None else {
                 "noise_n": self.bar_force_noise_n.tolist(),
                 "analog_rate_hz": self.bar_force_rate_hz,
+                "sample_noise_n": self.bar_force_sample_noise_n.tolist(),
                 "peak_n": np.max(np.abs(self.bar_force), axis=0).tolist(),
             },
             "shoulder_centre_difference_mm": self.shoulder_centre_difference_mm,
@@ -549,6 +553,8 @@ def prepare_markers(
         bar_force=bar_force,
         bar_force_noise_n=force_noise,
         bar_force_rate_hz=forces.analog_rate_hz if forces is not None else float("nan"),
+        bar_force_sample_noise_n=(None if force_noise is None
+                                  else force_noise * np.sqrt(forces.kept_noise_fraction)),
         shoulder_centre_difference_mm=difference,
         markerset=markerset,
         settings=settings,

@@ -173,6 +173,31 @@ def test_a_pack_of_one_is_refused(tmp_path) -> None:
     )
 
 
+def test_the_search_samples_per_step_setting_is_honoured_and_a_bad_one_is_one_line(
+        tmp_path) -> None:
+    text = default_config("identification.toml").read_text()
+    assert text.count("\nsearch_samples_per_step = ") == 1
+    configured = re.search(r"\nsearch_samples_per_step = (\d+)", text).group(1)
+    config = tmp_path / "identification.toml"
+    config.write_text(text.replace(f"search_samples_per_step = {configured}",
+                                   "search_samples_per_step = 5"))
+    out = tmp_path / "out"
+    result = run(str(SAMPLE), "--identification-config", str(config), "--pack", "4",
+                 "--iterations", "1", "--no-polish", "--out", str(out))
+    assert result.exit_code == 1, result.output  # a poor fit: 4 simulations
+    athlete = json.loads((out / "athlete.json").read_text())
+    # 1600 intervals: 5 divides them and the search stepped 5 samples at a time (its cost is
+    # not the exact one the report gives).
+    assert athlete["trial"]["frames"] == 1601
+    assert athlete["search_samples_per_step"] == 5 and athlete["search_notes"] == []
+    assert athlete["cost_m2"] != athlete["global_run"]["fun"]
+    config.write_text(text.replace(f"search_samples_per_step = {configured}",
+                                   "search_samples_per_step = 0"))
+    result = run(str(SAMPLE), "--identification-config", str(config), "--out", str(out))
+    assert result.exit_code == 2
+    assert "search_samples_per_step" in one_error_line(result)
+
+
 def test_bounds_with_lower_not_below_upper_name_file_and_parameter(tmp_path) -> None:
     text = default_config("identification.toml").read_text()
     broken = text.replace("lower = 0.1\nupper = 1.0", "lower = 1.0\nupper = 0.1")
@@ -201,8 +226,8 @@ def test_odd_sample_intervals_are_searched_exactly_and_the_summary_says_so(tmp_p
     athlete = json.loads((out / "athlete.json").read_text())
     assert athlete["trial"]["frames"] == 590
     assert athlete["search_samples_per_step"] == 1
-    note = ("589 sample intervals (odd): searched with the exact cost (one integrator step per "
-            "sample), not 2 per step")
+    note = ("search_samples_per_step 2: 589 sample intervals are not a multiple of 2; 1 "
+            "sample per integrator step used instead")
     assert athlete["search_notes"] == [note]
     assert f"search: {note}" in result.output
     # Searched with the exact cost: the re-evaluated best is the reported cost.

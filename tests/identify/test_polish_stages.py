@@ -1,5 +1,6 @@
-"""The polish in two stages: first on the search's cost (one integrator step per 2 samples, whose
-exact Jacobian costs about half), then on the exact cost from where the first stage ended.
+"""The polish in two stages: first on a coarse cost (one integrator step per the problem's
+``coarse_samples_per_step`` samples, 2 here, whose exact Jacobian costs about half; apart from
+the search's own setting), then on the exact cost from where the first stage ended.
 Starts whose first stage ends in one minimum share one exact stage.
 
 The trial is a synthetic C3D with bar forces through the whole trial chain (markers with 1 mm
@@ -19,6 +20,7 @@ from bemore.identify.run import (
     TIE_RELATIVE,
     RunSettings,
     _Archive,
+    _coarse_stage,
     _polish_from_distinct_starts,
 )
 from bemore.identify.space import ParameterSpace
@@ -28,12 +30,41 @@ from tests.identify.test_forces import _prepared
 
 
 @pytest.fixture(scope="module")
-def forces_problem(tmp_path_factory) -> IdentificationProblem:
-    """The identification problem (search cost: 2 samples per step) of a synthetic trial with
-    bar forces, noise seed 3."""
-    trial, _ = _prepared(3, tmp_path_factory.mktemp("stages"))
+def forces_trial(tmp_path_factory):
+    """A prepared synthetic trial with bar forces, noise seed 3."""
+    return _prepared(3, tmp_path_factory.mktemp("stages"))[0]
+
+
+def _problem(trial, search: int, coarse: int | None = None) -> IdentificationProblem:
     space = ParameterSpace.from_config(load_identification(), load_gymnast())
-    return IdentificationProblem.from_trial(trial, space, samples_per_step=2, forces=ForceTerm())
+    return IdentificationProblem.from_trial(trial, space, samples_per_step=search,
+                                            forces=ForceTerm(), coarse_samples_per_step=coarse)
+
+
+@pytest.fixture(scope="module")
+def forces_problem(forces_trial) -> IdentificationProblem:
+    """The identification problem (search cost and the polish's first stage: 2 samples per
+    step) of the synthetic trial with bar forces."""
+    return _problem(forces_trial, 2)
+
+
+def test_the_first_stage_steps_its_own_samples_per_step_not_the_searchs(forces_trial) -> None:
+    starts = np.random.default_rng(5).uniform(0.3, 0.7, (2, _problem(forces_trial, 1).dim))
+    settings = RunSettings(polish_iterations=2)
+
+    def first_stage(search: int, coarse: int):
+        problem = _problem(forces_trial, search, coarse)
+        assert (problem.samples_per_step, problem.coarse_samples_per_step) == (search, coarse)
+        with threadpool_limits(limits=1, user_api="blas"):
+            return [fit.result.x for fit in _coarse_stage(problem, settings, starts)]
+
+    # The search at 4 samples per step leaves the first stage at its own 2: the same fits, bit
+    # for bit, as with the search at 2; a first stage at 4 takes other steps.
+    at_two = first_stage(2, 2)
+    np.testing.assert_array_equal(first_stage(4, 2), at_two)
+    assert not np.array_equal(first_stage(2, 4), at_two)
+    # 1: no first stage.
+    assert _coarse_stage(_problem(forces_trial, 4, 1), settings, starts) is None
 
 
 def test_the_two_sample_jacobian_is_the_derivative_of_the_two_sample_residuals(

@@ -81,9 +81,10 @@ def test_a_parameter_set_the_engine_cannot_simulate_gets_the_finite_penalty() ->
     assert np.sum(problem.residuals(X)[1] ** 2) == pytest.approx(costs[1])
 
 
-def _with_samples_per_step(case, samples_per_step: int, frames: int | None = None):
-    """The case's problem again, its search cost stepping ``samples_per_step`` samples, on its
-    first ``frames`` frames."""
+def _with_samples_per_step(case, samples_per_step: int, frames: int | None = None,
+                           coarse_samples_per_step: int | None = None):
+    """The case's problem again, its search cost stepping ``samples_per_step`` samples (and the
+    polish's first stage ``coarse_samples_per_step``), on its first ``frames`` frames."""
     p = case.problem
     motion, measured = p.motion, p.measured
     if frames is not None:
@@ -91,7 +92,8 @@ def _with_samples_per_step(case, samples_per_step: int, frames: int | None = Non
                               qdd=motion.qdd[:frames])
         measured = measured[:frames]
     return IdentificationProblem(p.model, p.space, motion, p.free_q0, p.free_qd0, measured,
-                                 p.cost_points, samples_per_step=samples_per_step)
+                                 p.cost_points, samples_per_step=samples_per_step,
+                                 coarse_samples_per_step=coarse_samples_per_step)
 
 
 def test_search_cost_with_two_samples_per_step_is_close_and_the_exact_cost_is_exact() -> None:
@@ -110,21 +112,59 @@ def test_search_cost_with_two_samples_per_step_is_close_and_the_exact_cost_is_ex
     np.testing.assert_array_equal(coarse.residuals(X), exact.residuals(X))
 
 
-def test_odd_sample_intervals_search_with_the_exact_cost_and_say_so() -> None:
+def test_the_search_steps_as_its_own_setting_and_the_polish_first_stage_as_its_own() -> None:
+    from bemore.model import joint_centre_cost
+
+    case = synthetic_case(seed_truth(), noise_m=0.0, seed=1, frames=FRAMES + 1)  # 300 intervals
+    four = _with_samples_per_step(case, 4, coarse_samples_per_step=2)
+    assert (four.samples_per_step, four.coarse_samples_per_step) == (4, 2)
+    assert four.notes == () and four.coarse_notes == ()
+    dim = case.problem.space.dim
+    X = np.vstack([np.full(dim, 0.5), np.random.default_rng(3).random((3, dim))])
+    # The search's cost is the engine's at 4 samples per integrator step, not at 2 nor 1.
+    P, q0, qd0 = four.members(X)
+    engine = {k: joint_centre_cost(four.model, P, four.motion, q0, qd0, four.measured,
+                                   names=four.cost_points, samples_per_step=k)
+              for k in (1, 2, 4)}
+    searched = four.evaluate(X)
+    np.testing.assert_array_equal(searched, engine[4])
+    assert np.all(searched != engine[2]) and np.all(searched != engine[1])
+    assert np.allclose(searched, engine[1], rtol=0.05)
+    # What is reported stays exact.
+    np.testing.assert_array_equal(four.exact_cost(X), engine[1])
+    # Without its own value the first stage takes the search's.
+    assert _with_samples_per_step(case, 4).coarse_samples_per_step == 4
+
+
+def test_samples_per_step_not_dividing_the_intervals_is_halved_and_said() -> None:
     case = synthetic_case(seed_truth(), noise_m=0.0, seed=1, frames=FRAMES + 1)
     odd = _with_samples_per_step(case, 2, frames=FRAMES)  # 299 intervals
     assert odd.samples_per_step == 1 and odd.requested_samples_per_step == 2
-    assert odd.notes == ("299 sample intervals (odd): searched with the exact cost (one "
-                         "integrator step per sample), not 2 per step",)
+    assert odd.notes == ("search_samples_per_step 2: 299 sample intervals are not a multiple "
+                         "of 2; 1 sample per integrator step used instead",)
     X = np.full((1, case.problem.space.dim), 0.5)
     np.testing.assert_array_equal(odd.evaluate(X), _with_samples_per_step(case, 1, FRAMES)
                                   .evaluate(X))
+    # 298 intervals: 4 does not divide them, 2 does; the first stage's own value likewise.
+    even = _with_samples_per_step(case, 4, frames=FRAMES - 1, coarse_samples_per_step=4)
+    assert (even.samples_per_step, even.coarse_samples_per_step) == (2, 2)
+    assert even.notes == ("search_samples_per_step 4: 298 sample intervals are not a multiple "
+                          "of 4; 2 samples per integrator step used instead",)
+    assert even.coarse_notes == ("polish_coarse_samples_per_step 4: 298 sample intervals are "
+                                 "not a multiple of 4; 2 samples per integrator step used "
+                                 "instead",)
+    # 300 intervals: 3 divides them and is used.
+    assert _with_samples_per_step(case, 3).samples_per_step == 3
 
 
-def test_samples_per_step_other_than_1_or_2_is_refused() -> None:
+@pytest.mark.parametrize("bad", [0, -2, 2.5, True])
+def test_samples_per_step_that_is_not_a_whole_number_from_1_is_refused(bad) -> None:
     case = synthetic_case(seed_truth(), noise_m=0.0, seed=1, frames=FRAMES + 1)
-    with pytest.raises(DataError, match=r"samples_per_step 3: allowed 1 \(exact\) or 2"):
-        _with_samples_per_step(case, 3)
+    with pytest.raises(DataError, match=rf"^search_samples_per_step {bad!r}: must be a whole "
+                                        r"number of samples, 1 or more$"):
+        _with_samples_per_step(case, bad)
+    with pytest.raises(DataError, match=r"^polish_coarse_samples_per_step"):
+        _with_samples_per_step(case, 1, coarse_samples_per_step=bad)
 
 
 def test_the_driven_motion_is_matched_to_the_model_by_coordinate_name() -> None:

@@ -223,3 +223,38 @@ def test_unobservable_shoulder_springs_are_held_flagged_and_refused(trunk_side_t
     gesture = json.loads((tmp_path / "g" / "gesture.json").read_text())
     fit = gesture["inputs"]["athlete_fit"]
     assert fit["unobservable"] == shoulder and fit["accepted_by_flag"] is True, accepted.output
+
+
+def test_the_bar_force_is_judged_against_what_a_following_model_leaves() -> None:
+    # Noise of 3 N per sample and 4 N the trial chain leaves: 5 N expected in quadrature, the
+    # limit 1.5 × 5 = 7.5 N. A 12 N (RMS 8.5 N) vibration on y on top is beyond it; x is not.
+    from bemore.identify.verdict import FORCE_CAUSE, judge_force_fit
+
+    rng = np.random.default_rng(2)
+    residual = rng.normal(0.0, 5.0, (4000, 2))
+    residual[:, 1] += 12.0 * np.sin(np.arange(4000) * 0.07)
+    force = judge_force_fit(residual, np.array([3.0, 3.0]), np.array([4.0, 4.0]))
+    assert force.expected_n == pytest.approx([5.0, 5.0]) and force.limit_n == pytest.approx(
+        [7.5, 7.5])
+    assert force.rms_n[0] == pytest.approx(5.0, rel=0.05)
+    assert force.rms_n[1] == pytest.approx(np.hypot(5.0, 12.0 / np.sqrt(2.0)), rel=0.05)
+    assert force.follows == [True, False] and force.poor
+    # The joint centres follow; with the force the fit is poor, the force its likely cause.
+    measured = rng.normal(0.0, 1.0, (500, 2, 2))
+    markers = judge_fit(measured, measured + rng.normal(0.0, 0.0005, measured.shape),
+                        ["hip", "knee"], 0.001)
+    verdict = markers.with_force(force)
+    assert markers.status == "good" and verdict.status == "poor"
+    assert verdict.not_following == ["bar force y"] and verdict.likely_cause == FORCE_CAUSE
+    assert verdict.message.startswith("fit poor: the bar force does not follow the model on y;")
+    assert verdict.to_dict()["bar_force"]["follows"] == [True, False]
+    # A knee that does not follow keeps its own likely cause.
+    wrong = measured + rng.normal(0.0, 0.0005, measured.shape)
+    wrong[:, 1, 0] += 0.01
+    both = judge_fit(measured, wrong, ["hip", "knee"], 0.001).with_force(force)
+    assert both.not_following == ["knee", "bar force y"]
+    assert both.likely_cause != FORCE_CAUSE and "1 of 2 joint centres" in both.message
+    # Following on both axes, it stays good and says so.
+    good = markers.with_force(judge_force_fit(rng.normal(0.0, 5.0, (4000, 2)),
+                                              np.array([3.0, 3.0]), np.array([4.0, 4.0])))
+    assert good.status == "good" and "bar force RMS x" in good.message
