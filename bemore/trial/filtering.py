@@ -10,6 +10,8 @@ to ≤ 1e-10 relative; tests/trial/test_filtering_scipy.py keeps scipy as the or
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from bemore.errors import DataError
@@ -139,12 +141,7 @@ def _sosfilt(sos: np.ndarray, x: np.ndarray, zi: np.ndarray) -> np.ndarray:
                 y[:, c] = _recurrence(bx0[:, c].tolist(), bx1[:, c].tolist(),
                                       bx2[:, c].tolist(), a1, a2, zi[s, 0, c], zi[s, 1, c])
             continue
-        z0, z1 = zi[s, 0].copy(), zi[s, 1].copy()
-        for n in range(y.shape[0]):
-            out = bx0[n] + z0
-            z0 = bx1[n] - a1 * out + z1
-            z1 = bx2[n] - a2 * out
-            y[n] = out
+        _section_rows(y, bx0, bx1, bx2, a1, a2, zi[s, 0].copy(), zi[s, 1].copy())
     return y
 
 
@@ -219,13 +216,20 @@ def _sosfilt_columns(coefficients: np.ndarray, x: np.ndarray, zi: np.ndarray) ->
     for s in range(coefficients.shape[0]):
         b0, b1, b2, _, a1, a2 = coefficients[s]
         bx0, bx1, bx2 = b0 * y, b1 * y, b2 * y
-        z0, z1 = zi[s, 0].copy(), zi[s, 1].copy()
-        for n in range(y.shape[0]):
-            out = bx0[n] + z0
-            z0 = bx1[n] - a1 * out + z1
-            z1 = bx2[n] - a2 * out
-            y[n] = out
+        _section_rows(y, bx0, bx1, bx2, a1, a2, zi[s, 0].copy(), zi[s, 1].copy())
     return y
+
+
+def _section_rows(y: np.ndarray, bx0: np.ndarray, bx1: np.ndarray, bx2: np.ndarray,
+                  a1: Any, a2: Any, z0: np.ndarray, z1: np.ndarray) -> None:
+    """One section in transposed direct form II down the rows of ``y`` (F, C), in place, from
+    its input products ``bx0``, ``bx1``, ``bx2`` (F, C), feedback ``a1``, ``a2`` (scalars or
+    (C,) per column) and initial states ``z0``, ``z1`` (C,)."""
+    for n in range(y.shape[0]):
+        out = bx0[n] + z0
+        z0 = bx1[n] - a1 * out + z1
+        z1 = bx2[n] - a2 * out
+        y[n] = out
 
 
 def _extrapolate(window: np.ndarray, count: int) -> np.ndarray:
