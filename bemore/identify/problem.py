@@ -418,13 +418,7 @@ class IdentificationProblem(Problem):
             return None
         X = np.atleast_2d(np.asarray(x, dtype=float))
         if uncertainty is None:
-            from bemore.model import simulate
-
-            P, q0, qd0 = self.members(X)
-            simulation = simulate(self.model, P, self.motion, q0, qd0,
-                                  outputs=("free_q", "free_qd"))
-            raw = self._force_residuals(P, simulation.free_q, simulation.free_qd,
-                                        corrected=False)[0]
+            raw = self._simulate_points(X, project_channels=False)[1][0]
             return self.channel_errors.estimate(raw, self.bar_force, self.motion.t)
         from bemore.identify.force_channels import (
             error_covariance,
@@ -434,11 +428,10 @@ class IdentificationProblem(Problem):
 
         noise, jacobian, unpropagated = uncertainty
         residuals, J = self.jacobian(X, project_channels=False)
-        frames, columns = self.measured.shape[0], 2 * len(self.cost_points)
-        raw = residuals[0].reshape(frames, -1)[:, columns:]
-        record = self.channel_errors.estimate(raw, self.bar_force, self.motion.t)
+        record = self.channel_errors.estimate(self.scaled_force_part(residuals[0]),
+                                              self.bar_force, self.motion.t)
         sensitivity = self.channel_errors.coefficients(
-            np.moveaxis(J[0].reshape(frames, -1, X.shape[1])[:, columns:], -1, 0)).T  # (k, d)
+            self.scaled_force_part(np.ascontiguousarray(J[0].T))).T  # (k, d)
         k = len(self.channel_errors.labels)
         members = noise.channel_error_members(jacobian) if noise is not None else None
         if members is None:
@@ -467,9 +460,14 @@ class IdentificationProblem(Problem):
         :meth:`residuals`, or None without forces."""
         if not self.has_forces:
             return None
+        return self.scaled_force_part(residuals) / self.force_scale
+
+    def scaled_force_part(self, residuals: np.ndarray) -> np.ndarray:
+        """The scaled force rows (…, F, 2) m of stacked :meth:`residuals` (…, m) (a view when
+        ``residuals`` is contiguous: writing it writes them); a problem with bar forces only."""
         frames = self.measured.shape[0]
         shaped = residuals.reshape(*residuals.shape[:-1], frames, self.columns_per_frame)
-        return shaped[..., 2 * len(self.cost_points):] / self.force_scale
+        return shaped[..., 2 * len(self.cost_points):]
 
     def simulated_points(self, X: np.ndarray) -> np.ndarray:
         """All named points (N, F, n_points, 2) m of the normalised points X (N, dim)."""

@@ -366,15 +366,13 @@ def _channel_direct(problem: Any, fitted: Any, direct: np.ndarray, valid: np.nda
     (copy 0 the trial, the recipe's copy last when ``recipe``), the copies kept (``valid``,
     without the recipe's) and the body mass's unprojected change ``body`` (m,) or None. A
     declared error of a kind that is fitted is what the fit estimates, not an error of it: 0."""
-    frames = problem.measured.shape[0]
     record = {}
     if recipe:
         record["recipe"] = (direct[-1] - direct[0]) / LINEAR_FRACTION
         direct = direct[:-1]
     record["copies"] = (direct[1:][valid[1:]] - direct[0]) / LINEAR_FRACTION
     if body is not None:
-        force = body.reshape(frames, -1)[:, -2:]
-        record["body_mass"] = fitted.coefficients(force)
+        record["body_mass"] = fitted.coefficients(problem.scaled_force_part(body))
     declared = declared_channel_members(problem)
     if declared is not None:
         kinds, moved = declared
@@ -386,10 +384,10 @@ def _channel_direct(problem: Any, fitted: Any, direct: np.ndarray, valid: np.nda
 
 def _projected_rows(problem: Any, fitted: Any, rows: np.ndarray) -> np.ndarray:
     """Stacked residual rows (m,) with the force rows' fitted channel errors projected out."""
-    frames = problem.measured.shape[0]
-    shaped = np.array(rows, dtype=float).reshape(frames, -1)
-    shaped[:, -2:] = fitted.project(shaped[:, -2:])
-    return shaped.reshape(-1)
+    projected = np.array(rows, dtype=float)
+    force = problem.scaled_force_part(projected)  # a view: written through
+    force[...] = fitted.project(force)
+    return projected
 
 
 def simulate_copies(problem: Any, x: np.ndarray, raw: np.ndarray,

@@ -334,13 +334,11 @@ def _force_fit(problem: IdentificationProblem, residuals: np.ndarray, jacobian: 
     sample_noise = getattr(problem, "force_sample_noise_n", None)
     if not getattr(problem, "has_forces", False) or sample_noise is None:
         return None
-    frames = problem.measured.shape[0]
     chain = np.zeros(2)
     if noise is not None:
         changes = noise.residual_changes
         left = changes + responses(changes, jacobian) @ jacobian.T  # the fit's response's rest
-        force = left.reshape(left.shape[0], frames, -1)[:, :, -2:] / problem.force_scale
-        chain = np.sqrt(np.mean(force**2, axis=(0, 1)))
+        chain = np.sqrt(np.mean(problem.force_part(left) ** 2, axis=(0, 1)))
     return judge_force_fit(problem.force_part(residuals[None, :])[0], sample_noise, chain)
 
 

@@ -31,7 +31,7 @@ model error's (docs/identify.md, "Fit verdict").
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -144,8 +144,7 @@ class FitVerdict:
         """This verdict with the bar force's judged too: poor when an axis does not follow
         (its likely cause the force's, unless the joint centres do not follow either)."""
         poor_markers = self.poor
-        verdict = FitVerdict(**{**self.__dict__, "bar_force": force,
-                                "not_following": list(self.not_following)})
+        verdict = replace(self, bar_force=force, not_following=list(self.not_following))
         if force.poor:
             verdict.status = "poor"
             verdict.not_following += [f"bar force {axis}" for axis, follows
