@@ -33,7 +33,8 @@ def oracle_motion(driven_q: np.ndarray, driven_qd: np.ndarray, driven_qdd: np.nd
     )
 
 
-def free_accelerations(model: Any, P: np.ndarray, free_q: np.ndarray, oracle: Any) -> np.ndarray:
+def free_accelerations(model: Any, P: np.ndarray, free_q: np.ndarray, oracle: Any,
+                       fields: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Free accelerations (B, n_free) at the free positions ``free_q`` (B, n_free), free
     velocities 0, at the driven start of ``oracle`` (:func:`oracle_motion`), read from ONE
     engine step of ``ORACLE_STEP_S``: v(h)/h, the Rosenbrock step's (M + γhC + γ²h²K)⁻¹·force.
@@ -44,7 +45,7 @@ def free_accelerations(model: Any, P: np.ndarray, free_q: np.ndarray, oracle: An
     exact there and only the hand rotation's motion during the step (O(h²)) moves the zero.
     Measured: the equilibrium lands within 0.1 µm of ``model.equilibrium`` over 200 members
     across the box (h = 1e-5 s; shorter steps lose digits to rounding: 17 µm at 3e-7 s).
-    NaN rows: not simulable.
+    NaN rows: not simulable. ``fields``: ``model.fields(P)`` when the caller has it.
 
     One engine thread: a step of 200–1000 members lasts 1–7 ms, and waiting for a second
     core that another process holds cost more than it saved (measured over the seed protocol
@@ -54,7 +55,8 @@ def free_accelerations(model: Any, P: np.ndarray, free_q: np.ndarray, oracle: An
     h = float(oracle.t[1] - oracle.t[0])
     free_q = np.asarray(free_q, dtype=float)
     simulation = simulate(
-        model, P, oracle, free_q, np.zeros_like(free_q), outputs=("free_qd",), threads=1
+        model, P, oracle, free_q, np.zeros_like(free_q), outputs=("free_qd",), threads=1,
+        fields=fields,
     )
     return simulation.free_qd[:, 1, :] / h
 
@@ -81,6 +83,7 @@ def spring_equilibrium(
     P = model.as_matrix(P)
     B, nf = P.shape[0], model.n_free
     V, valid = model.fields(P)
+    fields_valid = valid.copy()
     springs = [model.free_coordinates.index(c) for c in model.spring_coordinates]
     n = len(springs)
     q = np.array(np.broadcast_to(np.asarray(free_q, dtype=float), (B, nf)))
@@ -90,7 +93,9 @@ def spring_equilibrium(
     states = np.repeat(q[None], n + 1, axis=0)
     for c, i in enumerate(springs):
         states[c + 1, :, i] += step_m
-    acc = free_accelerations(model, np.tile(P, (n + 1, 1)), states.reshape(-1, nf), oracle)
+    # The members' fields once for the three engine calls (≈ 1 ms for 1 000 rows).
+    acc = free_accelerations(model, np.tile(P, (n + 1, 1)), states.reshape(-1, nf), oracle,
+                             fields=(np.tile(V, (n + 1, 1)), np.tile(valid, n + 1)))
     acc = acc[:, springs].reshape(n + 1, B, n)
     J = np.moveaxis((acc[1:] - acc[0][None]) / step_m, 0, -1)  # (B, n, n): d acc_i / d q_c
     valid &= np.all(np.isfinite(J), axis=(1, 2)) & np.all(np.isfinite(acc[0]), axis=1)
@@ -98,7 +103,7 @@ def spring_equilibrium(
     residual = np.where(valid[:, None], acc[0], 0.0)
     q[:, springs] -= np.linalg.solve(J, residual[..., None])[..., 0]
     for _ in range(chord_steps - 1):
-        acc = free_accelerations(model, P, q, oracle)
+        acc = free_accelerations(model, P, q, oracle, fields=(V, fields_valid))
         residual = np.where(valid[:, None], np.nan_to_num(acc[:, springs]), 0.0)
         q[:, springs] -= np.linalg.solve(J, residual[..., None])[..., 0]
     q[~valid] = np.nan

@@ -195,7 +195,8 @@ def simulate(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
              outputs: Sequence[str] = _OUTPUTS,
              measured: np.ndarray | None = None, points: Sequence[str] = COST_POINTS,
              substeps: int = 1, max_abs: float = 1.0e3, engine: str = "auto",
-             threads: int | None = None, samples_per_step: int = 1) -> Simulation:
+             threads: int | None = None, samples_per_step: int = 1,
+             fields: tuple[np.ndarray, np.ndarray] | None = None) -> Simulation:
     """Integrate the trial for every row of P (B, n_parameters); free state (n_free,) or (B, ·).
 
     ``motion`` is shared by every member ((F, n_driven) arrays) or has one motion per member
@@ -212,6 +213,8 @@ def simulate(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
     spans that many samples (h = 2 ms for 2 at 1 kHz; about half the work); the frames inside a
     step get the cubic Hermite interpolant of (q, q̇) between the step's ends, q̇ its
     derivative. (F − 1) must be a multiple of it.
+    ``fields``: ``model.fields(P)`` when the caller has it already (the spring equilibria call
+    the engine three times with the same members: :mod:`bemore.model.equilibrium`).
     """
     unknown = set(outputs) - set(_OUTPUTS)
     if unknown:
@@ -226,7 +229,7 @@ def simulate(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
             f"simulate: samples_per_step = {samples_per_step} needs substeps = 1, the generated "
             f"engine, no efforts and a multiple of {samples_per_step} sample intervals "
             f"(the motion has {len(motion.t) - 1})")
-    V, valid = model.fields(P)
+    V, valid = model.fields(P) if fields is None else fields
     B = V.shape[0]
     _check_motion(model, motion, B)
     nf = model.n_free
@@ -337,6 +340,30 @@ def _aligned_copy(a: np.ndarray) -> np.ndarray:
     return out
 
 
+def _aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
+    """An uninitialised C-contiguous array of ``shape`` starting on a cache line (see
+    :func:`_aligned_copy`), for the kernel's scratch rows, which it writes before reading."""
+    size = int(np.prod(shape))
+    buffer = np.empty(size + ALIGN_BYTES // 8)
+    start = (-buffer.ctypes.data % ALIGN_BYTES) // 8
+    return buffer[start:start + size].reshape(shape)
+
+
+def _lane_arrays(Vt: np.ndarray, S: np.ndarray, nf: int, tri: int, rows: int
+                 ) -> list[np.ndarray]:
+    """The kernel's per-lane arrays of the lanes of ``Vt`` (n_fields, lanes) and ``S``
+    (2·n_free, lanes), each on cache lines: the fields and the start state copied, the stage
+    increments U zero (the generic stage reads all three earlier ones, with zero coefficients
+    for the later ones, and 0 · NaN would kill a lane), the step start S0, M₀ with the Cholesky
+    factor of W (MX), the current increment UN and a frame's outputs R left for the kernel."""
+    lanes = Vt.shape[1]
+    U = _aligned_empty((4, 2 * nf, lanes))
+    U[...] = 0.0
+    return [_aligned_copy(Vt), _aligned_copy(S), _aligned_empty((2 * nf, lanes)),
+            _aligned_empty((2 * tri + nf, lanes)), U, _aligned_empty((2 * nf, lanes)),
+            _aligned_empty((rows, lanes))]
+
+
 def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, selection,
                         flags, max_abs, threads, samples_per_step) -> Simulation:
     """The same integration with the specialised kernel (shared or per-member motion)."""
@@ -360,7 +387,7 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
         V = V.copy()
         V[~valid] = V[np.argmax(valid)] if valid.any() else model.tree.fields(
             model.parameter_matrix([{}]))[0]
-    Vt = np.ascontiguousarray(V.T)
+    Vt = V.T
     S = np.empty((2 * nf, B))
     S[:nf], S[nf:] = q0.T, v0.T
     store_state, store_efforts, store_points, do_cost = (bool(x) for x in flags)
@@ -378,14 +405,8 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     cost = np.zeros(B)
     alive = valid.astype(np.float64)
     tri = nf * (nf + 1) // 2
-    MX = np.empty((2 * tri + nf, B))  # M0 and the Cholesky factor of W, per lane
-    # Stage increments; zero at first: the generic stage reads all three earlier ones (with
-    # zero coefficients for the later ones, and 0 · NaN would kill a lane).
-    U = np.zeros((4, 2 * nf, B))
+    rows = max(2 * nf, 2 * n_points, nd)  # a frame's outputs, lane-minor
     h = motion.dt * samples_per_step / substeps
-    S0 = np.empty((2 * nf, B))  # step start
-    UN = np.empty((2 * nf, B))  # the increment of the current generic stage
-    R = np.empty((max(2 * nf, 2 * n_points, nd), B))  # a frame's outputs, lane-minor
     threads = threads or engine_threads()
     coefficients = _coefficients(h)
     after = (meas_full, wts, store_state, store_points, do_cost, max_abs)
@@ -396,7 +417,7 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     # does not need, and each call costs ≈ 0.1 ms of its own (measured: 160 lanes in chunks of
     # 16, 1.46 ms; in one call, 0.40 ms); a lane's numbers do not depend on its call.
     if per_member:
-        work = [_aligned_copy(a) for a in (Vt, S, S0, MX, U, UN, R)]
+        work = _lane_arrays(Vt, S, nf, tri, rows)
         run_threads(kernel, B, threads, (*work, coefficients, D, h, substeps, samples_per_step),
                     (*after, out_q, out_v, out_pts, out_eff, cost, alive))
     else:
@@ -405,7 +426,7 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
         # every stage (measured: 26.2 → 21.5 ms for 200 × 1521 with 2-sample steps).
         calls = []
         for lo, hi in lane_groups(B, threads):
-            work = [_aligned_copy(a[..., lo:hi]) for a in (Vt, S, S0, MX, U, UN, R)]
+            work = _lane_arrays(Vt[:, lo:hi], S[:, lo:hi], nf, tri, rows)
             outputs = [a[lo:hi] if stored else a for a, stored in (
                 (out_q, store_state), (out_v, store_state), (out_pts, store_points),
                 (out_eff, store_efforts), (cost, True), (alive, True))]
