@@ -142,6 +142,10 @@ def identify_command(
     Example:
         bemore identify data/sample_trial.c3d --body-mass 41.1 --out out/identify
     """
+    import gc
+
+    from bemore import drawing as figures_child
+    from bemore.errors import BemoreError
     from bemore.identify.outputs import write_plots
     from bemore.identify.pipeline import Overrides, run_identification
     from bemore.identify.report import summary_text
@@ -160,24 +164,40 @@ def identify_command(
         athlete_profile = athlete_record.to_profile()
     overrides = Overrides(algorithm=algorithm, pack=pack, iterations=iterations, seed=seed,
                           polish=polish, workers=workers, inertial=inertial)
-    outcome, problem, settings, record = run_identification(
-        trial, out, config=config, trial_config=trial_config, markerset=markerset,
-        body_mass_kg=body_mass_kg, body_mass_uncertainty_kg=body_mass_uncertainty_kg,
-        profile=athlete_profile, model_name=model_name, overrides=overrides,
-        dask_address=dask_address,
-        run=lambda problem, settings: _run_with_progress(problem, settings, identify),
-    )
-    # The result first; the plots after it.
+    # The plots are drawn by a child process from the fit, beside the analysis and the
+    # result's writing (the other core); the command returns once both are done.
+    drawing: list[Any] = []
+
+    def draw_meanwhile(fit: Any, problem: Any, settings: Any) -> None:
+        # What is loaded so far lives until the process ends: out of the collector's sight,
+        # the child shares its pages with this process (as in synthesize; docs/speed.md).
+        gc.freeze()
+        drawing.append(figures_child.start(lambda: write_plots(out, fit, problem, settings)))
+
+    try:
+        outcome, problem, settings, record = run_identification(
+            trial, out, config=config, trial_config=trial_config, markerset=markerset,
+            body_mass_kg=body_mass_kg, body_mass_uncertainty_kg=body_mass_uncertainty_kg,
+            profile=athlete_profile, model_name=model_name, overrides=overrides,
+            dask_address=dask_address,
+            run=lambda problem, settings: _run_with_progress(
+                problem, settings, identify,
+                on_fit=lambda fit: draw_meanwhile(fit, problem, settings)),
+        )
+    except BaseException:
+        figures_child.abandon(drawing[0] if drawing else None)  # the first error is the one
+        raise
     click.echo(summary_text(record))
     click.echo(f"wrote {out}/athlete.json, convergence.csv, summary.txt; plotting…")
     mark("identify", "result")
-    write_plots(out, outcome, problem, settings)
+    reason = figures_child.finish(drawing[0] if drawing else None,
+                                  lambda: write_plots(out, outcome, problem, settings))
+    if reason is not None:
+        raise BemoreError(f"the plots in {out} were not written: {reason}")
     click.echo(f"wrote {out}/trajectories.png, stick_figures.png, convergence.png")
     mark("identify", "plots")
     # What is loaded lives until the process ends: out of the collector's sight, the
     # interpreter's teardown does not walk it (as in synthesize; docs/speed.md).
-    import gc
-
     gc.freeze()
     if records is not None:
         from bemore.records.register import register_identify
@@ -202,8 +222,9 @@ def identify_command(
                            "marked poor)")
 
 
-def _run_with_progress(problem: Any, settings: Any, identify: Any) -> Any:
-    """Run with a rich progress bar: best cost, RMS joint-centre distance, ETA."""
+def _run_with_progress(problem: Any, settings: Any, identify: Any, on_fit: Any = None) -> Any:
+    """Run with a rich progress bar: best cost, RMS joint-centre distance, ETA (``on_fit``:
+    as :func:`bemore.identify.run.identify`'s)."""
     import numpy as np
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -244,6 +265,7 @@ def _run_with_progress(problem: Any, settings: Any, identify: Any) -> Any:
             # The bar's figures are the global run's: say so once the next phase starts.
             progress.update(task, description=f"{name}…", distance=f"{distance[0]} (global run)")
 
-        outcome = identify(problem, settings, callback=callback, on_phase=on_phase)
+        outcome = identify(problem, settings, callback=callback, on_phase=on_phase,
+                           on_fit=on_fit)
         mark("identify", ended[0])
         return outcome

@@ -9,7 +9,7 @@ from typing import Any
 from bemore.errors import DataError
 from bemore.identify import report
 from bemore.identify.problem import IdentificationProblem
-from bemore.identify.run import Outcome, RunSettings
+from bemore.identify.run import Fit, Outcome, RunSettings
 
 FILES = (
     "athlete.json",
@@ -206,9 +206,16 @@ def write_results(
 
 
 def write_plots(
-    out_dir: Path, outcome: Outcome, problem: IdentificationProblem, settings: RunSettings
+    out_dir: Path, outcome: Outcome | Fit, problem: IdentificationProblem, settings: RunSettings
 ) -> None:
-    """trajectories.png, stick_figures.png and convergence.png (drawn with Pillow)."""
+    """trajectories.png, stick_figures.png and convergence.png (drawn with Pillow) of the
+    outcome, or of the fit before its analysis (:class:`~bemore.identify.run.Fit`, what
+    ``bemore identify`` hands a child process drawing them meanwhile); ``out_dir`` is made if
+    it is not there yet."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DataError(f"{out_dir}: cannot create the output folder ({error.strerror})") from None
     t = problem.motion.t
     index = [problem.model.point_names.index(name) for name in problem.cost_points]
     simulated = outcome.simulated_points[:, index]

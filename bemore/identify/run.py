@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -86,6 +87,18 @@ class PolishStart:
     same_minimum_as: int | None = None
 
 
+class Fit(NamedTuple):
+    """The fit once the global run and the polish have ended, before the analysis: what the
+    plots draw (:func:`bemore.identify.outputs.write_plots`, which also takes an
+    :class:`Outcome`). ``x`` normalised; ``simulated_points`` (F, n_points, 2) m, all named
+    points."""
+
+    x: np.ndarray
+    simulated_points: np.ndarray
+    global_result: OptimisationResult
+    polish_result: OptimisationResult | None
+
+
 @dataclass
 class Outcome:
     """Everything an identification found (SI values, normalised x, results, metrics)."""
@@ -152,11 +165,14 @@ def identify(
     settings: RunSettings,
     callback: Callback | None = None,
     on_phase: Any = None,
+    on_fit: Callable[[Fit], None] | None = None,
 ) -> Outcome:
     """Run the identification on ``problem`` with ``settings``; see the module docstring.
 
     ``callback(record, best_x)`` follows the global run (return True to stop it);
-    ``on_phase(name)`` is told when the polish and the analysis start. The engine runs on
+    ``on_phase(name)`` is told when the polish and the analysis start; ``on_fit(fit)`` is
+    given the :class:`Fit` as soon as it is known, before the analysis (``bemore identify``
+    draws its plots meanwhile, :mod:`bemore.drawing`). The engine runs on
     ``settings.workers`` threads during the call; the caller's engine setting is unchanged after.
     """
     start = time.perf_counter()
@@ -175,7 +191,7 @@ def identify(
     # parameter → field products under load), and LAPACK's rounding then does not depend on
     # the machine.
     with engine_threads_set(threads), threadpool_limits(limits=1, user_api="blas"):
-        return _identify(problem, settings, callback, on_phase, start)
+        return _identify(problem, settings, callback, on_phase, on_fit, start)
 
 
 def _identify(
@@ -183,6 +199,7 @@ def _identify(
     settings: RunSettings,
     callback: Callback | None,
     on_phase: Any,
+    on_fit: Callable[[Fit], None] | None,
     start: float,
 ) -> Outcome:
     """:func:`identify` once the engine's threads and BLAS are set."""
@@ -223,6 +240,8 @@ def _identify(
                 jacobian, residuals = ((fit.jacobian, fit.residuals) if weighting is None
                                        else unweighted.at(x))
     points = problem.simulated_points(x[None, :])[0]
+    if on_fit:
+        on_fit(Fit(x, points, result, polished))
     cost_index = [problem.model.point_names.index(name) for name in problem.cost_points]
     metrics = fit_metrics(problem.measured, points[:, cost_index], list(problem.cost_points))
     identifiability, analysis_evaluations, verdict, markers_only = None, 0, None, None

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import gc
-import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import click
 import numpy as np
 
+from bemore import drawing as figures_child
 from bemore.errors import ConfigError
 from bemore.settings import load_identification, load_synthesis
 from bemore.synthesis.athlete import default_parameters, load_athlete
@@ -346,7 +346,7 @@ def synthesize_command(
     # child shares its pages with this process and the interpreter's teardown skips them
     # (0.2–0.3 s of CPU per run, docs/speed.md).
     gc.freeze()
-    drawing = _start_figures(figures)
+    drawing = figures_child.start(lambda: _write_figures(**figures))
     try:
         seed_result = synthesis.seed_result.model_dump()
         seed_rotation, seed_objective = _seed_evaluation(problem, seed_result)
@@ -438,63 +438,19 @@ def _write_figures(folder: Path, profiles: Any, result: SynthesisResult,
         outputs.write_animation(folder / "gesture.gif", profiles)
 
 
-class _Drawing(NamedTuple):
-    """A child process drawing the figures: its pid and the pipe its error line comes on."""
-
-    pid: int
-    errors: int  # file descriptor, read end
-
-
-def _start_figures(figures: dict[str, Any]) -> _Drawing | None:
-    """Fork a child that writes the figures (:func:`_write_figures`) while this process writes
-    the result; None where there is no fork (then :func:`_finish_figures` draws them here).
-
-    The child inherits everything loaded (nothing to import again) and ends with ``os._exit``
-    (no interpreter teardown): status 0 when every figure is written, else 1 with its one-line
-    reason on the pipe.
-    """
-    if not hasattr(os, "fork"):
-        return None
-    sys.stdout.flush()
-    sys.stderr.flush()
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid:
-        os.close(write_end)
-        return _Drawing(pid, read_end)
-    status = 1
-    try:
-        os.close(read_end)
-        _write_figures(**figures)
-        status = 0
-    except BaseException as error:  # reported by the parent as one line
-        os.write(write_end, f"{type(error).__name__}: {error}".encode()[:2000])
-    finally:
-        os._exit(status)
-
-
-def _finish_figures(drawing: _Drawing | None, figures: dict[str, Any],
-                    quietly: bool = False) -> None:
-    """Wait for the figures (or draw them here without a child); one line says what was
-    written. A child that failed raises a BemoreError with its reason (exit code 1).
-    ``quietly``: the command is ending on another error: only wait for the child."""
+def _finish_figures(drawing: Any, figures: dict[str, Any], quietly: bool = False) -> None:
+    """Wait for the figures (:func:`bemore.drawing.finish`; drawn here without a child); one
+    line says what was written. A child that failed raises a BemoreError with its reason (exit
+    code 1). ``quietly``: the command is ending on another error: only wait for the child."""
     from bemore.errors import BemoreError
     from bemore.phases import mark
 
     if quietly:
-        if drawing is not None:
-            os.waitpid(drawing.pid, 0)
-            os.close(drawing.errors)
+        figures_child.abandon(drawing)
         return
-    if drawing is None:
-        _write_figures(**figures)
-    else:
-        _, status = os.waitpid(drawing.pid, 0)
-        with os.fdopen(drawing.errors, "rb") as stream:
-            reason = stream.read().decode(errors="replace")
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise BemoreError(f"the figures in {figures['folder']} were not written: "
-                              f"{reason or 'the drawing process ended with ' + str(status)}")
+    reason = figures_child.finish(drawing, lambda: _write_figures(**figures))
+    if reason is not None:
+        raise BemoreError(f"the figures in {figures['folder']} were not written: {reason}")
     mark("synthesize", "figures")
     click.echo(f"wrote {figures['folder']}/plots/"
                + (", gesture.gif" if figures["animation"] else ""))

@@ -1,0 +1,72 @@
+"""Figures drawn by a forked child process while the command goes on with its result.
+
+A command's figures (Pillow images, :mod:`bemore.raster`) take 0.1–0.3 s of CPU that its result
+does not need. Once their inputs are known, :func:`start` forks a child that draws them on the
+other core while the parent goes on (identify: the analysis; synthesize: the outputs), and
+:func:`finish` waits for it before the command returns. The child inherits everything loaded
+(nothing to import again), ignores Ctrl-C (the parent owns the interruption, and waits for the
+figures of a result it writes), and ends with ``os._exit``: no interpreter teardown, status 0
+when every figure is written, else 1 with its one-line reason on a pipe. Where there is no fork
+the figures are drawn in the process, by :func:`finish`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import NamedTuple
+
+
+class Drawing(NamedTuple):
+    """A child process drawing figures: its pid and the read end of the pipe its error line
+    comes on."""
+
+    pid: int
+    errors: int
+
+
+def start(draw: Callable[[], None]) -> Drawing | None:
+    """Fork a child that runs ``draw()`` (writes the figures); None where there is no fork."""
+    if not hasattr(os, "fork"):
+        return None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        return Drawing(pid, read_end)
+    status = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        os.close(read_end)
+        draw()
+        status = 0
+    except BaseException as error:  # reported by the parent as one line
+        os.write(write_end, f"{type(error).__name__}: {error}".encode()[:2000])
+    finally:
+        os._exit(status)
+
+
+def finish(drawing: Drawing | None, draw: Callable[[], None]) -> str | None:
+    """Wait for the child of ``drawing`` (without one, run ``draw()`` here); None when the
+    figures are written, else the child's one-line reason."""
+    if drawing is None:
+        draw()
+        return None
+    _, status = os.waitpid(drawing.pid, 0)
+    with os.fdopen(drawing.errors, "rb") as stream:
+        reason = stream.read().decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0:
+        return reason or f"the drawing process ended with status {status}"
+    return None
+
+
+def abandon(drawing: Drawing | None) -> None:
+    """Wait for the child of ``drawing`` without asking how it ended (the command is ending
+    on another error, the one to tell)."""
+    if drawing is not None:
+        os.waitpid(drawing.pid, 0)
+        os.close(drawing.errors)
