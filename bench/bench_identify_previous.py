@@ -27,8 +27,8 @@ from bench.common import Measurement, byte_compiled, commit_tree, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
-PREVIOUS_COMMIT = "6691c40"
-"""main before the analysis phase's speed-ups (issue 24)."""
+PREVIOUS_COMMIT = "cd661c0"
+"""main before the engine calls' overheads and the plots beside the analysis (issue 24)."""
 PAIRS = 5
 
 
