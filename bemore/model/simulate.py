@@ -329,24 +329,22 @@ def _coefficients(h: float) -> np.ndarray:
 ALIGN_BYTES = 64  # a cache line, and one AVX-512 register
 
 
-def _aligned_copy(a: np.ndarray) -> np.ndarray:
-    """A C-contiguous copy of ``a`` starting on a cache line (numpy aligns to 16 bytes only):
-    with a lane count that is a multiple of 8, every row of a (rows, lanes) array then starts
-    on a cache line, and no 8-lane vector load or store of the kernel straddles two lines."""
-    buffer = np.empty(a.size + ALIGN_BYTES // 8)
-    start = (-buffer.ctypes.data % ALIGN_BYTES) // 8
-    out = buffer[start:start + a.size].reshape(a.shape)
-    out[...] = a
-    return out
-
-
 def _aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
-    """An uninitialised C-contiguous array of ``shape`` starting on a cache line (see
-    :func:`_aligned_copy`), for the kernel's scratch rows, which it writes before reading."""
+    """An uninitialised C-contiguous array of ``shape`` starting on a cache line (numpy aligns
+    to 16 bytes only): with a lane count that is a multiple of 8, every row of a (rows, lanes)
+    array then starts on a cache line, and no 8-lane vector load or store of the kernel
+    straddles two lines."""
     size = int(np.prod(shape))
     buffer = np.empty(size + ALIGN_BYTES // 8)
     start = (-buffer.ctypes.data % ALIGN_BYTES) // 8
     return buffer[start:start + size].reshape(shape)
+
+
+def _aligned_copy(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` on cache lines (:func:`_aligned_empty`)."""
+    out = _aligned_empty(a.shape)
+    out[...] = a
+    return out
 
 
 def _lane_arrays(Vt: np.ndarray, S: np.ndarray, nf: int, tri: int, rows: int
