@@ -28,13 +28,19 @@ class Drawing(NamedTuple):
 
 
 def start(draw: Callable[[], None]) -> Drawing | None:
-    """Fork a child that runs ``draw()`` (writes the figures); None where there is no fork."""
+    """Fork a child that runs ``draw()`` (writes the figures); None where there is no fork or
+    the fork fails (then :func:`finish` draws them in this process)."""
     if not hasattr(os, "fork"):
         return None
     sys.stdout.flush()
     sys.stderr.flush()
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no process to spare (EAGAIN, ENOMEM): the figures are drawn here
+        os.close(read_end)
+        os.close(write_end)
+        return None
     if pid:
         os.close(write_end)
         return Drawing(pid, read_end)

@@ -73,6 +73,18 @@ def test_without_fork_the_figures_are_drawn_here(tmp_path, monkeypatch) -> None:
     assert figure.read_text(encoding="utf-8") == str(os.getpid())
 
 
+def test_a_fork_that_fails_leaves_the_figures_to_be_drawn_here(tmp_path, monkeypatch) -> None:
+    def no_process_to_spare():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_process_to_spare)
+    figure = tmp_path / "figure.txt"
+    child = drawing.start(lambda: pytest.fail("no child was forked"))
+    assert child is None
+    assert drawing.finish(child, lambda: _write(figure, str(os.getpid()))) is None
+    assert figure.read_text(encoding="utf-8") == str(os.getpid())
+
+
 def test_abandon_waits_for_the_child_without_asking(tmp_path) -> None:
     figure = tmp_path / "figure.txt"
     child = drawing.start(lambda: _write(figure))
