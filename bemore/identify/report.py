@@ -211,7 +211,8 @@ def summary_text(athlete: dict[str, Any]) -> str:
                      "errors and verdict were not computed (run again for them)")
     elif athlete.get("polish_interrupted"):
         lines.append("INTERRUPTED before the polish (while the trial chain's noise was "
-                     "measured): the global run's best, not polished")
+                     "measured or the polish's starts were set up): the global run's best, "
+                     "not polished")
     elif athlete.get("interrupted"):
         lines.append("INTERRUPTED: best result so far")
     return "\n".join(lines)

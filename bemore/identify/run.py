@@ -229,16 +229,24 @@ def _identify(
                 polish_interrupted = True  # nothing polished: the global best is written
         if not polish_interrupted:
             unweighted = _Unweighted() if weighting is not None else None
-            fit, starts = _polish_from_distinct_starts(problem, archive, settings, weighting,
-                                                       unweighted)
-            polished = fit.result
-            # The polish's cost is exact; so must be the global best it is compared with.
-            if fit.result.fun <= _exact(problem, result, weighting):
-                x = fit.result.x
-                # The analysis wants them unweighted (W r, W J are the polish's): the polish
-                # kept them (else the analysis computes them, one engine call).
-                jacobian, residuals = ((fit.jacobian, fit.residuals) if weighting is None
-                                       else unweighted.at(x))
+            try:
+                fit, starts = _polish_from_distinct_starts(problem, archive, settings,
+                                                           weighting, unweighted)
+                # The polish's cost is exact; so must be the global best it is compared with.
+                better = fit.result.fun <= _exact(problem, result, weighting)
+            except KeyboardInterrupt:
+                # Ctrl-C outside the starts' own threads (their set-up, between the stages,
+                # the comparison), which stop at their best themselves: the global best is
+                # written, unpolished, as when the chain-noise weighting is interrupted.
+                polish_interrupted, starts = True, []
+            else:
+                polished = fit.result
+                if better:
+                    x = fit.result.x
+                    # The analysis wants them unweighted (W r, W J are the polish's): the
+                    # polish kept them (else the analysis computes them, one engine call).
+                    jacobian, residuals = ((fit.jacobian, fit.residuals) if weighting is None
+                                           else unweighted.at(x))
     points = problem.simulated_points(x[None, :])[0]
     if on_fit:
         on_fit(Fit(x, points, result, polished))

@@ -144,6 +144,33 @@ def test_ctrl_c_while_the_chain_noise_is_measured_writes_the_search_best_unpolis
     assert "INTERRUPTED before the polish" in result.output
 
 
+def test_ctrl_c_while_the_polish_starts_are_set_up_writes_the_search_best_unpolished(
+        tmp_path, monkeypatch) -> None:
+    # Between the search's end and the starts' own threads (which stop at their best
+    # themselves): the starts being picked, as a real terminal's Ctrl-C can land there.
+    import bemore.identify.run as run_module
+
+    reached = {"starts": False}
+
+    def interrupted(*args, **kwargs):
+        reached["starts"] = True
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_module, "distinct_starts", interrupted)
+    out = tmp_path / "out"
+    result = run(str(SAMPLE), "--pack", "6", "--iterations", "2", "--out", str(out))
+    assert reached["starts"]
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)  # a clean exit, not "Aborted!"
+    athlete = json.loads((out / "athlete.json").read_text())
+    assert athlete["interrupted"] is True and athlete["polish_interrupted"] is True
+    assert athlete["polish_starts"] == [] and athlete["identifiability"] is None
+    assert athlete["global_run"]["nit"] == 2 and athlete["polish_run"] is None
+    assert athlete["parameters"]["bar.stiffness_x"]["value"] > 0.0  # the search's best
+    assert "INTERRUPTED before the polish" in result.output
+    assert (out / "trajectories.png").is_file()
+
+
 def test_malformed_trial_is_one_line(tmp_path) -> None:
     bad = tmp_path / "bad.c3d"
     bad.write_bytes(b"not a c3d file at all")
