@@ -18,6 +18,9 @@ import sys
 from collections.abc import Callable
 from typing import NamedTuple
 
+from bemore.errors import BemoreError
+from controller.cli import os_error_line
+
 
 class Drawing(NamedTuple):
     """A child process drawing figures: its pid and the read end of the pipe its error line
@@ -51,9 +54,25 @@ def start(draw: Callable[[], None]) -> Drawing | None:
         draw()
         status = 0
     except BaseException as error:  # reported by the parent as one line
-        os.write(write_end, f"{type(error).__name__}: {error}".encode()[:2000])
+        os.write(write_end, _reason(error).encode()[:2000])
     finally:
         os._exit(status)
+
+
+def _reason(error: BaseException) -> str:
+    """The one line a failed drawing reports: a file's path and the system's reason, a
+    BemoreError's own message, else the error's type and message (a fault of the code).
+
+    >>> _reason(IsADirectoryError(21, "Is a directory", "out/convergence.png"))
+    'out/convergence.png: Is a directory'
+    >>> _reason(ValueError("image too small"))
+    'ValueError: image too small'
+    """
+    if isinstance(error, OSError):
+        return os_error_line(error)
+    if isinstance(error, BemoreError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
 
 
 def finish(drawing: Drawing | None, draw: Callable[[], None]) -> str | None:

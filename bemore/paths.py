@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bemore.errors import ConfigError
+from bemore.errors import ConfigError, DataError
 from controller.cli import BENCH_CONFIG_FILES, default_bench_config
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -41,3 +41,17 @@ def default_config(name: str) -> Path:
 def data_dir() -> Path:
     """Folder of the bundled sample data (the synthetic sample trial)."""
     return REPOSITORY_DIR / "data"
+
+
+def output_folder(folder: str | Path) -> Path:
+    """``folder`` made (with its parents) for a command's outputs and returned; a path that
+    exists and is not a folder, or one the system will not make (no such parent, no
+    permission, a read-only file system), is a DataError naming it, in one line."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise DataError(f"{folder}: output folder exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DataError(f"{folder}: cannot create the output folder ({error.strerror})") from None
+    return folder

@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from controller.config import Section, load_toml_model, read_toml, validate
-from controller.errors import BemoreError, BenchError, ConfigError, DataError
+from controller.errors import BemoreError, BenchError, ConfigError, DataError, os_error_line
 from controller.modes import DEFAULT_LOAD_PCT, DEFAULT_MODE, LOADED_MODES, MODES, ModeSettings
 from controller.preflight import PreflightError, compiled_firmware_limits
 from controller.profile import DEFAULT_PROFILE, AthleteProfile, ProfileFile, load_profile
@@ -25,8 +25,8 @@ from controller.settings import BENCH_CONFIG_FILES, Bench, default_bench_config,
 __all__ = [
     "BENCH_CONFIG_FILES", "DEFAULT_PROFILE", "AthleteProfile", "BemoreError", "Bench",
     "BenchError", "ConfigError", "DataError", "ProfileFile", "Section", "default_bench_config",
-    "drive_command", "load_bench", "load_profile", "load_toml_model", "plan_window", "read_toml",
-    "replay_command", "validate",
+    "drive_command", "load_bench", "load_profile", "load_toml_model", "os_error_line",
+    "plan_window", "read_toml", "replay_command", "validate",
 ]
 
 MODE_HELP = (
@@ -357,7 +357,11 @@ def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool
 class BenchGroup(click.Group):
     """The bench side's own command group: every BemoreError becomes one line and its exit code
     (0 ok, 1 not completed, 2 usage/config/data, 3 bench or protocol fault), a traceback only
-    with ``--debug``. ``program`` names the command in the line (``bemore`` subclasses it)."""
+    with ``--debug``. ``program`` names the command in the line (``bemore`` subclasses it).
+
+    A file the command could not read or write (a read-only or full disk, a folder where a
+    file is expected) that no code below turned into a BemoreError is one line too, naming the
+    file, with exit code 2: what was written before it stays written."""
 
     program = "bemore-bench"
 
@@ -369,6 +373,12 @@ class BenchGroup(click.Group):
                 raise
             click.echo(f"{self.program}: error: {error}", err=True)
             raise SystemExit(error.exit_code) from None
+        except OSError as error:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"{self.program}: error: {os_error_line(error)}", err=True)
+            raise SystemExit(2) from None
+
 
 
 @click.group(cls=BenchGroup, context_settings={"help_option_names": ["-h", "--help"]})

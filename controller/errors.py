@@ -32,3 +32,16 @@ class BenchError(BemoreError):
     """The bench, its link or its protocol failed; the bench has been brought to a safe state."""
 
     exit_code = 3
+
+
+def os_error_line(error: OSError) -> str:
+    """``FILE: reason`` of an error of the operating system (the reason alone without a file).
+
+    >>> os_error_line(IsADirectoryError(21, "Is a directory", "out/athlete.json"))
+    'out/athlete.json: Is a directory'
+    >>> os_error_line(OSError("no space left on the card"))
+    'no space left on the card'
+    """
+    if error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    return str(error)

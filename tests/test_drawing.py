@@ -33,7 +33,16 @@ def test_a_child_that_fails_gives_its_reason_in_one_line(tmp_path) -> None:
         raise OSError(f"{tmp_path}/figure.png: disk full")
 
     reason = drawing.finish(drawing.start(broken), broken)
-    assert reason == f"OSError: {tmp_path}/figure.png: disk full"
+    assert reason == f"{tmp_path}/figure.png: disk full"
+    # A file the system refuses: its path and the system's reason, not Python's class name.
+    (tmp_path / "figure.png").mkdir()
+    reason = drawing.finish(drawing.start(lambda: _write(tmp_path / "figure.png")), broken)
+    assert reason == f"{tmp_path}/figure.png: Is a directory"
+
+    def a_fault() -> None:
+        raise ValueError("image too small")
+
+    assert drawing.finish(drawing.start(a_fault), a_fault) == "ValueError: image too small"
 
 
 def test_ctrl_c_does_not_stop_the_child(tmp_path) -> None:

@@ -6,10 +6,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bemore.errors import DataError
 from bemore.identify import report
 from bemore.identify.problem import IdentificationProblem
 from bemore.identify.run import Fit, Outcome, RunSettings
+from bemore.paths import output_folder
 
 FILES = (
     "athlete.json",
@@ -193,10 +193,7 @@ def write_results(
     config: dict[str, Any],
 ) -> dict[str, Any]:
     """Write athlete.json, convergence.csv and summary.txt (no plots); return the record."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise DataError(f"{out_dir}: cannot create the output folder ({error.strerror})") from None
+    output_folder(out_dir)
     record = athlete_record(outcome, problem, settings, trial, config)
     report.write_json(out_dir / "athlete.json", record)
     (out_dir / "convergence.csv").write_text(convergence_csv(outcome), encoding="utf-8")
@@ -212,10 +209,7 @@ def write_plots(
     outcome, or of the fit before its analysis (:class:`~bemore.identify.run.Fit`, what
     ``bemore identify`` hands a child process drawing them meanwhile); ``out_dir`` is made if
     it is not there yet."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise DataError(f"{out_dir}: cannot create the output folder ({error.strerror})") from None
+    output_folder(out_dir)
     t = problem.motion.t
     index = [problem.model.point_names.index(name) for name in problem.cost_points]
     simulated = outcome.simulated_points[:, index]

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from bemore.errors import DataError
+from bemore.paths import output_folder
 from bemore.synthesis.results import Profiles, SynthesisResult
 
 SETPOINT_FORMAT = "bemore-setpoints 1"
@@ -32,15 +33,6 @@ PROFILE_COLUMNS = (
     "bar_x_m",
     "bar_y_m",
 )
-
-
-def _ensure_dir(folder: Path) -> Path:
-    """Create ``folder`` (and parents); a path that exists as a file is a DataError."""
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise DataError(f"{folder}: output folder exists and is not a folder")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def _check_uniform(t_s: np.ndarray, rate_hz: float) -> None:
@@ -181,7 +173,7 @@ def write_plots(
     """
     from bemore.raster import Chart
 
-    folder = _ensure_dir(folder)
+    folder = output_folder(folder)
     written = []
     for name, title, label, values in PLOTS:
         torque = name == TORQUE_PLOT

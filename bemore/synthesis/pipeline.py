@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bemore.errors import DataError
+from bemore.paths import output_folder
 from bemore.settings import Solver
 from bemore.synthesis.synthesize import SynthesisOptions
 
@@ -59,10 +59,7 @@ def run_synthesis(athlete: Any, synthesis: Any, options: SynthesisOptions, out_d
     from bemore.synthesis.outputs import write_profiles
     from bemore.synthesis.synthesize import synthesize
 
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise DataError(f"{out_dir}: output folder exists and is not a folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = output_folder(out_dir)
     evaluator = None
     if dask_address:
         from bemore.evaluate import make_evaluator

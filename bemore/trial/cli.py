@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from bemore.config import parse_assignments
-from bemore.errors import ConfigError, DataError
+from bemore.errors import ConfigError
+from bemore.paths import output_folder
 
 
 @click.group("trial")
@@ -67,9 +68,7 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
     trial = prepare_markers(markers, marker_set, trial_settings, forces, centre)
     for line in trial_summary(trial):
         click.echo(line)
-    if out.exists() and not out.is_dir():
-        raise DataError(f"{out}: output folder exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
+    output_folder(out)
     write_joint_centres_csv(trial, out / "joint_centres.csv")
     write_driven_csv(trial, out / "driven.csv")
     (out / "trial.json").write_text(trial.summary_json() + "\n")

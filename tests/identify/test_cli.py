@@ -171,6 +171,28 @@ def test_ctrl_c_while_the_polish_starts_are_set_up_writes_the_search_best_unpoli
     assert (out / "trajectories.png").is_file()
 
 
+def test_an_output_folder_that_cannot_be_written_is_one_line(tmp_path) -> None:
+    # A file where a folder is expected on the way: the folder cannot be made.
+    (tmp_path / "a-file").write_text("not a folder")
+    out = tmp_path / "a-file" / "out"
+    result = run(str(SAMPLE), "--no-polish", "--pack", "6", "--iterations", "2",
+                 "--out", str(out))
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"bemore: error: {out}: cannot create the output folder (Not a directory)")
+    assert "Traceback" not in result.output
+    # A folder in the place of athlete.json: the system refuses the file; what was written
+    # before it stays.
+    out = tmp_path / "out"
+    (out / "athlete.json").mkdir(parents=True)
+    result = run(str(SAMPLE), "--no-polish", "--pack", "6", "--iterations", "2",
+                 "--out", str(out))
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"bemore: error: {out}/athlete.json: Is a directory")
+    assert "Traceback" not in result.output and (out / "athlete.json").is_dir()
+
+
 def test_malformed_trial_is_one_line(tmp_path) -> None:
     bad = tmp_path / "bad.c3d"
     bad.write_bytes(b"not a c3d file at all")
@@ -275,11 +297,20 @@ def test_ctrl_c_during_the_lock_step_polish_stops_every_start_and_exits_1(tmp_pa
         env=dict(os.environ, BEMORE_PHASE_TIMES=str(marks)),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    # The search's end is marked as the polish begins (several seconds of polish follow).
+    # The search's end is marked as the polish begins (several seconds of polish follow);
+    # then the starts' own threads start (one per start, lock step): Ctrl-C once they run.
+    # (Before them, a Ctrl-C writes the search's best unpolished: the test above.)
+    tasks = Path(f"/proc/{child.pid}/task")
     deadline = time.monotonic() + 120.0
-    while not (marks.exists() and '"search"' in marks.read_text()):
+    while True:
+        searching = len(list(tasks.iterdir()))  # counted before the mark is looked for
+        if marks.exists() and '"search"' in marks.read_text():
+            break
         assert child.poll() is None and time.monotonic() < deadline, "no search mark"
-        time.sleep(0.02)
+        time.sleep(0.005)
+    while len(list(tasks.iterdir())) < searching + 2:
+        assert child.poll() is None and time.monotonic() < deadline, "no polish threads"
+        time.sleep(0.005)
     child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=120.0)
     assert child.returncode == 1, err

@@ -90,6 +90,27 @@ def test_a_figure_that_fails_is_one_line_and_exit_code_1(tmp_path, monkeypatch) 
     assert json.loads((out / "gesture.json").read_text())["feasible"] is True
 
 
+def test_an_output_folder_that_cannot_be_written_is_one_line(tmp_path) -> None:
+    config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
+    (tmp_path / "a-file").write_text("not a folder")
+    out = tmp_path / "a-file" / "gesture"
+    result = CliRunner().invoke(
+        cli, ["synthesize", "--synthesis-config", str(config), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"bemore: error: {out}: cannot create the output folder (Not a directory)")
+    assert "Traceback" not in result.output
+    # A folder in the place of profiles.csv: one line naming it.
+    out = tmp_path / "gesture"
+    (out / "profiles.csv").mkdir(parents=True)
+    result = CliRunner().invoke(
+        cli, ["synthesize", "--synthesis-config", str(config), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"bemore: error: {out}/profiles.csv: Is a directory")
+    assert "Traceback" not in result.output
+
+
 def test_synthesize_loads_no_numba_matplotlib_pymoo_or_scipy_optimize(tmp_path) -> None:
     # Without os.fork (as where there is none) the figures are drawn in this same process, so
     # its modules after the command are those of the synthesis, the result and the figures.
