@@ -114,52 +114,34 @@ def test_ctrl_c_during_the_analysis_writes_the_fit_marked_interrupted(tmp_path,
     assert (out / "trajectories.png").exists()
 
 
-def test_ctrl_c_while_the_chain_noise_is_measured_writes_the_search_best_unpolished(
-        tmp_path, monkeypatch) -> None:
-    # A trial with bar forces: before the polish the chain-noise weighting runs the trial
-    # chain on noisy copies of the markers (bemore.identify.chain_noise); Ctrl-C there.
+@pytest.mark.parametrize("where", ["chain noise", "starts set up"])
+def test_ctrl_c_before_the_polish_starts_run_writes_the_search_best_unpolished(
+        tmp_path, monkeypatch, where: str) -> None:
+    # chain noise: a trial with bar forces, whose chain-noise weighting runs the trial chain
+    # on noisy copies of the markers before the polish (bemore.identify.chain_noise).
+    # starts set up: between the search's end and the starts' own threads (which stop at their
+    # best themselves), as a real terminal's Ctrl-C can land there.
     import bemore.identify.propagation as propagation
+    import bemore.identify.run as run_module
     from bemore.trial.synthetic import SyntheticSpec, write_synthetic_trial
 
-    path, _, _ = write_synthetic_trial(
-        SyntheticSpec(duration_s=1.6, noise_mm=1.0, seed=3, bar_forces=True,
-                      force_noise_pct=2.0), tmp_path / "forces.c3d")
-    reached = {"copies": False}
+    trial = SAMPLE
+    owner, name = run_module, "distinct_starts"
+    if where == "chain noise":
+        trial, _, _ = write_synthetic_trial(
+            SyntheticSpec(duration_s=1.6, noise_mm=1.0, seed=3, bar_forces=True,
+                          force_noise_pct=2.0), tmp_path / "forces.c3d")
+        owner, name = propagation, "simulate_copies"
+    reached = []
 
     def interrupted(*args, **kwargs):
-        reached["copies"] = True
+        reached.append(name)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(propagation, "simulate_copies", interrupted)
+    monkeypatch.setattr(owner, name, interrupted)
     out = tmp_path / "out"
-    result = run(str(path), "--pack", "6", "--iterations", "2", "--out", str(out))
-    assert reached["copies"]
-    assert result.exit_code == 1, result.output
-    assert isinstance(result.exception, SystemExit)  # a clean exit, not "Aborted!"
-    athlete = json.loads((out / "athlete.json").read_text())
-    assert athlete["interrupted"] is True and athlete["polish_interrupted"] is True
-    assert athlete["polish_starts"] == [] and athlete["identifiability"] is None
-    assert athlete["global_run"]["nit"] == 2
-    assert athlete["parameters"]["bar.stiffness_x"]["value"] > 0.0  # the search's best
-    assert "INTERRUPTED before the polish" in result.output
-
-
-def test_ctrl_c_while_the_polish_starts_are_set_up_writes_the_search_best_unpolished(
-        tmp_path, monkeypatch) -> None:
-    # Between the search's end and the starts' own threads (which stop at their best
-    # themselves): the starts being picked, as a real terminal's Ctrl-C can land there.
-    import bemore.identify.run as run_module
-
-    reached = {"starts": False}
-
-    def interrupted(*args, **kwargs):
-        reached["starts"] = True
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(run_module, "distinct_starts", interrupted)
-    out = tmp_path / "out"
-    result = run(str(SAMPLE), "--pack", "6", "--iterations", "2", "--out", str(out))
-    assert reached["starts"]
+    result = run(str(trial), "--pack", "6", "--iterations", "2", "--out", str(out))
+    assert reached == [name]
     assert result.exit_code == 1, result.output
     assert isinstance(result.exception, SystemExit)  # a clean exit, not "Aborted!"
     athlete = json.loads((out / "athlete.json").read_text())
@@ -171,26 +153,21 @@ def test_ctrl_c_while_the_polish_starts_are_set_up_writes_the_search_best_unpoli
     assert (out / "trajectories.png").is_file()
 
 
-def test_an_output_folder_that_cannot_be_written_is_one_line(tmp_path) -> None:
-    # A file where a folder is expected on the way: the folder cannot be made.
+@pytest.mark.parametrize("case", ["folder", "file"])
+def test_an_output_the_system_refuses_is_one_line(tmp_path, case: str) -> None:
+    # folder: a file where a folder is expected on the way, the folder cannot be made;
+    # file: a folder in the place of athlete.json, the system refuses the file.
     (tmp_path / "a-file").write_text("not a folder")
-    out = tmp_path / "a-file" / "out"
+    out = tmp_path / "a-file" / "out" if case == "folder" else tmp_path / "out"
+    if case == "file":
+        (out / "athlete.json").mkdir(parents=True)
+    expected = (f"{out}: cannot create the output folder (Not a directory)" if case == "folder"
+                else f"{out}/athlete.json: Is a directory")
     result = run(str(SAMPLE), "--no-polish", "--pack", "6", "--iterations", "2",
                  "--out", str(out))
-    assert result.exit_code == 2, result.output
-    assert result.output.strip().splitlines()[-1] == (
-        f"bemore: error: {out}: cannot create the output folder (Not a directory)")
+    assert (result.exit_code, result.output.strip().splitlines()[-1]) == (
+        2, f"bemore: error: {expected}"), result.output
     assert "Traceback" not in result.output
-    # A folder in the place of athlete.json: the system refuses the file; what was written
-    # before it stays.
-    out = tmp_path / "out"
-    (out / "athlete.json").mkdir(parents=True)
-    result = run(str(SAMPLE), "--no-polish", "--pack", "6", "--iterations", "2",
-                 "--out", str(out))
-    assert result.exit_code == 2, result.output
-    assert result.output.strip().splitlines()[-1] == (
-        f"bemore: error: {out}/athlete.json: Is a directory")
-    assert "Traceback" not in result.output and (out / "athlete.json").is_dir()
 
 
 def test_malformed_trial_is_one_line(tmp_path) -> None:

@@ -90,25 +90,20 @@ def test_a_figure_that_fails_is_one_line_and_exit_code_1(tmp_path, monkeypatch) 
     assert json.loads((out / "gesture.json").read_text())["feasible"] is True
 
 
-def test_an_output_folder_that_cannot_be_written_is_one_line(tmp_path) -> None:
+def test_an_output_the_system_refuses_is_one_line(tmp_path) -> None:
+    # A file where the output folder would go on the way, then a folder where profiles.csv
+    # goes: each one line naming it, exit code 2.
     config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
     (tmp_path / "a-file").write_text("not a folder")
-    out = tmp_path / "a-file" / "gesture"
-    result = CliRunner().invoke(
-        cli, ["synthesize", "--synthesis-config", str(config), "--out", str(out)])
-    assert result.exit_code == 2, result.output
-    assert result.output.strip().splitlines()[-1] == (
-        f"bemore: error: {out}: cannot create the output folder (Not a directory)")
-    assert "Traceback" not in result.output
-    # A folder in the place of profiles.csv: one line naming it.
-    out = tmp_path / "gesture"
-    (out / "profiles.csv").mkdir(parents=True)
-    result = CliRunner().invoke(
-        cli, ["synthesize", "--synthesis-config", str(config), "--out", str(out)])
-    assert result.exit_code == 2, result.output
-    assert result.output.strip().splitlines()[-1] == (
-        f"bemore: error: {out}/profiles.csv: Is a directory")
-    assert "Traceback" not in result.output
+    (tmp_path / "gesture" / "profiles.csv").mkdir(parents=True)
+    for out, expected in (
+            (tmp_path / "a-file" / "g", "g: cannot create the output folder (Not a directory)"),
+            (tmp_path / "gesture", "gesture/profiles.csv: Is a directory")):
+        result = CliRunner().invoke(
+            cli, ["synthesize", "--synthesis-config", str(config), "--out", str(out)])
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert lines[-1] == f"bemore: error: {out.parent}/{expected}"
 
 
 def test_synthesize_loads_no_numba_matplotlib_pymoo_or_scipy_optimize(tmp_path) -> None:
