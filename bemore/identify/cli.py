@@ -166,13 +166,13 @@ def identify_command(
                           polish=polish, workers=workers, inertial=inertial)
     # The plots are drawn by a child process from the fit, beside the analysis and the
     # result's writing (the other core); the command returns once both are done.
-    drawing: list[Any] = []
+    drawing: list[Any] = [None]  # the child drawing them, once the fit is known
 
     def draw_meanwhile(fit: Any, problem: Any, settings: Any) -> None:
         # What is loaded so far lives until the process ends: out of the collector's sight,
         # the child shares its pages with this process (as in synthesize; docs/speed.md).
         gc.freeze()
-        drawing.append(figures_child.start(lambda: write_plots(out, fit, problem, settings)))
+        drawing[0] = figures_child.start(lambda: write_plots(out, fit, problem, settings))
 
     try:
         outcome, problem, settings, record = run_identification(
@@ -185,12 +185,12 @@ def identify_command(
                 on_fit=lambda fit: draw_meanwhile(fit, problem, settings)),
         )
     except BaseException:
-        figures_child.abandon(drawing[0] if drawing else None)  # the first error is the one
+        figures_child.abandon(drawing[0])  # the first error is the one to tell
         raise
     click.echo(summary_text(record))
     click.echo(f"wrote {out}/athlete.json, convergence.csv, summary.txt; plotting…")
     mark("identify", "result")
-    reason = figures_child.finish(drawing[0] if drawing else None,
+    reason = figures_child.finish(drawing[0],
                                   lambda: write_plots(out, outcome, problem, settings))
     if reason is not None:
         raise BemoreError(f"the plots in {out} were not written: {reason}")

@@ -322,7 +322,6 @@ class IdentificationProblem(Problem):
         if coarse_samples_per_step is None:
             coarse_samples_per_step = samples_per_step
         self.requested_samples_per_step = samples_per_step
-        self.requested_coarse_samples_per_step = coarse_samples_per_step
         # notes / coarse_notes: why the search's / the first stage's value differs (or ()).
         self.samples_per_step, self.notes = stepping(frames - 1, samples_per_step,
                                                      "search_samples_per_step")

@@ -83,7 +83,6 @@ def spring_equilibrium(
     P = model.as_matrix(P)
     B, nf = P.shape[0], model.n_free
     V, valid = model.fields(P)
-    fields_valid = valid.copy()
     springs = [model.free_coordinates.index(c) for c in model.spring_coordinates]
     n = len(springs)
     q = np.array(np.broadcast_to(np.asarray(free_q, dtype=float), (B, nf)))
@@ -98,13 +97,13 @@ def spring_equilibrium(
                              fields=(np.tile(V, (n + 1, 1)), np.tile(valid, n + 1)))
     acc = acc[:, springs].reshape(n + 1, B, n)
     J = np.moveaxis((acc[1:] - acc[0][None]) / step_m, 0, -1)  # (B, n, n): d acc_i / d q_c
-    valid &= np.all(np.isfinite(J), axis=(1, 2)) & np.all(np.isfinite(acc[0]), axis=1)
-    J[~valid] = np.eye(n)
-    residual = np.where(valid[:, None], acc[0], 0.0)
+    solvable = valid & np.all(np.isfinite(J), axis=(1, 2)) & np.all(np.isfinite(acc[0]), axis=1)
+    J[~solvable] = np.eye(n)
+    residual = np.where(solvable[:, None], acc[0], 0.0)
     q[:, springs] -= np.linalg.solve(J, residual[..., None])[..., 0]
     for _ in range(chord_steps - 1):
-        acc = free_accelerations(model, P, q, oracle, fields=(V, fields_valid))
-        residual = np.where(valid[:, None], np.nan_to_num(acc[:, springs]), 0.0)
+        acc = free_accelerations(model, P, q, oracle, fields=(V, valid))
+        residual = np.where(solvable[:, None], np.nan_to_num(acc[:, springs]), 0.0)
         q[:, springs] -= np.linalg.solve(J, residual[..., None])[..., 0]
-    q[~valid] = np.nan
+    q[~solvable] = np.nan
     return q
