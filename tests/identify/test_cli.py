@@ -153,21 +153,37 @@ def test_ctrl_c_before_the_polish_starts_run_writes_the_search_best_unpolished(
     assert (out / "trajectories.png").is_file()
 
 
-@pytest.mark.parametrize("case", ["folder", "file"])
-def test_an_output_the_system_refuses_is_one_line(tmp_path, case: str) -> None:
+@pytest.mark.parametrize("case", ["folder", "unwritable folder", "file"])
+def test_an_output_the_system_refuses_is_one_line_before_the_fit(tmp_path, monkeypatch,
+                                                                  case: str) -> None:
     # folder: a file where a folder is expected on the way, the folder cannot be made;
-    # file: a folder in the place of athlete.json, the system refuses the file.
+    # unwritable folder: /proc, a folder that exists and that not even root can write a file
+    # in (a chmod'ed folder would not do: the tests may run as root, whom permission bits do
+    # not stop); file: a folder in the place of athlete.json, the system refuses the file.
+    # Each is said at once, one line, exit code 2: the search is never started.
+    import bemore.identify.run
+
+    searches = []
+    monkeypatch.setattr(bemore.identify.run, "identify",
+                        lambda *args, **kwargs: searches.append(args) or pytest.fail("fitted"))
     (tmp_path / "a-file").write_text("not a folder")
-    out = tmp_path / "a-file" / "out" if case == "folder" else tmp_path / "out"
+    out = {"folder": tmp_path / "a-file" / "out", "unwritable folder": Path("/proc"),
+           "file": tmp_path / "out"}[case]
     if case == "file":
         (out / "athlete.json").mkdir(parents=True)
-    expected = (f"{out}: cannot create the output folder (Not a directory)" if case == "folder"
-                else f"{out}/athlete.json: Is a directory")
+    expected = {
+        "folder": f"{out}: cannot create the output folder (Not a directory)",
+        "unwritable folder": f"{out}: cannot write in the output folder (",
+        "file": f"{out}/athlete.json: cannot write the output file (Is a directory)",
+    }[case]
     result = run(str(SAMPLE), "--no-polish", "--pack", "6", "--iterations", "2",
                  "--out", str(out))
-    assert (result.exit_code, result.output.strip().splitlines()[-1]) == (
-        2, f"bemore: error: {expected}"), result.output
-    assert "Traceback" not in result.output
+    assert result.exit_code == 2, result.output
+    assert one_error_line(result).startswith(f"bemore: error: {expected}")
+    assert searches == []
+    if case != "unwritable folder":
+        assert sorted(path.name for path in tmp_path.rglob("*")) == (
+            ["a-file"] + (["athlete.json", "out"] if case == "file" else []))  # no probe left
 
 
 def test_malformed_trial_is_one_line(tmp_path) -> None:
