@@ -153,6 +153,36 @@ def test_ctrl_c_before_the_polish_starts_run_writes_the_search_best_unpolished(
     assert (out / "trajectories.png").is_file()
 
 
+def test_a_poor_fit_from_a_search_cut_short_names_the_search_not_a_body_part(tmp_path) -> None:
+    # 12 evaluations and no polish cannot fit the trial: every joint centre is off, the worst
+    # one (the ankle, at the chain's end) is no clue. The likely cause is the search, said
+    # plainly; a body part is named only for a search as configured (tests/identify/
+    # test_verdict.py: the loose hip, the acromions on the trunk's side).
+    from bemore.identify.verdict import LIKELY_CAUSES
+    from bemore.settings import SEGMENT_NAMES, load_identification
+
+    optimiser = load_identification().optimiser
+    default = optimiser.pack * optimiser.iterations
+    out = tmp_path / "out"
+    result = run(str(SAMPLE), "--iterations", "1", "--pack", "12", "--no-polish",
+                 "--out", str(out))
+    assert result.exit_code == 1, result.output
+    athlete = json.loads((out / "athlete.json").read_text())
+    verdict = athlete["fit_verdict"]
+    assert verdict["status"] == "poor" and athlete["evaluations"] == 13  # 12 and the best again
+    cause = verdict["likely_cause"]
+    thousands = f"{default:,}".replace(",", " ")  # 10 000
+    assert cause == (f"the search was cut short (13 search evaluations of the default "
+                     f"{thousands}, the polish off): run with the default search "
+                     f"({optimiser.pack} × {optimiser.iterations}) and the polish")
+    for name in (*SEGMENT_NAMES, *LIKELY_CAUSES, "acromion", "marker"):
+        assert name not in cause, name
+    assert verdict["message"].endswith(f"likely: {cause}")
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith(f"bemore: error: {SAMPLE}: fit poor") and f"likely: {cause}" in last
+    assert f"likely: {cause}" in (out / "summary.txt").read_text()
+
+
 @pytest.mark.parametrize("case", ["folder", "unwritable folder", "file"])
 def test_an_output_the_system_refuses_is_one_line_before_the_fit(tmp_path, monkeypatch,
                                                                   case: str) -> None:
