@@ -9,6 +9,8 @@ data (``controller/configs/``, reached through ``controller.cli``).
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from bemore.errors import ConfigError, DataError
@@ -43,10 +45,18 @@ def data_dir() -> Path:
     return REPOSITORY_DIR / "data"
 
 
-def output_folder(folder: str | Path) -> Path:
-    """``folder`` made (with its parents) for a command's outputs and returned; a path that
-    exists and is not a folder, or one the system will not make (no such parent, no
-    permission, a read-only file system), is a DataError naming it, in one line."""
+def output_folder(folder: str | Path, files: Iterable[str] = ()) -> Path:
+    """``folder`` made (with its parents) for a command's outputs, shown writable, and returned.
+
+    A path that exists and is not a folder, one the system will not make (no such parent, no
+    permission, a read-only file system) or a folder it will not let a file be written in is a
+    DataError naming it, in one line; so is any of ``files`` (names of the outputs in the
+    folder) that exists and will not open for writing (a folder in its place, a read-only
+    file). Writing is tested for real, a temporary file written and removed (permission bits
+    do not tell: root ignores them, a read-only mount does not show in them); the existing
+    files are opened for writing, not changed. A command calls this before its work, so that
+    a folder it cannot write is said at once rather than after the work is done.
+    """
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise DataError(f"{folder}: output folder exists and is not a folder")
@@ -54,4 +64,21 @@ def output_folder(folder: str | Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise DataError(f"{folder}: cannot create the output folder ({error.strerror})") from None
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".bemore-write-test-", dir=folder)
+    except OSError as error:
+        raise DataError(f"{folder}: cannot write in the output folder ({error.strerror})"
+                        ) from None
+    os.close(handle)
+    os.unlink(probe)
+    for name in files:
+        path = folder / name
+        if not path.exists():
+            continue
+        try:
+            with open(path, "r+b"):  # opened for writing, nothing written
+                pass
+        except OSError as error:
+            raise DataError(f"{path}: cannot write the output file ({error.strerror})"
+                            ) from None
     return folder

@@ -22,7 +22,7 @@ from typing import Any
 
 from bemore.batch.item import ItemResult, describe_error, run_item
 from bemore.batch.manifest import ItemSpec, Manifest
-from bemore.errors import DataError
+from bemore.paths import output_folder
 
 DONE = "done.json"
 FAILED = "failed.txt"
@@ -133,11 +133,7 @@ def run_batch(
     ``listener(athlete, status, row)`` hears "skipped", "done" and "failed" for every item.
     """
     start = time.perf_counter()
-    out_dir = Path(out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise DataError(f"{out_dir}: cannot create the output folder ({error.strerror})") from None
+    out_dir = output_folder(out_dir)  # before any item: a folder it cannot write is said now
     report = BatchReport()
     todo = []
     for spec in manifest.items:

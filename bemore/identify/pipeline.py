@@ -128,16 +128,23 @@ def run_identification(
     process; ``in_process``: in this process whatever the file says, as an item of a batch,
     itself the unit a cluster runs); ``run(problem, settings)`` runs the identification (default
     :func:`~bemore.identify.run.identify`); ``extra_config`` is added to the record's
-    ``config``. The result is written even when interrupted or a poor fit: the caller decides.
+    ``config``. ``out`` is made and shown writable first, before any fitting
+    (:func:`bemore.paths.output_folder`: a DataError at once). A poor fit whose search was cut
+    short (against the file's ``[optimiser]``) names that as its likely cause
+    (:func:`bemore.identify.verdict.short_search_cause`). The result is written even when
+    interrupted or a poor fit: the caller decides.
     """
     from bemore.evaluate import EvaluatedProblem, make_evaluator
-    from bemore.identify.outputs import write_results
+    from bemore.identify.outputs import FILES, write_results
     from bemore.identify.problem import body_mass_uncertainty
     from bemore.identify.space import ParameterSpace
-    from bemore.paths import default_config
+    from bemore.identify.verdict import short_search_cause
+    from bemore.paths import default_config, output_folder
     from bemore.phases import mark
     from bemore.settings import load_gymnast, load_identification
 
+    # Before any work: an output folder that cannot be written is said now, not after the fit.
+    output_folder(out, FILES)
     config_path = config or default_config("identification.toml")
     identification = load_identification(config_path)
     gymnast = load_gymnast()
@@ -195,6 +202,12 @@ def run_identification(
         record_config["evaluator"] = evaluator.describe()
     finally:
         evaluator.close()
+    if outcome.verdict is not None:
+        # A poor fit from a search cut short is the search's, not a body part's.
+        polish = outcome.polish_result
+        outcome.verdict = outcome.verdict.with_short_search(short_search_cause(
+            outcome.global_result.nfev, defaults.pack, defaults.iterations, settings.polish,
+            polish is None or polish.success))
     if inertial_mode and not outcome.interrupted:
         from bemore.identify.inertial_mode import identify_inertial
 

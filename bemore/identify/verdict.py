@@ -16,7 +16,11 @@ joint-centre distances of the order of the noise the markers carry (a joint cent
   whose acromion markers contradict the declared side (:mod:`bemore.trial.acromion`'s check),
   or that pushed the shoulder spring-dampers to their bounds, points at the acromion markers
   instead: riding on the other side, they make the chain count the springs' deflection twice
-  or not at all.
+  or not at all;
+* unless the fit's search was cut short (:func:`short_search_cause`: far fewer evaluations than
+  the configured default's, the polish off, or a polish that stopped before converging): a
+  poor fit is then first the search's, and the verdict says so rather than blame a body part
+  (:meth:`FitVerdict.with_short_search`).
 
 With bar forces the force is judged too (:func:`judge_force_fit`): a model that follows it
 leaves on each axis an RMS residual of the channels' noise per prepared sample and the part of
@@ -43,6 +47,10 @@ NOISE_FLOOR_M = 1e-4  # marker noise used at least (m): the engine's own error i
 FORCE_RMS_LIMIT = 1.5  # an axis' RMS force residual / what a following model leaves, above which
 # the force is not followed (measured on synthetic trials: 0.89–1.26 following, 2.1–2.6 with a
 # bar vibration or a 2 % non-linearity the model does not make; docs/identify.md "Fit verdict")
+
+SHORT_SEARCH_FRACTION = 0.1  # a search of fewer evaluations than this share of the configured
+# default's (an order of magnitude fewer) is cut short; the genuine poor fits of
+# tests/identify/test_verdict.py search 12 % and 30 % of it, polished, and keep their causes
 
 FORCE_CAUSE = ("what the model's bar spring-damper does not make: a vibration of the bar, a "
                "channel's non-linearity, interference within the force's band ([forces] "
@@ -154,10 +162,56 @@ class FitVerdict:
         verdict.message = _message(verdict)
         return verdict
 
+    def with_short_search(self, cause: str | None) -> FitVerdict:
+        """This verdict with ``cause`` (:func:`short_search_cause`: the search was cut short;
+        None: it was not) as the likely cause when it is poor, instead of the body part the
+        worst joint centre points at: a search cut short leaves every joint centre off."""
+        if cause is None or not self.poor:
+            return self
+        verdict = replace(self, likely_cause=cause)
+        verdict.message = _message(verdict)
+        return verdict
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready record (athlete.json ``fit_verdict``; an unknown noise is null)."""
         return {key: None if isinstance(value, float) and not np.isfinite(value) else value
                 for key, value in asdict(self).items()}
+
+
+def short_search_cause(search_evaluations: int, default_pack: int, default_iterations: int,
+                       polished: bool, polish_converged: bool = True) -> str | None:
+    """The likely cause of a poor fit whose search was cut short, None when it was not: the
+    global search ran fewer than ``SHORT_SEARCH_FRACTION`` of the configured default's
+    evaluations (``search_evaluations`` simulations against ``default_pack`` ×
+    ``default_iterations``), or ran without the polish (``polished`` False), or its polish
+    stopped before converging (``polish_converged`` False: at its evaluation budget).
+
+    >>> cause = short_search_cause(13, 200, 50, polished=False)
+    >>> for part in cause.split(": "):
+    ...     print(part)
+    the search was cut short (13 search evaluations of the default 10 000, the polish off)
+    run with the default search (200 × 50) and the polish
+    >>> short_search_cause(1200, 200, 50, polished=True) is None
+    True
+    """
+    default = default_pack * default_iterations
+    reasons = []
+    if search_evaluations < SHORT_SEARCH_FRACTION * default:
+        reasons.append(f"{_count(search_evaluations)} search evaluations of the default "
+                       f"{_count(default)}")
+    if not polished:
+        reasons.append("the polish off")
+    elif not polish_converged:
+        reasons.append("the polish stopped before converging")
+    if not reasons:
+        return None
+    return (f"the search was cut short ({', '.join(reasons)}): run with the default search "
+            f"({default_pack} × {default_iterations}) and the polish")
+
+
+def _count(number: int) -> str:
+    """``number`` with its thousands apart: 10 000."""
+    return f"{number:,}".replace(",", " ")
 
 
 def judge_fit(measured: np.ndarray, simulated: np.ndarray, names: list[str] | tuple[str, ...],

@@ -22,6 +22,9 @@ from bemore.synthesis.synthesize import SynthesisOptions
 SETPOINT_RATE_HZ = 1000.0
 """Sample rate (Hz) of profiles.csv and setpoints.csv."""
 
+FILES = ("profiles.csv", "setpoints.csv", "gesture.json")
+"""The result's files in the output folder, shown writable before the synthesis."""
+
 
 def synthesis_options(solver: Solver, *, method: str | None = None,
                       objective: str | None = None, starts: int | None = None,
@@ -54,12 +57,13 @@ def run_synthesis(athlete: Any, synthesis: Any, options: SynthesisOptions, out_d
     """Synthesize the gesture of ``athlete`` (AthleteParameters) with ``synthesis`` (the
     configuration read from ``config_path``) and ``options``, evaluating the designs on the
     Dask scheduler at ``dask_address`` when given (recorded in ``result.inputs["evaluator"]``);
-    write ``out_dir``/profiles.csv (created if needed). gesture.json and setpoints.csv are the
-    caller's to write, once the result is complete."""
+    write ``out_dir``/profiles.csv (created if needed, and shown writable, with the FILES in it,
+    before the synthesis: :func:`bemore.paths.output_folder`). gesture.json and setpoints.csv
+    are the caller's to write, once the result is complete."""
     from bemore.synthesis.outputs import write_profiles
     from bemore.synthesis.synthesize import synthesize
 
-    out_dir = output_folder(out_dir)
+    out_dir = output_folder(out_dir, FILES)
     evaluator = None
     if dask_address:
         from bemore.evaluate import make_evaluator

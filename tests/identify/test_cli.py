@@ -153,21 +153,67 @@ def test_ctrl_c_before_the_polish_starts_run_writes_the_search_best_unpolished(
     assert (out / "trajectories.png").is_file()
 
 
-@pytest.mark.parametrize("case", ["folder", "file"])
-def test_an_output_the_system_refuses_is_one_line(tmp_path, case: str) -> None:
+def test_a_poor_fit_from_a_search_cut_short_names_the_search_not_a_body_part(tmp_path) -> None:
+    # 12 evaluations and no polish cannot fit the trial: every joint centre is off, the worst
+    # one (the ankle, at the chain's end) is no clue. The likely cause is the search, said
+    # plainly; a body part is named only for a search as configured (tests/identify/
+    # test_verdict.py: the loose hip, the acromions on the trunk's side).
+    from bemore.identify.verdict import LIKELY_CAUSES
+    from bemore.settings import SEGMENT_NAMES, load_identification
+
+    optimiser = load_identification().optimiser
+    default = optimiser.pack * optimiser.iterations
+    out = tmp_path / "out"
+    result = run(str(SAMPLE), "--iterations", "1", "--pack", "12", "--no-polish",
+                 "--out", str(out))
+    assert result.exit_code == 1, result.output
+    athlete = json.loads((out / "athlete.json").read_text())
+    verdict = athlete["fit_verdict"]
+    assert verdict["status"] == "poor" and athlete["evaluations"] == 13  # 12 and the best again
+    cause = verdict["likely_cause"]
+    thousands = f"{default:,}".replace(",", " ")  # 10 000
+    assert cause == (f"the search was cut short (13 search evaluations of the default "
+                     f"{thousands}, the polish off): run with the default search "
+                     f"({optimiser.pack} × {optimiser.iterations}) and the polish")
+    for name in (*SEGMENT_NAMES, *LIKELY_CAUSES, "acromion", "marker"):
+        assert name not in cause, name
+    assert verdict["message"].endswith(f"likely: {cause}")
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith(f"bemore: error: {SAMPLE}: fit poor") and f"likely: {cause}" in last
+    assert f"likely: {cause}" in (out / "summary.txt").read_text()
+
+
+@pytest.mark.parametrize("case", ["folder", "unwritable folder", "file"])
+def test_an_output_the_system_refuses_is_one_line_before_the_fit(tmp_path, monkeypatch,
+                                                                  case: str) -> None:
     # folder: a file where a folder is expected on the way, the folder cannot be made;
-    # file: a folder in the place of athlete.json, the system refuses the file.
+    # unwritable folder: /proc, a folder that exists and that not even root can write a file
+    # in (a chmod'ed folder would not do: the tests may run as root, whom permission bits do
+    # not stop); file: a folder in the place of athlete.json, the system refuses the file.
+    # Each is said at once, one line, exit code 2: the search is never started.
+    import bemore.identify.run
+
+    searches = []
+    monkeypatch.setattr(bemore.identify.run, "identify",
+                        lambda *args, **kwargs: searches.append(args) or pytest.fail("fitted"))
     (tmp_path / "a-file").write_text("not a folder")
-    out = tmp_path / "a-file" / "out" if case == "folder" else tmp_path / "out"
+    out = {"folder": tmp_path / "a-file" / "out", "unwritable folder": Path("/proc"),
+           "file": tmp_path / "out"}[case]
     if case == "file":
         (out / "athlete.json").mkdir(parents=True)
-    expected = (f"{out}: cannot create the output folder (Not a directory)" if case == "folder"
-                else f"{out}/athlete.json: Is a directory")
+    expected = {
+        "folder": f"{out}: cannot create the output folder (Not a directory)",
+        "unwritable folder": f"{out}: cannot write in the output folder (",
+        "file": f"{out}/athlete.json: cannot write the output file (Is a directory)",
+    }[case]
     result = run(str(SAMPLE), "--no-polish", "--pack", "6", "--iterations", "2",
                  "--out", str(out))
-    assert (result.exit_code, result.output.strip().splitlines()[-1]) == (
-        2, f"bemore: error: {expected}"), result.output
-    assert "Traceback" not in result.output
+    assert result.exit_code == 2, result.output
+    assert one_error_line(result).startswith(f"bemore: error: {expected}")
+    assert searches == []
+    if case != "unwritable folder":
+        assert sorted(path.name for path in tmp_path.rglob("*")) == (
+            ["a-file"] + (["athlete.json", "out"] if case == "file" else []))  # no probe left
 
 
 def test_malformed_trial_is_one_line(tmp_path) -> None:

@@ -258,3 +258,34 @@ def test_the_bar_force_is_judged_against_what_a_following_model_leaves() -> None
     good = markers.with_force(judge_force_fit(rng.normal(0.0, 5.0, (4000, 2)),
                                               np.array([3.0, 3.0]), np.array([4.0, 4.0])))
     assert good.status == "good" and "bar force RMS x" in good.message
+
+
+def test_a_search_cut_short_is_named_the_cause_of_a_poor_fit_and_only_then() -> None:
+    # Far fewer evaluations than the default's, no polish, or a polish stopped at its budget:
+    # a poor fit's likely cause is then the search (a real run: tests/identify/test_cli.py);
+    # a search as configured keeps the body part, and a good fit is left alone.
+    from bemore.identify.verdict import short_search_cause
+
+    advice = "run with the default search (200 × 50) and the polish"
+    assert short_search_cause(10001, 200, 50, polished=True, polish_converged=False) == (
+        f"the search was cut short (the polish stopped before converging): {advice}")
+    assert short_search_cause(10001, 200, 50, polished=False) == (
+        f"the search was cut short (the polish off): {advice}")
+    assert short_search_cause(999, 200, 50, polished=True) == (
+        f"the search was cut short (999 search evaluations of the default 10 000): {advice}")
+    assert short_search_cause(1000, 200, 50, polished=True) is None
+    rng = np.random.default_rng(0)
+    measured = rng.normal(0.0, 1.0, (500, 2, 2))
+    right = measured + rng.normal(0.0, 0.0005, measured.shape)
+    wrong = right.copy()
+    wrong[:, 1, 0] += 0.01  # the knee 10 mm off along x
+    poor = judge_fit(measured, wrong, ["hip", "knee"], 0.001)
+    assert poor.likely_cause == "the thigh length or the knee markers"
+    assert poor.with_short_search(None) is poor
+    cause = short_search_cause(12, 200, 50, polished=False)
+    cut = poor.with_short_search(cause)
+    assert cut.likely_cause == cause and cut.message.endswith(f"likely: {cause}")
+    assert cut.message.split("; likely: ")[0] == poor.message.split("; likely: ")[0]
+    assert poor.likely_cause == "the thigh length or the knee markers"  # not changed in place
+    good = judge_fit(measured, right, ["hip", "knee"], 0.001)
+    assert good.with_short_search(cause) is good

@@ -139,6 +139,29 @@ def test_batch_command_bad_input_is_one_line_and_exit_code_2(tmp_path: Path) -> 
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("where", ["under a file", "unwritable folder"])
+def test_batch_output_folder_it_cannot_write_is_one_line_before_any_athlete(
+        tmp_path: Path, monkeypatch, where: str) -> None:
+    # /proc: a folder that exists and that not even root can write a file in (the tests may
+    # run as root, whom a chmod'ed folder does not stop). No athlete is run, no cluster started.
+    from click.testing import CliRunner
+
+    import bemore.batch.run
+    from bemore.cli import cli
+
+    items = []
+    monkeypatch.setattr(bemore.batch.run, "run_item", lambda spec: items.append(spec))
+    path, _ = _squad(tmp_path)
+    out = tmp_path / "squad.toml" / "out" if where == "under a file" else Path("/proc")
+    result = CliRunner().invoke(cli, ["batch", str(path), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"bemore: error: {out}: " + (
+        "cannot create the output folder (Not a directory)" if where == "under a file"
+        else "cannot write in the output folder (")), result.output
+    assert items == []
+
+
 @pytest.mark.parametrize("on_cluster", [False, True])
 def test_unreadable_trial_fails_its_athlete_only(tmp_path: Path, on_cluster, request) -> None:
     from bemore.batch import run_batch

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 import bemore.synthesis.outputs as outputs
@@ -90,20 +91,31 @@ def test_a_figure_that_fails_is_one_line_and_exit_code_1(tmp_path, monkeypatch) 
     assert json.loads((out / "gesture.json").read_text())["feasible"] is True
 
 
-def test_an_output_the_system_refuses_is_one_line(tmp_path) -> None:
-    # A file where the output folder would go on the way, then a folder where profiles.csv
-    # goes: each one line naming it, exit code 2.
+def test_an_output_the_system_refuses_is_one_line_before_the_synthesis(tmp_path,
+                                                                         monkeypatch) -> None:
+    # A file where the output folder would go on the way, a folder that exists and that not
+    # even root can write a file in (/proc: the tests may run as root, whom a chmod'ed folder
+    # does not stop), then a folder where profiles.csv goes: each one line naming it, exit
+    # code 2, said before the synthesis starts.
+    import bemore.synthesis.synthesize
+
+    started = []
+    monkeypatch.setattr(bemore.synthesis.synthesize, "synthesize",
+                        lambda *args: started.append(args) or pytest.fail("synthesized"))
     config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
     (tmp_path / "a-file").write_text("not a folder")
     (tmp_path / "gesture" / "profiles.csv").mkdir(parents=True)
     for out, expected in (
             (tmp_path / "a-file" / "g", "g: cannot create the output folder (Not a directory)"),
-            (tmp_path / "gesture", "gesture/profiles.csv: Is a directory")):
+            (Path("/proc"), "proc: cannot write in the output folder ("),
+            (tmp_path / "gesture",
+             "gesture/profiles.csv: cannot write the output file (Is a directory)")):
         result = CliRunner().invoke(
             cli, ["synthesize", "--synthesis-config", str(config), "--out", str(out)])
         lines = result.output.strip().splitlines()
         assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-        assert lines[-1] == f"bemore: error: {out.parent}/{expected}"
+        assert lines[-1].startswith(f"bemore: error: {out.parent}/{expected}".replace("//", "/"))
+    assert started == []
 
 
 def test_synthesize_loads_no_numba_matplotlib_pymoo_or_scipy_optimize(tmp_path) -> None:
