@@ -17,9 +17,9 @@ joint-centre distances of the order of the noise the markers carry (a joint cent
   or that pushed the shoulder spring-dampers to their bounds, points at the acromion markers
   instead: riding on the other side, they make the chain count the springs' deflection twice
   or not at all;
-* unless the fit's search was cut short (:func:`short_search_cause`: far fewer evaluations than
+* unless the fit was cut short (:func:`short_search_cause`: far fewer evaluations than
   the configured default's, the polish off, or a polish that stopped before converging): a
-  poor fit is then first the search's, and the verdict says so rather than blame a body part
+  poor fit is then first the short fit's, and the verdict says so rather than blame a body part
   (:meth:`FitVerdict.with_short_search`).
 
 With bar forces the force is judged too (:func:`judge_force_fit`): a model that follows it
@@ -163,9 +163,9 @@ class FitVerdict:
         return verdict
 
     def with_short_search(self, cause: str | None) -> FitVerdict:
-        """This verdict with ``cause`` (:func:`short_search_cause`: the search was cut short;
+        """This verdict with ``cause`` (:func:`short_search_cause`: the fit was cut short;
         None: it was not) as the likely cause when it is poor, instead of the body part the
-        worst joint centre points at: a search cut short leaves every joint centre off."""
+        worst joint centre points at: a fit cut short leaves every joint centre off."""
         if cause is None or not self.poor:
             return self
         verdict = replace(self, likely_cause=cause)
@@ -180,7 +180,7 @@ class FitVerdict:
 
 def short_search_cause(search_evaluations: int, default_pack: int, default_iterations: int,
                        polished: bool, polish_converged: bool = True) -> str | None:
-    """The likely cause of a poor fit whose search was cut short, None when it was not: the
+    """The likely cause of a poor fit that was cut short, None when it was not: the
     global search ran fewer than ``SHORT_SEARCH_FRACTION`` of the configured default's
     evaluations (``search_evaluations`` simulations against ``default_pack`` ×
     ``default_iterations``), or ran without the polish (``polished`` False), or its polish
@@ -189,7 +189,7 @@ def short_search_cause(search_evaluations: int, default_pack: int, default_itera
     >>> cause = short_search_cause(13, 200, 50, polished=False)
     >>> for part in cause.split(": "):
     ...     print(part)
-    the search was cut short (13 search evaluations of the default 10 000, the polish off)
+    the fit was cut short (13 search evaluations of the default 10 000, the polish off)
     run with the default search (200 × 50) and the polish
     >>> short_search_cause(1200, 200, 50, polished=True) is None
     True
@@ -205,7 +205,7 @@ def short_search_cause(search_evaluations: int, default_pack: int, default_itera
         reasons.append("the polish stopped before converging")
     if not reasons:
         return None
-    return (f"the search was cut short ({', '.join(reasons)}): run with the default search "
+    return (f"the fit was cut short ({', '.join(reasons)}): run with the default search "
             f"({default_pack} × {default_iterations}) and the polish")
 
 

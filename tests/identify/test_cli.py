@@ -172,7 +172,7 @@ def test_a_poor_fit_from_a_search_cut_short_names_the_search_not_a_body_part(tmp
     assert verdict["status"] == "poor" and athlete["evaluations"] == 13  # 12 and the best again
     cause = verdict["likely_cause"]
     thousands = f"{default:,}".replace(",", " ")  # 10 000
-    assert cause == (f"the search was cut short (13 search evaluations of the default "
+    assert cause == (f"the fit was cut short (13 search evaluations of the default "
                      f"{thousands}, the polish off): run with the default search "
                      f"({optimiser.pack} × {optimiser.iterations}) and the polish")
     for name in (*SEGMENT_NAMES, *LIKELY_CAUSES, "acromion", "marker"):

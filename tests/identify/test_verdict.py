@@ -268,11 +268,11 @@ def test_a_search_cut_short_is_named_the_cause_of_a_poor_fit_and_only_then() -> 
 
     advice = "run with the default search (200 × 50) and the polish"
     assert short_search_cause(10001, 200, 50, polished=True, polish_converged=False) == (
-        f"the search was cut short (the polish stopped before converging): {advice}")
+        f"the fit was cut short (the polish stopped before converging): {advice}")
     assert short_search_cause(10001, 200, 50, polished=False) == (
-        f"the search was cut short (the polish off): {advice}")
+        f"the fit was cut short (the polish off): {advice}")
     assert short_search_cause(999, 200, 50, polished=True) == (
-        f"the search was cut short (999 search evaluations of the default 10 000): {advice}")
+        f"the fit was cut short (999 search evaluations of the default 10 000): {advice}")
     assert short_search_cause(1000, 200, 50, polished=True) is None
     rng = np.random.default_rng(0)
     measured = rng.normal(0.0, 1.0, (500, 2, 2))
