@@ -129,16 +129,16 @@ def run_identification(
     itself the unit a cluster runs); ``run(problem, settings)`` runs the identification (default
     :func:`~bemore.identify.run.identify`); ``extra_config`` is added to the record's
     ``config``. ``out`` is made and shown writable first, before any fitting
-    (:func:`bemore.paths.output_folder`: a DataError at once). A poor fit whose search was cut
-    short (against the file's ``[optimiser]``) names that as its likely cause
-    (:func:`bemore.identify.verdict.short_search_cause`). The result is written even when
+    (:func:`bemore.paths.output_folder`: a DataError at once). A poor fit is told what it ran
+    against the file's ``[optimiser]`` (:class:`bemore.identify.verdict.FitBudget`: a fit that
+    stopped short of a minimum names that as its likely cause). The result is written even when
     interrupted or a poor fit: the caller decides.
     """
     from bemore.evaluate import EvaluatedProblem, make_evaluator
     from bemore.identify.outputs import FILES, write_results
     from bemore.identify.problem import body_mass_uncertainty
     from bemore.identify.space import ParameterSpace
-    from bemore.identify.verdict import short_search_cause
+    from bemore.identify.verdict import FitBudget
     from bemore.paths import default_config, output_folder
     from bemore.phases import mark
     from bemore.settings import load_gymnast, load_identification
@@ -203,9 +203,9 @@ def run_identification(
     finally:
         evaluator.close()
     if outcome.verdict is not None:
-        # A poor fit from a search cut short is the search's, not a body part's.
+        # A poor fit that stopped short of a minimum is the fit's, not a body part's.
         polish = outcome.polish_result
-        outcome.verdict = outcome.verdict.with_short_search(short_search_cause(
+        outcome.verdict = outcome.verdict.with_budget(FitBudget(
             outcome.global_result.nfev, defaults.pack, defaults.iterations, settings.polish,
             polish is None or polish.success))
     if inertial_mode and not outcome.interrupted:

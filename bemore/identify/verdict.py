@@ -17,10 +17,12 @@ joint-centre distances of the order of the noise the markers carry (a joint cent
   or that pushed the shoulder spring-dampers to their bounds, points at the acromion markers
   instead: riding on the other side, they make the chain count the springs' deflection twice
   or not at all;
-* unless the fit was cut short (:func:`short_search_cause`: far fewer evaluations than
-  the configured default's, the polish off, or a polish that stopped before converging): a
-  poor fit is then first the short fit's, and the verdict says so rather than blame a body part
-  (:meth:`FitVerdict.with_short_search`).
+* unless the fit stopped short of a minimum (:class:`FitBudget`: the polish off, or stopped at
+  its budget before converging): the worst joint centre is then no clue, and the cause is said
+  to be the fit itself, with what to run instead (:meth:`FitVerdict.with_budget`); a cause
+  the markers themselves show (the acromion check) stays first, the unfinished fit added.
+  A fit whose polish converged after a search far shorter than the configured default's keeps
+  its cause, with a note that the default search may find a lower minimum.
 
 With bar forces the force is judged too (:func:`judge_force_fit`): a model that follows it
 leaves on each axis an RMS residual of the channels' noise per prepared sample and the part of
@@ -49,8 +51,7 @@ FORCE_RMS_LIMIT = 1.5  # an axis' RMS force residual / what a following model le
 # bar vibration or a 2 % non-linearity the model does not make; docs/identify.md "Fit verdict")
 
 SHORT_SEARCH_FRACTION = 0.1  # a search of fewer evaluations than this share of the configured
-# default's (an order of magnitude fewer) is cut short; the genuine poor fits of
-# tests/identify/test_verdict.py search 12 % and 30 % of it, polished, and keep their causes
+# default's (an order of magnitude fewer) is short (:class:`FitBudget`)
 
 FORCE_CAUSE = ("what the model's bar spring-damper does not make: a vibration of the bar, a "
                "channel's non-linearity, interference within the force's band ([forces] "
@@ -142,6 +143,8 @@ class FitVerdict:
     message: str = ""
     likely_cause: str = ""
     bar_force: ForceFit | None = None  # with bar forces: how the force is followed
+    cause_evidence: str = "fit"  # what the likely cause rests on: "fit" (the worst joint
+    # centre, the bounds reached, the force), "markers" (the trial's acromion check)
 
     @property
     def poor(self) -> bool:
@@ -162,11 +165,20 @@ class FitVerdict:
         verdict.message = _message(verdict)
         return verdict
 
-    def with_short_search(self, cause: str | None) -> FitVerdict:
-        """This verdict with ``cause`` (:func:`short_search_cause`: the fit was cut short;
-        None: it was not) as the likely cause when it is poor, instead of the body part the
-        worst joint centre points at: a fit cut short leaves every joint centre off."""
-        if cause is None or not self.poor:
+    def with_budget(self, budget: FitBudget) -> FitVerdict:
+        """This verdict told what the fit ran (:class:`FitBudget`). When it is poor and the fit
+        stopped short of a minimum, the likely cause is that (the worst joint centre of an
+        unfinished fit is no clue), after a cause the markers themselves show; when the
+        polish converged after a short search, the cause stays, with the search's note."""
+        if not self.poor:
+            return self
+        unfinished, note = budget.unfinished(), budget.short_search_note()
+        if unfinished is not None:
+            cause = (f"{self.likely_cause}; also {unfinished}"
+                     if self.cause_evidence == "markers" else unfinished)
+        elif note is not None:
+            cause = f"{self.likely_cause}; {note}"
+        else:
             return self
         verdict = replace(self, likely_cause=cause)
         verdict.message = _message(verdict)
@@ -178,35 +190,79 @@ class FitVerdict:
                 for key, value in asdict(self).items()}
 
 
-def short_search_cause(search_evaluations: int, default_pack: int, default_iterations: int,
-                       polished: bool, polish_converged: bool = True) -> str | None:
-    """The likely cause of a poor fit that was cut short, None when it was not: the
-    global search ran fewer than ``SHORT_SEARCH_FRACTION`` of the configured default's
-    evaluations (``search_evaluations`` simulations against ``default_pack`` ×
-    ``default_iterations``), or ran without the polish (``polished`` False), or its polish
-    stopped before converging (``polish_converged`` False: at its evaluation budget).
+@dataclass(frozen=True)
+class FitBudget:
+    r"""What a fit ran against the configured defaults (identification.toml ``[optimiser]``):
+    ``search_evaluations`` simulations of the global search against ``default_pack`` ×
+    ``default_iterations``, the polish run (``polished``) and converged (``polish_converged``;
+    False: stopped at its evaluation budget).
 
-    >>> cause = short_search_cause(13, 200, 50, polished=False)
-    >>> for part in cause.split(": "):
-    ...     print(part)
-    the fit was cut short (13 search evaluations of the default 10 000, the polish off)
-    run with the default search (200 × 50) and the polish
-    >>> short_search_cause(1200, 200, 50, polished=True) is None
+    >>> def show(text):
+    ...     for cut in (": run", ", after", ": the default"):
+    ...         text = text.replace(cut, cut[0] + "\n" + cut[2:])
+    ...     print(text)
+    >>> show(FitBudget(13, 200, 50, polished=False).unfinished())
+    the fit stopped short of a minimum (the polish off: the search's best point,
+    after 13 search evaluations of the default 10 000):
+    run with the default search (200 × 50) and the polish (without --no-polish)
+    >>> show(FitBudget(10001, 200, 50, polished=False).unfinished())
+    the fit stopped short of a minimum (the polish off: the search's best point):
+    run with the polish (without --no-polish)
+    >>> FitBudget(13, 200, 50, polished=True).unfinished() is None
     True
+    >>> show(FitBudget(13, 200, 50, polished=True).short_search_note())
+    the search ran 13 of the default 10 000 evaluations:
+    the default search (200 × 50) may find a lower minimum
     """
-    default = default_pack * default_iterations
-    reasons = []
-    if search_evaluations < SHORT_SEARCH_FRACTION * default:
-        reasons.append(f"{_count(search_evaluations)} search evaluations of the default "
-                       f"{_count(default)}")
-    if not polished:
-        reasons.append("the polish off")
-    elif not polish_converged:
-        reasons.append("the polish stopped before converging")
-    if not reasons:
-        return None
-    return (f"the fit was cut short ({', '.join(reasons)}): run with the default search "
-            f"({default_pack} × {default_iterations}) and the polish")
+
+    search_evaluations: int
+    default_pack: int
+    default_iterations: int
+    polished: bool
+    polish_converged: bool = True
+
+    @property
+    def short_search(self) -> bool:
+        """The search ran fewer than ``SHORT_SEARCH_FRACTION`` of the default's evaluations."""
+        return self.search_evaluations < SHORT_SEARCH_FRACTION * self._default_evaluations
+
+    @property
+    def _default_evaluations(self) -> int:
+        return self.default_pack * self.default_iterations
+
+    def _default_search(self) -> str:
+        return f"the default search ({self.default_pack} × {self.default_iterations})"
+
+    def _evaluations(self) -> str:
+        return (f"{_count(self.search_evaluations)} search evaluations of the default "
+                f"{_count(self._default_evaluations)}")
+
+    def unfinished(self) -> str | None:
+        """Why the fit is not at a minimum, with what to run instead; None when its polish
+        converged."""
+        if self.polished and self.polish_converged:
+            return None
+        short = self.short_search
+        if not self.polished:
+            why = "the polish off: the search's best point"
+            advice = [self._default_search()] if short else []
+            advice.append("the polish (without --no-polish)")
+        else:
+            why = "the polish stopped at its evaluation budget before converging"
+            advice = [self._default_search()] if short else []
+        if short:
+            why += f", after {self._evaluations()}"
+        run = f": run with {' and '.join(advice)}" if advice else ""
+        return f"the fit stopped short of a minimum ({why}){run}"
+
+    def short_search_note(self) -> str | None:
+        """For a search far shorter than the default's: that the default search may find a
+        lower minimum than the one the polish converged to (None otherwise)."""
+        if not self.short_search:
+            return None
+        return (f"the search ran {_count(self.search_evaluations)} of the default "
+                f"{_count(self._default_evaluations)} evaluations: {self._default_search()} may "
+                "find a lower minimum")
 
 
 def _count(number: int) -> str:
@@ -269,6 +325,7 @@ def judge_fit(measured: np.ndarray, simulated: np.ndarray, names: list[str] | tu
                 f"springs, declared {check['declared']} (their spread: "
                 f"{check['trunk_spread_mm']:.3g} mm in the trunk's frame, {arm}): declare "
                 f"[conventions] acromion_side = \"{check['supported']}\" in the marker set")
+            verdict.cause_evidence = "markers"
         else:
             verdict.likely_cause = (ACROMION_CAUSE if len(shoulder) >= 2
                                     else LIKELY_CAUSES.get(worst, "its markers"))

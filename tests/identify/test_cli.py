@@ -153,10 +153,10 @@ def test_ctrl_c_before_the_polish_starts_run_writes_the_search_best_unpolished(
     assert (out / "trajectories.png").is_file()
 
 
-def test_a_poor_fit_from_a_search_cut_short_names_the_search_not_a_body_part(tmp_path) -> None:
+def test_a_poor_fit_short_of_a_minimum_names_the_fit_not_a_body_part(tmp_path) -> None:
     # 12 evaluations and no polish cannot fit the trial: every joint centre is off, the worst
-    # one (the ankle, at the chain's end) is no clue. The likely cause is the search, said
-    # plainly; a body part is named only for a search as configured (tests/identify/
+    # one (the ankle, at the chain's end) is no clue. The likely cause is the unfinished fit,
+    # said plainly; a body part is named for a fit that reached a minimum (tests/identify/
     # test_verdict.py: the loose hip, the acromions on the trunk's side).
     from bemore.identify.verdict import LIKELY_CAUSES
     from bemore.settings import SEGMENT_NAMES, load_identification
@@ -172,9 +172,10 @@ def test_a_poor_fit_from_a_search_cut_short_names_the_search_not_a_body_part(tmp
     assert verdict["status"] == "poor" and athlete["evaluations"] == 13  # 12 and the best again
     cause = verdict["likely_cause"]
     thousands = f"{default:,}".replace(",", " ")  # 10 000
-    assert cause == (f"the fit was cut short (13 search evaluations of the default "
-                     f"{thousands}, the polish off): run with the default search "
-                     f"({optimiser.pack} × {optimiser.iterations}) and the polish")
+    assert cause == (f"the fit stopped short of a minimum (the polish off: the search's best "
+                     f"point, after 13 search evaluations of the default {thousands}): run "
+                     f"with the default search ({optimiser.pack} × {optimiser.iterations}) and "
+                     "the polish (without --no-polish)")
     for name in (*SEGMENT_NAMES, *LIKELY_CAUSES, "acromion", "marker"):
         assert name not in cause, name
     assert verdict["message"].endswith(f"likely: {cause}")
