@@ -342,3 +342,28 @@ def test_a_short_fit_of_trunk_side_acromions_still_names_them(trunk_side_trials,
                               "10 000): run with the default search (200 × 50) and the polish "
                               "(without --no-polish)"), cause
     assert f"likely: {cause}" in result.output.strip().splitlines()[-1]
+
+
+def test_a_polish_stopped_at_its_budget_is_named_by_the_identification(tmp_path) -> None:
+    # The library path a notebook or batch calls: the polish given 3 evaluations (its budget
+    # is not a command-line option) stops before converging; the verdict says so, not the
+    # worst joint centre's body part.
+    import dataclasses
+
+    from bemore.identify.pipeline import Overrides, run_identification
+    from bemore.identify.run import identify
+    from bemore.paths import data_dir
+
+    def three_evaluations(problem, settings):
+        return identify(problem, dataclasses.replace(settings, polish_iterations=3))
+
+    outcome, _, _, _ = run_identification(
+        data_dir() / "sample_trial.c3d", tmp_path / "out", run=three_evaluations,
+        overrides=Overrides(pack=12, iterations=1, seed=0))
+    assert outcome.polish_result is not None and not outcome.polish_result.success
+    verdict = outcome.verdict
+    assert verdict.poor, verdict.message
+    assert verdict.likely_cause == (
+        "the fit stopped short of a minimum (the polish stopped at its evaluation budget "
+        "before converging, after 13 search evaluations of the default 10 000): run with the "
+        "default search (200 × 50)")
