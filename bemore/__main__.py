@@ -1,6 +1,6 @@
 """Allow ``python -m bemore``."""
 
-from bemore.cli import main
+from bemore.console import main
 
 if __name__ == "__main__":
     main()
