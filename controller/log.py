@@ -60,8 +60,12 @@ class LogWriter:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = self.path.open("w", encoding="utf-8")
+        except FileExistsError:  # mkdir's answer for a file where the folder should be
+            raise DataError(f"{self.path}: cannot write the session log ({self.path.parent} "
+                            "is a file, not a folder)") from None
         except OSError as error:
-            raise DataError(f"{self.path}: cannot write the session log ({error})") from None
+            raise DataError(f"{self.path}: cannot write the session log "
+                            f"({error.strerror or error})") from None
         record = {"type": "header", "format": FORMAT_TAG, **header}
         self._file.write(json.dumps(record, default=_jsonable) + "\n")
         self._sync()

@@ -70,3 +70,15 @@ def test_not_a_session_log(tmp_path):
         read_log(path)
     with pytest.raises(DataError, match="session log not found"):
         read_log(tmp_path / "missing.jsonl")
+
+
+def test_a_log_the_system_refuses_is_one_line_with_its_reason(tmp_path):
+    # A file on the way: the path and the reason in words, not Python's error text
+    # ("[Errno 20] Not a directory: '…'", or mkdir's "File exists" for the file itself).
+    (tmp_path / "a-file").write_text("not a folder")
+    for path, reason in ((tmp_path / "a-file" / "session.jsonl",
+                          f"{tmp_path / 'a-file'} is a file, not a folder"),
+                         (tmp_path / "a-file" / "logs" / "session.jsonl", "Not a directory")):
+        with pytest.raises(DataError) as error:
+            LogWriter(path, {})
+        assert str(error.value) == f"{path}: cannot write the session log ({reason})"
