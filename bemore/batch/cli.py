@@ -65,13 +65,13 @@ def batch_command(
     """
     from bemore.batch.manifest import load_manifest
     from bemore.batch.run import SUMMARY, run_batch
-    from bemore.paths import output_folder
+    from bemore.paths import check_output_folder
 
     parsed = load_manifest(manifest)
     address = dask_address or parsed.dask
     if address and local_cluster:
         raise ConfigError("--local-cluster and a Dask address (--dask or [cluster] dask): pick one")
-    output_folder(out)  # an output folder it cannot write is said now, before any cluster
+    check_output_folder(out)  # an output folder it cannot write is said now, before any cluster
     with ExitStack() as stack:
         client = _client(stack, address, local_cluster)
         where = "in-process" if client is None else f"Dask {client.scheduler.address}"

@@ -128,10 +128,11 @@ def run_identification(
     process; ``in_process``: in this process whatever the file says, as an item of a batch,
     itself the unit a cluster runs); ``run(problem, settings)`` runs the identification (default
     :func:`~bemore.identify.run.identify`); ``extra_config`` is added to the record's
-    ``config``. ``out`` is made and shown writable first, before any fitting
-    (:func:`bemore.paths.output_folder`: a DataError at once). A poor fit is told what it ran
-    against the file's ``[optimiser]`` (:class:`bemore.identify.verdict.FitBudget`: a fit that
-    stopped short of a minimum names that as its likely cause). The result is written even when
+    ``config``. ``out`` is shown writable first, before the trial is read
+    (:func:`bemore.paths.check_output_folder`: a DataError at once, nothing left behind), and
+    made when the results are written. A poor fit is told what it ran against the file's
+    ``[optimiser]`` (:class:`bemore.identify.verdict.FitBudget`: a fit that stopped short of a
+    minimum names that as its likely cause). The result is written even when
     interrupted or a poor fit: the caller decides.
     """
     from bemore.evaluate import EvaluatedProblem, make_evaluator
@@ -139,12 +140,12 @@ def run_identification(
     from bemore.identify.problem import body_mass_uncertainty
     from bemore.identify.space import ParameterSpace
     from bemore.identify.verdict import FitBudget
-    from bemore.paths import default_config, output_folder
+    from bemore.paths import check_output_folder, default_config
     from bemore.phases import mark
     from bemore.settings import load_gymnast, load_identification
 
     # Before any work: an output folder that cannot be written is said now, not after the fit.
-    output_folder(out, FILES)
+    check_output_folder(out, FILES)
     config_path = config or default_config("identification.toml")
     identification = load_identification(config_path)
     gymnast = load_gymnast()

@@ -283,16 +283,23 @@ def synthesize_command(
         bemore synthesize out/identify/athlete.json --out out/gesture
     """
     # The engine and scipy load only when the command runs, not for `bemore --help`.
-    from bemore.paths import default_config
+    from bemore.paths import check_output_folder, default_config
     from bemore.phases import mark
     from bemore.profile import DEFAULT_PROFILE, load_profile
     from bemore.settings import load_bench
-    from bemore.synthesis.outputs import write_gesture_json
+    from bemore.synthesis.outputs import ANIMATION_FILE, PLOTS_FOLDER, write_gesture_json
     from bemore.synthesis.pipeline import (
+        FILES,
         run_synthesis,
         synthesis_options,
         write_gesture_setpoints,
     )
+
+    # Before anything is read or said: an output folder it cannot write (its result files, the
+    # figures' folder and animation) is the whole output, one line, not after the synthesis.
+    out_dir = Path(out_dir)
+    check_output_folder(out_dir, FILES + (() if no_animation else (ANIMATION_FILE,)),
+                        (PLOTS_FOLDER,))
 
     records = None
     if athlete_name is not None:
@@ -325,7 +332,6 @@ def synthesize_command(
         torque_limit_nm=_torque_limit(torque_limit, profile.shoulder_torque_limit_Nm),
         segments=segments,
     )
-    out_dir = Path(out_dir)
     click.echo(
         f"synthesizing ({options.method}, {options.objective}, {options.starts} start(s), "
         f"athlete: {athlete.source}) ..."
@@ -431,11 +437,12 @@ def _write_figures(folder: Path, profiles: Any, result: SynthesisResult,
     from bemore.synthesis import outputs
 
     flexion_end = result.design.flexion_end_time_s
-    outputs.write_plots(folder / "plots", profiles, flexion_end, limits=limits)
-    outputs.write_coach_plot(folder / "plots" / "coach_view.png", profiles, flexion_end,
+    plots = folder / outputs.PLOTS_FOLDER
+    outputs.write_plots(plots, profiles, flexion_end, limits=limits)
+    outputs.write_coach_plot(plots / "coach_view.png", profiles, flexion_end,
                              _recorded_flexion(athlete_json))
     if animation:
-        outputs.write_animation(folder / "gesture.gif", profiles)
+        outputs.write_animation(folder / outputs.ANIMATION_FILE, profiles)
 
 
 def _finish_figures(drawing: Any, figures: dict[str, Any], quietly: bool = False) -> None:
@@ -444,6 +451,7 @@ def _finish_figures(drawing: Any, figures: dict[str, Any], quietly: bool = False
     code 1). ``quietly``: the command is ending on another error: only wait for the child."""
     from bemore.errors import BemoreError
     from bemore.phases import mark
+    from bemore.synthesis.outputs import ANIMATION_FILE, PLOTS_FOLDER
 
     if quietly:
         figures_child.abandon(drawing)
@@ -452,8 +460,8 @@ def _finish_figures(drawing: Any, figures: dict[str, Any], quietly: bool = False
     if reason is not None:
         raise BemoreError(f"the figures in {figures['folder']} were not written: {reason}")
     mark("synthesize", "figures")
-    click.echo(f"wrote {figures['folder']}/plots/"
-               + (", gesture.gif" if figures["animation"] else ""))
+    click.echo(f"wrote {figures['folder']}/{PLOTS_FOLDER}/"
+               + (f", {ANIMATION_FILE}" if figures["animation"] else ""))
 
 
 def _recorded_flexion(athlete_json: Path | None) -> tuple[np.ndarray, np.ndarray, str] | None:

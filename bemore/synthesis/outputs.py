@@ -21,6 +21,11 @@ SETPOINT_FORMAT = "bemore-setpoints 1"
 SETPOINT_COLUMNS = ("t_s", "shoulder_angle_rad", "shoulder_velocity_rad_s", "shoulder_torque_nm")
 # optional last column (slow motion: controller.modes.paced_torque)
 STATIC_TORQUE_COLUMN = "shoulder_static_torque_nm"
+PLOTS_FOLDER = "plots"
+"""The folder of the PNG plots (:func:`write_plots`, :func:`write_coach_plot`) in the output
+folder."""
+ANIMATION_FILE = "gesture.gif"
+"""The animated stick figure (:func:`write_animation`) in the output folder."""
 PROFILE_COLUMNS = (
     "t_s",
     "shoulder_angle_rad",

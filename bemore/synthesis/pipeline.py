@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bemore.paths import output_folder
+from bemore.paths import check_output_folder, output_folder
 from bemore.settings import Solver
 from bemore.synthesis.synthesize import SynthesisOptions
 
@@ -57,13 +57,14 @@ def run_synthesis(athlete: Any, synthesis: Any, options: SynthesisOptions, out_d
     """Synthesize the gesture of ``athlete`` (AthleteParameters) with ``synthesis`` (the
     configuration read from ``config_path``) and ``options``, evaluating the designs on the
     Dask scheduler at ``dask_address`` when given (recorded in ``result.inputs["evaluator"]``);
-    write ``out_dir``/profiles.csv (created if needed, and shown writable, with the FILES in it,
-    before the synthesis: :func:`bemore.paths.output_folder`). gesture.json and setpoints.csv
-    are the caller's to write, once the result is complete."""
+    write ``out_dir``/profiles.csv (created if needed). ``out_dir`` and the FILES in it are
+    shown writable before the synthesis (:func:`bemore.paths.check_output_folder`: a DataError
+    at once, nothing left behind). gesture.json and setpoints.csv are the caller's to write,
+    once the result is complete."""
     from bemore.synthesis.outputs import write_profiles
     from bemore.synthesis.synthesize import synthesize
 
-    out_dir = output_folder(out_dir, FILES)
+    check_output_folder(out_dir, FILES)
     evaluator = None
     if dask_address:
         from bemore.evaluate import make_evaluator
@@ -77,7 +78,7 @@ def run_synthesis(athlete: Any, synthesis: Any, options: SynthesisOptions, out_d
         if evaluator is not None:
             evaluator.close()
     profiles = problem.profiles(problem.vector(result.design), SETPOINT_RATE_HZ)
-    write_profiles(out_dir / "profiles.csv", profiles)
+    write_profiles(output_folder(out_dir) / "profiles.csv", profiles)
     return Synthesized(result, problem, profiles)
 
 

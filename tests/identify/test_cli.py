@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from bemore.cli import cli
 from bemore.identify.problem import IdentificationProblem
-from bemore.paths import data_dir, default_config
+from bemore.paths import WRITE_PROBE_PREFIX, data_dir, default_config
 
 SAMPLE = data_dir() / "sample_trial.c3d"
 REALDATA = Path(__file__).resolve().parents[1] / "data"  # tests/data (see its README.md)
@@ -58,6 +58,8 @@ def test_short_run_on_the_sample_trial_writes_athlete_json(tmp_path) -> None:
     assert rate["upper"] - rate["lower"] == pytest.approx(0.6)  # prepared ± 0.3 rad/s
     assert "initial state (trial nuisance" in result.output
     assert athlete["elapsed_s"] > 0 and athlete["interrupted"] is False
+    # The output folder was shown writable by a file written and removed: none is left.
+    assert list(out.glob(f"{WRITE_PROBE_PREFIX}*")) == []
     # The search stepped 2 samples at a time (1600 intervals); the reported cost is exact.
     assert athlete["search_samples_per_step"] == 2 and athlete["search_notes"] == []
     assert athlete["cost_m2"] != athlete["global_run"]["fun"]
@@ -184,45 +186,62 @@ def test_a_poor_fit_short_of_a_minimum_names_the_fit_not_a_body_part(tmp_path) -
     assert f"likely: {cause}" in (out / "summary.txt").read_text()
 
 
-@pytest.mark.parametrize("case", ["folder", "unwritable folder", "file"])
-def test_an_output_the_system_refuses_is_one_line_before_the_fit(tmp_path, monkeypatch,
-                                                                  case: str) -> None:
+@pytest.mark.parametrize("case", ["folder", "unwritable folder", "file", "broken link"])
+def test_an_output_the_system_refuses_is_one_line_before_the_trial_is_read(
+        tmp_path, monkeypatch, request, case: str) -> None:
     # folder: a file where a folder is expected on the way, the folder cannot be made;
-    # unwritable folder: /proc, a folder that exists and that not even root can write a file
-    # in (a chmod'ed folder would not do: the tests may run as root, whom permission bits do
-    # not stop); file: a folder in the place of athlete.json, the system refuses the file.
-    # Each is said at once, one line, exit code 2: the search is never started.
+    # unwritable folder: /proc (the fixture unwritable_folder), a folder that exists and that
+    # not even root can write a file in; file: a folder in the place of athlete.json, the
+    # system refuses the file; broken link: athlete.json a link into a folder that does not
+    # exist (/proc/nonexistent), which no file can be written through.
+    # Each is said at once, one line, exit code 2: the trial is never read, the search never
+    # started.
     import bemore.identify.run
+    import bemore.trial
 
-    searches = []
+    searches, reads = [], []
     monkeypatch.setattr(bemore.identify.run, "identify",
                         lambda *args, **kwargs: searches.append(args) or pytest.fail("fitted"))
+    monkeypatch.setattr(bemore.trial, "prepare_trial",
+                        lambda *args, **kwargs: reads.append(args) or pytest.fail("read"))
     (tmp_path / "a-file").write_text("not a folder")
-    out = {"folder": tmp_path / "a-file" / "out", "unwritable folder": Path("/proc"),
-           "file": tmp_path / "out"}[case]
+    out = (request.getfixturevalue("unwritable_folder") if case == "unwritable folder"
+           else tmp_path / "a-file" / "out" if case == "folder" else tmp_path / "out")
     if case == "file":
         (out / "athlete.json").mkdir(parents=True)
+    if case == "broken link":
+        out.mkdir()
+        (out / "athlete.json").symlink_to("/proc/nonexistent/athlete.json")
     expected = {
         "folder": f"{out}: cannot create the output folder (Not a directory)",
         "unwritable folder": f"{out}: cannot write in the output folder (",
         "file": f"{out}/athlete.json: cannot write the output file (Is a directory)",
+        "broken link": f"{out}/athlete.json: cannot write the output file (a link to "
+                       "/proc/nonexistent/athlete.json, whose folder does not exist)",
     }[case]
     result = run(str(SAMPLE), "--no-polish", "--pack", "6", "--iterations", "2",
                  "--out", str(out))
     assert result.exit_code == 2, result.output
     assert one_error_line(result).startswith(f"bemore: error: {expected}")
-    assert searches == []
+    assert searches == [] and reads == []
     if case != "unwritable folder":
         assert sorted(path.name for path in tmp_path.rglob("*")) == (
-            ["a-file"] + (["athlete.json", "out"] if case == "file" else []))  # no probe left
+            ["a-file"] + (["athlete.json", "out"] if case in ("file", "broken link") else [])
+        )  # no probe left
 
 
-def test_malformed_trial_is_one_line(tmp_path) -> None:
-    bad = tmp_path / "bad.c3d"
-    bad.write_bytes(b"not a c3d file at all")
-    result = run(str(bad), "--out", str(tmp_path / "out"))
+@pytest.mark.parametrize("name", ["bad.c3d", "missing.c3d"])
+def test_a_malformed_or_missing_trial_is_one_line_and_leaves_no_output_folder(
+        tmp_path, name: str) -> None:
+    # The output folder is shown writable before the trial is read (made, written in, then
+    # removed again with the parents it made): a bad trial leaves nothing behind.
+    if name == "bad.c3d":
+        (tmp_path / name).write_bytes(b"not a c3d file at all")
+    result = run(str(tmp_path / name), "--out", str(tmp_path / "new" / "out"))
     assert result.exit_code == 2
-    assert "bad.c3d" in one_error_line(result)
+    assert name in one_error_line(result)
+    assert sorted(path.name for path in tmp_path.rglob("*")) == (
+        ["bad.c3d"] if name == "bad.c3d" else [])
 
 
 def test_a_real_trial_without_the_bar_markers_is_refused_naming_them(tmp_path) -> None:

@@ -141,9 +141,9 @@ def test_batch_command_bad_input_is_one_line_and_exit_code_2(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("where", ["under a file", "unwritable folder"])
 def test_batch_output_folder_it_cannot_write_is_one_line_before_any_athlete(
-        tmp_path: Path, monkeypatch, where: str) -> None:
-    # /proc: a folder that exists and that not even root can write a file in (the tests may
-    # run as root, whom a chmod'ed folder does not stop). No athlete is run, no cluster started.
+        tmp_path: Path, monkeypatch, request, where: str) -> None:
+    # /proc (the fixture unwritable_folder): a folder that exists and that not even root can
+    # write a file in. No athlete is run, no cluster started.
     from click.testing import CliRunner
 
     import bemore.batch.run
@@ -152,7 +152,8 @@ def test_batch_output_folder_it_cannot_write_is_one_line_before_any_athlete(
     items = []
     monkeypatch.setattr(bemore.batch.run, "run_item", lambda spec: items.append(spec))
     path, _ = _squad(tmp_path)
-    out = tmp_path / "squad.toml" / "out" if where == "under a file" else Path("/proc")
+    out = (tmp_path / "squad.toml" / "out" if where == "under a file"
+           else request.getfixturevalue("unwritable_folder"))
     result = CliRunner().invoke(cli, ["batch", str(path), "--out", str(out)])
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
@@ -160,6 +161,28 @@ def test_batch_output_folder_it_cannot_write_is_one_line_before_any_athlete(
         "cannot create the output folder (Not a directory)" if where == "under a file"
         else "cannot write in the output folder (")), result.output
     assert items == []
+
+
+def test_a_cluster_that_cannot_be_reached_leaves_no_output_folder(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    # The output folder is shown writable before the cluster is reached, and not left
+    # behind when the batch stops there.
+    from click.testing import CliRunner
+
+    import bemore.batch.cli
+    from bemore.cli import cli
+    from bemore.errors import DataError
+
+    def unreachable(stack, address, local_workers):
+        raise DataError(f"{address}: no Dask scheduler answers")
+
+    monkeypatch.setattr(bemore.batch.cli, "_client", unreachable)
+    path, _ = _squad(tmp_path)
+    result = CliRunner().invoke(cli, ["batch", str(path), "--out", str(tmp_path / "new" / "o"),
+                                      "--dask", "tcp://127.0.0.1:9"])
+    assert (result.exit_code, result.output) == (
+        2, "bemore: error: tcp://127.0.0.1:9: no Dask scheduler answers\n")
+    assert not (tmp_path / "new").exists()
 
 
 @pytest.mark.parametrize("on_cluster", [False, True])

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 import bemore.synthesis.outputs as outputs
 from bemore.cli import cli
+from bemore.errors import DataError
 from bemore.phases import read
 from tests.synthesis.test_synthesize import NEAR_OPTIMUM, _config
 
@@ -91,12 +92,12 @@ def test_a_figure_that_fails_is_one_line_and_exit_code_1(tmp_path, monkeypatch) 
     assert json.loads((out / "gesture.json").read_text())["feasible"] is True
 
 
-def test_an_output_the_system_refuses_is_one_line_before_the_synthesis(tmp_path,
-                                                                         monkeypatch) -> None:
+def test_an_output_the_system_refuses_is_the_whole_output_before_the_synthesis(
+        tmp_path, monkeypatch, unwritable_folder) -> None:
     # A file where the output folder would go on the way, a folder that exists and that not
-    # even root can write a file in (/proc: the tests may run as root, whom a chmod'ed folder
-    # does not stop), then a folder where profiles.csv goes: each one line naming it, exit
-    # code 2, said before the synthesis starts.
+    # even root can write a file in (/proc), a folder where profiles.csv goes, a file where
+    # the plots' folder goes, a folder where the animation goes: each one line naming it, the
+    # whole output (nothing printed before it), exit code 2, said before the synthesis starts.
     import bemore.synthesis.synthesize
 
     started = []
@@ -104,18 +105,47 @@ def test_an_output_the_system_refuses_is_one_line_before_the_synthesis(tmp_path,
                         lambda *args: started.append(args) or pytest.fail("synthesized"))
     config = _config(tmp_path, "near.toml", NEAR_OPTIMUM)
     (tmp_path / "a-file").write_text("not a folder")
-    (tmp_path / "gesture" / "profiles.csv").mkdir(parents=True)
+    for name, folder in (("profiles.csv", True), (outputs.PLOTS_FOLDER, False),
+                         (outputs.ANIMATION_FILE, True)):
+        (tmp_path / name / "out").mkdir(parents=True)
+        if folder:
+            (tmp_path / name / "out" / name).mkdir()
+        else:
+            (tmp_path / name / "out" / name).write_text("not a folder")
     for out, expected in (
-            (tmp_path / "a-file" / "g", "g: cannot create the output folder (Not a directory)"),
-            (Path("/proc"), "proc: cannot write in the output folder ("),
-            (tmp_path / "gesture",
-             "gesture/profiles.csv: cannot write the output file (Is a directory)")):
+            (tmp_path / "a-file" / "g", "cannot create the output folder (Not a directory)"),
+            (unwritable_folder, "cannot write in the output folder ("),
+            (tmp_path / "profiles.csv" / "out",
+             "profiles.csv: cannot write the output file (Is a directory)"),
+            (tmp_path / "plots" / "out", "plots: output folder exists and is not a folder"),
+            (tmp_path / "gesture.gif" / "out",
+             "gesture.gif: cannot write the output file (Is a directory)")):
         result = CliRunner().invoke(
             cli, ["synthesize", "--synthesis-config", str(config), "--out", str(out)])
-        lines = result.output.strip().splitlines()
         assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-        assert lines[-1].startswith(f"bemore: error: {out.parent}/{expected}".replace("//", "/"))
+        (line,) = result.output.splitlines()
+        separator = ": " if expected.startswith("cannot") else "/"
+        assert line.startswith(f"bemore: error: {out}{separator}{expected}"), result.output
     assert started == []
+    # Without the animation, a folder where it would go is not in the way: the synthesis
+    # starts (here it stops there, with a line of its own).
+    def reached(*args) -> None:
+        raise DataError("the synthesis started")
+
+    monkeypatch.setattr(bemore.synthesis.synthesize, "synthesize", reached)
+    result = CliRunner().invoke(
+        cli, ["synthesize", "--synthesis-config", str(config), "--no-animation",
+              "--out", str(tmp_path / "gesture.gif" / "out")])
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines()[-1] == "bemore: error: the synthesis started"
+
+
+def test_a_bad_athlete_file_leaves_no_output_folder(tmp_path) -> None:
+    result = CliRunner().invoke(
+        cli, ["synthesize", str(tmp_path / "none.json"), "--out", str(tmp_path / "new" / "g")])
+    assert result.exit_code == 2
+    assert result.output == f"bemore: error: {tmp_path / 'none.json'}: athlete file not found\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_synthesize_loads_no_numba_matplotlib_pymoo_or_scipy_optimize(tmp_path) -> None:
