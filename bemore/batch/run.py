@@ -96,12 +96,12 @@ def clear_outputs(folder: Path) -> None:
         except OSError as error:
             problem = problem or DataError(
                 f"{path}: cannot remove the previous run's file ({error.strerror})")
-    if problem is not None:
-        raise problem
     subfolders = {Path(relative).parent for relative in own_files()} - {Path(".")}
     for subfolder in sorted(subfolders, key=lambda path: -len(path.parts)):
         with contextlib.suppress(OSError):  # not there, or holding someone else's files
             (folder / subfolder).rmdir()
+    if problem is not None:
+        raise problem
 
 
 def prepare(out_dir: Path, spec: ItemSpec) -> None:

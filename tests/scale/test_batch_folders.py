@@ -134,6 +134,8 @@ def test_an_immutable_athlete_json_fails_her_only_before_her_fit(tmp_path: Path,
     (out / "bea").mkdir(parents=True)
     stuck = out / "bea" / "athlete.json"
     stuck.write_text("{}")
+    (out / "bea" / "gesture").mkdir()
+    (out / "bea" / "gesture" / "gesture.json").write_text("{}")  # the rest is cleared
     _immutable(stuck)
     try:
         report = run_batch(load_manifest(manifest), out)
@@ -145,6 +147,7 @@ def test_an_immutable_athlete_json_fails_her_only_before_her_fit(tmp_path: Path,
     assert (out / "bea" / FAILED).read_text() == message + "\n"
     assert _rows(out)["bea"]["error"] == message
     assert _rows(out)["anna"]["status"] == "done"
+    assert sorted(path.name for path in (out / "bea").iterdir()) == ["athlete.json", FAILED]
 
 
 @pytest.fixture(scope="module")
