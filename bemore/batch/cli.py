@@ -58,8 +58,11 @@ def batch_command(
     Writes: OUT/<athlete>/ (athlete.json, convergence.csv, summary.txt, plots, gesture/ with
             gesture.json, profiles.csv, setpoints.csv, plots/), OUT/<athlete>/done.json last,
             OUT/summary.csv (one row per athlete: parameters, fit, gesture, time).
-    Finished athletes (done.json, same settings and trial) are skipped when run again.
-    Exit code 1 if an athlete failed (OUT/<athlete>/failed.txt says why); the others still run.
+    Finished athletes (done.json, same settings and trial) are skipped when run again; the
+    others are redone, bemore's own files in their folders removed first (other files stay).
+    Exit code 1 if an athlete failed (OUT/<athlete>/failed.txt says why; so does the summary):
+    bad input, a folder of hers that cannot be cleared or written (found before her fit), or a
+    poor fit (kept, marked poor, not synthesized). The others still run.
     Example:
         bemore batch configs/batch.example.toml --out out/squad --local-cluster 2
     """

@@ -4,7 +4,9 @@
 ``bemore identify`` and ``bemore synthesize`` into a private temporary folder through the same
 library calls, and returns them as bytes with one summary row, so that the machine running the
 batch writes every file (no shared file system needed) and a worker's crash leaves nothing
-half-written in the output folder.
+half-written in the output folder. An athlete ``bemore synthesize`` would refuse (a poor fit,
+unobservable parameters) is not synthesized: her identification's files come back with the
+reason (:attr:`ItemResult.refused`), to be kept for the coach to inspect.
 """
 
 from __future__ import annotations
@@ -23,21 +25,39 @@ import numpy as np
 from bemore.batch.manifest import ItemSpec
 from bemore.errors import BemoreError
 
+GESTURE = "gesture"  # the synthesis's subfolder of an athlete's folder
+
 
 @dataclass
 class ItemResult:
-    """The files of one athlete (relative path → bytes) and its summary row."""
+    """The files of one athlete (relative path → bytes) and its summary row; ``refused``: why
+    her fit was not synthesized (the fit's one line, naming no file), None when it was."""
 
     athlete: str
     files: dict[str, bytes]
     row: dict[str, Any]
+    refused: str | None = None
+
+
+def item_outputs() -> tuple[str, ...]:
+    """Relative paths of every file an item can write: ``bemore identify``'s
+    (:data:`bemore.identify.outputs.FILES`), then the gesture's in ``gesture/``
+    (:data:`bemore.synthesis.pipeline.FILES`) and its plots in ``gesture/plots/``
+    (:data:`bemore.synthesis.outputs.PLOT_FILES`, in its ``PLOTS_FOLDER``)."""
+    from bemore.identify.outputs import FILES
+    from bemore.synthesis.outputs import PLOT_FILES, PLOTS_FOLDER
+    from bemore.synthesis.pipeline import FILES as GESTURE_FILES
+
+    return (*FILES, *(f"{GESTURE}/{name}" for name in GESTURE_FILES),
+            *(f"{GESTURE}/{PLOTS_FOLDER}/{name}" for name in PLOT_FILES))
 
 
 def run_item(spec: ItemSpec) -> ItemResult:
     """Identify and synthesize one athlete; see the module docstring.
 
     Raises the library's :class:`~bemore.errors.BemoreError` for bad input, and
-    KeyboardInterrupt if Ctrl-C interrupted the identification (never a partial result).
+    KeyboardInterrupt if Ctrl-C interrupted the identification (never a partial result). A fit
+    that ``bemore synthesize`` would refuse is returned unsynthesized, ``refused`` saying why.
     """
     # Load scipy's own BLAS now (scipy imports lazily), so that the pin below covers it too.
     for module in ("scipy.linalg", "scipy.optimize"):
@@ -52,9 +72,9 @@ def run_item(spec: ItemSpec) -> ItemResult:
     ) as folder:
         out = Path(folder)
         start = time.perf_counter()
-        identified = _identify(spec, out)
+        identified, refused = _identify(spec, out)
         identify_s = time.perf_counter() - start
-        gesture = _synthesize(spec, out)
+        gesture = {} if refused else _synthesize(spec, out)
         total_s = time.perf_counter() - start
         files = {
             str(path.relative_to(out)): path.read_bytes()
@@ -71,15 +91,17 @@ def run_item(spec: ItemSpec) -> ItemResult:
         "total_s": round(total_s, 3),
         "host": f"{socket.gethostname()}:{os.getpid()}",
     }
-    return ItemResult(athlete=spec.athlete, files=files, row=row)
+    return ItemResult(athlete=spec.athlete, files=files, row=row, refused=refused)
 
 
-def _identify(spec: ItemSpec, out: Path) -> dict[str, Any]:
+def _identify(spec: ItemSpec, out: Path) -> tuple[dict[str, Any], str | None]:
     """``bemore identify`` of the item into ``out`` (the same library call,
     :func:`~bemore.identify.pipeline.run_identification`); returns the fit and the
-    parameters."""
+    parameters, and why ``bemore synthesize`` would refuse the fit (None: it would not;
+    :func:`bemore.synthesis.athlete.fit_record`)."""
     from bemore.identify.outputs import write_plots
     from bemore.identify.pipeline import Overrides, run_identification
+    from bemore.synthesis.athlete import fit_record
 
     overrides = Overrides(algorithm=spec.algorithm, pack=spec.pack, iterations=spec.iterations,
                           seed=spec.seed, polish=spec.polish)
@@ -96,12 +118,14 @@ def _identify(spec: ItemSpec, out: Path) -> dict[str, Any]:
     parameters = {
         f"{name} ({entry['unit']})": entry["value"] for name, entry in record["parameters"].items()
     }
+    fit = fit_record(record, "athlete.json", accept_poor_fit=True)  # judged, not refused
     return {
+        "fit": fit["status"],
         "cost_m2": record["cost_m2"],
         "mean_distance_mm": record["mean_distance_mm"],
         "evaluations": record["evaluations"],
         **parameters,
-    }
+    }, fit["message"] if fit["accepted_by_flag"] else None
 
 
 def _synthesize(spec: ItemSpec, out: Path) -> dict[str, Any]:
@@ -109,7 +133,7 @@ def _synthesize(spec: ItemSpec, out: Path) -> dict[str, Any]:
     calls, :mod:`bemore.synthesis.pipeline`); the gesture row."""
     from bemore.settings import load_identification, load_synthesis
     from bemore.synthesis.athlete import load_athlete
-    from bemore.synthesis.outputs import write_gesture_json, write_plots
+    from bemore.synthesis.outputs import PLOTS_FOLDER, write_gesture_json, write_plots
     from bemore.synthesis.pipeline import (
         run_synthesis,
         synthesis_options,
@@ -120,14 +144,14 @@ def _synthesize(spec: ItemSpec, out: Path) -> dict[str, Any]:
     identification = load_identification(spec.identification_config)
     athlete = load_athlete(out / "athlete.json", identification)
     options = synthesis_options(synthesis.solver, starts=spec.starts, seed=spec.synthesis_seed)
-    folder = out / "gesture"
+    folder = out / GESTURE
     result, _, profiles = run_synthesis(athlete, synthesis, options, folder,
                                         spec.synthesis_config)
     # The batch runs in a temporary folder: name the athlete by its place in the output folder.
     result.inputs["athlete"] = f"{spec.athlete}/athlete.json"
     write_gesture_json(folder / "gesture.json", result)
     if spec.plots:
-        write_plots(folder / "plots", profiles, result.design.flexion_end_time_s)
+        write_plots(folder / PLOTS_FOLDER, profiles, result.design.flexion_end_time_s)
     if result.feasible:
         write_gesture_setpoints(folder / "setpoints.csv", profiles,
                                 f"{spec.athlete}/athlete.json", result)

@@ -158,6 +158,9 @@ PLOTS = (
 
 
 TORQUE_PLOT = "shoulder_torque.png"
+BAR_PLOT = "bar_displacement.png"
+PLOT_FILES = (*(name for name, *_ in PLOTS), BAR_PLOT)
+"""The files :func:`write_plots` writes in its folder."""
 LIMIT_STYLES = ("tab:red", "tab:orange", "tab:purple")
 PLOT_SIZE_PX = (640, 360)
 TORQUE_PLOT_SIZE_PX = (640, 440)
@@ -199,7 +202,7 @@ def write_plots(
     chart = Chart("Bar displacement", "time (s)", "displacement (mm)")
     chart.line(profiles.t_s, 1e3 * profiles.bar_x_m, colour="tab:blue", label="horizontal")
     chart.line(profiles.t_s, 1e3 * profiles.bar_y_m, colour="tab:orange", label="vertical")
-    written.append(chart.save(folder / "bar_displacement.png", PLOT_SIZE_PX))
+    written.append(chart.save(folder / BAR_PLOT, PLOT_SIZE_PX))
     return written
 
 
