@@ -117,3 +117,25 @@ def test_out_is_defaulted_and_shown_wherever_a_command_writes_a_folder() -> None
     for words, param in outs.items():
         assert not param.required and param.show_default, words
         assert str(param.default).startswith("out/"), (words, param.default)
+
+
+@pytest.mark.parametrize(("words", "work"), [
+    (["trial", "inspect", "data/sample_trial.c3d"], "bemore.trial.pipeline.read_recording"),
+    (["model", "equations"], "bemore.model.symbolic.derive"),
+    (["model", "export-c"], "bemore.model.symbolic.derive"),
+    (["simulate"], "bemore.model.cli.simulate"),
+])
+def test_a_refused_output_folder_is_the_one_line_before_the_work(
+        words: list[str], work: str, unwritable_folder, monkeypatch) -> None:
+    # The report of a recording, a symbolic derivation (seconds) or a simulation is not done
+    # for nothing: the folder is checked first, and its refusal is the whole output.
+    from bemore.paths import data_dir
+
+    monkeypatch.setattr(work, lambda *args, **kwargs: pytest.fail(f"{work} ran"))
+    words = [str(data_dir().parent / word) if word.startswith("data/") else word
+             for word in words]
+    result = CliRunner().invoke(cli, [*words, "--out", str(unwritable_folder)])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()  # the system's reason in parentheses
+    assert line.startswith(f"bemore: error: {unwritable_folder}: cannot write in the output "
+                           "folder ("), result.output

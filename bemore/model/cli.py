@@ -20,6 +20,7 @@ from bemore.model.profiles import (
     shoulder_flexion_profile,
 )
 from bemore.model.simulate import DrivenMotion, Simulation, simulate
+from bemore.paths import check_output_folder
 
 
 def read_parameters(path: Path | None, settings: tuple[str, ...]) -> dict[str, float]:
@@ -161,6 +162,7 @@ def simulate_command(model_name: str, params_path: Path | None, settings: tuple[
     Example:
         bemore simulate --model real_gymnast --set bar.stiffness_x=20000 --out out/sim
     """
+    check_output_folder(out_dir)  # before the simulation: a refused folder at once
     model = load_model(model_name)
     values = read_parameters(params_path, settings)
     real_only = {"trunk.mass", "trunk.com", "thigh.com"} & set(values)

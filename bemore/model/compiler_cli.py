@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from bemore.model.gymnasts import load_model
+from bemore.paths import check_output_folder
 
 _MODEL_HELP = "real_gymnast (default), exemplary_gymnast, or a model description TOML file."
 
@@ -36,6 +37,7 @@ def equations_command(model_name: str, out_dir: Path) -> None:
     from bemore.model.symbolic import derive, require_sympy
 
     require_sympy()
+    check_output_folder(out_dir)  # before the derivation (seconds): a refused folder at once
     model = load_model(model_name)
     tex, md = write_equations(derive(model.description), out_dir)
     click.echo(f"wrote {tex}, {md}")
@@ -62,6 +64,7 @@ def export_c_command(model_name: str, out_dir: Path, prefix: str | None) -> None
     from bemore.model.symbolic import derive, require_sympy
 
     require_sympy()
+    check_output_folder(out_dir)  # before the derivation (seconds): a refused folder at once
     model = load_model(model_name)
     name, header, source = export_c(derive(model.description), prefix)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ import click
 
 from bemore.config import parse_assignments
 from bemore.errors import ConfigError
-from bemore.paths import output_folder
+from bemore.paths import check_output_folder, output_folder
 
 
 @click.group("trial")
@@ -54,6 +54,7 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
         write_joint_centres_csv,
     )
 
+    check_output_folder(out)  # before the report: a folder it cannot write is said at once
     marker_set = load_markerset(markerset)
     trial_settings = load_trial_settings(settings)
     markers, source = read_recording(file)
