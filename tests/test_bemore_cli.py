@@ -139,3 +139,27 @@ def test_a_refused_output_folder_is_the_one_line_before_the_work(
     (line,) = result.output.strip().splitlines()  # the system's reason in parentheses
     assert line.startswith(f"bemore: error: {unwritable_folder}: cannot write in the output "
                            "folder ("), result.output
+
+
+@pytest.mark.parametrize(("words", "work", "output"), [
+    (["trial", "inspect", "data/sample_trial.c3d"], "bemore.trial.pipeline.read_recording",
+     "trial.json"),
+    (["model", "equations"], "bemore.model.symbolic.derive", "real_gymnast_equations.md"),
+    (["model", "export-c"], "bemore.model.symbolic.derive", "real_gymnast.c"),
+    (["simulate"], "bemore.model.cli.simulate", "summary.json"),
+])
+def test_a_refused_output_file_is_the_one_line_before_the_work(
+        words: list[str], work: str, output: str, tmp_path, monkeypatch) -> None:
+    # A folder where one of the command's files goes (the default model, real_gymnast): said
+    # before the work, and nothing else is written.
+    from bemore.paths import data_dir
+
+    monkeypatch.setattr(work, lambda *args, **kwargs: pytest.fail(f"{work} ran"))
+    (tmp_path / output).mkdir()
+    words = [str(data_dir().parent / word) if word.startswith("data/") else word
+             for word in words]
+    result = CliRunner().invoke(cli, [*words, "--out", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"bemore: error: {tmp_path / output}: cannot write the output file (Is a directory)"]
+    assert [path.name for path in tmp_path.iterdir()] == [output]

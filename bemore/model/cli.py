@@ -20,7 +20,11 @@ from bemore.model.profiles import (
     shoulder_flexion_profile,
 )
 from bemore.model.simulate import DrivenMotion, Simulation, simulate
-from bemore.paths import check_output_folder
+from bemore.paths import check_output_folder, output_folder
+
+SIMULATION_FILES = ("trajectories.csv", "stick.png", "summary.json")
+"""What ``bemore simulate`` writes in ``--out``: the trajectories, the stick figure, the
+summary."""
 
 
 def read_parameters(path: Path | None, settings: tuple[str, ...]) -> dict[str, float]:
@@ -162,7 +166,7 @@ def simulate_command(model_name: str, params_path: Path | None, settings: tuple[
     Example:
         bemore simulate --model real_gymnast --set bar.stiffness_x=20000 --out out/sim
     """
-    check_output_folder(out_dir)  # before the simulation: a refused folder at once
+    check_output_folder(out_dir, SIMULATION_FILES)  # before the simulation: refused at once
     model = load_model(model_name)
     values = read_parameters(params_path, settings)
     real_only = {"trunk.mass", "trunk.com", "thigh.com"} & set(values)
@@ -189,9 +193,10 @@ def simulate_command(model_name: str, params_path: Path | None, settings: tuple[
     if not sim.valid[0]:
         raise DataError("the simulation diverged or the parameters are invalid (non-positive "
                         "mass or inertia)")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_csv(out_dir / "trajectories.csv", model, motion, sim)
-    plot_stick(out_dir / "stick.png", model, P, motion, sim)
+    trajectories, stick, summary_file = (out_dir / name for name in SIMULATION_FILES)
+    output_folder(out_dir)
+    write_csv(trajectories, model, motion, sim)
+    plot_stick(stick, model, P, motion, sim)
     rotation = None
     if "hand_rotation" in model.free_coordinates:
         i = model.free_coordinates.index("hand_rotation")
@@ -201,7 +206,7 @@ def simulate_command(model_name: str, params_path: Path | None, settings: tuple[
                "initial_free_state": dict(zip(model.free_coordinates, q0[0].tolist(),
                                               strict=True)),
                "rotation_about_bar_deg": rotation, "elapsed_s": elapsed}
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    summary_file.write_text(json.dumps(summary, indent=2))
     click.echo(f"{model.name}: {len(motion.t)} frames, {motion.t[-1]:.3f} s simulated in "
                f"{elapsed * 1000:.0f} ms")
     if rotation is not None:
@@ -210,5 +215,4 @@ def simulate_command(model_name: str, params_path: Path | None, settings: tuple[
         peak = np.max(np.abs(sim.efforts[0, :, j]))
         unit = "N" if "length" in name else "N·m"
         click.echo(f"peak effort {name}: {peak:.1f} {unit}")
-    click.echo(f"wrote {out_dir / 'trajectories.csv'}, {out_dir / 'stick.png'}, "
-               f"{out_dir / 'summary.json'}")
+    click.echo(f"wrote {trajectories}, {stick}, {summary_file}")

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from bemore.model.gymnasts import load_model
-from bemore.paths import check_output_folder
+from bemore.paths import check_output_folder, output_folder
 
 _MODEL_HELP = "real_gymnast (default), exemplary_gymnast, or a model description TOML file."
 
@@ -33,12 +33,13 @@ def equations_command(model_name: str, out_dir: Path) -> None:
     Example:
         bemore model equations exemplary_gymnast --out out/equations
     """
-    from bemore.model.equations import write_equations
+    from bemore.model.equations import equation_files, write_equations
     from bemore.model.symbolic import derive, require_sympy
 
     require_sympy()
-    check_output_folder(out_dir)  # before the derivation (seconds): a refused folder at once
     model = load_model(model_name)
+    # Before the derivation (seconds): a folder or file it cannot write is said at once.
+    check_output_folder(out_dir, equation_files(model.description.name))
     tex, md = write_equations(derive(model.description), out_dir)
     click.echo(f"wrote {tex}, {md}")
 
@@ -60,14 +61,16 @@ def export_c_command(model_name: str, out_dir: Path, prefix: str | None) -> None
     Example:
         bemore model export-c exemplary_gymnast --out out/c
     """
-    from bemore.model.export_c import export_c
+    from bemore.model.export_c import c_files, c_identifier, export_c
     from bemore.model.symbolic import derive, require_sympy
 
     require_sympy()
-    check_output_folder(out_dir)  # before the derivation (seconds): a refused folder at once
     model = load_model(model_name)
+    # Before the derivation (seconds): a folder or file it cannot write is said at once.
+    check_output_folder(out_dir, c_files(c_identifier(prefix or model.description.name)))
     name, header, source = export_c(derive(model.description), prefix)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{name}.h").write_text(header)
-    (out_dir / f"{name}.c").write_text(source)
-    click.echo(f"wrote {out_dir / (name + '.h')}, {out_dir / (name + '.c')}")
+    header_name, source_name = c_files(name)
+    output_folder(out_dir)
+    (out_dir / header_name).write_text(header)
+    (out_dir / source_name).write_text(source)
+    click.echo(f"wrote {out_dir / header_name}, {out_dir / source_name}")

@@ -113,6 +113,16 @@ def _tex_equation(lhs: str, expr, names: dict) -> str:
     return f"{lhs} &= " + r" \\ &\quad ".join(rows)
 
 
+def equation_files(name: str) -> tuple[str, str]:
+    """The names of the LaTeX and Markdown files :func:`write_equations` writes for the model
+    ``name``.
+
+    >>> equation_files("exemplary_gymnast")
+    ('exemplary_gymnast_equations.tex', 'exemplary_gymnast_equations.md')
+    """
+    return f"{name}_equations.tex", f"{name}_equations.md"
+
+
 def write_equations(sym: SymbolicModel, out_dir: str | Path) -> tuple[Path, Path]:
     """Write ``<name>_equations.tex`` and ``<name>_equations.md`` into ``out_dir``; return them."""
     require_sympy()
@@ -229,8 +239,8 @@ def write_equations(sym: SymbolicModel, out_dir: str | Path) -> tuple[Path, Path
         tex.append(r"\end{align*}")
     tex.append(r"\end{document}")
     tex_text = "\n".join(tex) + "\n"
-    stem = desc.name
-    tex_path, md_path = out / f"{stem}_equations.tex", out / f"{stem}_equations.md"
+    tex_name, md_name = equation_files(desc.name)
+    tex_path, md_path = out / tex_name, out / md_name
     tex_path.write_text(tex_text)
     md_path.write_text(md_text)
     return tex_path, md_path

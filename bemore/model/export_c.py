@@ -50,6 +50,11 @@ def _comment(items: list[str], indent: str = "") -> str:
     return "\n".join(f" * {indent}{line}" for line in lines)
 
 
+def c_files(prefix: str) -> tuple[str, str]:
+    """The header and source names ``bemore model export-c`` writes for a C ``prefix``."""
+    return f"{prefix}.h", f"{prefix}.c"
+
+
 def c_identifier(name: str) -> str:
     """A C identifier for a description name: every character outside [A-Za-z0-9_] → '_'."""
     text = re.sub(r"\W", "_", name)

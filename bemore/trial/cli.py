@@ -10,6 +10,10 @@ from bemore.config import parse_assignments
 from bemore.errors import ConfigError
 from bemore.paths import check_output_folder, output_folder
 
+INSPECTION_FILES = ("joint_centres.csv", "driven.csv", "trial.json", "stick_figure.png")
+"""What ``bemore trial inspect`` writes in ``--out`` (the stick figure last: ``--no-plot``
+leaves it out)."""
+
 
 @click.group("trial")
 def trial_group() -> None:
@@ -54,7 +58,8 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
         write_joint_centres_csv,
     )
 
-    check_output_folder(out)  # before the report: a folder it cannot write is said at once
+    # Before the report: a folder or file it cannot write is said at once.
+    check_output_folder(out, INSPECTION_FILES if not no_plot else INSPECTION_FILES[:-1])
     marker_set = load_markerset(markerset)
     trial_settings = load_trial_settings(settings)
     markers, source = read_recording(file)
@@ -70,14 +75,15 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
     for line in trial_summary(trial):
         click.echo(line)
     output_folder(out)
-    write_joint_centres_csv(trial, out / "joint_centres.csv")
-    write_driven_csv(trial, out / "driven.csv")
-    (out / "trial.json").write_text(trial.summary_json() + "\n")
-    written = ["joint_centres.csv", "driven.csv", "trial.json"]
+    centres, driven, summary, stick = (out / name for name in INSPECTION_FILES)
+    write_joint_centres_csv(trial, centres)
+    write_driven_csv(trial, driven)
+    summary.write_text(trial.summary_json() + "\n")
+    written = [centres, driven, summary]
     if not no_plot:
-        plot_stick_figure(trial, out / "stick_figure.png")
-        written.append("stick_figure.png")
-    click.echo(f"wrote {', '.join(str(out / name) for name in written)}")
+        plot_stick_figure(trial, stick)
+        written.append(stick)
+    click.echo(f"wrote {', '.join(str(path) for path in written)}")
 
 
 @trial_group.command("synth")
