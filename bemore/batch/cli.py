@@ -74,7 +74,8 @@ def batch_command(
     address = dask_address or parsed.dask
     if address and local_cluster:
         raise ConfigError("--local-cluster and a Dask address (--dask or [cluster] dask): pick one")
-    check_output_folder(out)  # an output folder it cannot write is said now, before any cluster
+    # A folder or summary.csv it cannot write: said now, before any cluster starts.
+    check_output_folder(out, (SUMMARY,))
     with ExitStack() as stack:
         client = _client(stack, address, local_cluster)
         where = "in-process" if client is None else f"Dask {client.scheduler.address}"

@@ -220,7 +220,7 @@ def run_batch(
     ``listener(athlete, status, row)`` hears "skipped", "done" and "failed" for every item.
     """
     start = time.perf_counter()
-    out_dir = output_folder(out_dir)  # before any item: a folder it cannot write is said now
+    out_dir = output_folder(out_dir, (SUMMARY,))  # before any item: said now if refused
     report = BatchReport()
 
     def collect(spec: ItemSpec, result: ItemResult | None, error: BaseException | None) -> None:

@@ -139,7 +139,7 @@ def test_batch_command_bad_input_is_one_line_and_exit_code_2(tmp_path: Path) -> 
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("where", ["under a file", "unwritable folder"])
+@pytest.mark.parametrize("where", ["under a file", "unwritable folder", "summary a folder"])
 def test_batch_output_folder_it_cannot_write_is_one_line_before_any_athlete(
         tmp_path: Path, monkeypatch, request, where: str) -> None:
     # /proc (the fixture unwritable_folder): a folder that exists and that not even root can
@@ -152,14 +152,20 @@ def test_batch_output_folder_it_cannot_write_is_one_line_before_any_athlete(
     items = []
     monkeypatch.setattr(bemore.batch.run, "run_item", lambda spec: items.append(spec))
     path, _ = _squad(tmp_path)
-    out = (tmp_path / "squad.toml" / "out" if where == "under a file"
-           else request.getfixturevalue("unwritable_folder"))
+    if where == "summary a folder":  # a folder where summary.csv goes
+        out = tmp_path / "out"
+        (out / "summary.csv").mkdir(parents=True)
+    else:
+        out = (tmp_path / "squad.toml" / "out" if where == "under a file"
+               else request.getfixturevalue("unwritable_folder"))
     result = CliRunner().invoke(cli, ["batch", str(path), "--out", str(out)])
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"bemore: error: {out}: " + (
-        "cannot create the output folder (Not a directory)" if where == "under a file"
-        else "cannot write in the output folder (")), result.output
+    expected = {"under a file": f"{out}: cannot create the output folder (Not a directory)",
+                "unwritable folder": f"{out}: cannot write in the output folder (",
+                "summary a folder": f"{out / 'summary.csv'}: cannot write the output file "
+                                    "(Is a directory)"}[where]
+    assert len(lines) == 1 and lines[0].startswith(f"bemore: error: {expected}"), result.output
     assert items == []
 
 
