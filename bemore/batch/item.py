@@ -110,6 +110,7 @@ def _identify(spec: ItemSpec, out: Path) -> tuple[dict[str, Any], str | None]:
         markerset=spec.markerset, body_mass_kg=spec.body_mass_kg, profile=spec.profile,
         model_name=spec.model, overrides=overrides, in_process=True,
         extra_config={"batch_athlete": spec.athlete},
+        polish_on="polish = true in her manifest line",
     )
     if outcome.interrupted:
         raise KeyboardInterrupt

@@ -114,6 +114,7 @@ def run_identification(
     in_process: bool = False,
     run: Runner | None = None,
     extra_config: dict[str, Any] | None = None,
+    polish_on: str = "without --no-polish",
 ) -> Identified:
     """Identify the model from the trial at ``trial_path`` and write athlete.json,
     convergence.csv and summary.txt into ``out`` (no plots: :func:`bemore.identify.outputs.
@@ -128,7 +129,8 @@ def run_identification(
     process; ``in_process``: in this process whatever the file says, as an item of a batch,
     itself the unit a cluster runs); ``run(problem, settings)`` runs the identification (default
     :func:`~bemore.identify.run.identify`); ``extra_config`` is added to the record's
-    ``config``. ``out`` is shown writable first, before the trial is read
+    ``config``; ``polish_on``: how the user turns the polish on, in a poor fit's advice.
+    ``out`` is shown writable first, before the trial is read
     (:func:`bemore.paths.check_output_folder`: a DataError at once, nothing left behind), and
     made when the results are written. A poor fit is told what it ran against the file's
     ``[optimiser]`` (:class:`bemore.identify.verdict.FitBudget`: a fit that stopped short of a
@@ -208,7 +210,7 @@ def run_identification(
         polish = outcome.polish_result
         outcome.verdict = outcome.verdict.with_budget(FitBudget(
             outcome.global_result.nfev, defaults.pack, defaults.iterations, settings.polish,
-            polish is None or polish.success))
+            polish is None or polish.success, polish_on))
     if inertial_mode and not outcome.interrupted:
         from bemore.identify.inertial_mode import identify_inertial
 

@@ -143,8 +143,8 @@ class FitVerdict:
     message: str = ""
     likely_cause: str = ""
     bar_force: ForceFit | None = None  # with bar forces: how the force is followed
-    cause_evidence: str = "fit"  # what the likely cause rests on: "fit" (the worst joint
-    # centre, the bounds reached, the force), "markers" (the trial's acromion check)
+    cause_evidence: str = ""  # what the likely cause rests on: "fit" (the worst joint centre,
+    # the bounds reached, the force), "markers" (the trial's acromion check); "" without one
 
     @property
     def poor(self) -> bool:
@@ -161,7 +161,7 @@ class FitVerdict:
             verdict.not_following += [f"bar force {axis}" for axis, follows
                                       in zip("xy", force.follows, strict=True) if not follows]
             if not poor_markers:
-                verdict.likely_cause = FORCE_CAUSE
+                verdict.likely_cause, verdict.cause_evidence = FORCE_CAUSE, "fit"
         verdict.message = _message(verdict)
         return verdict
 
@@ -195,7 +195,8 @@ class FitBudget:
     r"""What a fit ran against the configured defaults (identification.toml ``[optimiser]``):
     ``search_evaluations`` simulations of the global search against ``default_pack`` ×
     ``default_iterations``, the polish run (``polished``) and converged (``polish_converged``;
-    False: stopped at its evaluation budget).
+    False: stopped at its evaluation budget); ``polish_on`` says how the caller's user turns
+    the polish on (the command line's flag; a batch's manifest line).
 
     >>> def show(text):
     ...     for cut in (": run", ", after", ": the default"):
@@ -220,6 +221,7 @@ class FitBudget:
     default_iterations: int
     polished: bool
     polish_converged: bool = True
+    polish_on: str = "without --no-polish"  # how the caller turns the polish on
 
     @property
     def short_search(self) -> bool:
@@ -246,7 +248,7 @@ class FitBudget:
         if not self.polished:
             why = "the polish off: the search's best point"
             advice = [self._default_search()] if short else []
-            advice.append("the polish (without --no-polish)")
+            advice.append(f"the polish ({self.polish_on})")
         else:
             why = "the polish stopped at its evaluation budget before converging"
             advice = [self._default_search()] if short else []
@@ -324,11 +326,13 @@ def judge_fit(measured: np.ndarray, simulated: np.ndarray, names: list[str] | tu
                 f"the acromion markers ride on the {check['supported']}'s side of the shoulder "
                 f"springs, declared {check['declared']} (their spread: "
                 f"{check['trunk_spread_mm']:.3g} mm in the trunk's frame, {arm}): declare "
-                f"[conventions] acromion_side = \"{check['supported']}\" in the marker set")
+                f"[conventions] acromion_side = \"{check['supported']}\" in the marker set "
+                "(--markerset-config FILE)")
             verdict.cause_evidence = "markers"
         else:
             verdict.likely_cause = (ACROMION_CAUSE if len(shoulder) >= 2
                                     else LIKELY_CAUSES.get(worst, "its markers"))
+            verdict.cause_evidence = "fit"
     verdict.message = _message(verdict)
     return verdict
 

@@ -314,6 +314,7 @@ def test_a_fit_short_of_a_minimum_is_the_cause_of_a_poor_fit_after_the_markers()
     assert contradicted.with_budget(unpolished).likely_cause == (
         f"{marker_cause}; also {unpolished.unfinished()}")
     good = judge_fit(measured, right, ["hip", "knee"], 0.001)
+    assert (good.likely_cause, good.cause_evidence) == ("", "")  # no cause, no evidence
     assert good.with_budget(unpolished) is good
 
 

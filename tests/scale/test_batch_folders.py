@@ -204,6 +204,9 @@ def test_a_poor_fit_is_kept_marked_and_named_by_its_real_path(squad_run, monkeyp
     assert message.endswith(advice) and message.count("--accept-poor-fit") == 1
     help_text = CliRunner().invoke(cli, ["synthesize", "--help"]).output
     assert "--accept-poor-fit" in help_text  # the advice names a flag that exists
+    # Her fit was not polished (polish = false in her line): the advice says how in the
+    # manifest, not with identify's --no-polish, which a batch does not have.
+    assert "(polish = true in her manifest line)" in message and "--no-polish" not in message
     assert (bea / FAILED).read_text() == message + "\n"
     record = json.loads(athlete.read_text())
     assert record["fit_verdict"]["status"] == "poor"
