@@ -5,6 +5,7 @@ its real path; the output folder is checked before any item or cluster."""
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import shutil
 import subprocess
@@ -75,18 +76,23 @@ def _rows(out: Path) -> dict[str, dict[str, str]]:
     return {row["athlete"]: row for row in csv.DictReader((out / SUMMARY).open())}
 
 
-def _immutable(path: Path) -> None:
-    """``chattr +i path`` (not even root may change or remove it), or skip the test."""
-    try:
-        done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
-    except FileNotFoundError:
-        pytest.skip("no chattr here")
-    if done.returncode != 0:
-        pytest.skip(f"chattr +i refused here: {done.stderr.strip()}")
+def _immutable(path: Path, monkeypatch) -> bool:
+    """Make ``path`` a file not even root may remove: ``chattr +i`` where the file system has
+    it (True: undo with ``chattr -i``); elsewhere (tmpfs, no chattr) its removal refused as
+    chattr's would be, EPERM, by patching ``Path.unlink`` for that path alone (False)."""
+    chattr = shutil.which("chattr")
+    if chattr is not None and subprocess.run([chattr, "+i", str(path)],
+                                             capture_output=True).returncode == 0:
+        return True
+    unlink = Path.unlink
 
+    def refused(self: Path, missing_ok: bool = False) -> None:
+        if self == path:
+            raise PermissionError(errno.EPERM, "Operation not permitted", str(self))
+        unlink(self, missing_ok=missing_ok)
 
-def _mutable(path: Path) -> None:
-    subprocess.run(["chattr", "-i", str(path)], check=True)
+    monkeypatch.setattr(Path, "unlink", refused)
+    return False
 
 
 @pytest.mark.parametrize("where", ["a file in the place of her folder",
@@ -136,11 +142,12 @@ def test_an_immutable_athlete_json_fails_her_only_before_her_fit(tmp_path: Path,
     stuck.write_text("{}")
     (out / "bea" / "gesture").mkdir()
     (out / "bea" / "gesture" / "gesture.json").write_text("{}")  # the rest is cleared
-    _immutable(stuck)
+    chattr = _immutable(stuck, monkeypatch)
     try:
         report = run_batch(load_manifest(manifest), out)
     finally:
-        _mutable(stuck)
+        if chattr:
+            subprocess.run(["chattr", "-i", str(stuck)], check=True)
     assert started == ["anna"] and report.finished == ["anna"]
     message = f"{stuck}: cannot remove the previous run's file (Operation not permitted)"
     assert report.failed == {"bea": message}
