@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import signal
+import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,17 +27,40 @@ def pytest_configure(config) -> None:
 
 
 @pytest.fixture
-def unwritable_folder() -> Path:
-    """``/proc``: a folder that exists and that not even root can write a file in (the tests
-    may run as root, whom a chmod'ed folder does not stop). A test of a refused folder that
-    used a folder it could write would pass for nothing: where ``/proc`` is missing or lets a
-    file be written, the test fails here, saying so."""
-    folder = Path("/proc")
-    assert folder.is_dir(), "/proc is not a folder here: the test has no unwritable folder"
+def unwritable_folder(tmp_path: Path, monkeypatch) -> Iterator[Path]:
+    """A folder that exists and in which no file can be made, not even by root (the tests may
+    run as root, whom permission bits do not stop): made immutable (``chattr +i``) where the
+    file system allows it; else, not root, read-only by its permission bits; else (root on a
+    file system without chattr, such as tmpfs) a file's creation in it refused with EACCES, as
+    the system would refuse it (``tempfile.mkstemp``, what shows a folder writable). A test of
+    a refused folder that used a folder it could write would pass for nothing: the fixture
+    checks that no file can be made there before handing it over."""
+    folder = tmp_path / "unwritable"
+    folder.mkdir()
+    chattr = shutil.which("chattr")
+    immutable = chattr is not None and subprocess.run(
+        [chattr, "+i", str(folder)], capture_output=True).returncode == 0
+    if not immutable and os.geteuid() != 0:
+        folder.chmod(0o500)
+    elif not immutable:
+        make = tempfile.mkstemp
+
+        def refused(*args, dir=None, **kwargs):
+            if dir is not None and Path(dir) == folder:
+                raise PermissionError(errno.EACCES, "Permission denied", str(folder))
+            return make(*args, dir=dir, **kwargs)
+
+        monkeypatch.setattr(tempfile, "mkstemp", refused)
     try:
         handle, probe = tempfile.mkstemp(dir=folder)
     except OSError:
-        return folder
-    os.close(handle)
-    os.unlink(probe)
-    pytest.fail("/proc lets a file be written here: the test has no unwritable folder")
+        yield folder
+    else:
+        os.close(handle)
+        os.unlink(probe)
+        pytest.fail(f"{folder}: a file can be made here: the test has no unwritable folder")
+    finally:
+        if immutable:
+            subprocess.run([chattr, "-i", str(folder)], check=True)
+        else:
+            folder.chmod(0o700)

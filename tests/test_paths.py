@@ -57,7 +57,8 @@ def test_a_refused_check_leaves_no_folder_behind(tmp_path, monkeypatch,
     with pytest.raises(DataError, match=_at(tmp_path) + "/a-file/out: cannot create "
                                         r"the output folder \(Not a directory\)$"):
         check_output_folder(tmp_path / "a-file" / "out")
-    with pytest.raises(DataError, match=r"^/proc: cannot write in the output folder"):
+    with pytest.raises(DataError, match="^" + re.escape(f"{unwritable_folder}: cannot write in "
+                                                         "the output folder")):
         check_output_folder(unwritable_folder)
 
     # A folder the system lets be made and then refuses a file in (a read-only bind mount
@@ -68,7 +69,7 @@ def test_a_refused_check_leaves_no_folder_behind(tmp_path, monkeypatch,
     monkeypatch.setattr(bemore.paths, "_write_probe", read_only)
     with pytest.raises(DataError, match="Read-only file system"):
         check_output_folder(tmp_path / "new" / "out")
-    assert _tree(tmp_path) == ["a-file"]
+    assert _tree(tmp_path) == ["a-file", unwritable_folder.name]  # what was there, no more
 
 
 @pytest.mark.parametrize("made", [False, True])
@@ -94,14 +95,15 @@ def test_ctrl_c_during_the_probe_leaves_no_probe_file(tmp_path, monkeypatch, mad
 
 
 def test_a_broken_link_to_a_missing_folder_is_refused_and_nothing_made(tmp_path) -> None:
-    # athlete.json -> /proc/nonexistent/athlete.json: path.exists() is False, yet no file can
-    # be written through it; nor through a link into a folder not made yet (which the check
+    # athlete.json -> a file in a folder that does not exist: path.exists() is False, yet no
+    # file can be written through it; nor through a link into a folder not made yet (which the check
     # does not make). A link into a folder that is there is written through: the check
     # creates nothing at its target.
     out = tmp_path / "out"
     out.mkdir()
     (tmp_path / "there").mkdir()
-    for target in ("/proc/nonexistent/athlete.json", tmp_path / "elsewhere" / "athlete.json"):
+    for target in (tmp_path / "nowhere" / "nothing" / "athlete.json",
+                   tmp_path / "elsewhere" / "athlete.json"):
         (out / "athlete.json").unlink(missing_ok=True)
         (out / "athlete.json").symlink_to(target)
         with pytest.raises(DataError) as error:

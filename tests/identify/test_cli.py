@@ -190,10 +190,10 @@ def test_a_poor_fit_short_of_a_minimum_names_the_fit_not_a_body_part(tmp_path) -
 def test_an_output_the_system_refuses_is_one_line_before_the_trial_is_read(
         tmp_path, monkeypatch, request, case: str) -> None:
     # folder: a file where a folder is expected on the way, the folder cannot be made;
-    # unwritable folder: /proc (the fixture unwritable_folder), a folder that exists and that
+    # unwritable folder: the fixture unwritable_folder, a folder that exists and that
     # not even root can write a file in; file: a folder in the place of athlete.json, the
     # system refuses the file; broken link: athlete.json a link into a folder that does not
-    # exist (/proc/nonexistent), which no file can be written through.
+    # exist, which no file can be written through.
     # Each is said at once, one line, exit code 2: the trial is never read, the search never
     # started.
     import bemore.identify.run
@@ -211,13 +211,13 @@ def test_an_output_the_system_refuses_is_one_line_before_the_trial_is_read(
         (out / "athlete.json").mkdir(parents=True)
     if case == "broken link":
         out.mkdir()
-        (out / "athlete.json").symlink_to("/proc/nonexistent/athlete.json")
+        (out / "athlete.json").symlink_to(tmp_path / "nowhere" / "athlete.json")
     expected = {
         "folder": f"{out}: cannot create the output folder (Not a directory)",
         "unwritable folder": f"{out}: cannot write in the output folder (",
         "file": f"{out}/athlete.json: cannot write the output file (Is a directory)",
         "broken link": f"{out}/athlete.json: cannot write the output file (a link to "
-                       "/proc/nonexistent/athlete.json, whose folder does not exist)",
+                       f"{tmp_path / 'nowhere' / 'athlete.json'}, whose folder does not exist)",
     }[case]
     result = run(str(SAMPLE), "--no-polish", "--pack", "6", "--iterations", "2",
                  "--out", str(out))

@@ -252,11 +252,12 @@ def test_store_removes_its_previous_files_and_keeps_the_others(tmp_path: Path) -
 
 @pytest.mark.parametrize("where", ["under a file", "unwritable folder"])
 def test_run_batch_output_folder_it_cannot_write_is_one_line_before_any_item(
-        tmp_path: Path, monkeypatch, where: str) -> None:
-    # The library path (no CLI): /proc is a folder not even root can write a file in.
+        tmp_path: Path, monkeypatch, request, where: str) -> None:
+    # The library path (no CLI): a folder not even root can write a file in (the fixture).
     started = _spy(monkeypatch, fake=True)
     manifest = _squad(tmp_path)
-    out = manifest / "out" if where == "under a file" else Path("/proc")
+    out = (manifest / "out" if where == "under a file"
+           else request.getfixturevalue("unwritable_folder"))
     with pytest.raises(DataError) as raised:
         run_batch(load_manifest(manifest), out)
     message = str(raised.value)
@@ -265,7 +266,7 @@ def test_run_batch_output_folder_it_cannot_write_is_one_line_before_any_item(
 
 
 def test_batch_command_checks_the_output_folder_before_starting_a_cluster(
-        tmp_path: Path, monkeypatch) -> None:
+        tmp_path: Path, monkeypatch, unwritable_folder: Path) -> None:
     from click.testing import CliRunner
 
     import bemore.batch.cli
@@ -276,11 +277,11 @@ def test_batch_command_checks_the_output_folder_before_starting_a_cluster(
                         lambda stack, address, workers: clusters.append(workers))
     started = _spy(monkeypatch, fake=True)
     manifest = _squad(tmp_path)
-    result = CliRunner().invoke(cli, ["batch", str(manifest), "--out", "/proc",
+    result = CliRunner().invoke(cli, ["batch", str(manifest), "--out", str(unwritable_folder),
                                       "--local-cluster", "2"])
     assert result.exit_code == 2, result.output
-    assert result.output.strip().startswith("bemore: error: /proc: cannot write in the output "
-                                            "folder (")
+    assert result.output.strip().startswith(
+        f"bemore: error: {unwritable_folder}: cannot write in the output folder (")
     assert clusters == [] and started == []
     # The same command with a folder it can write does start the (patched) cluster.
     result = CliRunner().invoke(cli, ["batch", str(manifest), "--out", str(tmp_path / "o"),

@@ -142,7 +142,7 @@ def test_batch_command_bad_input_is_one_line_and_exit_code_2(tmp_path: Path) -> 
 @pytest.mark.parametrize("where", ["under a file", "unwritable folder", "summary a folder"])
 def test_batch_output_folder_it_cannot_write_is_one_line_before_any_athlete(
         tmp_path: Path, monkeypatch, request, where: str) -> None:
-    # /proc (the fixture unwritable_folder): a folder that exists and that not even root can
+    # The fixture unwritable_folder: a folder that exists and that not even root can
     # write a file in. No athlete is run, no cluster started.
     from click.testing import CliRunner
 

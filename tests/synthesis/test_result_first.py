@@ -95,9 +95,10 @@ def test_a_figure_that_fails_is_one_line_and_exit_code_1(tmp_path, monkeypatch) 
 def test_an_output_the_system_refuses_is_the_whole_output_before_the_synthesis(
         tmp_path, monkeypatch, unwritable_folder) -> None:
     # A file where the output folder would go on the way, a folder that exists and that not
-    # even root can write a file in (/proc), a folder where profiles.csv goes, a file where
-    # the plots' folder goes, a folder where the animation goes: each one line naming it, the
-    # whole output (nothing printed before it), exit code 2, said before the synthesis starts.
+    # even root can write a file in (the fixture unwritable_folder), a folder where
+    # profiles.csv goes, a file where the plots' folder goes, a folder where the animation
+    # goes: each one line naming it, the whole output (nothing printed before it), exit code
+    # 2, said before the synthesis starts.
     import bemore.synthesis.synthesize
 
     started = []
