@@ -101,7 +101,10 @@ def test_identify_draws_its_plots_beside_the_analysis_and_the_result(tmp_path, m
         # The plots' process says it has started, then holds its plots until athlete.json is
         # complete: were the result waiting for the plots, this would time out.
         started.write_text("started")
-        _wait_for(lambda: _complete_json(out / "athlete.json"),
+        # The result is athlete.json, then convergence.csv, then summary.txt (write_results):
+        # athlete.json complete is not yet the whole result.
+        _wait_for(lambda: _complete_json(out / "athlete.json")
+                  and (out / "summary.txt").exists(),
                   "the result was not written while the plots waited")
         seen.write_text(json.dumps(sorted(path.name for path in out.iterdir())))
         return original_plots(folder, *args, **kwargs)
