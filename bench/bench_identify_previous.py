@@ -27,10 +27,10 @@ from bench.common import Measurement, byte_compiled, commit_tree, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
-PREVIOUS_COMMIT = "f7f9d2e"
+PREVIOUS_COMMIT = "d78928a"
 """main before the output folder's check before the work and the verdict told what the fit ran
 (session 14: no change meant to the identification's speed)."""
-PAIRS = 5
+PAIRS = 7
 
 
 def identify_phases(tree: Path | None, out: Path, options: list[str]) -> dict[str, float]:

@@ -1,5 +1,5 @@
-"""Every docstring example (``>>>``) of the bemore package and of the bench side (controller/)
-runs and prints what it shows; none is skipped."""
+"""Every docstring example (``>>>``) of the bemore package, of the bench side (controller/) and
+of the benchmarks (bench/) runs and prints what it shows; none is skipped."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _modules_with_examples() -> list[str]:
     found = []
-    paths = sorted((ROOT / "bemore").rglob("*.py")) + sorted((ROOT / "controller").rglob("*.py"))
+    paths = [path for folder in ("bemore", "controller", "bench")
+             for path in sorted((ROOT / folder).rglob("*.py"))]
     for path in paths:
         if ">>>" in path.read_text(encoding="utf-8") and path.name != "__main__.py":
             module = path.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
@@ -28,7 +29,7 @@ MODULES = _modules_with_examples()
 def test_examples_are_found() -> None:
     assert "bemore.evaluate" in MODULES and "bemore.model.simulate" in MODULES
     assert {"bemore.optimize.constrained", "bemore.optimize.result", "controller.protocol",
-            "controller.setpoints"} <= set(MODULES)
+            "controller.setpoints", "bench.bench_engine"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)

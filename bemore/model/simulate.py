@@ -29,7 +29,7 @@ from bemore.model.generated import (
     LANE_LO_ARG,
     in_chunks,
     kernel_for,
-    lane_groups,
+    padded_lane_groups,
     run_calls,
     run_threads,
 )
@@ -385,14 +385,21 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
         V = V.copy()
         V[~valid] = V[np.argmax(valid)] if valid.any() else model.tree.fields(
             model.parameter_matrix([{}]))[0]
+    threads = threads or engine_threads()
+    # A shared motion's lanes may be padded to a whole vector (copies of lane 0, dropped at the
+    # end); a lane's numbers do not depend on the lanes beside it.
+    lanes, groups = (B, None) if per_member else padded_lane_groups(B, threads)
+    if lanes > B:
+        V, q0, v0 = (np.concatenate([a, np.repeat(a[:1], lanes - B, axis=0)])
+                     for a in (V, q0, v0))
     Vt = V.T
-    S = np.empty((2 * nf, B))
+    S = np.empty((2 * nf, lanes))
     S[:nf], S[nf:] = q0.T, v0.T
     store_state, store_efforts, store_points, do_cost = (bool(x) for x in flags)
-    out_q = np.empty((B, F, nf) if store_state else (1, 1, 1))
+    out_q = np.empty((lanes, F, nf) if store_state else (1, 1, 1))
     out_v = np.empty_like(out_q)
-    out_pts = np.empty((B, F, n_points, 2) if store_points else (1, 1, 1, 1))
-    out_eff = np.empty((B, F, nd) if store_efforts else (1, 1, 1))
+    out_pts = np.empty((lanes, F, n_points, 2) if store_points else (1, 1, 1, 1))
+    out_eff = np.empty((lanes, F, nd) if store_efforts else (1, 1, 1))
     # Measured points in the selection's order, missing ones (NaN) with weight 0.
     meas_full = np.zeros((F if do_cost else 1, len(selection), 2))
     wts = np.zeros((F if do_cost else 1, len(selection)))
@@ -400,12 +407,12 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
         finite = np.all(np.isfinite(meas), axis=-1)
         meas_full[:] = np.where(finite[..., None], meas, 0.0)
         wts[:] = finite
-    cost = np.zeros(B)
-    alive = valid.astype(np.float64)
+    cost = np.zeros(lanes)
+    alive = np.ones(lanes)
+    alive[:B] = valid
     tri = nf * (nf + 1) // 2
     rows = max(2 * nf, 2 * n_points, nd)  # a frame's outputs, lane-minor
     h = motion.dt * samples_per_step / substeps
-    threads = threads or engine_threads()
     coefficients = _coefficients(h)
     after = (meas_full, wts, store_state, store_points, do_cost, max_abs)
     if F * substeps > 2:
@@ -423,7 +430,7 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
         # (rows, lanes) arrays met in one cache line per row, bounced between the cores at
         # every stage (measured: 26.2 → 21.5 ms for 200 × 1521 with 2-sample steps).
         calls = []
-        for lo, hi in lane_groups(B, threads):
+        for lo, hi in groups:
             work = _lane_arrays(Vt[:, lo:hi], S[:, lo:hi], nf, tri, rows)
             outputs = [a[lo:hi] if stored else a for a, stored in (
                 (out_q, store_state), (out_v, store_state), (out_pts, store_points),
@@ -431,6 +438,11 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
             calls.append((*work, coefficients, D, h, substeps, samples_per_step, 0, hi - lo,
                           *after, *outputs))
         run_calls(kernel, calls)
+    if lanes > B:
+        out_q, out_v, out_pts, out_eff = (a[:B] if stored else a for a, stored in (
+            (out_q, store_state), (out_v, store_state), (out_pts, store_points),
+            (out_eff, store_efforts)))
+        cost, alive = cost[:B], alive[:B]
     ok = alive > 0.0
     result = Simulation(t=motion.t.copy(), free_names=model.free_coordinates,
                         driven_names=model.driven_coordinates, point_names=model.point_names,

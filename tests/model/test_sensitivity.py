@@ -14,6 +14,8 @@ ratio is meaningless where a coordinate does not move).
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -253,3 +255,76 @@ def test_the_warm_up_builds_the_kernels_the_exact_jacobian_runs(real) -> None:
                                      states=states)
         assert result.valid.all() and np.isfinite(result.derivatives).all()
     assert set(sensitivity._kernels) == built
+
+
+@pytest.mark.parametrize(("members", "states"), [(1, True), (3, False)])
+def test_directions_cut_among_threads_give_the_numbers_of_one_call_per_member(
+        real, monkeypatch, members: int, states: bool) -> None:
+    """With two threads a lone member's 17 directions run as two calls (directions 0–7 and
+    8–16, each computing the member's own simulation), and the third of three members is cut
+    so (:func:`direction_pieces`): the points, the derivatives, the states and their
+    derivatives are those of one thread running one call per member, bit for bit (the calls of
+    one member share no array the kernel writes)."""
+    from bemore.model import generated
+
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    motion = clear_hip_circle_profile(0.2, 1000.0)
+    X = _box_points(space, members + 2, seed=7)[2:]
+    columns = [real.parameter_names.index(name) for name in space.names]
+    P = np.repeat(real.parameter_matrix([{}]), members, axis=0)
+    P[:, columns] = space.to_physical(X)
+    q0, v0 = handstand_start(real, P, motion, hand_rotation_rad=3.0)
+    d = space.dim + 4  # 17 directions: the parameters' and four of the start state
+    assert d == 17
+    rng = np.random.default_rng(2)
+    dP = np.zeros((members, d, P.shape[1]))
+    dP[:, np.arange(space.dim), columns] = space.width
+    dq0 = np.zeros((members, d, real.n_free))
+    dv0 = np.zeros_like(dq0)
+    dq0[:, space.dim:, :] = rng.normal(size=(members, 4, real.n_free)) * 1e-3
+    dv0[:, space.dim:, :] = rng.normal(size=(members, 4, real.n_free)) * 1e-2
+    plans: list[list[list[int]]] = []  # per engine call: each thread's calls' directions
+    run_call_lists = generated.run_call_lists
+
+    def recording(kernel, lists):
+        plans.append([[call[generated.LANE_LO_ARG + 1] - call[generated.LANE_LO_ARG]
+                       for call in calls] for calls in lists])
+        run_call_lists(kernel, lists)
+
+    monkeypatch.setattr(generated, "run_call_lists", recording)
+    one = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dv0, threads=1, states=states)
+    two = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dv0, threads=2, states=states)
+    # One thread: each member one call of its 17 directions; two: a member cut in 8 + 9.
+    assert plans == [[[17] * members], plans[1]]
+    assert len(plans[1]) == 2
+    assert sorted(n for calls in plans[1] for n in calls) == sorted([17] * (members - 1) + [8, 9])
+    assert one.valid.all() and two.valid.all()
+    assert np.abs(one.derivatives).max() > 0.0
+    assert np.array_equal(one.points, two.points)
+    assert np.array_equal(one.derivatives, two.derivatives)
+    if states:
+        for name in ("free_q", "free_qd", "d_free_q", "d_free_qd"):
+            assert np.array_equal(getattr(one, name), getattr(two, name)), name
+
+
+def test_direction_pieces_run_every_direction_once() -> None:
+    """Every plan covers each member's directions exactly once, in ranges cut on whole vectors,
+    on at most the threads given, and its longest list is never costlier than whole members
+    dealt the same way."""
+    from bemore.model.sensitivity import _longest_first, direction_pieces, piece_cost
+
+    for members in range(1, 7):
+        for directions in (1, 7, 8, 9, 16, 17, 19, 24, 33):
+            for threads in (1, 2, 3, 4):
+                plan = direction_pieces(members, directions, threads)
+                assert 1 <= len(plan) <= threads
+                covered = sorted(piece for calls in plan for piece in calls)
+                for b in range(members):
+                    ranges = [(lo, hi) for m, lo, hi in covered if m == b]
+                    assert ranges[0][0] == 0 and ranges[-1][1] == directions
+                    assert all(hi == next_lo for (_, hi), (next_lo, _) in
+                               itertools.pairwise(ranges))
+                    assert all(lo % 8 == 0 for lo, _ in ranges)
+                longest = max(sum(piece_cost(hi - lo) for _, lo, hi in calls) for calls in plan)
+                _, whole = _longest_first([(b, 0, directions) for b in range(members)], threads)
+                assert longest <= whole + 1e-9

@@ -134,3 +134,40 @@ def test_a_one_step_motion_runs_each_threads_lanes_in_one_call(real, start, kern
                                                       whole.free_qd[:, 1]}) == 5
     assert np.array_equal(whole.free_qd, np.concatenate([part.free_qd for part in parts]))
     assert np.array_equal(whole.free_q, np.concatenate([part.free_q for part in parts]))
+
+
+@pytest.mark.parametrize(("members", "calls"), [(5, [8]), (12, [12]), (2, [1, 1])])
+def test_a_small_batch_runs_in_whole_vectors_with_its_members_numbers(
+        real, motion, start, monkeypatch, members, calls):
+    """Below two vectors' worth of lanes a batch does not split a vector between two threads
+    (each would run its part as scalar code): 3–7 members run as one vector of 8 lanes on one
+    thread (the extra lanes copies of the first member, dropped), 8–15 on one thread, 2 lane by
+    lane on two. Every member's states, points, cost and validity are those it gets alone, bit
+    for bit (an invalid member included)."""
+    generated = importlib.import_module("bemore.model.generated")
+    lanes: list[int] = []
+    run_calls = engine.run_calls
+
+    def recording(kernel, arguments):
+        lanes.extend(call[generated.LANE_LO_ARG + 1] - call[generated.LANE_LO_ARG]
+                     for call in arguments)
+        run_calls(kernel, arguments)
+
+    monkeypatch.setattr(engine, "run_calls", recording)
+    q0, v0 = start
+    P = real.parameter_matrix([{}, {"bar.stiffness_x": 5000.0}, {"trunk.mass": -1.0},
+                               {"shoulder.damping_ap": 50000.0}, {"trunk.com": 0.25},
+                               {"bar.stiffness_y": 9000.0}] * 2)[:members]
+    points = simulate(real, P[:1], motion, q0, v0, outputs=("points",)).points[0]
+    measured = points[:, [0, 1, 2, 4, 5, 6, 7]] + 0.01
+    outputs = ("free_q", "free_qd", "points")
+    lanes.clear()
+    batch = simulate(real, P, motion, q0, v0, outputs=outputs, measured=measured, threads=2)
+    assert lanes == calls
+    alone = [simulate(real, P[b:b + 1], motion, q0, v0, outputs=outputs, measured=measured,
+                      threads=1) for b in range(members)]
+    assert batch.valid.tolist() == [b % 6 != 2 for b in range(members)]
+    for name in ("free_q", "free_qd", "points", "cost", "valid"):
+        expected = np.concatenate([getattr(one, name) for one in alone])
+        assert getattr(batch, name).shape == expected.shape
+        assert np.array_equal(getattr(batch, name), expected, equal_nan=True), name
