@@ -28,8 +28,8 @@ from bench.common import Measurement, byte_compiled, commit_tree, time_bemore
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
 PREVIOUS_COMMIT = "d78928a"
-"""main before the output folder's check before the work and the verdict told what the fit ran
-(session 14: no change meant to the identification's speed)."""
+"""main before a Jacobian's directions were cut between the engine threads and small batches ran
+in whole vectors (docs/speed.md, "identify: a Jacobian's directions on both cores, …")."""
 PAIRS = 7
 
 
