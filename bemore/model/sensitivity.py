@@ -647,13 +647,16 @@ def direction_pieces(members: int, directions: int, threads: int
     [[(0, 0, 17), (2, 8, 17)], [(1, 0, 17), (2, 0, 8)]]
     >>> direction_pieces(3, 17, 1)
     [[(0, 0, 17), (1, 0, 17), (2, 0, 17)]]
+    >>> direction_pieces(2, 0, 2)  # no directions: the members' own simulations
+    [[(0, 0, 0)], [(1, 0, 0)]]
     """
     from bemore.model.generated import LANE_ALIGN
 
-    threads = max(1, min(threads, members * -(-directions // LANE_ALIGN)))
+    passes = max(1, -(-directions // LANE_ALIGN))  # a member's vector passes (at least one)
+    threads = max(1, min(threads, members * passes))
     whole = [(b, 0, directions) for b in range(members)]
-    best_key, best = None, None
-    for parts in range(1, min(threads, -(-directions // LANE_ALIGN)) + 1):
+    best_key, best = None, []
+    for parts in range(1, min(threads, passes) + 1):
         for split in [0] if parts == 1 else range(1, members + 1):
             pieces = whole[:members - split] + [
                 piece for b in range(members - split, members)

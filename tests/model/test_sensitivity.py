@@ -314,7 +314,7 @@ def test_direction_pieces_run_every_direction_once() -> None:
     from bemore.model.sensitivity import _longest_first, direction_pieces, piece_cost
 
     for members in range(1, 7):
-        for directions in (1, 7, 8, 9, 16, 17, 19, 24, 33):
+        for directions in (0, 1, 7, 8, 9, 16, 17, 19, 24, 33):
             for threads in (1, 2, 3, 4):
                 plan = direction_pieces(members, directions, threads)
                 assert 1 <= len(plan) <= threads
