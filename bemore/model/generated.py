@@ -741,8 +741,9 @@ def run_call_lists(kernel, lists: list[list[tuple]]) -> None:
         for args in calls:
             kernel(*args)
 
-    if len(lists) == 1:
-        run(lists[0])
+    if len(lists) <= 1:  # no calls (an empty batch), or all on this thread
+        for calls in lists:
+            run(calls)
         return
     if _pool is None or _pool._max_workers < len(lists) - 1:
         _pool = ThreadPoolExecutor(max(len(lists) - 1, os.cpu_count() or 1))

@@ -171,3 +171,19 @@ def test_a_small_batch_runs_in_whole_vectors_with_its_members_numbers(
         expected = np.concatenate([getattr(one, name) for one in alone])
         assert getattr(batch, name).shape == expected.shape
         assert np.array_equal(getattr(batch, name), expected, equal_nan=True), name
+
+
+def test_an_empty_batch_gives_empty_results(real, motion, start):
+    """No members: empty arrays of the right shapes, no engine call (it raised IndexError)."""
+    from bemore.model.sensitivity import point_sensitivities
+
+    q0, v0 = start
+    P = real.parameter_matrix([{}])[:0]
+    frames = len(motion.t)
+    empty = simulate(real, P, motion, q0, v0, outputs=("points", "free_q"), threads=2)
+    assert empty.points.shape == (0, frames, len(real.point_names), 2)
+    assert empty.free_q.shape == (0, frames, real.n_free) and empty.valid.shape == (0,)
+    seeds = np.zeros((0, 3, real.n_free))
+    tangents = point_sensitivities(real, P, motion, q0, v0, np.zeros((0, 3, P.shape[1])),
+                                   seeds, seeds, threads=2)
+    assert tangents.derivatives.shape == (0, 3, frames, len(real.point_names), 2)
