@@ -20,8 +20,9 @@ import json
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -660,20 +661,22 @@ def lane_groups(n_lanes: int, threads: int) -> list[tuple[int, int]]:
 
 
 # A batch of fewer lanes than a vector but at least this many runs as one whole vector on one
-# thread, its extra lanes copies of a real one: on the sample's cost kernel (2 samples per step,
-# AMD EPYC Zen 4) 3 to 7 members then take the time of one (≈ 2 ms), against 2.6–4.3 ms and
-# 1.5–3× the CPU as scalar lanes split between two threads. Larger batches are not padded
-# (35 lanes padded to 40 measured 0.86×: their scalar remainder runs beside whole vectors).
+# thread, its extra lanes copies of a real one: the sample's members' points at 2 samples per
+# step (AMD EPYC Zen 4, docs/speed.md) took 2.58 ms for 3 members and 2.70 ms for 5 on one
+# thread, against 2.79 and 3.65 ms (1.6–2× the CPU) as scalar lanes split between two threads.
+# Larger batches are not padded (35 lanes padded to 40 measured 0.86×: their scalar remainder
+# runs beside whole vectors).
 PAD_FROM_LANES = 3
 
 
 def padded_lane_groups(n_lanes: int, threads: int) -> tuple[int, list[tuple[int, int]]]:
     """The lanes a batch of ``n_lanes`` runs with and their split among at most ``threads``
     threads. PAD_FROM_LANES to LANE_ALIGN − 1 lanes become one whole vector on one thread (the
-    caller fills the extra lanes with copies of a real one and drops their outputs); fewer run
-    one lane per thread; more are split by :func:`lane_groups` among at most one thread per
-    whole vector (a group of fewer lanes than a vector runs them all as scalar code: 8 lanes
-    split between two threads took 2.1× as long as on one).
+    caller fills the extra lanes with copies of a real one and drops their outputs); one or two
+    lanes are split by :func:`lane_groups` (a lane per thread, with two threads or more); more
+    are split by it among at most one thread per whole vector (a group of fewer lanes than a
+    vector runs them all as scalar code: 8 members' points at 2 samples per step took 4.33 ms
+    split between two threads, 2.64 ms on one; docs/speed.md).
 
     >>> padded_lane_groups(2, 2), padded_lane_groups(5, 2), padded_lane_groups(12, 2)
     ((2, [(0, 1), (1, 2)]), (8, [(0, 8)]), (12, [(0, 12)]))
@@ -714,21 +717,27 @@ def run_calls(kernel, calls: list[tuple]) -> None:
 
 
 _beside: ThreadPoolExecutor | None = None
+_BESIDE_THREAD = "engine-beside"
 
 
 def run_beside(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any, Any]:
-    """``first()`` on a thread of its own while ``second()`` runs on this one; both results
-    (an exception of either is raised here, after both ended). For two engine calls of one
-    request whose threads would otherwise wait for each other (the kernels release the GIL)."""
+    """``first()`` on a thread of its own while ``second()`` runs on this one; both results.
+    For two engine calls of one request whose threads would otherwise wait for each other (the
+    kernels release the GIL). An exception of ``second`` (a Ctrl-C included) is raised once
+    ``first`` has ended, whatever ``first`` did; else one of ``first`` is raised. Called from
+    ``first`` itself, both run here, one after the other."""
     global _beside
+    if threading.current_thread().name.startswith(_BESIDE_THREAD):
+        return first(), second()
     if _beside is None:
-        _beside = ThreadPoolExecutor(1)
+        _beside = ThreadPoolExecutor(1, thread_name_prefix=_BESIDE_THREAD)
     future = _beside.submit(first)
     try:
         second_result = second()
-    finally:
-        first_result = future.result()
-    return first_result, second_result
+    except BaseException:
+        wait([future])
+        raise
+    return future.result(), second_result
 
 
 def run_call_lists(kernel, lists: list[list[tuple]]) -> None:

@@ -30,6 +30,7 @@ import os
 import platform
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -473,11 +474,12 @@ def library_path(folder: Path, source: str, cc: str) -> Path:
 
 
 def build(c_source: str, cc: str, path: Path) -> None:
-    """Compile ``c_source`` into the shared library ``path`` (atomically: concurrent processes
-    may build the same library)."""
-    source_file = path.with_name(f"{path.stem}-tmp{os.getpid()}.c")
+    """Compile ``c_source`` into the shared library ``path`` (atomically: concurrent processes,
+    or threads of one, may build the same library)."""
+    own = f"{path.stem}-tmp{os.getpid()}-{threading.get_ident()}"
+    source_file = path.with_name(f"{own}.c")
     source_file.write_text(c_source)
-    output = path.with_name(f"{path.stem}-tmp{os.getpid()}.so")
+    output = path.with_name(f"{own}.so")
     try:
         try:
             done = subprocess.run([cc, *FLAGS, "-o", str(output), str(source_file), "-lm"],

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -158,24 +159,27 @@ class Simulation:
 
 _OUTPUTS = ("free_q", "free_qd", "efforts", "points")
 _table_cache: dict[tuple, tuple] = {}
+_table_lock = threading.Lock()
 
 
 def _cached(kind: str, model: Model, motion: DrivenMotion, substeps: int, build):
     """``build()`` memoised for the same shared motion object (an optimiser evaluates many
     populations on one trial; a DrivenMotion is treated as immutable). Per-member motions are
-    not cached: each call brings new ones and their tables are large."""
+    not cached: each call brings new ones and their tables are large. Threads may ask at once
+    (a polish's residuals run beside its Jacobian): one builds, the other waits for it."""
     if motion.members is not None:
         return build()
     key = (kind, id(model.tree), id(motion), id(motion.q), id(motion.qd), id(motion.qdd),
            substeps)
-    hit = _table_cache.get(key)
-    if hit is not None and hit[0] is motion and hit[1] is model.tree:
-        return hit[2]
-    result = build()
-    if len(_table_cache) >= 8:
-        _table_cache.pop(next(iter(_table_cache)))
-    _table_cache[key] = (motion, model.tree, result)
-    return result
+    with _table_lock:
+        hit = _table_cache.get(key)
+        if hit is not None and hit[0] is motion and hit[1] is model.tree:
+            return hit[2]
+        result = build()
+        if len(_table_cache) >= 8:
+            _table_cache.pop(next(iter(_table_cache)))
+        _table_cache[key] = (motion, model.tree, result)
+        return result
 
 
 def _check_motion(model: Model, motion: DrivenMotion, B: int) -> None:
@@ -410,6 +414,9 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     cost = np.zeros(lanes)
     alive = np.ones(lanes)
     alive[:B] = valid
+    # The kernel's outputs, each with whether it has a row per lane (else a placeholder).
+    per_lane = ((out_q, store_state), (out_v, store_state), (out_pts, store_points),
+                (out_eff, store_efforts), (cost, True), (alive, True))
     tri = nf * (nf + 1) // 2
     rows = max(2 * nf, 2 * n_points, nd)  # a frame's outputs, lane-minor
     h = motion.dt * samples_per_step / substeps
@@ -432,17 +439,13 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
         calls = []
         for lo, hi in groups:
             work = _lane_arrays(Vt[:, lo:hi], S[:, lo:hi], nf, tri, rows)
-            outputs = [a[lo:hi] if stored else a for a, stored in (
-                (out_q, store_state), (out_v, store_state), (out_pts, store_points),
-                (out_eff, store_efforts), (cost, True), (alive, True))]
+            outputs = [a[lo:hi] if stored else a for a, stored in per_lane]
             calls.append((*work, coefficients, D, h, substeps, samples_per_step, 0, hi - lo,
                           *after, *outputs))
         run_calls(kernel, calls)
     if lanes > B:
-        out_q, out_v, out_pts, out_eff = (a[:B] if stored else a for a, stored in (
-            (out_q, store_state), (out_v, store_state), (out_pts, store_points),
-            (out_eff, store_efforts)))
-        cost, alive = cost[:B], alive[:B]
+        out_q, out_v, out_pts, out_eff, cost, alive = (a[:B] if stored else a
+                                                       for a, stored in per_lane)
     ok = alive > 0.0
     result = Simulation(t=motion.t.copy(), free_names=model.free_coordinates,
                         driven_names=model.driven_coordinates, point_names=model.point_names,

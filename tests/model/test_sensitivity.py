@@ -295,7 +295,7 @@ def test_directions_cut_among_threads_give_the_numbers_of_one_call_per_member(
     one = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dv0, threads=1, states=states)
     two = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dv0, threads=2, states=states)
     # One thread: each member one call of its 17 directions; two: a member cut in 8 + 9.
-    assert plans == [[[17] * members], plans[1]]
+    assert len(plans) == 2 and plans[0] == [[17] * members]
     assert len(plans[1]) == 2
     assert sorted(n for calls in plans[1] for n in calls) == sorted([17] * (members - 1) + [8, 9])
     assert one.valid.all() and two.valid.all()
@@ -309,8 +309,9 @@ def test_directions_cut_among_threads_give_the_numbers_of_one_call_per_member(
 
 def test_direction_pieces_run_every_direction_once() -> None:
     """Every plan covers each member's directions exactly once, in ranges cut on whole vectors,
-    on at most the threads given, and its longest list is never costlier than whole members
-    dealt the same way."""
+    on at most the threads given; a lone member of more than one vector of directions is cut
+    when there are threads for it (a shorter longest list), and as many members as threads are
+    not (no work added)."""
     from bemore.model.sensitivity import _longest_first, direction_pieces, piece_cost
 
     for members in range(1, 7):
@@ -327,4 +328,7 @@ def test_direction_pieces_run_every_direction_once() -> None:
                     assert all(lo % 8 == 0 for lo, _ in ranges)
                 longest = max(sum(piece_cost(hi - lo) for _, lo, hi in calls) for calls in plan)
                 _, whole = _longest_first([(b, 0, directions) for b in range(members)], threads)
-                assert longest <= whole + 1e-9
+                if members == 1 < threads and directions > 8:
+                    assert longest < whole - 1e-9
+                if members == threads:
+                    assert plan == [[(b, 0, directions)] for b in range(members)]

@@ -187,3 +187,44 @@ def test_an_empty_batch_gives_empty_results(real, motion, start):
     tangents = point_sensitivities(real, P, motion, q0, v0, np.zeros((0, 3, P.shape[1])),
                                    seeds, seeds, threads=2)
     assert tangents.derivatives.shape == (0, 3, frames, len(real.point_names), 2)
+
+
+def test_run_beside_raises_the_callers_error_once_both_ended():
+    """``run_beside``: the caller's own error (a Ctrl-C would be one) wins over the other
+    thread's, and is raised only once that thread's work has ended; results come back in
+    order."""
+    from bemore.model.generated import run_beside
+
+    go, finished = threading.Event(), threading.Event()
+
+    def first():
+        go.wait(30.0)
+        finished.set()
+        raise ValueError("first")
+
+    def second():
+        go.set()
+        raise KeyError("second")
+
+    with pytest.raises(KeyError, match="second"):
+        run_beside(first, second)
+    assert finished.is_set()
+    with pytest.raises(ValueError, match="first"):
+        run_beside(first, lambda: 2)
+    assert run_beside(lambda: 1, lambda: 2) == (1, 2)
+
+
+def test_run_beside_called_from_its_own_thread_runs_both_there():
+    """A ``run_beside`` inside the first function (on the helper thread) runs both of its
+    functions on that thread instead of waiting for itself."""
+    from bemore.model.generated import run_beside
+
+    results, done = [], threading.Event()
+
+    def outer():
+        results.append(run_beside(lambda: run_beside(lambda: "a", lambda: "b"), lambda: "c"))
+        done.set()
+
+    threading.Thread(target=outer, daemon=True).start()
+    assert done.wait(30.0), "run_beside waited for itself"
+    assert results == [(("a", "b"), "c")]
