@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import signal
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.filesystem import immutable
 
 
 def pytest_configure(config) -> None:
@@ -37,30 +37,26 @@ def unwritable_folder(tmp_path: Path, monkeypatch) -> Iterator[Path]:
     checks that no file can be made there before handing it over."""
     folder = tmp_path / "unwritable"
     folder.mkdir()
-    chattr = shutil.which("chattr")
-    immutable = chattr is not None and subprocess.run(
-        [chattr, "+i", str(folder)], capture_output=True).returncode == 0
-    if not immutable and os.geteuid() != 0:
-        folder.chmod(0o500)
-    elif not immutable:
-        make = tempfile.mkstemp
+    with immutable(folder) as refused_by_chattr:
+        if not refused_by_chattr and os.geteuid() != 0:
+            folder.chmod(0o500)
+        elif not refused_by_chattr:
+            make = tempfile.mkstemp
 
-        def refused(*args, dir=None, **kwargs):
-            if dir is not None and Path(dir) == folder:
-                raise PermissionError(errno.EACCES, "Permission denied", str(folder))
-            return make(*args, dir=dir, **kwargs)
+            def refused(*args, dir=None, **kwargs):
+                if dir is not None and Path(dir) == folder:
+                    raise PermissionError(errno.EACCES, "Permission denied", str(folder))
+                return make(*args, dir=dir, **kwargs)
 
-        monkeypatch.setattr(tempfile, "mkstemp", refused)
-    try:
-        handle, probe = tempfile.mkstemp(dir=folder)
-    except OSError:
-        yield folder
-    else:
-        os.close(handle)
-        os.unlink(probe)
-        pytest.fail(f"{folder}: a file can be made here: the test has no unwritable folder")
-    finally:
-        if immutable:
-            subprocess.run([chattr, "-i", str(folder)], check=True)
+            monkeypatch.setattr(tempfile, "mkstemp", refused)
+        try:
+            handle, probe = tempfile.mkstemp(dir=folder)
+        except OSError:
+            yield folder
         else:
-            folder.chmod(0o700)
+            os.close(handle)
+            os.unlink(probe)
+            pytest.fail(f"{folder}: a file can be made here: the test has no unwritable folder")
+        finally:
+            if not refused_by_chattr:
+                folder.chmod(0o700)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import builtins
 import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ import pytest
 import bemore.paths
 from bemore.errors import DataError
 from bemore.paths import WRITE_PROBE_PREFIX, check_output_folder, output_folder
+from tests.filesystem import immutable
 
 
 def _tree(folder: Path) -> list[str]:
@@ -126,28 +125,24 @@ def read_only_file(tmp_path, monkeypatch):
     path = tmp_path / "out" / "athlete.json"
     path.parent.mkdir()
     path.write_text("{}")
-    chattr = shutil.which("chattr")
-    immutable = chattr is not None and subprocess.run(
-        [chattr, "+i", str(path)], capture_output=True).returncode == 0
-    if not immutable and os.geteuid() != 0:
-        path.chmod(0o444)
-    elif not immutable:
-        real_open = builtins.open
+    with immutable(path) as refused_by_chattr:
+        if not refused_by_chattr and os.geteuid() != 0:
+            path.chmod(0o444)
+        elif not refused_by_chattr:
+            real_open = builtins.open
 
-        def refusing_open(file, mode="r", *args, **kwargs):
-            if Path(file) == path and set(mode) & set("wa+x"):
-                raise PermissionError(13, "Permission denied", str(file))
-            return real_open(file, mode, *args, **kwargs)
+            def refusing_open(file, mode="r", *args, **kwargs):
+                if Path(file) == path and set(mode) & set("wa+x"):
+                    raise PermissionError(13, "Permission denied", str(file))
+                return real_open(file, mode, *args, **kwargs)
 
-        monkeypatch.setattr(bemore.paths, "open", refusing_open, raising=False)
-    opener = getattr(bemore.paths, "open", open)
-    with opener(path, "rb") as readable:
-        assert readable.read() == b"{}"
-    with pytest.raises(PermissionError):
-        opener(path, "r+b").close()
-    yield path
-    if immutable:
-        subprocess.run([chattr, "-i", str(path)], check=True)
+            monkeypatch.setattr(bemore.paths, "open", refusing_open, raising=False)
+        opener = getattr(bemore.paths, "open", open)
+        with opener(path, "rb") as readable:
+            assert readable.read() == b"{}"
+        with pytest.raises(PermissionError):
+            opener(path, "r+b").close()
+        yield path
 
 
 def test_an_existing_output_file_that_will_not_open_for_writing_is_refused(

@@ -8,7 +8,6 @@ import csv
 import errno
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from bemore.batch.item import ItemResult
 from bemore.batch.run import DONE, FAILED, SUMMARY, store
 from bemore.errors import DataError
 from bemore.paths import configs_dir, data_dir
+from tests.filesystem import immutable
 from tests.scale.helpers import SYNTHESIS
 
 # anna: a tiny search that fits this 0.6 s trim well; bea: 13 evaluations, no polish, a poor fit.
@@ -76,14 +76,9 @@ def _rows(out: Path) -> dict[str, dict[str, str]]:
     return {row["athlete"]: row for row in csv.DictReader((out / SUMMARY).open())}
 
 
-def _immutable(path: Path, monkeypatch) -> bool:
-    """Make ``path`` a file not even root may remove: ``chattr +i`` where the file system has
-    it (True: undo with ``chattr -i``); elsewhere (tmpfs, no chattr) its removal refused as
-    chattr's would be, EPERM, by patching ``Path.unlink`` for that path alone (False)."""
-    chattr = shutil.which("chattr")
-    if chattr is not None and subprocess.run([chattr, "+i", str(path)],
-                                             capture_output=True).returncode == 0:
-        return True
+def _refuse_removal(path: Path, monkeypatch) -> None:
+    """Refuse ``path``'s removal as ``chattr +i`` would, EPERM, by patching ``Path.unlink``
+    for that path alone (where the file system has no immutable flag: tmpfs, no chattr)."""
     unlink = Path.unlink
 
     def refused(self: Path, missing_ok: bool = False) -> None:
@@ -92,7 +87,6 @@ def _immutable(path: Path, monkeypatch) -> bool:
         unlink(self, missing_ok=missing_ok)
 
     monkeypatch.setattr(Path, "unlink", refused)
-    return False
 
 
 @pytest.mark.parametrize("where", ["a file in the place of her folder",
@@ -142,12 +136,10 @@ def test_an_immutable_athlete_json_fails_her_only_before_her_fit(tmp_path: Path,
     stuck.write_text("{}")
     (out / "bea" / "gesture").mkdir()
     (out / "bea" / "gesture" / "gesture.json").write_text("{}")  # the rest is cleared
-    chattr = _immutable(stuck, monkeypatch)
-    try:
+    with immutable(stuck) as refused_by_chattr:
+        if not refused_by_chattr:
+            _refuse_removal(stuck, monkeypatch)
         report = run_batch(load_manifest(manifest), out)
-    finally:
-        if chattr:
-            subprocess.run(["chattr", "-i", str(stuck)], check=True)
     assert started == ["anna"] and report.finished == ["anna"]
     message = f"{stuck}: cannot remove the previous run's file (Operation not permitted)"
     assert report.failed == {"bea": message}
