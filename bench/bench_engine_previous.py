@@ -27,7 +27,7 @@ import numpy as np
 from bench.bench_engine import _box_population, handstand_start
 from bench.common import Measurement, commit_tree
 
-PREVIOUS_COMMIT = "c196c46"
+PREVIOUS_COMMIT = "0879f2f"
 """main before the spills on 64-byte stack slots and the values computed where needed
 (issue 24)."""
 PAIRS = 15

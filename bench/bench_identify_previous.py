@@ -27,7 +27,7 @@ from bench.common import Measurement, byte_compiled, commit_tree, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
-PREVIOUS_COMMIT = "d78928a"
+PREVIOUS_COMMIT = "0879f2f"
 """main before a Jacobian's directions were cut between the engine threads and small batches ran
 in whole vectors (docs/speed.md, "identify: a Jacobian's directions on both cores, …")."""
 PAIRS = 7

@@ -320,8 +320,9 @@ def _simulate_reference(model: Model, V, valid, q0, v0, motion, substeps, meas, 
 
 
 def _coefficients(h: float) -> np.ndarray:
-    """Stage coefficients of the generated kernels' generic stage (4, 6): row s holds
-    A_T[s, j] then C_T[s, j] / h (1/s) for j < 3, exactly zero for j ≥ s."""
+    """Stage coefficients of the generated kernels' stages 1-3 (4, 6): row s holds
+    A_T[s, j] then C_T[s, j] / h (1/s) for j < 3; stage s reads those of j < s only (the others
+    are structurally zero, and left exactly zero here)."""
     out = np.zeros((4, 6))
     for s in range(1, 4):
         for j in range(s):
@@ -354,15 +355,12 @@ def _aligned_copy(a: np.ndarray) -> np.ndarray:
 def _lane_arrays(Vt: np.ndarray, S: np.ndarray, nf: int, tri: int, rows: int
                  ) -> list[np.ndarray]:
     """The kernel's per-lane arrays of the lanes of ``Vt`` (n_fields, lanes) and ``S``
-    (2·n_free, lanes), each on cache lines: the fields and the start state copied, the stage
-    increments U zero (the generic stage reads all three earlier ones, with zero coefficients
-    for the later ones, and 0 · NaN would kill a lane), the step start S0, M₀ with the Cholesky
-    factor of W (MX), the current increment UN and a frame's outputs R left for the kernel."""
+    (2·n_free, lanes), each on cache lines: the fields and the start state copied; the step
+    start S0, M₀ with the Cholesky factor of W (MX), the stage increments U (stage s writes
+    U[s] and reads only the U[j] of j < s) and a frame's outputs R left for the kernel."""
     lanes = Vt.shape[1]
-    U = _aligned_empty((4, 2 * nf, lanes))
-    U[...] = 0.0
     return [_aligned_copy(Vt), _aligned_copy(S), _aligned_empty((2 * nf, lanes)),
-            _aligned_empty((2 * tri + nf, lanes)), U, _aligned_empty((2 * nf, lanes)),
+            _aligned_empty((2 * tri + nf, lanes)), _aligned_empty((4, 2 * nf, lanes)),
             _aligned_empty((rows, lanes))]
 
 
