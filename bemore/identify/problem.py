@@ -317,6 +317,18 @@ class IdentificationProblem(Problem):
         self._defaults = model.parameter_matrix([self.body])[0]
         self._columns = [model.parameter_names.index(name) for name in space.names]
         self._point_index = [model.point_names.index(name) for name in cost_points]
+        # The exact Jacobian's kernel stores the engine's default cost points only (the kernel
+        # the warm-up builds), or every point when this problem's are not all among them; the
+        # positions of this problem's points in what it stores (None: exactly those, in order).
+        from bemore.model.sensitivity import program_selection
+
+        stored = program_selection(model)
+        if set(self._point_index) <= set(stored):
+            self._stored_points: tuple[int, ...] | None = stored
+            self._stored_index = (None if tuple(self._point_index) == stored else
+                                  [stored.index(i) for i in self._point_index])
+        else:
+            self._stored_points, self._stored_index = None, self._point_index
         # Samples per integrator step of the search's cost and of the polish's first stage
         # (None: the search's), as asked and as used on this trial's intervals (stepping).
         if coarse_samples_per_step is None:
@@ -620,10 +632,14 @@ class IdentificationProblem(Problem):
         N, d = X.shape
         (P, q0, qd0), (dP, dq0, dqd0) = prepared or self._members_and_start_derivatives(X)
         result = point_sensitivities(self.model, P, self.motion, q0, qd0, dP, dq0, dqd0,
-                                     states=self.has_forces, samples_per_step=samples_per_step)
-        difference = np.take(result.points, self._point_index, axis=2)
+                                     states=self.has_forces, samples_per_step=samples_per_step,
+                                     points=self._stored_points)
+        if self._stored_index is None:  # the kernel stored exactly this problem's points
+            difference, derivative = result.points, result.derivatives  # (N, d, F, 7, 2)
+        else:
+            difference = np.take(result.points, self._stored_index, axis=2)
+            derivative = np.take(result.derivatives, self._stored_index, axis=3)
         np.subtract(difference, self.measured, out=difference)
-        derivative = np.take(result.derivatives, self._point_index, axis=3)  # (N, d, F, 7, 2)
         unseen = np.isnan(self.measured)
         if unseen.any():
             difference[:, unseen] = 0.0

@@ -280,9 +280,11 @@ def _stage_code(tree: Tree) -> tuple[tuple, tuple, tuple]:
     return stage0, generic, final
 
 
-def _record_code(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> tuple[tuple, ...]:
-    """Lane code at a frame time: the points stored; the cost of the points ``cost_points``
-    (model point indices; ``meas``/``wts`` columns in that order); the driven efforts.
+def _record_code(tree: Tree, stored_points: tuple[int, ...], cost_points: tuple[int, ...]
+                 ) -> tuple[tuple, ...]:
+    """Lane code at a frame time: the points ``stored_points`` stored (model point indices, in
+    that order); the cost of the points ``cost_points`` (model point indices; ``meas``/``wts``
+    columns in that order); the driven efforts.
 
     The stored points and the cost are two blocks, each its own lane loop with no branch
     inside (a branch on ``store_points`` inside one loop kept LLVM from vectorising it)."""
@@ -292,7 +294,7 @@ def _record_code(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> tup
     pem = Emitter("p")
     plane = _Lane(tree, pem)
     points = _emit_points(plane, _emit_geometry(plane, q, driven_syms(tree, "f")),
-                          list(range(n_points)))
+                          list(stored_points))
     body = [*pem.lines]
     body += [f"R[{2 * i + axis}, b] = {Emitter.fmt(xy[axis])}"
              for i, xy in enumerate(points) for axis in (0, 1)]
@@ -490,18 +492,21 @@ def _record(asm: _Assembler, points, cost, efforts) -> list[str]:
     return out
 
 
-def generate_program(tree: Tree, n_points: int, cost_points: tuple[int, ...] = ()) -> Program:
+def generate_program(tree: Tree, n_points: int, cost_points: tuple[int, ...] = (),
+                     stored_points: tuple[int, ...] | None = None) -> Program:
     """Source of the kernels for ``tree`` (see module doc): ``integrate_shared`` and
     ``integrate_members`` and, storing the driven efforts too, ``integrate_shared_efforts`` and
     ``integrate_members_efforts``. numba compiles a function at its first call, so a caller
-    that never asks for efforts never compiles their code.
+    that never asks for efforts never compiles their code. The kernels store the points
+    ``stored_points`` (model point indices, in that order; None: all ``n_points``).
 
     A ROS34PW2 step is five lane loops (stage 0, stages 1, 2 and 3, the new state), each small
     enough for LLVM to vectorise; what a later stage needs (M₀, the factor of W, the stage
     increments) goes through per-lane arrays MX and U.
     """
     stages = _stage_code(tree)
-    points, cost, efforts = _record_code(tree, n_points, cost_points)
+    stored = tuple(range(n_points)) if stored_points is None else tuple(stored_points)
+    points, cost, efforts = _record_code(tree, stored, cost_points)
     stage0, generic, final = stages
     used = _names([line for lines, _, _ in (stage0, *generic, final, points, cost, efforts)
                    for line in lines])
@@ -523,19 +528,22 @@ _by_tree: dict[tuple, tuple[Tree, Program, dict]] = {}
 
 
 def kernel_for(tree: Tree, n_points: int, per_member: bool = False, efforts: bool = False,
-               cost_points: tuple[int, ...] = ()):
+               cost_points: tuple[int, ...] = (), stored_points: tuple[int, ...] | None = None):
     """(compiled kernel, its :class:`Program`) for ``tree`` (source cached on disk by hash):
     the per-member or shared-motion kernel, the one that also stores efforts or not; its cost
-    sums over the points ``cost_points`` (indices; a module per selection).
+    sums over the points ``cost_points`` (indices; a module per selection); it stores the
+    points ``stored_points`` (indices, in that order; None: all ``n_points``).
 
     The kernel is the C translation compiled by clang when a compiler is found
     (:mod:`bemore.model.native`), else numba's compilation of the Python source; each is
     built at its first use and cached on disk."""
     cost_points = tuple(int(i) for i in cost_points)
-    key = (id(tree), n_points, cost_points)
+    if stored_points is not None:
+        stored_points = tuple(int(i) for i in stored_points)
+    key = (id(tree), n_points, cost_points, stored_points)
     known = _by_tree.get(key)
     if known is None or known[0] is not tree:
-        known = (tree, _cached_program(tree, n_points, cost_points), {})
+        known = (tree, _cached_program(tree, n_points, cost_points, stored_points), {})
         _by_tree[key] = known
     program, kernels_built = known[1], known[2]
     name = ("integrate_members" if per_member else "integrate_shared") + (
@@ -571,10 +579,11 @@ def _build(source: str, name: str):
                          cc)
 
 
-def _tree_key(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> str:
+def _tree_key(tree: Tree, n_points: int, cost_points: tuple[int, ...],
+              stored_points: tuple[int, ...] | None = None) -> str:
     """Digest of everything the generated source depends on: the tree's arrays, the number of
-    points, and the generator's own code."""
-    digest = hashlib.sha1(f"{KERNEL_FORMAT} {n_points} {cost_points}".encode())
+    points, the points costed and stored, and the generator's own code."""
+    digest = hashlib.sha1(f"{KERNEL_FORMAT} {n_points} {cost_points} {stored_points}".encode())
     for value in (tree.frame_parent, tree.frame_kind, tree.frame_axis, tree.frame_free,
                   tree.frame_driven, tree.frame_at, tree.frame_angle, tree.body_frame,
                   tree.body_fields, tree.spring_fields, tree.point_frame, tree.point_fields,
@@ -587,16 +596,18 @@ def _tree_key(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _cached_program(tree: Tree, n_points: int, cost_points: tuple[int, ...]) -> Program:
+def _cached_program(tree: Tree, n_points: int, cost_points: tuple[int, ...],
+                    stored_points: tuple[int, ...] | None = None) -> Program:
     """:func:`generate_program`, memoised on disk (generation takes ~0.1 s of start-up)."""
-    path = native.cache_folder() / f"program_{_tree_key(tree, n_points, cost_points)}.json"
+    key = _tree_key(tree, n_points, cost_points, stored_points)
+    path = native.cache_folder() / f"program_{key}.json"
     try:
         data = json.loads(path.read_text())
         return Program(data["source"], tuple(map(tuple, data["slots"])),
                        tuple(map(tuple, data["member_slots"])))
     except (OSError, ValueError, KeyError):
         pass
-    program = generate_program(tree, n_points, cost_points)
+    program = generate_program(tree, n_points, cost_points, stored_points)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     try:
         tmp.write_text(json.dumps({"source": program.source, "slots": program.slots,

@@ -314,16 +314,20 @@ _kernels: dict[tuple, object] = {}
 
 
 def tangent_kernel(model, cost_points: tuple[int, ...], directions: int = DIRECTIONS,
-                   shared_primal: bool = False, states: bool = False):
+                   shared_primal: bool = False, states: bool = False,
+                   stored_points: tuple[int, ...] | None = None):
     """(compiled tangent kernel, its :class:`~bemore.model.generated.Program`) of the shared-motion
     engine kernel of ``model`` with ``directions`` seed directions per lane (``states``: also
-    the tangents of the stored free state, :data:`STATE_TANGENT_ARRAYS`); built once per
+    the tangents of the stored free state, :data:`STATE_TANGENT_ARRAYS`), storing the points
+    ``stored_points`` (indices, in that order; None: every point of the model); built once per
     machine (clang, cached on disk like the engine's kernels; numba without a compiler)."""
     from bemore.model import generated
 
     n_points = len(model.point_names)
-    _, program = generated.kernel_for(model.tree, n_points, False, False, cost_points)
-    key = (id(model.tree), n_points, cost_points, directions, shared_primal, states)
+    _, program = generated.kernel_for(model.tree, n_points, False, False, cost_points,
+                                      stored_points)
+    key = (id(model.tree), n_points, cost_points, directions, shared_primal, states,
+           stored_points)
     name = (f"sensitivity_{'primal' if shared_primal else 'lanes'}_{directions}"
             + ("_states" if states else ""))
     arrays = STATE_TANGENT_ARRAYS if states else TANGENT_ARRAYS
@@ -373,7 +377,8 @@ class _SharedRun(NamedTuple):
 
 
 def _shared_run(model, motion, directions: int, shared_primal: bool, states: bool = False,
-                samples_per_step: int = 1) -> _SharedRun:
+                samples_per_step: int = 1, stored_points: tuple[int, ...] | None = None
+                ) -> _SharedRun:
     """The tangent kernel of ``model`` for ``directions`` (``states``: with the free state's
     tangents) and the arrays its calls share, for one integrator step per ``samples_per_step``
     samples (1 or 2, as :func:`bemore.model.simulate.simulate`)."""
@@ -382,12 +387,13 @@ def _shared_run(model, motion, directions: int, shared_primal: bool, states: boo
 
     selection = program_selection(model)
     kernel, program = tangent_kernel(model, selection, directions, shared_primal=shared_primal,
-                                     states=states)
-    D = _cached(f"generated{samples_per_step}", model, motion, 1, lambda: driven_table(
+                                     states=states, stored_points=stored_points)
+    table = f"generated{samples_per_step} {program.slots}"  # as simulate's: shared with it
+    D = _cached(table, model, motion, 1, lambda: driven_table(
         model.tree, program.slots, motion.q, motion.qd, motion.qdd, motion.dt, 1,
         samples_per_step))
     nf = model.n_free
-    n_points = len(model.point_names)
+    n_points = len(model.point_names) if stored_points is None else len(stored_points)
     h = motion.dt * samples_per_step
     return _SharedRun(kernel, D, len(motion.t), n_points, h, _coefficients(h),
                       nf * (nf + 1) // 2, max(2 * nf, 2 * n_points, model.n_driven), selection,
@@ -397,7 +403,8 @@ def _shared_run(model, motion, directions: int, shared_primal: bool, states: boo
 def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
                         layout: str = "directions", directions: int = DIRECTIONS,
                         threads: int | None = None, max_abs: float = 1.0e3,
-                        states: bool = False, samples_per_step: int = 1) -> PointSensitivities:
+                        states: bool = False, samples_per_step: int = 1,
+                        points: tuple[int, ...] | None = None) -> PointSensitivities:
     """Simulated named points of every member and their exact derivatives along seed directions.
 
     ``P`` (B, n_parameters) SI; ``motion`` one shared DrivenMotion; ``free_q0``/``free_qd0``
@@ -415,7 +422,9 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
     lanes of members, each lane carrying ``directions`` of a member's directions (the member's
     simulation recomputed per lane). Both give the same numbers to rounding; the points are
     the engine's bit for bit in both. ``states``: also the free state at every frame and its
-    derivatives (the same kernel storing its state, :data:`STATE_TANGENT_ARRAYS`).
+    derivatives (the same kernel storing its state, :data:`STATE_TANGENT_ARRAYS`). ``points``:
+    the model's points to compute (indices, in that order; None: all of them): a kernel
+    storing fewer points writes less, and its caller takes no subset afterwards.
     """
     from bemore.model import generated
     from bemore.model.simulate import (
@@ -443,12 +452,17 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
         V = V.copy()
         V[~valid] = V[np.argmax(valid)] if valid.any() else model.tree.fields(
             model.parameter_matrix([{}]))[0]
+    if points is not None:
+        points = tuple(int(i) for i in points)
+        if not points or min(points) < 0 or max(points) >= len(model.point_names):
+            raise ModelError(f"sensitivities: points {list(points)} (indices of the model's "
+                             f"{len(model.point_names)} points)")
     if layout not in LAYOUTS:
         raise ModelError(f"sensitivities: layout {layout!r} (allowed: {', '.join(LAYOUTS)})")
     dV = field_tangents(model.tree, P, dP)
     if layout == "directions":
         return _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_abs,
-                              states, samples_per_step)
+                              states, samples_per_step, points)
     # Lanes: member b's directions in chunks of ``directions`` (the last chunk zero-padded).
     chunks = -(-K // directions)
     lanes = B * chunks
@@ -462,7 +476,7 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
         seeds_S[c::chunks, : hi - lo, :nf] = dq0[:, lo:hi]
         seeds_S[c::chunks, : hi - lo, nf:] = dqd0[:, lo:hi]
     run = _shared_run(model, motion, directions, shared_primal=False, states=states,
-                      samples_per_step=samples_per_step)
+                      samples_per_step=samples_per_step, stored_points=points)
     kernel, D, F, n_points, h, coefficients, tri, rows, selection, per_step = run
     out_pts = np.empty((lanes, F, n_points, 2))
     out_d = np.empty((lanes, directions, F, n_points, 2))
@@ -519,15 +533,17 @@ DIRECTIONS_LAYOUT_KERNEL = (1, True)
 def build_identification_kernels(model) -> None:
     """Compile and cache (once per machine, :func:`tangent_kernel`) the tangent kernels an
     identification's exact Jacobian runs (:func:`point_sensitivities`' default layout on the
-    engine's default cost points), without and with the free state's tangents (the latter: a
+    engine's default cost points, storing those points only), without and with the free
+    state's tangents (the latter: a
     trial with bar forces), so that a first run loads them (``python -m bemore.warmup``)."""
     for states in (False, True):
         tangent_kernel(model, program_selection(model), *DIRECTIONS_LAYOUT_KERNEL,
-                       states=states)
+                       states=states, stored_points=program_selection(model))
 
 
 def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_abs,
-                   states: bool = False, samples_per_step: int = 1) -> PointSensitivities:
+                   states: bool = False, samples_per_step: int = 1,
+                   stored_points: tuple[int, ...] | None = None) -> PointSensitivities:
     """:func:`point_sensitivities` in the "directions" layout: each kernel call runs one
     member's own simulation and a range of its directions as the lanes
     (:func:`direction_pieces` decides the ranges and which thread runs them)."""
@@ -535,7 +551,7 @@ def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_
 
     B, K, nf = dq0.shape
     run = _shared_run(model, motion, *DIRECTIONS_LAYOUT_KERNEL, states=states,
-                      samples_per_step=samples_per_step)
+                      samples_per_step=samples_per_step, stored_points=stored_points)
     kernel, D, F, n_points, h, coefficients, tri, rows, selection, per_step = run
     points = np.empty((B, F, n_points, 2))
     derivatives = np.empty((B, K, 1, F, n_points, 2))

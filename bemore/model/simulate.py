@@ -379,7 +379,8 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     kernel, program = kernel_for(model.tree, n_points, per_member, bool(flags[1]),
                                  tuple(selection))
     slots = program.member_slots if per_member else program.slots
-    D = _cached(f"generated{samples_per_step}", model, motion, substeps, lambda: driven_table(
+    table = f"generated{samples_per_step} {slots}"  # one table per layout of its slots
+    D = _cached(table, model, motion, substeps, lambda: driven_table(
         model.tree, slots, motion.q, motion.qd, motion.qdd, motion.dt, substeps,
         samples_per_step))
     if not valid.all():

@@ -19,6 +19,7 @@ import itertools
 import numpy as np
 import pytest
 
+from bemore.errors import ModelError
 from bemore.identify.space import ParameterSpace
 from bemore.model import simulate
 from bemore.model.profiles import clear_hip_circle_profile
@@ -232,9 +233,10 @@ def test_state_sensitivities_in_both_layouts(real) -> None:
 def test_the_warm_up_builds_the_kernels_the_exact_jacobian_runs(real) -> None:
     """After :func:`build_identification_kernels` (what ``python -m bemore.warmup`` runs), the
     exact Jacobian with and without the free state's tangents (a trial with and without bar
-    forces) finds its tangent kernel built: it adds none."""
+    forces; it stores the engine's default cost points only) finds its tangent kernel built:
+    it adds none."""
     from bemore.model import sensitivity
-    from bemore.model.sensitivity import build_identification_kernels
+    from bemore.model.sensitivity import build_identification_kernels, program_selection
 
     build_identification_kernels(real)
     built = set(sensitivity._kernels)
@@ -251,9 +253,38 @@ def test_the_warm_up_builds_the_kernels_the_exact_jacobian_runs(real) -> None:
     dq0[0, 1, 0] = 1.0
     for states in (False, True):
         result = point_sensitivities(real, P, motion, q0, v0, dP, dq0, np.zeros_like(dq0),
-                                     states=states)
+                                     states=states, points=program_selection(real))
         assert result.valid.all() and np.isfinite(result.derivatives).all()
     assert set(sensitivity._kernels) == built
+
+
+@pytest.mark.parametrize("layout", ["directions", "members"])
+def test_a_kernel_storing_some_points_gives_those_of_every_point_bit_for_bit(
+        real, layout: str) -> None:
+    """``points``: the kernel stores those points only, in the order asked (here not the
+    model's), and they and their derivatives are those of the kernel storing every point, bit
+    for bit; indices outside the model's points are one clear error."""
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    motion = clear_hip_circle_profile(0.2, 1000.0)
+    X = _box_points(space, 2, seed=3)
+    columns = [real.parameter_names.index(name) for name in space.names]
+    P = np.repeat(real.parameter_matrix([{}]), len(X), axis=0)
+    P[:, columns] = space.to_physical(X)
+    q0, v0 = handstand_start(real, P, motion, hand_rotation_rad=3.0)
+    dP = np.zeros((len(X), space.dim, P.shape[1]))
+    dP[:, np.arange(space.dim), columns] = space.width
+    dq0 = np.zeros((len(X), space.dim, real.n_free))
+    chosen = (7, 0, 4, 5)  # ankle, bar, neck, hip
+    every = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dq0, layout=layout)
+    some = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dq0, layout=layout,
+                               points=chosen)
+    assert every.points.shape[2] == len(real.point_names)
+    assert some.points.shape == (len(X), len(motion.t), len(chosen), 2)
+    assert some.valid.all() and np.abs(some.derivatives).max() > 0.0
+    assert np.array_equal(some.points, every.points[:, :, list(chosen)])
+    assert np.array_equal(some.derivatives, every.derivatives[..., list(chosen), :])
+    with pytest.raises(ModelError, match="points"):
+        point_sensitivities(real, P, motion, q0, v0, dP, dq0, dq0, points=(0, 99))
 
 
 @pytest.mark.parametrize(("members", "states"), [(1, True), (3, False)])

@@ -37,7 +37,7 @@ def _stage_blocks(function: str) -> list[str]:
     starts = [function.index(f"st = {s}\n") for s in (1, 2, 3)]
     end = function.index("for b_", function.index("\n", starts[2]))
     end = function.index("\n            for b_", end + 1)  # the new state's lane loop
-    return [function[a:b] for a, b in zip(starts, starts[1:] + [end], strict=True)]
+    return [function[a:b] for a, b in zip(starts, [*starts[1:], end], strict=True)]
 
 
 def _increments_read(block: str) -> set[int]:
