@@ -28,8 +28,9 @@ from bench.bench_engine import _box_population, handstand_start
 from bench.common import Measurement, commit_tree
 
 PREVIOUS_COMMIT = "0879f2f"
-"""main before the spills on 64-byte stack slots and the values computed where needed
-(issue 24)."""
+"""main before stages 1-3 lost their structurally zero terms (docs/speed.md, "identify: stages
+without their zero terms, …"; issue 24). Earlier: c196c46, before the spills on 64-byte stack
+slots and the values computed where needed."""
 PAIRS = 15
 
 # Run inside the previous tree: write the library of its shared-motion cost kernel for the

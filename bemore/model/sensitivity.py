@@ -388,8 +388,8 @@ def _shared_run(model, motion, directions: int, shared_primal: bool, states: boo
     selection = program_selection(model)
     kernel, program = tangent_kernel(model, selection, directions, shared_primal=shared_primal,
                                      states=states, stored_points=stored_points)
-    table = f"generated{samples_per_step} {program.slots}"  # as simulate's: shared with it
-    D = _cached(table, model, motion, 1, lambda: driven_table(
+    D = _cached(("generated", samples_per_step, program.slots), model, motion, 1,
+                lambda: driven_table(
         model.tree, program.slots, motion.q, motion.qd, motion.qdd, motion.dt, 1,
         samples_per_step))
     nf = model.n_free

@@ -15,10 +15,11 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -163,11 +164,12 @@ _table_cache: dict[tuple, tuple] = {}
 _table_lock = threading.Lock()
 
 
-def _cached(kind: str, model: Model, motion: DrivenMotion, substeps: int, build):
-    """``build()`` memoised for the same shared motion object (an optimiser evaluates many
-    populations on one trial; a DrivenMotion is treated as immutable). Per-member motions are
-    not cached: each call brings new ones and their tables are large. Threads may ask at once
-    (a polish's residuals run beside its Jacobian): one builds, the other waits for it."""
+def _cached(kind: Hashable, model: Model, motion: DrivenMotion, substeps: int, build):
+    """``build()`` memoised for the same shared motion object and ``kind`` (an optimiser
+    evaluates many populations on one trial; a DrivenMotion is treated as immutable).
+    Per-member motions are not cached: each call brings new ones and their tables are large.
+    Threads may ask at once (a polish's residuals run beside its Jacobian): one builds, the
+    other waits for it."""
     if motion.members is not None:
         return build()
     key = (kind, id(model.tree), id(motion), id(motion.q), id(motion.qd), id(motion.qdd),
@@ -320,6 +322,7 @@ def _simulate_reference(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     )
 
 
+@functools.lru_cache(maxsize=8)
 def _coefficients(h: float) -> np.ndarray:
     """Stage coefficients of the generated kernels' stages 1-3 (4, 6): row s holds
     A_T[s, j] then C_T[s, j] / h (1/s) for j < 3; stage s reads those of j < s only (the others
@@ -329,6 +332,7 @@ def _coefficients(h: float) -> np.ndarray:
         for j in range(s):
             out[s, j] = rosenbrock.A_T[s, j]
             out[s, 3 + j] = rosenbrock.C_T[s, j] / h
+    out.setflags(write=False)  # shared by every call with this step (memoised)
     return out
 
 
@@ -389,10 +393,10 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     kernel, program = kernel_for(model.tree, n_points, per_member, bool(flags[1]),
                                  tuple(selection))
     slots = program.member_slots if per_member else program.slots
-    table = f"generated{samples_per_step} {slots}"  # one table per layout of its slots
-    D = _cached(table, model, motion, substeps, lambda: driven_table(
-        model.tree, slots, motion.q, motion.qd, motion.qdd, motion.dt, substeps,
-        samples_per_step))
+    # One table per layout of its slots (a kernel storing other points may use other slots).
+    D = _cached(("generated", samples_per_step, slots), model, motion, substeps,
+                lambda: driven_table(model.tree, slots, motion.q, motion.qd, motion.qdd,
+                                     motion.dt, substeps, samples_per_step))
     if not valid.all():
         # Invalid members run on a valid member's fields, then are reported as NaN.
         V = V.copy()
