@@ -70,7 +70,28 @@ def previous_kernel(folder: Path):
     data = json.loads(done.stdout.strip().splitlines()[-1])
     program = Program(data["source"], tuple(map(tuple, data["slots"])),
                       tuple(map(tuple, data["member_slots"])))
-    return native.load(library, "integrate_shared"), program
+    return _adapted(native.load(library, "integrate_shared"), program.source), program
+
+
+def _adapted(kernel, source: str):
+    """``kernel`` (compiled from ``source``) callable with this checkout's kernel arguments: by
+    name, and a scratch array for a work array this checkout no longer passes (``UN``, the
+    generic stage's increment before stages 1-3 were written apart: shaped as ``S0``)."""
+    from bemore.model.generated import _ARGS
+
+    now = _ARGS.split(", ")
+    header = source[source.index("def integrate_shared(") + len("def integrate_shared("):]
+    then = header[:header.index(")")].split(", ")
+    if then == now:
+        return kernel
+
+    def call(*values):
+        named = dict(zip(now, values, strict=True))
+        if "UN" in then and "UN" not in named:
+            named["UN"] = np.empty_like(named["S0"])
+        kernel(*(named[name] for name in then))
+
+    return call
 
 
 def run(smoke: bool) -> list[Measurement]:
