@@ -42,6 +42,19 @@ def _box_points(space: ParameterSpace, count: int, seed: int) -> np.ndarray:
     return np.vstack([stiff, 1.0 - stiff, corners, interior])
 
 
+def _members_at_the_handstand(real, duration_s: float, count: int, seed: int):
+    """(space, motion, columns of the space's parameters, P, q0, q̇0) of ``count`` box points
+    (:func:`_box_points`) starting at the handstand of a clear hip circle ``duration_s`` long."""
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    motion = clear_hip_circle_profile(duration_s, 1000.0)
+    X = _box_points(space, count, seed=seed)
+    columns = [real.parameter_names.index(name) for name in space.names]
+    P = np.repeat(real.parameter_matrix([{}]), len(X), axis=0)
+    P[:, columns] = space.to_physical(X)
+    q0, v0 = handstand_start(real, P, motion, hand_rotation_rad=3.0)
+    return space, motion, columns, P, q0, v0
+
+
 def _central(model, P, motion, q0, v0, dP, dq0, dv0, h, samples_per_step=1):
     """Central differences (B, F, n_points, 2) along (dP, dq0, dv0) (B, ·) with steps h (B,)."""
     B = P.shape[0]
@@ -176,18 +189,12 @@ def test_state_sensitivities_in_both_layouts(real) -> None:
     """``states=True``: the free state is the engine's bit for bit, both layouts give the same
     derivatives, the points are unchanged, and the state's derivatives agree with
     Richardson-extrapolated central differences of the engine's free state."""
-    space = ParameterSpace.from_config(load_identification(), load_gymnast())
-    motion = clear_hip_circle_profile(0.3, 1000.0)
-    X = _box_points(space, 6, seed=5)
-    columns = [real.parameter_names.index(name) for name in space.names]
-    P = np.repeat(real.parameter_matrix([{}]), len(X), axis=0)
-    P[:, columns] = space.to_physical(X)
-    q0, v0 = handstand_start(real, P, motion, hand_rotation_rad=3.0)
+    space, motion, columns, P, q0, v0 = _members_at_the_handstand(real, 0.3, 6, seed=5)
     v0[:, 1] = 0.03  # a bar start velocity (m/s): its tangent is a state seed too
     d = space.dim + 1
-    dP = np.zeros((len(X), d, P.shape[1]))
+    dP = np.zeros((len(P), d, P.shape[1]))
     dP[:, np.arange(space.dim), columns] = space.width
-    dq0 = np.zeros((len(X), d, real.n_free))
+    dq0 = np.zeros((len(P), d, real.n_free))
     dv0 = np.zeros_like(dq0)
     dv0[:, space.dim, 1] = 1.0
     plain = simulate(real, P, motion, q0, v0, outputs=("points", "free_q", "free_qd"))
@@ -213,7 +220,7 @@ def test_state_sensitivities_in_both_layouts(real) -> None:
                            np.vstack([q0 + h * dq0[:, k], q0 - h * dq0[:, k]]),
                            np.vstack([v0 + h * dv0[:, k], v0 - h * dv0[:, k]]),
                            outputs=("free_q", "free_qd"))
-            n = len(X)
+            n = len(P)
             return tuple((s[:n] - s[n:]) / (2.0 * h) for s in (sim.free_q, sim.free_qd))
         for index, exact in enumerate((a.d_free_q[:, k], a.d_free_qd[:, k])):
             # Richardson from h, h/2, h/4; per direction the step whose estimate moves least.
@@ -264,22 +271,16 @@ def test_a_kernel_storing_some_points_gives_those_of_every_point_bit_for_bit(
     """``points``: the kernel stores those points only, in the order asked (here not the
     model's), and they and their derivatives are those of the kernel storing every point, bit
     for bit; indices outside the model's points are one clear error."""
-    space = ParameterSpace.from_config(load_identification(), load_gymnast())
-    motion = clear_hip_circle_profile(0.2, 1000.0)
-    X = _box_points(space, 2, seed=3)
-    columns = [real.parameter_names.index(name) for name in space.names]
-    P = np.repeat(real.parameter_matrix([{}]), len(X), axis=0)
-    P[:, columns] = space.to_physical(X)
-    q0, v0 = handstand_start(real, P, motion, hand_rotation_rad=3.0)
-    dP = np.zeros((len(X), space.dim, P.shape[1]))
+    space, motion, columns, P, q0, v0 = _members_at_the_handstand(real, 0.2, 2, seed=3)
+    dP = np.zeros((len(P), space.dim, P.shape[1]))
     dP[:, np.arange(space.dim), columns] = space.width
-    dq0 = np.zeros((len(X), space.dim, real.n_free))
+    dq0 = np.zeros((len(P), space.dim, real.n_free))
     chosen = (7, 0, 4, 5)  # ankle, bar, neck, hip
     every = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dq0, layout=layout)
     some = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dq0, layout=layout,
                                points=chosen)
     assert every.points.shape[2] == len(real.point_names)
-    assert some.points.shape == (len(X), len(motion.t), len(chosen), 2)
+    assert some.points.shape == (len(P), len(motion.t), len(chosen), 2)
     assert some.valid.all() and np.abs(some.derivatives).max() > 0.0
     assert np.array_equal(some.points, every.points[:, :, list(chosen)])
     assert np.array_equal(some.derivatives, every.derivatives[..., list(chosen), :])
