@@ -49,7 +49,10 @@ def identify_phases(tree: Path | None, out: Path, options: list[str]) -> dict[st
 
 
 def alternated(pairs: int, options: list[str]) -> tuple[dict[str, list[dict[str, float]]], str]:
-    """``pairs`` measured pairs (after one unmeasured), previous commit first in each."""
+    """``pairs`` measured pairs (after one unmeasured), the previous commit first in every other
+    pair: on the 2-core VM the second run of a pair can be slower by several percent (its
+    search 0.9× in four runs of previous-first pairs, with a kernel 1.07× faster in one
+    process), so a fixed order would bias every phase."""
     samples: dict[str, list[dict[str, float]]] = {"previous": [], "now": []}
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
@@ -57,7 +60,8 @@ def alternated(pairs: int, options: list[str]) -> tuple[dict[str, list[dict[str,
         byte_compiled(REPOSITORY)  # both trees as installed: bytecode compiled once
         shutil.copyfile(REPOSITORY / "bemore" / "phases.py", tree / "bemore" / "phases.py")
         for pair in range(pairs + 1):
-            for name, source in (("previous", tree), ("now", None)):
+            order = (("previous", tree), ("now", None))
+            for name, source in (order if pair % 2 == 0 else order[::-1]):
                 sample = identify_phases(source, folder / name, options)
                 if pair:
                     samples[name].append(sample)
