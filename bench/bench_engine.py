@@ -171,8 +171,8 @@ def fma_kernel(lanes: int):
 
 def flop_per_step(source: str, name: str = "integrate_shared") -> int:
     """Floating-point operations per member and integrator step of the cost path
-    (``joint_centre_cost``, one sample per step: stages 0 to 3, the new state, the cost of one
-    frame), counted in the generated kernel ``name`` of ``source``:
+    (``joint_centre_cost``, one sample per step: stage 0, the generic stage three times, the new
+    state, the cost of one frame), counted in the generated kernel ``name`` of ``source``:
     every +, −, ×, ÷ of a lane loop's statements (subscripts aside) is one flop, a fused
     multiply-add two; negations, comparisons, floor and abs are not counted, nor the driven
     values computed once per step for all lanes."""
@@ -195,6 +195,8 @@ def flop_per_step(source: str, name: str = "integrate_shared") -> int:
                 text = ast.unparse(s.iter)
                 if text.startswith("range(lo, hi)"):
                     total += weight * sum(flops(x) for x in s.body)
+                elif text == "range(1, 4)":  # the generic stage, for stages 1-3
+                    total += walk(s.body, 3 * weight)
                 else:  # the step loop, and the frames of a step (one, at 1 sample per step)
                     total += walk(s.body, weight)
             elif isinstance(s, ast.If):

@@ -28,9 +28,10 @@ from bench.bench_engine import _box_population, handstand_start
 from bench.common import Measurement, commit_tree
 
 PREVIOUS_COMMIT = "0879f2f"
-"""main before stages 1-3 lost their structurally zero terms (docs/speed.md, "identify: stages
-without their zero terms, …"; issue 24). Earlier: c196c46, before the spills on 64-byte stack
-slots and the values computed where needed."""
+"""main before the exact Jacobian's kernel stored the cost points only and a kernel call's work
+arrays came from one allocation (docs/speed.md, "identify: the Jacobian's seven points, …"; issue
+24). Earlier: c196c46, before the spills on 64-byte stack slots and the values computed where
+needed."""
 PAIRS = 15
 
 # Run inside the previous tree: write the library of its shared-motion cost kernel for the
@@ -70,28 +71,7 @@ def previous_kernel(folder: Path):
     data = json.loads(done.stdout.strip().splitlines()[-1])
     program = Program(data["source"], tuple(map(tuple, data["slots"])),
                       tuple(map(tuple, data["member_slots"])))
-    return _adapted(native.load(library, "integrate_shared"), program.source), program
-
-
-def _adapted(kernel, source: str):
-    """``kernel`` (compiled from ``source``) callable with this checkout's kernel arguments: by
-    name, and a scratch array for a work array this checkout no longer passes (``UN``, the
-    generic stage's increment before stages 1-3 were written apart: shaped as ``S0``)."""
-    from bemore.model.generated import _ARGS
-
-    now = _ARGS.split(", ")
-    header = source[source.index("def integrate_shared(") + len("def integrate_shared("):]
-    then = header[:header.index(")")].split(", ")
-    if then == now:
-        return kernel
-
-    def call(*values):
-        named = dict(zip(now, values, strict=True))
-        if "UN" in then and "UN" not in named:
-            named["UN"] = np.empty_like(named["S0"])
-        kernel(*(named[name] for name in then))
-
-    return call
+    return native.load(library, "integrate_shared"), program
 
 
 def run(smoke: bool) -> list[Measurement]:

@@ -28,10 +28,9 @@ from bench.common import Measurement, byte_compiled, commit_tree, time_bemore
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
 PREVIOUS_COMMIT = "0879f2f"
-"""main before stages 1-3 lost their structurally zero terms, the Jacobian's kernel stored the
-cost points only and a call's work arrays came from one allocation (docs/speed.md, "identify:
-stages without their zero terms, …"). Earlier: d78928a, before a Jacobian's directions were cut
-between the engine threads."""
+"""main before the exact Jacobian's kernel stored the cost points only and a kernel call's work
+arrays came from one allocation (docs/speed.md, "identify: the Jacobian's seven points, …").
+Earlier: d78928a, before a Jacobian's directions were cut between the engine threads."""
 PAIRS = 7
 
 

@@ -44,12 +44,12 @@ from bemore.model.codegen import (
 from bemore.model.tree import REVOLUTE, Tree
 
 # Bump when the generated code or the LLVM options change, so cached machine code is rebuilt.
-KERNEL_FORMAT = 10
+KERNEL_FORMAT = 9
 _DRIVEN_NAME = re.compile(r"^(cd|sd|qd|vd|ad)([fg0-3])_(\d+)$")
 # The kernels' arguments in order, each with its kind (scalar type, or rank of a float64
 # array; D is (steps, rows, slots) for one shared motion, with a last axis of members
 # otherwise): the Python signature, and what the C backend needs.
-_KINDS = {"Vt": 2, "S": 2, "S0": 2, "MX": 2, "U": 3, "R": 2, "CO": 2, "D": 3,
+_KINDS = {"Vt": 2, "S": 2, "S0": 2, "MX": 2, "U": 3, "UN": 2, "R": 2, "CO": 2, "D": 3,
           "h": "float", "n_sub": "int", "spp": "int", "lane_lo": "int", "lane_hi": "int",
           "meas": 3, "wts": 2, "store_state": "int", "store_points": "int", "do_cost": "int",
           "max_abs": "float", "out_q": 3, "out_v": 3, "out_pts": 4, "out_eff": 3, "cost": 1,
@@ -198,13 +198,12 @@ class Program:
 
 def _stage_code(tree: Tree) -> tuple[tuple, tuple, tuple]:
     """ROS34PW2 as straight-line lane code (lines, fields used, shared names): stage 0 (which
-    also factors W), stages 1, 2 and 3 (a tuple of three), and the final combination.
+    also factors W), one generic stage run for stages 1-3, and the final combination.
 
-    Stage s reads its coefficients from names set before its lane loop (``cfa{j}`` =
-    A_T[s, j], ``cfc{j}`` = C_T[s, j] / h) for j < s only: the method's coefficients of
-    j ≥ s are structurally zero, and one stage code run three times with them as run-time
-    zeros carried 120 of a step's 3 464 flop and their loads for nothing. It stores its
-    increment to ``U[s, ·, b]``.
+    The generic stage reads its coefficients from names set by the stage loop (``cfa{j}`` =
+    A_T[s, j], ``cfc{j}`` = C_T[s, j] / h, zero for j ≥ s) and stores its increment to
+    ``U[st, ·, b]``: one copy of the stage code instead of three (compile time is roughly
+    proportional to the code size; the zero terms cost a few % of a stage's flops).
     """
     nf = tree.n_free
     q = [f"q{i}" for i in range(nf)]
@@ -238,35 +237,29 @@ def _stage_code(tree: Tree) -> tuple[tuple, tuple, tuple]:
     stores += [f"U[0, {i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(uq + uv)]
     stage0 = (_live(em.lines + stores), lane.used_fields, em.shared_names())
 
-    # Stages 1-3: Y = y + Σ_{j<s} a_sj U_j; M(Y) acc = rhs(Y); M0 (acc + Σ c_sj U^v_j) … solved
-    # by W. One copy per stage, with only its j < s terms (the method's coefficients for j ≥ s
-    # are structurally zero).
-    generics = []
-    for s in (1, 2, 3):
-        em = Emitter(f"s{s}_")
-        lane = _Lane(tree, em)
-        Kf, _ = springs(lane)
-        Uq = [[f"U{j}_{i}" for i in range(nf)] for j in range(s)]
-        Uv = [[f"U{j}_{nf + i}" for i in range(nf)] for j in range(s)]
-        Yq = [em.sum([q[i]] + [em.mul(f"cfa{j}", Uq[j][i]) for j in range(s)])
+    # Stages 1-3: Y = y + Σ_j a_sj U_j; M(Y) acc = rhs(Y); M0 (acc + Σ c_sj U^v_j) … solved by W.
+    em = Emitter("sg_")
+    lane = _Lane(tree, em)
+    Kf, _ = springs(lane)
+    Uq = [[f"U{j}_{i}" for i in range(nf)] for j in range(3)]
+    Uv = [[f"U{j}_{nf + i}" for i in range(nf)] for j in range(3)]
+    Yq = [em.sum([q[i]] + [em.mul(f"cfa{j}", Uq[j][i]) for j in range(3)]) for i in range(nf)]
+    Yv = [em.sum([v[i]] + [em.mul(f"cfa{j}", Uv[j][i]) for j in range(3)]) for i in range(nf)]
+    M, rhs = _emit_dynamics(lane, Yq, Yv, driven_syms(tree, "g"))
+    acc = _emit_solve(em, _emit_cholesky(em, M, nf), rhs, nf)
+    rq = [em.sum([Yv[i]] + [em.mul(f"cfc{j}", Uq[j][i]) for j in range(3)]) for i in range(nf)]
+    accv = [em.sum([acc[i]] + [em.mul(f"cfc{j}", Uv[j][i]) for j in range(3)])
+            for i in range(nf)]
+    M0accv = [em.dot([(M0[(max(i, j), min(i, j))], accv[j]) for j in range(nf)])
               for i in range(nf)]
-        Yv = [em.sum([v[i]] + [em.mul(f"cfa{j}", Uv[j][i]) for j in range(s)])
-              for i in range(nf)]
-        M, rhs = _emit_dynamics(lane, Yq, Yv, driven_syms(tree, "g"))
-        acc = _emit_solve(em, _emit_cholesky(em, M, nf), rhs, nf)
-        rq = [em.sum([Yv[i]] + [em.mul(f"cfc{j}", Uq[j][i]) for j in range(s)])
-              for i in range(nf)]
-        accv = [em.sum([acc[i]] + [em.mul(f"cfc{j}", Uv[j][i]) for j in range(s)])
-                for i in range(nf)]
-        M0accv = [em.dot([(M0[(max(i, j), min(i, j))], accv[j]) for j in range(nf)])
-                  for i in range(nf)]
-        b = [em.sub(em.mul("hg", M0accv[i]), em.mul("hg2", em.mul(Kf[i], rq[i])))
-             for i in range(nf)]
-        uv = _emit_solve(em, L_W, b, nf)
-        uq = [em.mul("hg", em.add(rq[i], uv[i])) for i in range(nf)]
-        stores = [f"U[{s}, {i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(uq + uv)]
-        generics.append((_live(em.lines + stores), lane.used_fields, em.shared_names()))
-    generic = tuple(generics)
+    b = [em.sub(em.mul("hg", M0accv[i]), em.mul("hg2", em.mul(Kf[i], rq[i])))
+         for i in range(nf)]
+    uv = _emit_solve(em, L_W, b, nf)
+    uq = [em.mul("hg", em.add(rq[i], uv[i])) for i in range(nf)]
+    # To UN, not U[st]: a store to U at a run-time row next to reads of U kept LLVM from
+    # vectorising the loop ("unsafe indirect dependence"); the caller copies UN to U[st].
+    stores = [f"UN[{i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(uq + uv)]
+    generic = (_live(em.lines + stores), lane.used_fields, em.shared_names())
 
     # New state y + Σ m_j U_j; a lane whose state leaves ±max_abs (or is NaN) dies.
     em = Emitter("sf_")
@@ -337,7 +330,7 @@ class _Assembler:
             if match is None:
                 continue
             tag, kind, k = match[2], match[1], int(match[3])
-            # rf: the table row of the frame time; st: of the stage (1-3) being written
+            # rf: the table row of the frame time; st: of the generic stage (1-3)
             stage = {"f": "rf", "g": "st"}.get(tag, tag)
             if lane and kind in ("cd", "sd"):
                 # Per member: the table holds the angle; its sine and cosine are computed in
@@ -443,11 +436,12 @@ def _function(name: str, asm: _Assembler, stages, record) -> list[str]:
     out += [f"            S0[{i}, b] = S[{i}, b]" for i in range(2 * nf)]
     out += ["        if n < n_steps:"]
     out += _indent(asm.block(*stage0), 3)
-    for s, code in enumerate(generic, start=1):
-        out += [f"            st = {s}"]
-        out += [f"            cfa{j} = CO[{s}, {j}]" for j in range(s)]
-        out += [f"            cfc{j} = CO[{s}, {3 + j}]" for j in range(s)]
-        out += _indent(asm.block(*code), 3)
+    out += ["            for st in range(1, 4):"]
+    out += [f"                cfa{j} = CO[st, {j}]" for j in range(3)]
+    out += [f"                cfc{j} = CO[st, {3 + j}]" for j in range(3)]
+    out += _indent(asm.block(*generic), 4)
+    out += ["                for b in range(lo, hi):"]
+    out += [f"                    U[st, {i}, b] = UN[{i}, b]" for i in range(2 * nf)]
     out += _indent(asm.block(*final), 3)
     # Frames of this step: its start (driven row 0) and, with several samples per step, the
     # samples inside it (driven rows 4…).
@@ -500,16 +494,14 @@ def generate_program(tree: Tree, n_points: int, cost_points: tuple[int, ...] = (
     that never asks for efforts never compiles their code. The kernels store the points
     ``stored_points`` (model point indices, in that order; None: all ``n_points``).
 
-    A ROS34PW2 step is five lane loops (stage 0, stages 1, 2 and 3, the new state), each small
-    enough for LLVM to vectorise; what a later stage needs (M₀, the factor of W, the stage
-    increments) goes through per-lane arrays MX and U.
+    A ROS34PW2 step is three lane loops (stage 0, the generic stage run for stages 1-3, the new
+    state), each small enough for LLVM to vectorise; what a later stage needs (M₀, the factor
+    of W, the stage increments) goes through per-lane arrays MX and U.
     """
     stages = _stage_code(tree)
     stored = tuple(range(n_points)) if stored_points is None else tuple(stored_points)
     points, cost, efforts = _record_code(tree, stored, cost_points)
-    stage0, generic, final = stages
-    used = _names([line for lines, _, _ in (stage0, *generic, final, points, cost, efforts)
-                   for line in lines])
+    used = _names([line for lines, _, _ in (*stages, points, cost, efforts) for line in lines])
     keys = {(m[1], int(m[3])) for m in map(_DRIVEN_NAME.match, used) if m}
     slots = tuple(sorted(keys))
     member_slots = tuple(sorted({("an", k) if kind in ("cd", "sd") else (kind, k)

@@ -32,7 +32,7 @@ from bemore.errors import ModelError
 
 # Arrays whose tangents the kernel carries, and the axis of their direction index: the lane
 # arrays (lanes last) get it first; the member-major point output gets it after the member.
-TANGENT_ARRAYS = {"Vt": 0, "S": 0, "S0": 0, "MX": 0, "U": 0, "R": 0, "out_pts": 1}
+TANGENT_ARRAYS = {"Vt": 0, "S": 0, "S0": 0, "MX": 0, "U": 0, "UN": 0, "R": 0, "out_pts": 1}
 # With the free state stored as well (the bar-force residuals of an identification need it).
 STATE_TANGENT_ARRAYS = {**TANGENT_ARRAYS, "out_q": 1, "out_v": 1}
 _SUFFIX = "_d"
@@ -494,11 +494,13 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
         n = hi - lo
         S = np.ascontiguousarray(np.concatenate([q0[member[lo:hi]].T, v0[member[lo:hi]].T]))
         work = (np.ascontiguousarray(V[member[lo:hi]].T), S, np.empty((2 * nf, n)),
-                np.empty((2 * tri + nf, n)), np.empty((4, 2 * nf, n)), np.empty((rows, n)))
+                np.empty((2 * tri + nf, n)), np.zeros((4, 2 * nf, n)), np.empty((2 * nf, n)),
+                np.empty((rows, n)))
         tangents = (np.ascontiguousarray(seeds_V[lo:hi].transpose(1, 2, 0)),
                     np.ascontiguousarray(seeds_S[lo:hi].transpose(1, 2, 0)),
                     np.empty((directions, 2 * nf, n)), np.empty((directions, 2 * tri + nf, n)),
-                    np.empty((directions, 4, 2 * nf, n)), np.empty((directions, rows, n)))
+                    np.zeros((directions, 4, 2 * nf, n)), np.empty((directions, 2 * nf, n)),
+                    np.empty((directions, rows, n)))
         stored = ((out_q[lo:hi], out_v[lo:hi]) if states else (unused, unused))
         calls.append((*work, coefficients, D, h, 1, per_step, 0, n, *after, *stored,
                       out_pts[lo:hi], unused, cost[lo:hi], alive[lo:hi], *tangents,
@@ -574,12 +576,14 @@ def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_
         # values into arrays of its own.
         S = np.concatenate([q0[b], v0[b]])[:, None].copy()
         work = (np.ascontiguousarray(V[b][:, None]), S, np.empty((2 * nf, 1)),
-                np.empty((2 * tri + nf, 1)), np.empty((4, 2 * nf, 1)), np.empty((rows, 1)))
+                np.empty((2 * tri + nf, 1)), np.zeros((4, 2 * nf, 1)), np.empty((2 * nf, 1)),
+                np.empty((rows, 1)))
         n = hi - lo
         tangents = (np.ascontiguousarray(dV[b, lo:hi].T[None]),
                     np.ascontiguousarray(seeds_S[b, lo:hi].T[None]),
                     np.empty((1, 2 * nf, n)), np.empty((1, 2 * tri + nf, n)),
-                    np.empty((1, 4, 2 * nf, n)), np.empty((1, rows, n)))
+                    np.zeros((1, 4, 2 * nf, n)), np.empty((1, 2 * nf, n)),
+                    np.empty((1, rows, n)))
         first = lo == 0
         member = slice(b, b + 1)
         stored = ((out_q[member], out_v[member]) if first else
@@ -792,8 +796,8 @@ def motion_sensitivities(model, P, motion, dq, dqd, dqdd, free_q0, free_qd0,
     h = motion.dt / substeps
     Vt = np.ascontiguousarray(V.T)
     S = np.ascontiguousarray(np.concatenate([q0.T, v0.T]))
-    work = (Vt, S, np.empty((2 * nf, B)), np.empty((2 * tri + nf, B)), np.empty((4, 2 * nf, B)),
-            np.empty((rows, B)))
+    work = (Vt, S, np.empty((2 * nf, B)), np.empty((2 * tri + nf, B)), np.zeros((4, 2 * nf, B)),
+            np.empty((2 * nf, B)), np.empty((rows, B)))
     out_q, out_v = np.empty((B, F, nf)), np.empty((B, F, nf))
     out_eff = np.empty((B, F, nd))
     d_q, d_v = np.empty((B, K, F, nf)), np.empty((B, K, F, nf))
@@ -806,8 +810,9 @@ def motion_sensitivities(model, P, motion, dq, dqd, dqdd, free_q0, free_qd0,
     after = (np.zeros((1, selected, 2)), np.zeros((1, selected)), 1, 0, 0, max_abs,
              out_q, out_v, unused, out_eff, cost, alive)
     tangents = (np.zeros((K, *Vt.shape)), np.zeros((K, *S.shape)), np.empty((K, 2 * nf, B)),
-                np.empty((K, 2 * tri + nf, B)), np.empty((K, 4, 2 * nf, B)),
-                np.empty((K, rows, B)), unused_d, dD, d_q, d_v, d_eff)
+                np.empty((K, 2 * tri + nf, B)), np.zeros((K, 4, 2 * nf, B)),
+                np.empty((K, 2 * nf, B)), np.empty((K, rows, B)), unused_d, dD, d_q, d_v,
+                d_eff)
     run_threads(kernel, B, threads or engine_threads(),
                 (*work, _coefficients(h), D, h, substeps, 1), (*after, *tangents))
     ok = alive > 0.0

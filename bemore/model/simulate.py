@@ -324,9 +324,8 @@ def _simulate_reference(model: Model, V, valid, q0, v0, motion, substeps, meas, 
 
 @functools.lru_cache(maxsize=8)
 def _coefficients(h: float) -> np.ndarray:
-    """Stage coefficients of the generated kernels' stages 1-3 (4, 6): row s holds
-    A_T[s, j] then C_T[s, j] / h (1/s) for j < 3; stage s reads those of j < s only (the others
-    are structurally zero, and left exactly zero here)."""
+    """Stage coefficients of the generated kernels' generic stage (4, 6): row s holds
+    A_T[s, j] then C_T[s, j] / h (1/s) for j < 3, exactly zero for j ≥ s."""
     out = np.zeros((4, 6))
     for s in range(1, 4):
         for j in range(s):
@@ -343,7 +342,7 @@ def _aligned_arrays(shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
     """Uninitialised C-contiguous arrays of ``shapes``, each starting on a cache line (numpy
     aligns to 16 bytes only), carved from one allocation: with a lane count that is a multiple
     of 8, every row of a (rows, lanes) array then starts on a cache line, and no 8-lane vector
-    load or store of the kernel straddles two lines. One allocation for a kernel call's six
+    load or store of the kernel straddles two lines. One allocation for a kernel call's seven
     work arrays: each cost ≈ 10 µs of numpy's and ctypes' Python, ≈ 0.2 ms of a search
     population's 2.8 ms spring equilibria (three one-step engine calls).
 
@@ -367,14 +366,16 @@ def _aligned_arrays(shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
 def _lane_arrays(Vt: np.ndarray, S: np.ndarray, nf: int, tri: int, rows: int
                  ) -> list[np.ndarray]:
     """The kernel's per-lane arrays of the lanes of ``Vt`` (n_fields, lanes) and ``S``
-    (2·n_free, lanes), each on cache lines: the fields and the start state copied; the step
-    start S0, M₀ with the Cholesky factor of W (MX), the stage increments U (stage s writes
-    U[s] and reads only the U[j] of j < s) and a frame's outputs R left for the kernel."""
+    (2·n_free, lanes), each on cache lines: the fields and the start state copied, the stage
+    increments U zero (the generic stage reads all three earlier ones, with zero coefficients
+    for the later ones, and 0 · NaN would kill a lane), the step start S0, M₀ with the Cholesky
+    factor of W (MX), the current increment UN and a frame's outputs R left for the kernel."""
     lanes = Vt.shape[1]
     arrays = _aligned_arrays([Vt.shape, S.shape, (2 * nf, lanes), (2 * tri + nf, lanes),
-                              (4, 2 * nf, lanes), (rows, lanes)])
+                              (4, 2 * nf, lanes), (2 * nf, lanes), (rows, lanes)])
     arrays[0][...] = Vt
     arrays[1][...] = S
+    arrays[4][...] = 0.0
     return arrays
 
 

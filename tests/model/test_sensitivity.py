@@ -132,7 +132,7 @@ _TOY = '''
 import numpy as np
 
 
-def toy(Vt, S, S0, MX, U, R, out_pts, lo, hi):
+def toy(Vt, S, S0, MX, U, UN, R, out_pts, lo, hi):
     for b in range(lo, hi):
         a = Vt[0, b]
         c = Vt[1, b]
@@ -166,7 +166,8 @@ def test_tangent_rules_on_a_small_function(shared_primal: bool) -> None:
 
     def arrays(V):
         return [V.copy(), np.zeros((2, lanes)), np.zeros((2, lanes)), np.zeros((1, lanes)),
-                np.zeros((1, 2, lanes)), np.zeros((1, lanes)), np.zeros((1, 1, 1, 1))]
+                np.zeros((1, 2, lanes)), np.zeros((2, lanes)), np.zeros((1, lanes)),
+                np.zeros((1, 1, 1, 1))]
 
     primal = arrays(base)
     tangents = [np.zeros((K, *a.shape)) if name != "out_pts" else np.zeros((1, K, 1, 1, 1))

@@ -3,8 +3,6 @@ points, the two-sample step against its own one-sample run."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from bemore.model import joint_centre_cost, simulate
@@ -25,24 +23,10 @@ def test_efforts_code_only_in_the_efforts_variants(real):
         assert "out_eff[" in efforts
         # The efforts are a real block (hybrid dynamics then inverse dynamics): far more code.
         assert len(efforts.splitlines()) > len(plain.splitlines()) + 500
-        # ROS34PW2's stage s (1-3) reads the increments of the stages before it, and no
-        # other: its coefficients A_T[s, j], C_T[s, j] of j ≥ s are structurally zero.
-        for s, block in enumerate(_stage_blocks(plain), start=1):
-            assert _increments_read(block) == set(range(s)), (name, s)
-            assert f"U[{s}, 9, b_" in block  # its own increment, stored in its lane loop
-
-
-def _stage_blocks(function: str) -> list[str]:
-    """The code of stages 1, 2 and 3 of a generated kernel (from ``st = s`` to the next)."""
-    starts = [function.index(f"st = {s}\n") for s in (1, 2, 3)]
-    end = function.index("for b_", function.index("\n", starts[2]))
-    end = function.index("\n            for b_", end + 1)  # the new state's lane loop
-    return [function[a:b] for a, b in zip(starts, [*starts[1:], end], strict=True)]
-
-
-def _increments_read(block: str) -> set[int]:
-    """The stage increments U[j] a block of generated code reads."""
-    return {int(j) for j in re.findall(r"= U\[(\d), \d+, b_\d+\]", block)}
+        # ROS34PW2's stages 1-3 are one generic stage in a loop, not three copies.
+        assert plain.count("for st in range(1, 4):") == 1
+        assert plain.count("UN[9, b_") == 1  # one store of the stage increment
+        assert plain.count("U[st, 9, b] = UN[9, b]") == 1
 
 
 def test_cost_of_any_points_equals_the_stored_points(real, start):
