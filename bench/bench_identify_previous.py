@@ -31,7 +31,7 @@ PREVIOUS_COMMIT = "0879f2f"
 """main before the exact Jacobian's kernel stored the cost points only and a kernel call's work
 arrays came from one allocation (docs/speed.md, "identify: the Jacobian's seven points, …").
 Earlier: d78928a, before a Jacobian's directions were cut between the engine threads."""
-PAIRS = 7
+PAIRS = 8  # even: as many pairs with each commit first
 
 
 def identify_phases(tree: Path | None, out: Path, options: list[str]) -> dict[str, float]:

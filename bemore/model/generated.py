@@ -529,20 +529,38 @@ def kernel_for(tree: Tree, n_points: int, per_member: bool = False, efforts: boo
     The kernel is the C translation compiled by clang when a compiler is found
     (:mod:`bemore.model.native`), else numba's compilation of the Python source; each is
     built at its first use and cached on disk."""
-    cost_points = tuple(int(i) for i in cost_points)
-    if stored_points is not None:
-        stored_points = tuple(int(i) for i in stored_points)
-    key = (id(tree), n_points, cost_points, stored_points)
-    known = _by_tree.get(key)
-    if known is None or known[0] is not tree:
-        known = (tree, _cached_program(tree, n_points, cost_points, stored_points), {})
-        _by_tree[key] = known
-    program, kernels_built = known[1], known[2]
+    program, kernels_built = _program_and_kernels(tree, n_points, cost_points, stored_points)
     name = ("integrate_members" if per_member else "integrate_shared") + (
         "_efforts" if efforts else "")
     if name not in kernels_built:
         kernels_built[name] = _build(program.source, name)
     return kernels_built[name], program
+
+
+def program_for(tree: Tree, n_points: int, cost_points: tuple[int, ...] = (),
+                stored_points: tuple[int, ...] | None = None) -> Program:
+    """The :class:`Program` :func:`kernel_for` compiles its kernels from, without compiling any
+    (e.g. for the tangent kernels, made from its source: a kernel of it built and never called
+    cost ≈ 2.7 s of clang on a first run)."""
+    return _program_and_kernels(tree, n_points, cost_points, stored_points)[0]
+
+
+def _program_and_kernels(tree: Tree, n_points: int, cost_points: tuple[int, ...],
+                         stored_points: tuple[int, ...] | None) -> tuple[Program, dict]:
+    """The program of (tree, points costed and stored), memoised in this process and on disk,
+    with the kernels built from it so far (name → kernel). Every point stored in model order is
+    the same program as ``stored_points`` None."""
+    cost_points = tuple(int(i) for i in cost_points)
+    if stored_points is not None:
+        stored_points = tuple(int(i) for i in stored_points)
+        if stored_points == tuple(range(n_points)):
+            stored_points = None
+    key = (id(tree), n_points, cost_points, stored_points)
+    known = _by_tree.get(key)
+    if known is None or known[0] is not tree:
+        known = (tree, _cached_program(tree, n_points, cost_points, stored_points), {})
+        _by_tree[key] = known
+    return known[1], known[2]
 
 
 def backend() -> str:

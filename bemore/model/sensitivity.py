@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import copy
 import itertools
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -324,8 +325,7 @@ def tangent_kernel(model, cost_points: tuple[int, ...], directions: int = DIRECT
     from bemore.model import generated
 
     n_points = len(model.point_names)
-    _, program = generated.kernel_for(model.tree, n_points, False, False, cost_points,
-                                      stored_points)
+    program = generated.program_for(model.tree, n_points, cost_points, stored_points)
     key = (id(model.tree), n_points, cost_points, directions, shared_primal, states,
            stored_points)
     name = (f"sensitivity_{'primal' if shared_primal else 'lanes'}_{directions}"
@@ -453,7 +453,11 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
         V[~valid] = V[np.argmax(valid)] if valid.any() else model.tree.fields(
             model.parameter_matrix([{}]))[0]
     if points is not None:
-        points = tuple(int(i) for i in points)
+        try:
+            points = tuple(operator.index(i) for i in points)
+        except TypeError:
+            raise ModelError(f"sensitivities: points {list(points)} must be integer indices "
+                             "of the model's points") from None
         if not points or min(points) < 0 or max(points) >= len(model.point_names):
             raise ModelError(f"sensitivities: points {list(points)} (indices of the model's "
                              f"{len(model.point_names)} points)")

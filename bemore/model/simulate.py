@@ -360,7 +360,7 @@ def _aligned_arrays(shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
     buffer = np.empty(starts[-1] + line)
     first = (-buffer.__array_interface__["data"][0] % ALIGN_BYTES) // 8
     return [buffer[first + start:first + start + size].reshape(shape)
-            for start, size, shape in zip(starts, sizes, shapes, strict=False)]
+            for start, size, shape in zip(starts[:-1], sizes, shapes, strict=True)]
 
 
 def _lane_arrays(Vt: np.ndarray, S: np.ndarray, nf: int, tri: int, rows: int

@@ -103,3 +103,44 @@ def test_lock_step_with_exact_jacobians_matches_the_starts_alone() -> None:
         assert np.array_equal(one.result.x, other.result.x)
         assert one.result.fun == other.result.fun
         assert np.array_equal(one.jacobian, other.jacobian)
+
+
+@pytest.mark.parametrize("cost_points", [
+    ("ankle", "knee", "hip", "neck", "elbow", "wrist", "bar"),  # the default seven, reversed
+    ("hip", "bar", "knee"),  # some of them
+    ("bar", "wrist", "elbow", "shoulder", "neck"),  # one the engine's default set lacks
+])
+def test_exact_jacobian_of_other_cost_points(sample_problem, cost_points) -> None:
+    """A problem fitting other joint centres than the engine's default seven gets, from the
+    exact Jacobian, its own residuals bit for bit and, for each of its points, the derivatives
+    the default problem gets for the same point, bit for bit: the tangent kernel stores the
+    default seven (a subset of them taken) or, with a point outside them, every point."""
+    from bemore.model.sensitivity import program_selection
+
+    default = sample_problem
+    model = default.model
+    # The sample's own problem asks for exactly the kernel the warm-up builds.
+    assert default._stored_points == program_selection(model)
+    assert default._stored_index is None
+    columns = [default.cost_points.index(name) if name in default.cost_points
+               else default.cost_points.index("elbow") for name in cost_points]
+    problem = IdentificationProblem(
+        model, default.space, default.motion, default.free_q0, default.free_qd0,
+        default.measured[:, columns], cost_points, start=default.start,
+        samples_per_step=default.samples_per_step, marker_noise_m=default.marker_noise_m,
+        body=default.body)
+    outside = "shoulder" in cost_points
+    expected = None if outside else program_selection(model)
+    assert problem._stored_points == expected
+    X = np.random.default_rng(5).uniform(0.1, 0.9, (2, problem.dim))
+    r, J = problem.jacobian(X, samples_per_step=2)
+    assert np.array_equal(r, problem.residuals(X, samples_per_step=2))
+    _, J_default = default.jacobian(X, samples_per_step=2)
+    frames = default.measured.shape[0]
+    mine = J.reshape(len(X), frames, len(cost_points), 2, -1)
+    theirs = J_default.reshape(len(X), frames, len(default.cost_points), 2, -1)
+    for k, name in enumerate(cost_points):
+        if name in default.cost_points:
+            assert np.array_equal(mine[:, :, k], theirs[:, :, default.cost_points.index(name)])
+        else:
+            assert np.abs(mine[:, :, k]).max() > 0.0

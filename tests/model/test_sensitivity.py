@@ -285,8 +285,9 @@ def test_a_kernel_storing_some_points_gives_those_of_every_point_bit_for_bit(
     assert some.valid.all() and np.abs(some.derivatives).max() > 0.0
     assert np.array_equal(some.points, every.points[:, :, list(chosen)])
     assert np.array_equal(some.derivatives, every.derivatives[..., list(chosen), :])
-    with pytest.raises(ModelError, match="points"):
-        point_sensitivities(real, P, motion, q0, v0, dP, dq0, dq0, points=(0, 99))
+    for wrong in ((0, 99), (-1,), (1.7, 2), ()):
+        with pytest.raises(ModelError, match="points"):
+            point_sensitivities(real, P, motion, q0, v0, dP, dq0, dq0, points=wrong)
 
 
 @pytest.mark.parametrize(("members", "states"), [(1, True), (3, False)])
