@@ -49,9 +49,9 @@ def identify_phases(tree: Path | None, out: Path, options: list[str]) -> dict[st
 
 def alternated(pairs: int, options: list[str]) -> tuple[dict[str, list[dict[str, float]]], str]:
     """``pairs`` measured pairs (after one unmeasured), the previous commit first in every other
-    pair: on the 2-core VM the second run of a pair can be slower by several percent (its
-    search 0.9× in four runs of previous-first pairs, with a kernel 1.07× faster in one
-    process), so a fixed order would bias every phase."""
+    pair: on the 2-core VM the second run of a pair can be slower by several percent, which a
+    fixed order would add to one side's every phase (docs/speed.md, "identify: the Jacobian's
+    seven points, …")."""
     samples: dict[str, list[dict[str, float]]] = {"previous": [], "now": []}
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)

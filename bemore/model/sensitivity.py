@@ -389,9 +389,8 @@ def _shared_run(model, motion, directions: int, shared_primal: bool, states: boo
     kernel, program = tangent_kernel(model, selection, directions, shared_primal=shared_primal,
                                      states=states, stored_points=stored_points)
     D = _cached(("generated", samples_per_step, program.slots), model, motion, 1,
-                lambda: driven_table(
-        model.tree, program.slots, motion.q, motion.qd, motion.qdd, motion.dt, 1,
-        samples_per_step))
+                lambda: driven_table(model.tree, program.slots, motion.q, motion.qd,
+                                     motion.qdd, motion.dt, 1, samples_per_step))
     nf = model.n_free
     n_points = len(model.point_names) if stored_points is None else len(stored_points)
     h = motion.dt * samples_per_step
@@ -540,8 +539,8 @@ def build_identification_kernels(model) -> None:
     """Compile and cache (once per machine, :func:`tangent_kernel`) the tangent kernels an
     identification's exact Jacobian runs (:func:`point_sensitivities`' default layout on the
     engine's default cost points, storing those points only), without and with the free
-    state's tangents (the latter: a
-    trial with bar forces), so that a first run loads them (``python -m bemore.warmup``)."""
+    state's tangents (the latter: a trial with bar forces), so that a first run loads them
+    (``python -m bemore.warmup``)."""
     for states in (False, True):
         tangent_kernel(model, program_selection(model), *DIRECTIONS_LAYOUT_KERNEL,
                        states=states, stored_points=program_selection(model))

@@ -271,7 +271,7 @@ def test_a_kernel_storing_some_points_gives_those_of_every_point_bit_for_bit(
         real, layout: str) -> None:
     """``points``: the kernel stores those points only, in the order asked (here not the
     model's), and they and their derivatives are those of the kernel storing every point, bit
-    for bit; indices outside the model's points are one clear error."""
+    for bit; indices outside the model's points, non-integers or none are one clear error."""
     space, motion, columns, P, q0, v0 = _members_at_the_handstand(real, 0.2, 2, seed=3)
     dP = np.zeros((len(P), space.dim, P.shape[1]))
     dP[:, np.arange(space.dim), columns] = space.width
