@@ -426,10 +426,7 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
     storing fewer points writes less, and its caller takes no subset afterwards.
     """
     from bemore.model import generated
-    from bemore.model.simulate import (
-        _check_motion,
-        engine_threads,
-    )
+    from bemore.model.simulate import _check_motion, _lane_arrays, engine_threads
 
     if motion.members is not None:
         raise ModelError("sensitivities: one shared driven motion for every member")
@@ -495,15 +492,10 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
     calls = []
     for lo, hi in generated.lane_groups(lanes, threads or engine_threads()):
         n = hi - lo
-        S = np.ascontiguousarray(np.concatenate([q0[member[lo:hi]].T, v0[member[lo:hi]].T]))
-        work = (np.ascontiguousarray(V[member[lo:hi]].T), S, np.empty((2 * nf, n)),
-                np.empty((2 * tri + nf, n)), np.zeros((4, 2 * nf, n)), np.empty((2 * nf, n)),
-                np.empty((rows, n)))
-        tangents = (np.ascontiguousarray(seeds_V[lo:hi].transpose(1, 2, 0)),
-                    np.ascontiguousarray(seeds_S[lo:hi].transpose(1, 2, 0)),
-                    np.empty((directions, 2 * nf, n)), np.empty((directions, 2 * tri + nf, n)),
-                    np.zeros((directions, 4, 2 * nf, n)), np.empty((directions, 2 * nf, n)),
-                    np.empty((directions, rows, n)))
+        S = np.concatenate([q0[member[lo:hi]].T, v0[member[lo:hi]].T])
+        work = _lane_arrays(V[member[lo:hi]].T, S, nf, tri, rows)
+        tangents = _tangent_arrays(seeds_V[lo:hi].transpose(1, 2, 0),
+                                   seeds_S[lo:hi].transpose(1, 2, 0), nf, tri, rows)
         stored = ((out_q[lo:hi], out_v[lo:hi]) if states else (unused, unused))
         calls.append((*work, coefficients, D, h, 1, per_step, 0, n, *after, *stored,
                       out_pts[lo:hi], unused, cost[lo:hi], alive[lo:hi], *tangents,
@@ -519,6 +511,20 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
         result.d_free_q, result.d_free_qd = (
             a.reshape(B, chunks * directions, F, nf)[:, :K].copy() for a in (out_q_d, out_v_d))
     return _failed_to_nan(result)
+
+
+def _tangent_arrays(seeds_V: np.ndarray, seeds_S: np.ndarray, nf: int, tri: int, rows: int
+                    ) -> tuple[np.ndarray, ...]:
+    """The tangent of each per-lane work array of the engine kernel
+    (:func:`bemore.model.simulate._lane_arrays`, in the same order), with a direction axis
+    first: the seeds of the fields ``seeds_V`` (K, n_fields, lanes) and of the start state
+    ``seeds_S`` (K, 2·n_free, lanes) copied, the stage increments' tangents zero (the generic
+    stage reads all of them), the rest left for the kernel."""
+    K, lanes = seeds_V.shape[0], seeds_V.shape[-1]
+    return (np.ascontiguousarray(seeds_V), np.ascontiguousarray(seeds_S),
+            np.empty((K, 2 * nf, lanes)), np.empty((K, 2 * tri + nf, lanes)),
+            np.zeros((K, 4, 2 * nf, lanes)), np.empty((K, 2 * nf, lanes)),
+            np.empty((K, rows, lanes)))
 
 
 def _failed_to_nan(result: PointSensitivities) -> PointSensitivities:
@@ -553,6 +559,7 @@ def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_
     member's own simulation and a range of its directions as the lanes
     (:func:`direction_pieces` decides the ranges and which thread runs them)."""
     from bemore.model import generated
+    from bemore.model.simulate import _lane_arrays
 
     B, K, nf = dq0.shape
     run = _shared_run(model, motion, *DIRECTIONS_LAYOUT_KERNEL, states=states,
@@ -577,16 +584,11 @@ def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_
         # arrays (one column per direction). The call running directions 0.. writes the
         # member's points, state and cost; another piece of the same member computes the same
         # values into arrays of its own.
-        S = np.concatenate([q0[b], v0[b]])[:, None].copy()
-        work = (np.ascontiguousarray(V[b][:, None]), S, np.empty((2 * nf, 1)),
-                np.empty((2 * tri + nf, 1)), np.zeros((4, 2 * nf, 1)), np.empty((2 * nf, 1)),
-                np.empty((rows, 1)))
+        work = _lane_arrays(V[b][:, None], np.concatenate([q0[b], v0[b]])[:, None], nf, tri,
+                            rows)
         n = hi - lo
-        tangents = (np.ascontiguousarray(dV[b, lo:hi].T[None]),
-                    np.ascontiguousarray(seeds_S[b, lo:hi].T[None]),
-                    np.empty((1, 2 * nf, n)), np.empty((1, 2 * tri + nf, n)),
-                    np.zeros((1, 4, 2 * nf, n)), np.empty((1, 2 * nf, n)),
-                    np.empty((1, rows, n)))
+        tangents = _tangent_arrays(dV[b, lo:hi].T[None], seeds_S[b, lo:hi].T[None], nf, tri,
+                                   rows)
         first = lo == 0
         member = slice(b, b + 1)
         stored = ((out_q[member], out_v[member]) if first else
@@ -758,7 +760,7 @@ def motion_sensitivities(model, P, motion, dq, dqd, dqdd, free_q0, free_qd0,
     map, with the driven table's derivative exact (it is affine in the samples).
     """
     from bemore.model.generated import run_threads
-    from bemore.model.simulate import _check_motion, _coefficients, engine_threads
+    from bemore.model.simulate import _check_motion, _coefficients, _lane_arrays, engine_threads
     from bemore.model.table import driven_table
 
     if motion.members is None:
@@ -797,10 +799,7 @@ def motion_sensitivities(model, P, motion, dq, dqd, dqdd, free_q0, free_qd0,
     tri = nf * (nf + 1) // 2
     rows = max(2 * nf, 2 * n_points, nd)
     h = motion.dt / substeps
-    Vt = np.ascontiguousarray(V.T)
-    S = np.ascontiguousarray(np.concatenate([q0.T, v0.T]))
-    work = (Vt, S, np.empty((2 * nf, B)), np.empty((2 * tri + nf, B)), np.zeros((4, 2 * nf, B)),
-            np.empty((2 * nf, B)), np.empty((rows, B)))
+    work = _lane_arrays(V.T, np.concatenate([q0.T, v0.T]), nf, tri, rows)
     out_q, out_v = np.empty((B, F, nf)), np.empty((B, F, nf))
     out_eff = np.empty((B, F, nd))
     d_q, d_v = np.empty((B, K, F, nf)), np.empty((B, K, F, nf))
@@ -812,10 +811,9 @@ def motion_sensitivities(model, P, motion, dq, dqd, dqdd, free_q0, free_qd0,
     selected = len(program_selection(model))
     after = (np.zeros((1, selected, 2)), np.zeros((1, selected)), 1, 0, 0, max_abs,
              out_q, out_v, unused, out_eff, cost, alive)
-    tangents = (np.zeros((K, *Vt.shape)), np.zeros((K, *S.shape)), np.empty((K, 2 * nf, B)),
-                np.empty((K, 2 * tri + nf, B)), np.zeros((K, 4, 2 * nf, B)),
-                np.empty((K, 2 * nf, B)), np.empty((K, rows, B)), unused_d, dD, d_q, d_v,
-                d_eff)
+    # The seeds are in the driven table's tangent (dD), none in the fields or the start.
+    tangents = (*_tangent_arrays(np.zeros((K, *work[0].shape)), np.zeros((K, *work[1].shape)),
+                                 nf, tri, rows), unused_d, dD, d_q, d_v, d_eff)
     run_threads(kernel, B, threads or engine_threads(),
                 (*work, _coefficients(h), D, h, substeps, 1), (*after, *tangents))
     ok = alive > 0.0
