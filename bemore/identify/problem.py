@@ -93,6 +93,7 @@ def body_mass_uncertainty(identification: Any, segments: Any,
 
 
 START_STEP = 1e-4  # normalised units: central differences of the start's spring equilibrium
+DIFFERENCE_STEP = 1e-6  # normalised units: one-sided differences of a coarse Jacobian's columns
 # The shoulder spring-dampers of a trial that cannot see them (acromions on the trunk's side, no
 # marker fixed on the arm): the arm the trial drives already carries their deflection, so the
 # fit runs them locked (N/m, N·s/m: 0.1 mm under 1 kN, damping ratio ≈ 0.9 on the trunk).
@@ -597,26 +598,35 @@ class IdentificationProblem(Problem):
         derivatives = tuple((a[:, 1:d + 1] - a[:, d + 1:]) / (2.0 * step) for a in (P, q0, qd0))
         return members, derivatives
 
-    def residuals_and_jacobian(self, X: np.ndarray, Y: np.ndarray, samples_per_step: int = 1
+    def residuals_and_jacobian(self, X: np.ndarray, Y: np.ndarray, samples_per_step: int = 1,
+                               differences: bool = False
                                ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-        """``residuals(X)`` and ``jacobian(Y)`` (same ``samples_per_step``), the same numbers,
-        with the spring equilibria of both (X's points, Y's and their differenced points) solved
-        in one batch: a batch costs ≈ 1.4–1.9 ms on the sample whatever its size (three one-step
-        engine calls; ≈ 15 µs more per point), and the lock-step polish asks for both in most
-        rounds (68 of 89 on the sample)."""
+        """``residuals(X)`` and ``jacobian(Y)`` (same ``samples_per_step`` and ``differences``),
+        the same numbers, with the spring equilibria of both (X's points, Y's and their
+        differenced points) solved in one batch: a batch costs ≈ 1.4–1.9 ms on the sample
+        whatever its size (three one-step engine calls; ≈ 15 µs more per point), and the
+        lock-step polish asks for both in most rounds (68 of 89 on the sample). The points of
+        Y's differenced columns join X's in one residual call."""
         from bemore.model.generated import run_beside
 
-        X = np.atleast_2d(np.asarray(X, dtype=float))
-        members, derivatives, extra = self._members_and_start_derivatives(Y, also=X)
+        X, Y = np.atleast_2d(np.asarray(X, dtype=float)), np.atleast_2d(np.asarray(Y, dtype=float))
+        differenced = self._differenced(Y, differences)
+        moved, steps = self._differenced_points(Y, differenced)
+        members, derivatives, extra = self._members_and_start_derivatives(
+            Y, also=np.concatenate([X, moved]))
         # The residuals' simulation runs beside the Jacobian's calls, in the time a thread of
         # theirs would wait for the other (a member's numbers do not depend on its threads).
-        return run_beside(
-            lambda: self.residuals(X, samples_per_step, members=extra),
-            lambda: self.jacobian(Y, samples_per_step, prepared=(members, derivatives)))
+        residuals, (r, J) = run_beside(
+            lambda: self.residuals(np.concatenate([X, moved]), samples_per_step, members=extra),
+            lambda: self._tangent_jacobian(Y, samples_per_step, (members, derivatives), True,
+                                           differenced))
+        K = X.shape[0]
+        return residuals[:K], self._with_differences(r, J, residuals[K:], steps)
 
     def jacobian(self, X: np.ndarray, samples_per_step: int = 1,
                  prepared: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] | None = None,
-                 project_channels: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                 project_channels: bool = True, differences: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray]:
         """Residuals (N, m) of X (N, dim), as :meth:`residuals` gives them with the same
         ``samples_per_step``, and their exact
         Jacobian (N, m, dim) in m per unit of x: the engine's forward-mode sensitivities
@@ -625,15 +635,95 @@ class IdentificationProblem(Problem):
         (``Model.spring_force_tangents``). A member that
         cannot be simulated gets the penalty residuals and a zero Jacobian. ``prepared``: the
         members and start derivatives of X (``_members_and_start_derivatives``) when made;
-        ``project_channels`` as for :meth:`residuals`."""
-        from bemore.model.sensitivity import point_sensitivities
+        ``project_channels`` as for :meth:`residuals`.
+
+        ``differences``: the last columns that
+        :func:`bemore.model.sensitivity.differenced_directions` names (the tangents' directions
+        left over after whole vectors, for two members or more) are one-sided differences
+        instead: the residuals of each point moved by :data:`DIFFERENCE_STEP` along that
+        coordinate, in one residual call beside the tangents'. What a coarse polish stage
+        takes; a column whose moved point cannot be simulated is 0."""
+        from bemore.model.generated import run_beside
 
         X = np.atleast_2d(np.asarray(X, dtype=float))
+        differenced = self._differenced(X, differences)
+        if not differenced:
+            return self._tangent_jacobian(X, samples_per_step, prepared, project_channels)
+        moved, steps = self._differenced_points(X, differenced)
+        members, derivatives, extra = self._members_and_start_derivatives(X, also=moved)
+        residuals, (r, J) = run_beside(
+            lambda: self.residuals(moved, samples_per_step, members=extra,
+                                   project_channels=project_channels),
+            lambda: self._tangent_jacobian(X, samples_per_step, (members, derivatives),
+                                           project_channels, differenced))
+        return self._with_differences(r, J, residuals, steps)
+
+    @staticmethod
+    def _differenced(X: np.ndarray, differences: bool) -> int:
+        """How many of the last columns of X's (N, dim) Jacobian are differences."""
+        from bemore.model.sensitivity import differenced_directions
+
+        return differenced_directions(X.shape[1], X.shape[0]) if differences else 0
+
+    def _differenced_points(self, X: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The points (N·k, dim) whose residuals difference the last k columns of X's (N, dim)
+        Jacobian, each point moved along one of those coordinates, and the signed steps (N, k):
+        :data:`DIFFERENCE_STEP` forwards, backwards where that would leave the box.
+
+        >>> problem = IdentificationProblem.__new__(IdentificationProblem)
+        >>> problem.upper = np.ones(3)
+        >>> moved, steps = problem._differenced_points(np.array([[0.5, 0.2, 1.0]]), 2)
+        >>> (moved - [0.5, 0.2, 1.0]) / DIFFERENCE_STEP, steps / DIFFERENCE_STEP
+        (array([[ 0.,  1.,  0.],
+               [ 0.,  0., -1.]]), array([[ 1., -1.]]))
+        """
+        N, d = X.shape
+        columns = np.arange(d - k, d)
+        steps = np.where(X[:, columns] + DIFFERENCE_STEP <= self.upper[columns],
+                         DIFFERENCE_STEP, -DIFFERENCE_STEP)
+        moved = np.repeat(X[:, None, :], k, axis=1)
+        moved[:, np.arange(k), columns] += steps
+        return moved.reshape(N * k, d), steps
+
+    def _with_differences(self, r: np.ndarray, J: np.ndarray, moved_residuals: np.ndarray,
+                          steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """r (N, m) and J (N, m, dim) with J's last k columns (room the tangents left) filled
+        with the one-sided differences of ``moved_residuals`` (N·k, m) over ``steps`` (N, k);
+        0 for a member that cannot be simulated, or whose moved point cannot."""
+        N, k = steps.shape
+        if not k:
+            return r, J
+        failed = self._penalised(moved_residuals).reshape(N, k) | self._penalised(r)[:, None]
+        columns = (moved_residuals.reshape(N, k, -1) - r[:, None, :]) / steps[:, :, None]
+        columns[failed] = 0.0
+        J[:, :, -k:] = columns.transpose(0, 2, 1)
+        return r, J
+
+    def _penalised(self, residuals: np.ndarray) -> np.ndarray:
+        """Which rows of ``residuals`` (N, m) are those of a member that cannot be simulated:
+        the penalty distance on every joint-centre coordinate (:meth:`residuals`)."""
+        N = residuals.shape[0]
+        coordinates = residuals.reshape(N, self.measured.shape[0], -1)[:, :, :2 * len(
+            self.cost_points)]
+        return np.all(coordinates == PENALTY_DISTANCE_M / np.sqrt(2.0), axis=(1, 2))
+
+    def _tangent_jacobian(self, X: np.ndarray, samples_per_step: int = 1,
+                          prepared: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]
+                          | None = None, project_channels: bool = True, room: int = 0
+                          ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`jacobian` from the tangents alone, of all columns but the last ``room``
+        (left uninitialised, for the caller to fill)."""
+        from bemore.model.sensitivity import point_sensitivities
+
         N, d = X.shape
         (P, q0, qd0), (dP, dq0, dqd0) = prepared or self._members_and_start_derivatives(X)
+        tangents = d - room
+        dP, dq0, dqd0 = dP[:, :tangents], dq0[:, :tangents], dqd0[:, :tangents]
+        stored = len(self._stored_points or range(len(self.model.point_names)))
+        out = np.empty((N, d, self.measured.shape[0], stored, 2)) if room else None
         result = point_sensitivities(self.model, P, self.motion, q0, qd0, dP, dq0, dqd0,
                                      states=self.has_forces, samples_per_step=samples_per_step,
-                                     points=self._stored_points)
+                                     points=self._stored_points, out=out)
         if self._stored_index is None:  # the kernel stored exactly this problem's points
             difference, derivative = result.points, result.derivatives  # (N, d, F, 7, 2)
         else:
@@ -649,7 +739,8 @@ class IdentificationProblem(Problem):
             # Each frame's 14 coordinates then its 2 scaled force residuals, as residuals().
             force = self._force_residuals(P, result.free_q, result.free_qd,
                                           project_channels)  # (N, F, 2)
-            d_force = self.model.spring_force_tangents(
+            d_force = np.zeros((N, d, frames, len(BAR_AXES)))  # the last ``room``: the caller's
+            d_force[:, :tangents] = self.model.spring_force_tangents(
                 P, result.free_q, result.free_qd, dP, result.d_free_q, result.d_free_qd,
                 BAR_AXES) * self.force_scale  # (N, d, F, 2)
             if self.channel_errors is not None and project_channels:
@@ -661,7 +752,8 @@ class IdentificationProblem(Problem):
         # Each member's (m, d) Jacobian in column-major order, a view: the least-squares
         # solvers' QR copies its columns, contiguous here (a C-order copy cost 1.2 ms a member).
         J = derivative.reshape(N, d, -1).transpose(0, 2, 1)
-        bad = ~(np.isfinite(difference).all(axis=1) & np.isfinite(J).all(axis=(1, 2)))
+        bad = ~(np.isfinite(difference).all(axis=1)
+                & np.isfinite(J[:, :, :tangents]).all(axis=(1, 2)))
         if self.has_forces:
             shaped = difference.reshape(N, frames, -1)
             shaped[bad, :, :2 * len(self.cost_points)] = PENALTY_DISTANCE_M / np.sqrt(2.0)

@@ -576,12 +576,14 @@ def _coarse_stage(problem: IdentificationProblem, settings: RunSettings, starts:
         return None
     exact = _exact_jacobian(problem, settings)
     residuals, jacobian = _weighted(problem, weighting)
+    # The Jacobian's directions left over after whole vectors of the tangent kernel may be
+    # one-sided differences here (IdentificationProblem.jacobian's ``differences``): the exact
+    # stage that follows takes every column from the tangents.
+    options = {"samples_per_step": coarse, "differences": True}
     return polish_many(functools.partial(residuals, samples_per_step=coarse), starts,
                        problem.lower, problem.upper, max_iterations=settings.polish_iterations,
-                       jacobian=functools.partial(jacobian, samples_per_step=coarse)
-                       if exact else None,
-                       both=_with_options(_weighted_both(problem, weighting),
-                                          samples_per_step=coarse))
+                       jacobian=functools.partial(jacobian, **options) if exact else None,
+                       both=_with_options(_weighted_both(problem, weighting), **options))
 
 
 def _with_options(function: Any, **options: Any) -> Any:

@@ -290,6 +290,29 @@ def test_a_kernel_storing_some_points_gives_those_of_every_point_bit_for_bit(
             point_sensitivities(real, P, motion, q0, v0, dP, dq0, dq0, points=wrong)
 
 
+def test_out_receives_the_derivatives_and_keeps_its_other_directions(real) -> None:
+    """``out``: an array with room for more directions than the seeds' receives their
+    derivatives (those of a call without it, bit for bit), is the result's derivatives, and
+    its other directions keep what the caller put there; a wrong array is one clear error."""
+    space, motion, columns, P, q0, v0 = _members_at_the_handstand(real, 0.2, 3, seed=4)
+    K = 5
+    dP = np.zeros((len(P), K, P.shape[1]))
+    dP[:, np.arange(K), columns[:K]] = space.width[:K]
+    dq0 = np.zeros((len(P), K, real.n_free))
+    plain = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dq0)
+    out = np.full((len(P), K + 2, len(motion.t), len(real.point_names), 2), 7.0)
+    given = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dq0, out=out)
+    assert given.derivatives is out
+    assert np.array_equal(out[:, :K], plain.derivatives)
+    assert np.all(out[:, K:] == 7.0)
+    for wrong in (out[:, :K - 1], out[:2], out.astype(np.float32), out[..., :1],
+                  np.asfortranarray(out)):
+        with pytest.raises(ModelError, match="out must be"):
+            point_sensitivities(real, P, motion, q0, v0, dP, dq0, dq0, out=wrong)
+    with pytest.raises(ModelError, match="out is for"):
+        point_sensitivities(real, P, motion, q0, v0, dP, dq0, dq0, out=out, layout="members")
+
+
 @pytest.mark.parametrize(("members", "states"), [(1, True), (3, False)])
 def test_directions_cut_among_threads_give_the_numbers_of_one_call_per_member(
         real, monkeypatch, members: int, states: bool) -> None:
