@@ -27,7 +27,7 @@ from bench.common import Measurement, byte_compiled, commit_tree, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
-PREVIOUS_COMMIT = "0879f2f"
+PREVIOUS_COMMIT = "a276d58"
 """main before the exact Jacobian's kernel stored the cost points only and a kernel call's work
 arrays came from one allocation (docs/speed.md, "identify: the Jacobian's seven points, …").
 Earlier: d78928a, before a Jacobian's directions were cut between the engine threads."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bemore.model.simulate import DrivenMotion, simulate
+from bemore.model.simulate import DrivenMotion, one_step_velocities
 
 ORACLE_STEP_S = 1e-5  # one integrator step this long reads the accelerations (see below)
 
@@ -33,8 +33,9 @@ def oracle_motion(driven_q: np.ndarray, driven_qd: np.ndarray, driven_qdd: np.nd
     )
 
 
-def free_accelerations(model: Any, P: np.ndarray, free_q: np.ndarray, oracle: Any,
-                       fields: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+def free_accelerations(model: Any, P: np.ndarray | None, free_q: np.ndarray, oracle: Any,
+                       fields: tuple[np.ndarray, np.ndarray] | None = None,
+                       copies: int = 1) -> np.ndarray:
     """Free accelerations (B, n_free) at the free positions ``free_q`` (B, n_free), free
     velocities 0, at the driven start of ``oracle`` (:func:`oracle_motion`), read from ONE
     engine step of ``ORACLE_STEP_S``: v(h)/h, the Rosenbrock step's (M + γhC + γ²h²K)⁻¹·force.
@@ -45,20 +46,15 @@ def free_accelerations(model: Any, P: np.ndarray, free_q: np.ndarray, oracle: An
     exact there and only the hand rotation's motion during the step (O(h²)) moves the zero.
     Measured: the equilibrium lands within 0.1 µm of ``model.equilibrium`` over 200 members
     across the box (h = 1e-5 s; shorter steps lose digits to rounding: 17 µm at 3e-7 s).
-    NaN rows: not simulable. ``fields``: ``model.fields(P)`` when the caller has it.
-
-    One engine thread: a step of 200–1000 members lasts 1–7 ms, and waiting for a second
-    core that another process holds cost more than it saved (measured over the seed protocol
-    at load 2.3–2.9: 0.72–0.77 s of equilibria with both threads, 0.29 s with one; the same
-    numbers).
+    NaN rows: not simulable. ``fields``: ``model.fields(P)`` when the caller has it (P is then
+    not read); ``copies``: the members (rows of P or of the fields) repeated that many times,
+    free_q holding a row per copy (:func:`bemore.model.simulate.one_step_velocities`, the
+    engine on one thread: a step of 200–1000 members lasts 0.1–0.3 ms).
     """
     h = float(oracle.t[1] - oracle.t[0])
-    free_q = np.asarray(free_q, dtype=float)
-    simulation = simulate(
-        model, P, oracle, free_q, np.zeros_like(free_q), outputs=("free_qd",), threads=1,
-        fields=fields,
-    )
-    return simulation.free_qd[:, 1, :] / h
+    fields = model.fields(P) if fields is None else fields
+    return one_step_velocities(model, fields, oracle, np.asarray(free_q, dtype=float),
+                               copies) / h
 
 
 def spring_equilibrium(
@@ -92,9 +88,9 @@ def spring_equilibrium(
     states = np.repeat(q[None], n + 1, axis=0)
     for c, i in enumerate(springs):
         states[c + 1, :, i] += step_m
-    # The members' fields once for the three engine calls (≈ 1 ms for 1 000 rows).
-    acc = free_accelerations(model, np.tile(P, (n + 1, 1)), states.reshape(-1, nf), oracle,
-                             fields=(np.tile(V, (n + 1, 1)), np.tile(valid, n + 1)))
+    # The members' fields once for the three engine calls.
+    acc = free_accelerations(model, None, states.reshape(-1, nf), oracle, fields=(V, valid),
+                             copies=n + 1)
     acc = acc[:, springs].reshape(n + 1, B, n)
     J = np.moveaxis((acc[1:] - acc[0][None]) / step_m, 0, -1)  # (B, n, n): d acc_i / d q_c
     solvable = valid & np.all(np.isfinite(J), axis=(1, 2)) & np.all(np.isfinite(acc[0]), axis=1)

@@ -363,20 +363,70 @@ def _aligned_arrays(shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
             for start, size, shape in zip(starts[:-1], sizes, shapes, strict=True)]
 
 
-def _lane_arrays(Vt: np.ndarray, S: np.ndarray, nf: int, tri: int, rows: int
-                 ) -> list[np.ndarray]:
+def _lane_arrays(Vt: np.ndarray, S: np.ndarray, nf: int, tri: int, rows: int,
+                 copies: int = 1) -> list[np.ndarray]:
     """The kernel's per-lane arrays of the lanes of ``Vt`` (n_fields, lanes) and ``S``
     (2·n_free, lanes), each on cache lines: the fields and the start state copied, the stage
     increments U zero (the generic stage reads all three earlier ones, with zero coefficients
     for the later ones, and 0 · NaN would kill a lane), the step start S0, M₀ with the Cholesky
-    factor of W (MX), the current increment UN and a frame's outputs R left for the kernel."""
-    lanes = Vt.shape[1]
-    arrays = _aligned_arrays([Vt.shape, S.shape, (2 * nf, lanes), (2 * tri + nf, lanes),
-                              (4, 2 * nf, lanes), (2 * nf, lanes), (rows, lanes)])
-    arrays[0][...] = Vt
+    factor of W (MX), the current increment UN and a frame's outputs R left for the kernel.
+    ``copies``: the fields' lanes repeated that many times (S has copies × their lanes)."""
+    lanes = S.shape[1]
+    arrays = _aligned_arrays([(Vt.shape[0], lanes), S.shape, (2 * nf, lanes),
+                              (2 * tri + nf, lanes), (4, 2 * nf, lanes), (2 * nf, lanes),
+                              (rows, lanes)])
+    arrays[0].reshape(Vt.shape[0], copies, Vt.shape[1])[...] = Vt[:, None, :]
     arrays[1][...] = S
     arrays[4][...] = 0.0
     return arrays
+
+
+def one_step_velocities(model: Model, fields: tuple[np.ndarray, np.ndarray], motion: DrivenMotion,
+                        free_q0: np.ndarray, copies: int = 1) -> np.ndarray:
+    """Free velocities (copies·B, n_free) after ONE integrator step of the two-sample shared
+    ``motion`` from the free positions ``free_q0`` (copies·B, n_free) at rest (free velocities
+    0), the members' ``fields`` (``model.fields(P)``: V (B, n_fields), valid (B,)) repeated
+    ``copies`` times (row k·B + b is member b); NaN rows for members that cannot be simulated.
+
+    The numbers :func:`simulate` gives at sample 1 with ``outputs=("free_qd",)``, one thread
+    and the generated engine (the same kernel on the same lanes: a lane's numbers do not depend
+    on the lanes beside it), without its general set-up: this is the spring equilibria's call
+    (:mod:`bemore.model.equilibrium`, three per population of the search and per round of the
+    polish), whose lanes are one step long and whose cost is otherwise mostly that set-up."""
+    V, valid = fields
+    B, nf = V.shape[0], model.n_free
+    lanes = copies * B
+    if len(motion.t) != 2 or motion.members is not None:
+        raise ModelError("one_step_velocities: a two-sample shared motion")
+    selection = tuple(model.point_names.index(p) for p in COST_POINTS
+                      if p in model.point_names)
+    kernel, program = kernel_for(model.tree, len(model.point_names), False, False, selection)
+    D = _cached(("generated", 1, program.slots), model, motion, 1,
+                lambda: driven_table(model.tree, program.slots, motion.q, motion.qd,
+                                     motion.qdd, motion.dt, 1, 1))
+    valid = np.tile(valid, copies) & np.all(np.isfinite(free_q0), axis=1)
+    if not valid.all():
+        # Invalid members run on a valid member's fields, then are reported as NaN.
+        V = np.tile(V, (copies, 1))
+        V[~valid] = V[np.argmax(valid)] if valid.any() else model.tree.fields(
+            model.parameter_matrix([{}]))[0]
+        copies = 1
+    tri = nf * (nf + 1) // 2
+    n_points = len(model.point_names)
+    rows = max(2 * nf, 2 * n_points, model.n_driven)
+    S = np.zeros((2 * nf, lanes))
+    S[:nf] = free_q0.T
+    work = _lane_arrays(V.T, S, nf, tri, rows, copies)
+    out_q = np.empty((lanes, 2, nf))
+    out_v = np.empty_like(out_q)
+    alive = valid.astype(np.float64)
+    h = motion.dt
+    kernel(*work, _coefficients(h), D, h, 1, 1, 0, lanes, np.zeros((1, len(selection), 2)),
+           np.zeros((1, len(selection))), True, False, False, 1.0e3, out_q, out_v,
+           np.empty((1, 1, 1, 1)), np.empty((1, 1, 1)), np.zeros(lanes), alive)
+    velocities = out_v[:, 1]
+    velocities[alive <= 0.0] = np.nan
+    return velocities
 
 
 def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, selection,

@@ -12,6 +12,7 @@ import pytest
 
 from bemore.errors import ModelError
 from bemore.model import DrivenMotion, joint_centre_cost, simulate
+from bemore.model.profiles import clear_hip_circle_profile
 from bemore.model.simulate import engine_threads, set_engine_threads
 
 # The module (``bemore.model.simulate`` as an attribute is the function of that name).
@@ -134,6 +135,46 @@ def test_a_one_step_motion_runs_each_threads_lanes_in_one_call(real, start, kern
                                                       whole.free_qd[:, 1]}) == 5
     assert np.array_equal(whole.free_qd, np.concatenate([part.free_qd for part in parts]))
     assert np.array_equal(whole.free_q, np.concatenate([part.free_q for part in parts]))
+
+
+@pytest.mark.parametrize("members", [1, 3, 8, 13, 35])
+def test_one_step_velocities_are_the_engines_bit_for_bit(real, start, kernel_threads,
+                                                         members: int) -> None:
+    """The spring equilibria's lean call (one kernel call on this thread, the members' fields
+    repeated ``copies`` times, no padding) gives the free velocities :func:`simulate` gives at
+    sample 1 of the one-step oracle motion, bit for bit, invalid members (a non-positive mass,
+    a NaN start) NaN in both."""
+    from bemore.model.equilibrium import oracle_motion
+    from bemore.model.simulate import one_step_velocities
+
+    q0, _ = start
+    rng = np.random.default_rng(members)
+    P = real.parameter_matrix([{"bar.stiffness_x": k, "trunk.mass": m} for k, m in zip(
+        rng.uniform(5000.0, 50000.0, members), rng.uniform(8.0, 25.0, members), strict=True)])
+    if members > 2:
+        P[1, real.parameter_names.index("trunk.mass")] = -1.0  # cannot be simulated
+    oracle = oracle_motion(np.zeros(real.n_driven), np.full(real.n_driven, 0.5),
+                           np.full(real.n_driven, -1.0))
+    copies = 3
+    free_q = q0 + rng.normal(0.0, 1e-3, (copies * members, real.n_free))
+    if members > 3:
+        free_q[members + 2, 0] = np.nan  # the second copy of member 2: a NaN start
+    kernel_threads.clear()
+    lean = one_step_velocities(real, real.fields(P), oracle, free_q, copies)
+    assert kernel_threads == [threading.get_ident()]  # one kernel call, on this thread
+    engine = simulate(real, np.tile(P, (copies, 1)), oracle, free_q, np.zeros_like(free_q),
+                      outputs=("free_qd",), threads=1).free_qd[:, 1]
+    assert np.array_equal(lean, engine, equal_nan=True)
+    failed = ~np.all(np.isfinite(lean), axis=1)
+    expected = np.zeros(copies * members, dtype=bool)
+    if members > 2:
+        expected[1::members] = True
+    if members > 3:
+        expected[members + 2] = True
+    assert np.array_equal(failed, expected)
+    with pytest.raises(ModelError, match="two-sample shared motion"):
+        one_step_velocities(real, real.fields(P), clear_hip_circle_profile(0.01, 1000.0),
+                            free_q, copies)
 
 
 @pytest.mark.parametrize(("members", "calls"), [(5, [8]), (12, [12]), (2, [1, 1])])
