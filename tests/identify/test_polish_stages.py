@@ -128,3 +128,29 @@ def test_the_two_stage_polish_ends_in_the_exact_polishs_minimum(forces_problem) 
             assert record.jacobians > record.coarse_jacobians
     assert [record.won for record in records].count(True) == 1
     assert all(record.coarse_jacobians == 0 for record in alone_records)
+
+
+def test_differenced_columns_with_bar_forces(forces_problem, monkeypatch) -> None:
+    """The first stage's differenced columns with the force rows: the tangents' own columns
+    are those of the all-tangent Jacobian bit for bit (forces rows included), the differenced
+    ones within 1e-4 of the exact columns. The problem's unknowns leave 3 directions over after
+    two whole vectors: allowed to difference up to 3 here, all three are differenced."""
+    import bemore.model.sensitivity as sensitivity
+
+    problem = forces_problem
+    left = problem.dim % 8
+    assert problem.has_forces and left == 3
+    monkeypatch.setattr(sensitivity, "DIFFERENCED_AT_MOST", left)
+    X = np.random.default_rng(7).uniform(0.3, 0.7, (2, problem.dim))
+    r, J = problem.jacobian(X, samples_per_step=2)
+    r_d, J_d = problem.jacobian(X, samples_per_step=2, differences=True)
+    assert np.array_equal(r_d, r)
+    assert np.array_equal(J_d[:, :, :-left], J[:, :, :-left])
+    error = (np.linalg.norm(J_d[:, :, -left:] - J[:, :, -left:], axis=1)
+             / np.linalg.norm(J[:, :, -left:], axis=1))
+    assert np.all(error < 1e-4), error
+    # The force rows alone (they see those unknowns): as close.
+    forces, forces_d = (problem.force_part(A[0].T)[-left:].reshape(left, -1) for A in (J, J_d))
+    assert np.all(np.linalg.norm(forces, axis=1) > 0.0)
+    error = np.linalg.norm(forces_d - forces, axis=1) / np.linalg.norm(forces, axis=1)
+    assert np.all(error < 1e-4), error
