@@ -28,9 +28,11 @@ from bench.common import Measurement, byte_compiled, commit_tree, time_bemore
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
 PREVIOUS_COMMIT = "a276d58"
-"""main before the exact Jacobian's kernel stored the cost points only and a kernel call's work
-arrays came from one allocation (docs/speed.md, "identify: the Jacobian's seven points, …").
-Earlier: d78928a, before a Jacobian's directions were cut between the engine threads."""
+"""main before the polish's first stage differenced a Jacobian's direction left over after
+whole tangent vectors and the spring equilibria's engine calls took the lean path (docs/speed.md,
+"identify: a coarse Jacobian's last direction differenced, …"). Earlier: 0879f2f, before the
+exact Jacobian's kernel stored the cost points only; d78928a, before a Jacobian's directions
+were cut between the engine threads."""
 PAIRS = 8  # even: as many pairs with each commit first
 
 

@@ -639,16 +639,20 @@ class IdentificationProblem(Problem):
 
         ``differences``: the last columns that
         :func:`bemore.model.sensitivity.differenced_directions` names (the tangents' directions
-        left over after whole vectors, for two members or more) are one-sided differences
-        instead: the residuals of each point moved by :data:`DIFFERENCE_STEP` along that
-        coordinate, in one residual call beside the tangents'. What a coarse polish stage
-        takes; a column whose moved point cannot be simulated is 0."""
+        left over after whole vectors) are one-sided differences instead: the residuals of each
+        point moved by :data:`DIFFERENCE_STEP` along that coordinate, in one residual call
+        beside the tangents' (``prepared`` cannot be given then: the moved points' equilibria
+        are solved with X's). What a coarse polish stage takes; a column whose moved point
+        cannot be simulated is 0."""
         from bemore.model.generated import run_beside
 
         X = np.atleast_2d(np.asarray(X, dtype=float))
         differenced = self._differenced(X, differences)
         if not differenced:
             return self._tangent_jacobian(X, samples_per_step, prepared, project_channels)
+        if prepared is not None:
+            raise ValueError("jacobian: prepared members with differences (the moved points' "
+                             "are solved with X's: residuals_and_jacobian)")
         moved, steps = self._differenced_points(X, differenced)
         members, derivatives, extra = self._members_and_start_derivatives(X, also=moved)
         residuals, (r, J) = run_beside(
@@ -663,12 +667,13 @@ class IdentificationProblem(Problem):
         """How many of the last columns of X's (N, dim) Jacobian are differences."""
         from bemore.model.sensitivity import differenced_directions
 
-        return differenced_directions(X.shape[1], X.shape[0]) if differences else 0
+        return differenced_directions(X.shape[1]) if differences else 0
 
     def _differenced_points(self, X: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The points (N·k, dim) whose residuals difference the last k columns of X's (N, dim)
-        Jacobian, each point moved along one of those coordinates, and the signed steps (N, k):
-        :data:`DIFFERENCE_STEP` forwards, backwards where that would leave the box.
+        Jacobian, each point moved along one of those coordinates, and the signed steps taken
+        (N, k): :data:`DIFFERENCE_STEP` forwards, backwards where that would leave the box (to
+        rounding: the steps are what the points moved).
 
         >>> problem = IdentificationProblem.__new__(IdentificationProblem)
         >>> problem.upper = np.ones(3)
@@ -679,10 +684,12 @@ class IdentificationProblem(Problem):
         """
         N, d = X.shape
         columns = np.arange(d - k, d)
-        steps = np.where(X[:, columns] + DIFFERENCE_STEP <= self.upper[columns],
-                         DIFFERENCE_STEP, -DIFFERENCE_STEP)
+        signed = np.where(X[:, columns] + DIFFERENCE_STEP <= self.upper[columns],
+                          DIFFERENCE_STEP, -DIFFERENCE_STEP)
         moved = np.repeat(X[:, None, :], k, axis=1)
-        moved[:, np.arange(k), columns] += steps
+        moved[:, np.arange(k), columns] += signed
+        # The steps taken, exactly (x + h rounds: the difference is divided by what moved).
+        steps = moved[:, np.arange(k), columns] - X[:, columns]
         return moved.reshape(N * k, d), steps
 
     def _with_differences(self, r: np.ndarray, J: np.ndarray, moved_residuals: np.ndarray,

@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bemore.errors import ModelError
+from bemore.model.simulate import MAX_ABS, runnable_fields, work_sizes
 
 # Arrays whose tangents the kernel carries, and the axis of their direction index: the lane
 # arrays (lanes last) get it first; the member-major point output gets it after the member.
@@ -382,26 +383,21 @@ def _shared_run(model, motion, directions: int, shared_primal: bool, states: boo
     """The tangent kernel of ``model`` for ``directions`` (``states``: with the free state's
     tangents) and the arrays its calls share, for one integrator step per ``samples_per_step``
     samples (1 or 2, as :func:`bemore.model.simulate.simulate`)."""
-    from bemore.model.simulate import _cached, _coefficients
-    from bemore.model.table import driven_table
+    from bemore.model.simulate import _coefficients, shared_table, work_sizes
 
     selection = program_selection(model)
     kernel, program = tangent_kernel(model, selection, directions, shared_primal=shared_primal,
                                      states=states, stored_points=stored_points)
-    D = _cached(("generated", samples_per_step, program.slots), model, motion, 1,
-                lambda: driven_table(model.tree, program.slots, motion.q, motion.qd,
-                                     motion.qdd, motion.dt, 1, samples_per_step))
-    nf = model.n_free
+    D = shared_table(model, program.slots, motion, 1, samples_per_step)
     n_points = len(model.point_names) if stored_points is None else len(stored_points)
     h = motion.dt * samples_per_step
     return _SharedRun(kernel, D, len(motion.t), n_points, h, _coefficients(h),
-                      nf * (nf + 1) // 2, max(2 * nf, 2 * n_points, model.n_driven), selection,
-                      samples_per_step)
+                      *work_sizes(model, n_points), selection, samples_per_step)
 
 
 def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
                         layout: str = "directions", directions: int = DIRECTIONS,
-                        threads: int | None = None, max_abs: float = 1.0e3,
+                        threads: int | None = None, max_abs: float = MAX_ABS,
                         states: bool = False, samples_per_step: int = 1,
                         points: tuple[int, ...] | None = None,
                         out: np.ndarray | None = None) -> PointSensitivities:
@@ -448,10 +444,7 @@ def point_sensitivities(model, P, motion, free_q0, free_qd0, dP, dq0, dqd0,
     q0 = np.broadcast_to(np.asarray(free_q0, np.float64), (B, nf))
     v0 = np.broadcast_to(np.asarray(free_qd0, np.float64), (B, nf))
     valid = valid & np.all(np.isfinite(q0), axis=1) & np.all(np.isfinite(v0), axis=1)
-    if not valid.all():
-        V = V.copy()
-        V[~valid] = V[np.argmax(valid)] if valid.any() else model.tree.fields(
-            model.parameter_matrix([{}]))[0]
+    V = runnable_fields(model, V, valid)
     if points is not None:
         try:
             points = tuple(operator.index(i) for i in points)
@@ -576,10 +569,11 @@ def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_
     points = np.empty((B, F, n_points, 2))
     if out is None:
         derivatives = np.empty((B, K, 1, F, n_points, 2))
-    elif (out.dtype != np.float64 or not out.flags.c_contiguous or out.ndim != 5
-          or out.shape[0] != B or out.shape[1] < K or out.shape[2:] != (F, n_points, 2)):
-        raise ModelError(f"sensitivities: out must be a C-contiguous float64 array of shape "
-                         f"({B}, ≥ {K}, {F}, {n_points}, 2), not {out.shape}")
+    elif (out.dtype != np.float64 or not out.flags.c_contiguous or not out.flags.writeable
+          or out.ndim != 5 or out.shape[0] != B or out.shape[1] < K
+          or out.shape[2:] != (F, n_points, 2)):
+        raise ModelError(f"sensitivities: out must be a writeable C-contiguous float64 array of "
+                         f"shape ({B}, ≥ {K}, {F}, {n_points}, 2), not {out.shape}")
     else:
         derivatives = out[:, :, None]  # the kernel calls write directions lo..hi < K of it
     shape = (B, F, nf) if states else (1, 1, 1)
@@ -617,12 +611,14 @@ def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_
 
     plan = direction_pieces(B, K, threads or _engine_threads())
     generated.run_call_lists(kernel, [[call(*piece) for piece in pieces] for pieces in plan])
-    result = PointSensitivities(points, derivatives[:, :, 0] if out is None else out,
-                                alive > 0.0)
+    result = PointSensitivities(points, derivatives[:, :K, 0], alive > 0.0)
     if states:
         result.free_q, result.free_qd = out_q, out_v
         result.d_free_q, result.d_free_qd = out_q_d[:, :, 0], out_v_d[:, :, 0]
-    return _failed_to_nan(result)
+    result = _failed_to_nan(result)  # NaN in the K directions only: the room is the caller's
+    if out is not None:
+        result.derivatives = out
+    return result
 
 
 # Relative cost of one call of the "directions" layout with n directions: the member's own
@@ -649,27 +645,25 @@ DIFFERENCED_AT_MOST = 2
 """The most directions :func:`differenced_directions` leaves to one-sided differences."""
 
 
-def differenced_directions(directions: int, members: int) -> int:
-    """How many of the last ``directions`` of a Jacobian of ``members`` members are cheaper as
-    one-sided differences than as tangents, for a caller that takes a difference as one more
-    member of a residual batch beside the tangents: the directions left over after the whole
-    vectors, when there are whole vectors, at most :data:`DIFFERENCED_AT_MOST` left over, and
-    at least two members. Each direction left over costs a scalar pass of the "directions"
-    layout, ≈ as long as a whole vector pass (:data:`REMAINDER_PASS`), while the members'
-    differences share the residual batch's vector lanes. Measured (2 samples per step, both
-    cores, AMD EPYC Zen 4), one round of the polish's residuals and Jacobians of 2, 3 and 5
-    members: 0.86, 0.86 and 0.92 × the time with every column from the tangents; of one
-    member: 1.02 × (its difference is a scalar pass of its own).
+def differenced_directions(directions: int) -> int:
+    """How many of a Jacobian's last ``directions`` are cheaper as one-sided differences than
+    as tangents, for a caller that takes a difference as one more member of a residual batch
+    beside the tangents: the directions left over after the whole vectors, when there are whole
+    vectors and at most :data:`DIFFERENCED_AT_MOST` left over. Each of those costs a scalar
+    pass of the "directions" layout, ≈ as long as a whole vector pass (:data:`REMAINDER_PASS`),
+    while the members' differences share the residual batch's vector lanes. Measured (2 samples
+    per step, both cores, AMD EPYC Zen 4), a round of the polish's residuals and Jacobians of 2,
+    3 and 5 members: 0.86, 0.86 and 0.92 × the time with every column from the tangents; of one
+    member 1.02 × (its difference is a scalar pass of its own). The choice depends on the
+    directions alone, not on the batch: a member's Jacobian is the same in any batch.
 
-    >>> [differenced_directions(d, 3) for d in (17, 16, 18, 19, 9, 2)]
+    >>> [differenced_directions(d) for d in (17, 16, 18, 19, 9, 2)]
     [1, 0, 2, 0, 1, 0]
-    >>> differenced_directions(17, 1)
-    0
     """
     from bemore.model.generated import LANE_ALIGN
 
     vectors, left = divmod(directions, LANE_ALIGN)
-    return left if vectors and left <= DIFFERENCED_AT_MOST and members >= 2 else 0
+    return left if vectors and left <= DIFFERENCED_AT_MOST else 0
 
 
 def _cuts(member: int, directions: int, parts: int) -> list[tuple[int, int, int]]:
@@ -790,7 +784,7 @@ class MotionSensitivities:
 
 def motion_sensitivities(model, P, motion, dq, dqd, dqdd, free_q0, free_qd0,
                          substeps: int = 1, threads: int | None = None,
-                         max_abs: float = 1.0e3) -> MotionSensitivities:
+                         max_abs: float = MAX_ABS) -> MotionSensitivities:
     """Free state and driven efforts of members with their own driven motions, and their exact
     derivatives along K seed directions of the motions.
 
@@ -819,10 +813,7 @@ def motion_sensitivities(model, P, motion, dq, dqd, dqdd, free_q0, free_qd0,
                              f"({B}, K, {F}, {nd})")
     q0 = np.broadcast_to(np.asarray(free_q0, np.float64), (B, nf))
     v0 = np.broadcast_to(np.asarray(free_qd0, np.float64), (B, nf))
-    if not valid.all():
-        V = V.copy()
-        V[~valid] = V[np.argmax(valid)] if valid.any() else model.tree.fields(
-            model.parameter_matrix([{}]))[0]
+    V = runnable_fields(model, V, valid)
     kernel, program = motion_tangent_kernel(model, K)
     slots = program.member_slots
     # One table for the motions, their seeds and a zero motion: the table is affine in the
@@ -838,9 +829,7 @@ def motion_sensitivities(model, P, motion, dq, dqd, dqdd, free_q0, free_qd0,
     dD = tables[..., B:B + B * K] - tables[..., B + B * K:]
     # (steps, rows, slots, B·K) → (K, steps, rows, slots, B)
     dD = np.ascontiguousarray(np.moveaxis(dD.reshape(*dD.shape[:3], B, K), 4, 0))
-    n_points = len(model.point_names)
-    tri = nf * (nf + 1) // 2
-    rows = max(2 * nf, 2 * n_points, nd)
+    tri, rows = work_sizes(model, len(model.point_names))
     h = motion.dt / substeps
     work = _lane_arrays(V.T, np.concatenate([q0.T, v0.T]), nf, tri, rows)
     out_q, out_v = np.empty((B, F, nf)), np.empty((B, F, nf))
@@ -868,6 +857,6 @@ def motion_sensitivities(model, P, motion, dq, dqd, dqdd, free_q0, free_qd0,
 def program_selection(model) -> tuple[int, ...]:
     """The engine's default cost points of ``model`` (indices into its points): the selection
     of the kernel module a simulation without a cost uses."""
-    from bemore.model.simulate import COST_POINTS
+    from bemore.model.simulate import cost_selection
 
-    return tuple(model.point_names.index(p) for p in COST_POINTS if p in model.point_names)
+    return cost_selection(model)

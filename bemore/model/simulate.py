@@ -40,6 +40,7 @@ from bemore.model.stages import stage_arrays
 from bemore.model.table import driven_table
 
 COST_POINTS = ("bar", "wrist", "elbow", "neck", "hip", "knee", "ankle")
+MAX_ABS = 1.0e3  # SI: a lane whose state leaves ±this (or is NaN) dies (reported NaN)
 
 _engine_threads: int | None = None  # None: one per core
 
@@ -201,7 +202,7 @@ def _check_motion(model: Model, motion: DrivenMotion, B: int) -> None:
 def simulate(model: Model, P, motion: DrivenMotion, free_q0, free_qd0,
              outputs: Sequence[str] = _OUTPUTS,
              measured: np.ndarray | None = None, points: Sequence[str] = COST_POINTS,
-             substeps: int = 1, max_abs: float = 1.0e3, engine: str = "auto",
+             substeps: int = 1, max_abs: float = MAX_ABS, engine: str = "auto",
              threads: int | None = None, samples_per_step: int = 1,
              fields: tuple[np.ndarray, np.ndarray] | None = None) -> Simulation:
     """Integrate the trial for every row of P (B, n_parameters); free state (n_free,) or (B, ·).
@@ -381,6 +382,44 @@ def _lane_arrays(Vt: np.ndarray, S: np.ndarray, nf: int, tri: int, rows: int,
     return arrays
 
 
+def cost_selection(model: Model) -> tuple[int, ...]:
+    """The engine's default cost points of ``model`` (indices into its points, in the order
+    of :data:`COST_POINTS`): the selection of the kernel module a simulation without a cost
+    uses, and the tangent kernels' (``bemore.model.sensitivity.program_selection``)."""
+    return tuple(model.point_names.index(p) for p in COST_POINTS if p in model.point_names)
+
+
+def shared_table(model: Model, slots: tuple, motion: DrivenMotion, substeps: int = 1,
+                 samples_per_step: int = 1) -> np.ndarray:
+    """The driven table of ``motion`` for a kernel reading ``slots``
+    (:func:`bemore.model.table.driven_table`), memoised for a shared motion (:func:`_cached`:
+    every kernel of the same slots, step and motion reads the same one); a per-member motion's
+    is built at each call."""
+    return _cached(("generated", samples_per_step, slots), model, motion, substeps,
+                   lambda: driven_table(model.tree, slots, motion.q, motion.qd, motion.qdd,
+                                        motion.dt, substeps, samples_per_step))
+
+
+def work_sizes(model: Model, n_points: int) -> tuple[int, int]:
+    """Sizes of a kernel's per-lane work arrays (:func:`_lane_arrays`) for ``n_points``
+    stored points: the packed triangle of an n_free × n_free factor, and a frame's output rows
+    (free state, points' x and y, driven efforts: the largest)."""
+    nf = model.n_free
+    return nf * (nf + 1) // 2, max(2 * nf, 2 * n_points, model.n_driven)
+
+
+def runnable_fields(model: Model, V: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Fields ``V`` (B, n_fields) with each invalid member's row (``valid`` False) replaced by
+    a valid member's, or by the default parameters' fields when none is valid (a copy; ``V``
+    itself when all are valid): invalid members run on them, and are then reported NaN."""
+    if valid.all():
+        return V
+    V = V.copy()
+    V[~valid] = V[np.argmax(valid)] if valid.any() else model.tree.fields(
+        model.parameter_matrix([{}]))[0]
+    return V
+
+
 def one_step_velocities(model: Model, fields: tuple[np.ndarray, np.ndarray], motion: DrivenMotion,
                         free_q0: np.ndarray, copies: int = 1) -> np.ndarray:
     """Free velocities (copies·B, n_free) after ONE integrator step of the two-sample shared
@@ -398,22 +437,13 @@ def one_step_velocities(model: Model, fields: tuple[np.ndarray, np.ndarray], mot
     lanes = copies * B
     if len(motion.t) != 2 or motion.members is not None:
         raise ModelError("one_step_velocities: a two-sample shared motion")
-    selection = tuple(model.point_names.index(p) for p in COST_POINTS
-                      if p in model.point_names)
+    selection = cost_selection(model)
     kernel, program = kernel_for(model.tree, len(model.point_names), False, False, selection)
-    D = _cached(("generated", 1, program.slots), model, motion, 1,
-                lambda: driven_table(model.tree, program.slots, motion.q, motion.qd,
-                                     motion.qdd, motion.dt, 1, 1))
+    D = shared_table(model, program.slots, motion)
     valid = np.tile(valid, copies) & np.all(np.isfinite(free_q0), axis=1)
     if not valid.all():
-        # Invalid members run on a valid member's fields, then are reported as NaN.
-        V = np.tile(V, (copies, 1))
-        V[~valid] = V[np.argmax(valid)] if valid.any() else model.tree.fields(
-            model.parameter_matrix([{}]))[0]
-        copies = 1
-    tri = nf * (nf + 1) // 2
-    n_points = len(model.point_names)
-    rows = max(2 * nf, 2 * n_points, model.n_driven)
+        V, copies = runnable_fields(model, np.tile(V, (copies, 1)), valid), 1
+    tri, rows = work_sizes(model, len(model.point_names))
     S = np.zeros((2 * nf, lanes))
     S[:nf] = free_q0.T
     work = _lane_arrays(V.T, S, nf, tri, rows, copies)
@@ -422,7 +452,7 @@ def one_step_velocities(model: Model, fields: tuple[np.ndarray, np.ndarray], mot
     alive = valid.astype(np.float64)
     h = motion.dt
     kernel(*work, _coefficients(h), D, h, 1, 1, 0, lanes, np.zeros((1, len(selection), 2)),
-           np.zeros((1, len(selection))), True, False, False, 1.0e3, out_q, out_v,
+           np.zeros((1, len(selection))), True, False, False, MAX_ABS, out_q, out_v,
            np.empty((1, 1, 1, 1)), np.empty((1, 1, 1)), np.zeros(lanes), alive)
     velocities = out_v[:, 1]
     velocities[alive <= 0.0] = np.nan
@@ -439,20 +469,13 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     if not flags[3]:
         # No cost asked: the module of the default cost points (the one an identification
         # compiles anyway), not a module of its own.
-        selection = np.array([model.point_names.index(p) for p in COST_POINTS
-                              if p in model.point_names], dtype=np.int64)
+        selection = np.array(cost_selection(model), dtype=np.int64)
     kernel, program = kernel_for(model.tree, n_points, per_member, bool(flags[1]),
                                  tuple(selection))
     slots = program.member_slots if per_member else program.slots
     # One table per layout of its slots (a kernel storing other points may use other slots).
-    D = _cached(("generated", samples_per_step, slots), model, motion, substeps,
-                lambda: driven_table(model.tree, slots, motion.q, motion.qd, motion.qdd,
-                                     motion.dt, substeps, samples_per_step))
-    if not valid.all():
-        # Invalid members run on a valid member's fields, then are reported as NaN.
-        V = V.copy()
-        V[~valid] = V[np.argmax(valid)] if valid.any() else model.tree.fields(
-            model.parameter_matrix([{}]))[0]
+    D = shared_table(model, slots, motion, substeps, samples_per_step)
+    V = runnable_fields(model, V, valid)
     threads = threads or engine_threads()
     # A shared motion's lanes may be padded to a whole vector (copies of lane 0, dropped at the
     # end); a lane's numbers do not depend on the lanes beside it.
@@ -481,8 +504,7 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
     # The kernel's outputs, each with whether it has a row per lane (else a placeholder).
     per_lane = ((out_q, store_state), (out_v, store_state), (out_pts, store_points),
                 (out_eff, store_efforts), (cost, True), (alive, True))
-    tri = nf * (nf + 1) // 2
-    rows = max(2 * nf, 2 * n_points, nd)  # a frame's outputs, lane-minor
+    tri, rows = work_sizes(model, n_points)
     h = motion.dt * samples_per_step / substeps
     coefficients = _coefficients(h)
     after = (meas_full, wts, store_state, store_points, do_cost, max_abs)

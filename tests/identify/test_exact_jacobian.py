@@ -147,8 +147,8 @@ def test_exact_jacobian_of_other_cost_points(sample_problem, cost_points) -> Non
 
 
 def test_a_coarse_jacobian_differences_the_direction_left_over(sample_problem) -> None:
-    """``differences``: a Jacobian of several members takes the tangent kernel's direction left
-    over after two whole vectors (the 17th) as a one-sided difference of the residuals, the
+    """``differences``: a Jacobian takes the tangent kernel's direction left over after two
+    whole vectors (the 17th) as a one-sided difference of the residuals, the
     step backwards at the box's upper bound: the residuals and the 16 other columns are the
     tangent Jacobian's bit for bit, the differenced column within 1e-4 of the exact one
     (measured 0.5–2.3e-6 with its step of 1e-6). One member keeps every tangent; the lock
@@ -165,8 +165,9 @@ def test_a_coarse_jacobian_differences_the_direction_left_over(sample_problem) -
     error = np.linalg.norm(J_d[:, :, -1] - J[:, :, -1], axis=1) / np.linalg.norm(J[:, :, -1],
                                                                                  axis=1)
     assert np.all(error < 1e-4), error
-    one = problem.jacobian(X[:1], samples_per_step=2, differences=True)
-    assert np.array_equal(one[1], J[:1])
+    # A member's Jacobian does not depend on its batch (the lock step's promise).
+    one = problem.jacobian(X[1:2], samples_per_step=2, differences=True)
+    assert np.array_equal(one[1], J_d[1:2])
     residuals, (r_b, J_b) = problem.residuals_and_jacobian(X[1:], X, 2, differences=True)
     assert np.array_equal(residuals, problem.residuals(X[1:], samples_per_step=2))
     assert np.array_equal(r_b, r) and np.array_equal(J_b, J_d)
@@ -192,3 +193,61 @@ def test_a_differenced_column_whose_moved_point_fails_is_zero(sample_problem, mo
     _, J_d = problem.jacobian(X, samples_per_step=2, differences=True)
     assert np.all(J_d[1, :, -1] == 0.0) and np.any(J_d[0, :, -1] != 0.0)
     assert np.array_equal(J_d[:, :, :-1], J[:, :, :-1])
+
+
+def test_differenced_jacobians_leave_the_room_and_penalties_alone(sample_problem, monkeypatch
+                                                                 ) -> None:
+    """The differenced columns' room in the tangents' array is never read: filled with NaN
+    before the kernel runs, the residuals and Jacobian are the same and finite. A member that
+    cannot be simulated (outside the box: a negative mass) gets the penalty residuals and a
+    zero Jacobian, its differenced column included."""
+    import bemore.model.sensitivity as sensitivity
+    from bemore.identify.problem import PENALTY_DISTANCE_M
+
+    problem = sample_problem
+    X = np.random.default_rng(8).uniform(0.1, 0.9, (3, problem.dim))
+    X[2, problem.space.names.index("trunk.mass")] = -5.0  # a negative mass: not simulable
+    clean = problem.jacobian(X, samples_per_step=2, differences=True)
+    real = sensitivity.point_sensitivities
+
+    def poisoned(*args, out=None, **kwargs):
+        if out is not None:
+            out[...] = np.nan
+        return real(*args, out=out, **kwargs)
+
+    monkeypatch.setattr(sensitivity, "point_sensitivities", poisoned)
+    for r, J in (problem.jacobian(X, samples_per_step=2, differences=True),
+                 problem.residuals_and_jacobian(X[:1], X, 2, differences=True)[1]):
+        assert np.array_equal(r, clean[0]) and np.array_equal(J, clean[1])
+        assert np.all(np.isfinite(J))
+    assert np.all(clean[0][2] == PENALTY_DISTANCE_M / np.sqrt(2.0))
+    assert np.all(clean[1][2] == 0.0)
+    assert all(np.any(clean[1][n, :, -1] != 0.0) for n in (0, 1))  # the others differenced
+
+
+def test_lock_step_with_differenced_jacobians_matches_the_starts_alone(monkeypatch) -> None:
+    """With differenced columns (the first stage's Jacobians) each start still reaches, bit for
+    bit, the point it reaches alone: a member's Jacobian does not depend on how many others
+    share its round. The synthetic problem's 13 unknowns leave 5 over; allowed here."""
+    import functools
+
+    import bemore.model.sensitivity as sensitivity
+
+    monkeypatch.setattr(sensitivity, "DIFFERENCED_AT_MOST", 5)
+    truth = {item.name: item.seed_value for item in load_identification().parameters}
+    problem = synthetic_case(truth, noise_m=0.001, seed=5, frames=300).problem
+    assert sensitivity.differenced_directions(problem.dim) == 5
+    centre = problem.space.to_normalised(np.array([truth[n] for n in problem.space.names]))
+    starts = np.clip(centre + np.random.default_rng(7).uniform(-0.08, 0.08, (3, problem.dim)),
+                     0.0, 1.0)
+    box = (problem.lower, problem.upper)
+    jacobian = functools.partial(problem.jacobian, differences=True)
+    with threadpool_limits(limits=1, user_api="blas"):
+        alone = [polish(problem.residuals, x, *box, max_iterations=10, jacobian=jacobian)
+                 for x in starts]
+        together = polish_many(problem.residuals, starts, *box, max_iterations=10,
+                               jacobian=jacobian)
+    for one, other in zip(alone, together, strict=True):
+        assert np.array_equal(one.result.x, other.result.x)
+        assert one.result.fun == other.result.fun
+        assert np.array_equal(one.jacobian, other.jacobian)

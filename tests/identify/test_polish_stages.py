@@ -154,3 +154,28 @@ def test_differenced_columns_with_bar_forces(forces_problem, monkeypatch) -> Non
     assert np.all(np.linalg.norm(forces, axis=1) > 0.0)
     error = np.linalg.norm(forces_d - forces, axis=1) / np.linalg.norm(forces, axis=1)
     assert np.all(error < 1e-4), error
+
+
+def test_the_first_stage_asks_for_differences_and_the_exact_stage_does_not(
+        forces_trial, monkeypatch) -> None:
+    """The polish's first stage asks its Jacobians for differenced columns
+    (``differences=True``, two samples per step); the exact stage, whose Jacobian the analysis
+    takes, asks for tangents only."""
+    problem = _problem(forces_trial, 2)
+    asked = []
+    for name in ("jacobian", "residuals_and_jacobian"):
+        real = getattr(problem, name)
+
+        def recording(*args, real=real, **kwargs):
+            asked.append((kwargs.get("samples_per_step", 1), kwargs.get("differences", False)))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(problem, name, recording)
+    settings = RunSettings(polish_iterations=3, polish_starts=2)
+    archive = _Archive(problem)
+    archive.points.append(np.random.default_rng(5).uniform(0.3, 0.7, (4, problem.dim)))
+    archive.costs.append(np.array([4.0, 3.0, 2.0, 1.0]))
+    with threadpool_limits(limits=1, user_api="blas"):
+        _polish_from_distinct_starts(problem, archive, settings)
+    assert (2, True) in asked and (1, False) in asked
+    assert set(asked) == {(2, True), (1, False)}

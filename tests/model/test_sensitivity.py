@@ -295,6 +295,7 @@ def test_out_receives_the_derivatives_and_keeps_its_other_directions(real) -> No
     derivatives (those of a call without it, bit for bit), is the result's derivatives, and
     its other directions keep what the caller put there; a wrong array is one clear error."""
     space, motion, columns, P, q0, v0 = _members_at_the_handstand(real, 0.2, 3, seed=4)
+    P[1, real.parameter_names.index("trunk.mass")] = -1.0  # cannot be simulated: NaN
     K = 5
     dP = np.zeros((len(P), K, P.shape[1]))
     dP[:, np.arange(K), columns[:K]] = space.width[:K]
@@ -303,10 +304,13 @@ def test_out_receives_the_derivatives_and_keeps_its_other_directions(real) -> No
     out = np.full((len(P), K + 2, len(motion.t), len(real.point_names), 2), 7.0)
     given = point_sensitivities(real, P, motion, q0, v0, dP, dq0, dq0, out=out)
     assert given.derivatives is out
-    assert np.array_equal(out[:, :K], plain.derivatives)
-    assert np.all(out[:, K:] == 7.0)
+    assert np.array_equal(out[:, :K], plain.derivatives, equal_nan=True)
+    assert np.all(np.isnan(out[1, :K])) and np.all(np.isfinite(out[[0, 2], :K]))
+    assert np.all(out[:, K:] == 7.0)  # the failed member's room too
+    read_only = out.copy()
+    read_only.flags.writeable = False
     for wrong in (out[:, :K - 1], out[:2], out.astype(np.float32), out[..., :1],
-                  np.asfortranarray(out)):
+                  np.asfortranarray(out), read_only):
         with pytest.raises(ModelError, match="out must be"):
             point_sensitivities(real, P, motion, q0, v0, dP, dq0, dq0, out=wrong)
     with pytest.raises(ModelError, match="out is for"):

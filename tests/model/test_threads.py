@@ -137,13 +137,14 @@ def test_a_one_step_motion_runs_each_threads_lanes_in_one_call(real, start, kern
     assert np.array_equal(whole.free_q, np.concatenate([part.free_q for part in parts]))
 
 
-@pytest.mark.parametrize("members", [1, 3, 8, 13, 35])
+@pytest.mark.parametrize(("members", "invalid"), [(1, False), (5, False), (13, False),
+                                                 (3, True), (8, True), (35, True)])
 def test_one_step_velocities_are_the_engines_bit_for_bit(real, start, kernel_threads,
-                                                         members: int) -> None:
+                                                         members: int, invalid: bool) -> None:
     """The spring equilibria's lean call (one kernel call on this thread, the members' fields
     repeated ``copies`` times, no padding) gives the free velocities :func:`simulate` gives at
-    sample 1 of the one-step oracle motion, bit for bit, invalid members (a non-positive mass,
-    a NaN start) NaN in both."""
+    sample 1 of the one-step oracle motion, bit for bit; with ``invalid``, members that cannot
+    be simulated (a non-positive mass, a NaN start) are NaN in both."""
     from bemore.model.equilibrium import oracle_motion
     from bemore.model.simulate import one_step_velocities
 
@@ -151,13 +152,13 @@ def test_one_step_velocities_are_the_engines_bit_for_bit(real, start, kernel_thr
     rng = np.random.default_rng(members)
     P = real.parameter_matrix([{"bar.stiffness_x": k, "trunk.mass": m} for k, m in zip(
         rng.uniform(5000.0, 50000.0, members), rng.uniform(8.0, 25.0, members), strict=True)])
-    if members > 2:
+    if invalid:
         P[1, real.parameter_names.index("trunk.mass")] = -1.0  # cannot be simulated
     oracle = oracle_motion(np.zeros(real.n_driven), np.full(real.n_driven, 0.5),
                            np.full(real.n_driven, -1.0))
     copies = 3
     free_q = q0 + rng.normal(0.0, 1e-3, (copies * members, real.n_free))
-    if members > 3:
+    if invalid:
         free_q[members + 2, 0] = np.nan  # the second copy of member 2: a NaN start
     kernel_threads.clear()
     lean = one_step_velocities(real, real.fields(P), oracle, free_q, copies)
@@ -167,9 +168,8 @@ def test_one_step_velocities_are_the_engines_bit_for_bit(real, start, kernel_thr
     assert np.array_equal(lean, engine, equal_nan=True)
     failed = ~np.all(np.isfinite(lean), axis=1)
     expected = np.zeros(copies * members, dtype=bool)
-    if members > 2:
+    if invalid:
         expected[1::members] = True
-    if members > 3:
         expected[members + 2] = True
     assert np.array_equal(failed, expected)
     with pytest.raises(ModelError, match="two-sample shared motion"):
