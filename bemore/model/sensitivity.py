@@ -383,7 +383,7 @@ def _shared_run(model, motion, directions: int, shared_primal: bool, states: boo
     """The tangent kernel of ``model`` for ``directions`` (``states``: with the free state's
     tangents) and the arrays its calls share, for one integrator step per ``samples_per_step``
     samples (1 or 2, as :func:`bemore.model.simulate.simulate`)."""
-    from bemore.model.simulate import _coefficients, shared_table, work_sizes
+    from bemore.model.simulate import _coefficients, shared_table
 
     selection = program_selection(model)
     kernel, program = tangent_kernel(model, selection, directions, shared_primal=shared_primal,
@@ -569,11 +569,12 @@ def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_
     points = np.empty((B, F, n_points, 2))
     if out is None:
         derivatives = np.empty((B, K, 1, F, n_points, 2))
-    elif (out.dtype != np.float64 or not out.flags.c_contiguous or not out.flags.writeable
+    elif (not isinstance(out, np.ndarray) or out.dtype != np.float64
+          or not out.flags.c_contiguous or not out.flags.writeable
           or out.ndim != 5 or out.shape[0] != B or out.shape[1] < K
           or out.shape[2:] != (F, n_points, 2)):
         raise ModelError(f"sensitivities: out must be a writeable C-contiguous float64 array of "
-                         f"shape ({B}, ≥ {K}, {F}, {n_points}, 2), not {out.shape}")
+                         f"shape ({B}, ≥ {K}, {F}, {n_points}, 2), not {np.shape(out)}")
     else:
         derivatives = out[:, :, None]  # the kernel calls write directions lo..hi < K of it
     shape = (B, F, nf) if states else (1, 1, 1)
