@@ -190,8 +190,53 @@ def identify(
     # population's small matrix products only contend with them (measured: 4× slower
     # parameter → field products under load), and LAPACK's rounding then does not depend on
     # the machine.
+    ahead = _build_ahead(problem, settings)
     with engine_threads_set(threads), threadpool_limits(limits=1, user_api="blas"):
-        return _identify(problem, settings, callback, on_phase, on_fit, start)
+        outcome = _identify(problem, settings, callback, on_phase, on_fit, start)
+    if ahead is not None:
+        ahead.join()  # done: the polish and the analysis have loaded what it built
+    return outcome
+
+
+def _build_ahead(problem: IdentificationProblem, settings: RunSettings) -> Any:
+    """A thread building the kernels the polish and the analysis will load (the exact
+    Jacobian's tangent kernel, the analysis copies' per-member engine kernel) while this
+    thread builds the search's and searches; None without a C compiler (numba's compilations
+    do not run beside each other). On a machine whose kernel cache lacks them (a first
+    command without ``make venv``'s warm-up), clang then compiles them on the other core
+    during the search; a later request of a kernel in the making waits for it
+    (``bemore.model.native.cached``). With the cache full the thread only loads them, which
+    this thread would do later. A failed build is left to the request that needs it, which
+    builds it again and reports the error."""
+    import threading
+
+    from bemore.model import generated, native
+
+    if native.compiler() is None or not isinstance(problem, IdentificationProblem):
+        return None
+    model = problem.model
+
+    def build() -> None:
+        from bemore.model.sensitivity import (
+            DIRECTIONS_LAYOUT_KERNEL,
+            program_selection,
+            tangent_kernel,
+        )
+        from bemore.model.simulate import cost_selection
+
+        try:
+            if settings.polish and _exact_jacobian(problem, settings):
+                tangent_kernel(model, program_selection(model), *DIRECTIONS_LAYOUT_KERNEL,
+                               states=problem.has_forces, stored_points=problem._stored_points)
+            if getattr(problem, "trial", None) is not None:
+                generated.kernel_for(model.tree, len(model.point_names), True, False,
+                                     cost_selection(model))
+        except Exception:  # the request that needs the kernel builds it again and reports it
+            pass
+
+    thread = threading.Thread(target=build, name="bemore-kernels-ahead", daemon=True)
+    thread.start()
+    return thread
 
 
 def _identify(

@@ -430,17 +430,33 @@ def cache_folder() -> Path:
     return folder
 
 
+_building: dict[Path, threading.Lock] = {}
+_building_lock = threading.Lock()
+
+
+def _library_lock(library: Path) -> threading.Lock:
+    """The lock of one library's build in this process: a thread that finds another building
+    it waits for that build instead of translating and compiling it again."""
+    with _building_lock:
+        return _building.setdefault(library, threading.Lock())
+
+
 def cached(key: str, name: str, c_source: Callable[[], str], cc: str) -> Callable:
     """Function ``name`` of the library cached under ``key`` (the text it is translated from),
-    built from ``c_source()`` by ``cc`` if missing — or damaged: rebuilt once."""
+    built from ``c_source()`` by ``cc`` if missing — or damaged: rebuilt once. Threads asking
+    for the same library build it once (:func:`_library_lock`; processes may build it twice,
+    :func:`build` is atomic)."""
     library = library_path(cache_folder(), key, cc)
     if not library.exists():
-        build(c_source(), cc, library)
+        with _library_lock(library):
+            if not library.exists():
+                build(c_source(), cc, library)
     try:
         return load(library, name)
     except (OSError, ValueError):  # a damaged cache file (a full disk, a killed copy)
-        library.unlink(missing_ok=True)
-        build(c_source(), cc, library)
+        with _library_lock(library):
+            library.unlink(missing_ok=True)
+            build(c_source(), cc, library)
         return load(library, name)
 
 

@@ -134,3 +134,68 @@ def test_workers_set_the_engine_threads_for_the_run_only(case) -> None:
     assert seen == {1: 1, most: most}
     assert one.global_result.fun == two.global_result.fun
     assert np.array_equal(one.x, two.x)
+
+
+def test_the_kernels_built_ahead_are_those_the_polish_and_the_analysis_load(
+        tmp_path, monkeypatch) -> None:
+    """While the search runs, a thread of its own asks for the exact Jacobian's tangent kernel
+    and the analysis copies' per-member engine kernel (built there on a first run, compiled by
+    clang on the other core): each is a kernel the polish or the analysis then asks for with
+    the same arguments, so nothing is built for nothing; a run without the polish asks for no
+    tangent kernel ahead, and without a C compiler nothing is built ahead."""
+    import importlib
+    import inspect
+    import threading
+
+    from bemore.identify.pipeline import Overrides, run_identification
+    from bemore.identify.run import _build_ahead
+    from bemore.model import generated, native, sensitivity
+    from bemore.paths import data_dir
+
+    simulate_module = importlib.import_module("bemore.model.simulate")
+    asked: list[tuple[str, str, tuple]] = []
+
+    def recording(kind, real):
+        signature = inspect.signature(real)
+
+        def record(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = tuple((name, value) for name, value in bound.arguments.items()
+                              if name not in ("model", "tree"))
+            asked.append((kind, threading.current_thread().name, arguments))
+            return real(*args, **kwargs)
+
+        return record
+
+    monkeypatch.setattr(sensitivity, "tangent_kernel",
+                        recording("tangent", sensitivity.tangent_kernel))
+    engine = recording("engine", generated.kernel_for)
+    monkeypatch.setattr(generated, "kernel_for", engine)
+    monkeypatch.setattr(simulate_module, "kernel_for", engine)
+    run_identification(data_dir() / "sample_trial.c3d", tmp_path / "out",
+                       overrides=Overrides(pack=5, iterations=1, seed=1))
+    ahead = [(kind, arguments) for kind, thread, arguments in asked
+             if thread == "bemore-kernels-ahead"]
+    later = {(kind, arguments) for kind, thread, arguments in asked
+             if thread != "bemore-kernels-ahead"}
+    assert [kind for kind, _ in ahead] == ["tangent", "engine"]
+    assert all(request in later for request in ahead), (ahead, later)
+    assert dict(ahead[1][1])["per_member"] is True
+
+    asked.clear()
+    problem_settings = []
+
+    def capture(problem, settings):
+        problem_settings.append((problem, settings))
+        return None
+
+    monkeypatch.setattr("bemore.identify.run._build_ahead", capture)
+    run_identification(data_dir() / "sample_trial.c3d", tmp_path / "again",
+                       overrides=Overrides(pack=5, iterations=1, seed=1, polish=False))
+    problem, settings = problem_settings[0]
+    asked.clear()
+    _build_ahead(problem, settings).join()
+    assert [kind for kind, _, _ in asked] == ["engine"]  # no polish: no tangent kernel
+    monkeypatch.setattr(native, "compiler", lambda: None)
+    assert _build_ahead(problem, settings) is None

@@ -183,3 +183,52 @@ def test_a_damaged_cached_library_is_built_again(real, tmp_path, monkeypatch):
     kernel = generated._build(program.source, "integrate_shared")
     assert library.stat().st_size > 10_000
     assert kernel.__name__ == "integrate_shared"
+
+
+def test_threads_asking_for_one_library_build_it_once(tmp_path, monkeypatch):
+    """Two threads asking for the same missing library: the second waits for the first's build
+    (the per-library lock) and loads it, instead of translating and compiling it again."""
+    import threading
+
+    monkeypatch.setenv("BEMORE_KERNEL_CACHE", str(tmp_path))
+    source = "def twice(x, out):\n    out[0] = 2.0 * x\n"
+    built, started, waiting = [], threading.Event(), threading.Event()
+    real_build, real_lock = native.build, native._library_lock
+
+    def slow_build(c_source, cc, path):
+        built.append(path)
+        started.set()
+        assert waiting.wait(60), "the second thread never reached the library's lock"
+        real_build(c_source, cc, path)
+
+    class Noticed:  # the lock, telling when a thread is about to wait for it
+        def __init__(self, lock):
+            self.lock = lock
+
+        def __enter__(self):
+            if started.is_set():
+                waiting.set()
+            return self.lock.__enter__()
+
+        def __exit__(self, *exc):
+            return self.lock.__exit__(*exc)
+
+    monkeypatch.setattr(native, "build", slow_build)
+    monkeypatch.setattr(native, "_library_lock", lambda library: Noticed(real_lock(library)))
+    kinds = {"x": "float", "out": 1}
+    results = []
+
+    def ask():
+        results.append(native.cached(source, "twice", lambda: native.translate(
+            source, "twice", kinds), CLANG))
+
+    first = threading.Thread(target=ask)
+    first.start()
+    assert started.wait(60)
+    ask()  # this thread: finds the build in progress and waits for it
+    first.join()
+    assert len(built) == 1 and len(results) == 2
+    for kernel in results:  # both loaded the one library built
+        out = np.zeros(1)
+        kernel(1.25, out)
+        assert out[0] == 2.5
