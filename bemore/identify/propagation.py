@@ -296,6 +296,17 @@ def response_covariance(changes: np.ndarray, jacobian: np.ndarray) -> np.ndarray
     return np.atleast_2d(np.cov(responses(changes, jacobian), rowvar=False))
 
 
+def propagates(problem: Any) -> bool:
+    """Whether :func:`propagated_noise` can run on ``problem``: it carries a trial chain to
+    run again (the prepared trial's markers and its unfiltered recording) and a known marker
+    noise (finite, positive, m)."""
+    trial = getattr(problem, "trial", None)
+    noise = getattr(problem, "marker_noise_m", float("nan"))
+    return (trial is not None and getattr(trial, "markers", None) is not None
+            and getattr(trial, "unfiltered", None) is not None and bool(np.isfinite(noise))
+            and noise > 0)
+
+
 def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
                      realisations: int = REALISATIONS, seed: int = SEED
                      ) -> PropagatedNoise | None:
@@ -305,11 +316,9 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
     problem carries no trial chain to run again or the trial's noise is unknown."""
     from bemore.trial.realisations import noisy_markers
 
-    trial = getattr(problem, "trial", None)
-    noise = getattr(problem, "marker_noise_m", float("nan"))
-    if (trial is None or getattr(trial, "markers", None) is None
-            or getattr(trial, "unfiltered", None) is None or not np.isfinite(noise) or noise <= 0):
+    if not propagates(problem):
         return None
+    trial, noise = problem.trial, problem.marker_noise_m
     recipe = getattr(trial, "arm_end", None) is not None
     raw = noisy_markers(trial, realisations + 1, LINEAR_FRACTION * noise, seed)
     raw[0] = trial.unfiltered

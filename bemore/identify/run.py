@@ -191,11 +191,17 @@ def identify(
     # parameter → field products under load), and LAPACK's rounding then does not depend on
     # the machine.
     ahead = _build_ahead(problem, settings)
-    with engine_threads_set(threads), threadpool_limits(limits=1, user_api="blas"):
-        outcome = _identify(problem, settings, callback, on_phase, on_fit, start)
-    if ahead is not None:
-        ahead.join()  # done: the polish and the analysis have loaded what it built
-    return outcome
+    try:
+        with engine_threads_set(threads), threadpool_limits(limits=1, user_api="blas"):
+            return _identify(problem, settings, callback, on_phase, on_fit, start)
+    finally:
+        if ahead is not None:
+            # After a polish and an analysis, done: they loaded what it built. After an
+            # interruption or an error, it finishes the build in progress (clang, stopped by
+            # a terminal's Ctrl-C as well) and starts no other: no compiler left running, no
+            # half-written file in the cache.
+            ahead.stop.set()
+            ahead.join()
 
 
 def _build_ahead(problem: IdentificationProblem, settings: RunSettings) -> Any:
@@ -203,18 +209,21 @@ def _build_ahead(problem: IdentificationProblem, settings: RunSettings) -> Any:
     Jacobian's tangent kernel, the analysis copies' per-member engine kernel) while this
     thread builds the search's and searches; None without a C compiler (numba's compilations
     do not run beside each other). On a machine whose kernel cache lacks them (a first
-    command without ``make venv``'s warm-up), clang then compiles them on the other core
-    during the search; a later request of a kernel in the making waits for it
+    command without ``make venv``'s warm-up), clang then compiles them beside the search, on
+    another core when one is free; a later request of a kernel in the making waits for it
     (``bemore.model.native.cached``). With the cache full the thread only loads them, which
     this thread would do later. A failed build is left to the request that needs it, which
-    builds it again and reports the error."""
+    builds it again and reports the error. The thread's ``stop`` event, once set, keeps it
+    from starting another request."""
     import threading
 
+    from bemore.identify.propagation import propagates
     from bemore.model import generated, native
 
     if native.compiler() is None or not isinstance(problem, IdentificationProblem):
         return None
     model = problem.model
+    stop = threading.Event()
 
     def build() -> None:
         from bemore.model.sensitivity import (
@@ -225,16 +234,17 @@ def _build_ahead(problem: IdentificationProblem, settings: RunSettings) -> Any:
         from bemore.model.simulate import cost_selection
 
         try:
-            if settings.polish and _exact_jacobian(problem, settings):
+            if settings.polish and _exact_jacobian(problem, settings) and not stop.is_set():
                 tangent_kernel(model, program_selection(model), *DIRECTIONS_LAYOUT_KERNEL,
                                states=problem.has_forces, stored_points=problem._stored_points)
-            if getattr(problem, "trial", None) is not None:
+            if propagates(problem) and not stop.is_set():
                 generated.kernel_for(model.tree, len(model.point_names), True, False,
                                      cost_selection(model))
         except Exception:  # the request that needs the kernel builds it again and reports it
             pass
 
-    thread = threading.Thread(target=build, name="bemore-kernels-ahead", daemon=True)
+    thread = threading.Thread(target=build, name="bemore-kernels-ahead")
+    thread.stop = stop
     thread.start()
     return thread
 

@@ -618,7 +618,7 @@ def _cached_program(tree: Tree, n_points: int, cost_points: tuple[int, ...],
     except (OSError, ValueError, KeyError):
         pass
     program = generate_program(tree, n_points, cost_points, stored_points)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp = path.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")
     try:
         tmp.write_text(json.dumps({"source": program.source, "slots": program.slots,
                                    "member_slots": program.member_slots}))
@@ -654,7 +654,7 @@ def _load_module(source: str):
         return _modules[digest]
     path = native.cache_folder() / f"tree_{digest}.py"
     if not path.exists() or path.read_text() != source:
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp = path.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")
         tmp.write_text(source)
         tmp.replace(path)
     name = f"bemore_kernel_{digest}"

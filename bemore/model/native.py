@@ -455,8 +455,11 @@ def cached(key: str, name: str, c_source: Callable[[], str], cc: str) -> Callabl
         return load(library, name)
     except (OSError, ValueError):  # a damaged cache file (a full disk, a killed copy)
         with _library_lock(library):
-            library.unlink(missing_ok=True)
-            build(c_source(), cc, library)
+            try:
+                return load(library, name)  # rebuilt by another thread meanwhile
+            except (OSError, ValueError):
+                library.unlink(missing_ok=True)
+                build(c_source(), cc, library)
         return load(library, name)
 
 
@@ -489,9 +492,23 @@ def library_path(folder: Path, source: str, cc: str) -> Path:
     return folder / f"native_{digest}.so"
 
 
+def _remove_stale(folder: Path) -> None:
+    """Remove the temporary files of builds that cannot still be running (older than the
+    compile timeout): what a killed process left in the cache folder."""
+    import time
+
+    for stale in folder.glob("native_*-tmp*"):
+        try:
+            if time.time() - stale.stat().st_mtime > COMPILE_TIMEOUT_S:
+                stale.unlink()
+        except OSError:  # gone meanwhile, or not ours to remove
+            pass
+
+
 def build(c_source: str, cc: str, path: Path) -> None:
     """Compile ``c_source`` into the shared library ``path`` (atomically: concurrent processes,
     or threads of one, may build the same library)."""
+    _remove_stale(path.parent)
     own = f"{path.stem}-tmp{os.getpid()}-{threading.get_ident()}"
     source_file = path.with_name(f"{own}.c")
     source_file.write_text(c_source)

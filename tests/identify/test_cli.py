@@ -343,15 +343,17 @@ def test_ctrl_c_during_the_lock_step_polish_stops_every_start_and_exits_1(tmp_pa
     # The search's end is marked as the polish begins (several seconds of polish follow);
     # then the starts' own threads start (one per start, lock step): Ctrl-C once they run.
     # (Before them, a Ctrl-C writes the search's best unpolished: the test above.)
+    # Threads are told apart by their ids: those started after the search's mark are the
+    # polish's (a thread of the search, e.g. the one building kernels ahead, may end meanwhile).
     tasks = Path(f"/proc/{child.pid}/task")
     deadline = time.monotonic() + 120.0
     while True:
-        searching = len(list(tasks.iterdir()))  # counted before the mark is looked for
+        searching = set(tasks.iterdir())  # listed before the mark is looked for
         if marks.exists() and '"search"' in marks.read_text():
             break
         assert child.poll() is None and time.monotonic() < deadline, "no search mark"
         time.sleep(0.005)
-    while len(list(tasks.iterdir())) < searching + 2:
+    while len(set(tasks.iterdir()) - searching) < 2:
         assert child.poll() is None and time.monotonic() < deadline, "no polish threads"
         time.sleep(0.005)
     child.send_signal(signal.SIGINT)

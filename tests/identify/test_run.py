@@ -152,6 +152,7 @@ def test_the_kernels_built_ahead_are_those_the_polish_and_the_analysis_load(
     from bemore.model import generated, native, sensitivity
     from bemore.paths import data_dir
 
+    monkeypatch.delenv("BEMORE_CC", raising=False)  # clang, the default backend
     simulate_module = importlib.import_module("bemore.model.simulate")
     asked: list[tuple[str, str, tuple]] = []
 
@@ -199,3 +200,56 @@ def test_the_kernels_built_ahead_are_those_the_polish_and_the_analysis_load(
     assert [kind for kind, _, _ in asked] == ["engine"]  # no polish: no tangent kernel
     monkeypatch.setattr(native, "compiler", lambda: None)
     assert _build_ahead(problem, settings) is None
+
+
+def test_a_stopped_build_ahead_starts_no_other_request_and_identify_always_stops_it(
+        monkeypatch) -> None:
+    """The build-ahead thread's ``stop``: set while a build is in progress, the thread ends
+    after it without asking for the next kernel. ``identify`` sets it and joins the thread on
+    every way out, an error included: no thread left building after the command."""
+    import threading
+
+    from bemore.errors import ModelError
+    from bemore.identify import run
+    from bemore.identify.pipeline import build_problem
+    from bemore.identify.space import ParameterSpace
+    from bemore.model import generated, sensitivity
+    from bemore.paths import data_dir
+    from bemore.settings import load_gymnast
+
+    monkeypatch.delenv("BEMORE_CC", raising=False)
+    space = ParameterSpace.from_config(load_identification(), load_gymnast())
+    problem, _ = build_problem(data_dir() / "sample_trial.c3d", space)
+    started, release = threading.Event(), threading.Event()
+
+    def blocking_tangent(*args, **kwargs):
+        started.set()
+        assert release.wait(60)
+
+    engine_requests = []
+    monkeypatch.setattr(sensitivity, "tangent_kernel", blocking_tangent)
+    monkeypatch.setattr(generated, "kernel_for", lambda *a, **k: engine_requests.append(a))
+    thread = run._build_ahead(problem, RunSettings())
+    assert started.wait(60)
+    thread.stop.set()
+    release.set()
+    thread.join()
+    assert engine_requests == []  # the analysis' kernel was not asked for after the stop
+
+    threads = []
+    real_build_ahead = run._build_ahead
+
+    def recorded(*args):
+        threads.append(real_build_ahead(*args))
+        return threads[-1]
+
+    def failing(*args, **kwargs):
+        raise ModelError("the search failed")
+
+    monkeypatch.setattr(run, "_build_ahead", recorded)
+    monkeypatch.setattr(run, "minimize", failing)
+    started.clear()
+    release.set()
+    with pytest.raises(ModelError, match="the search failed"):
+        run.identify(problem, RunSettings(pack=5, iterations=1))
+    assert len(threads) == 1 and threads[0].stop.is_set() and not threads[0].is_alive()

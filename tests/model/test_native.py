@@ -232,3 +232,22 @@ def test_threads_asking_for_one_library_build_it_once(tmp_path, monkeypatch):
         out = np.zeros(1)
         kernel(1.25, out)
         assert out[0] == 2.5
+
+
+def test_a_build_removes_what_killed_builds_left(tmp_path, monkeypatch):
+    """The temporary files of builds older than the compile timeout (a killed process's) are
+    removed by the next build; those of a build that may still be running are kept."""
+    import os
+    import time
+
+    monkeypatch.setenv("BEMORE_KERNEL_CACHE", str(tmp_path))
+    old = tmp_path / "native_0123456789abcdef-tmp99-7.c"
+    recent = tmp_path / "native_0123456789abcdef-tmp98-7.so"
+    for path in (old, recent):
+        path.write_text("left behind")
+    long_ago = time.time() - native.COMPILE_TIMEOUT_S - 60
+    os.utime(old, (long_ago, long_ago))
+    source = "def twice(x, out):\n    out[0] = 2.0 * x\n"
+    native.cached(source, "twice",
+                  lambda: native.translate(source, "twice", {"x": "float", "out": 1}), CLANG)
+    assert not old.exists() and recent.exists()
