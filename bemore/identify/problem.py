@@ -607,21 +607,8 @@ class IdentificationProblem(Problem):
         whatever its size (three one-step engine calls; ≈ 15 µs more per point), and the
         lock-step polish asks for both in most rounds (68 of 89 on the sample). The points of
         Y's differenced columns join X's in one residual call."""
-        from bemore.model.generated import run_beside
-
         X, Y = np.atleast_2d(np.asarray(X, dtype=float)), np.atleast_2d(np.asarray(Y, dtype=float))
-        differenced = self._differenced(Y, differences)
-        moved, steps = self._differenced_points(Y, differenced)
-        members, derivatives, extra = self._members_and_start_derivatives(
-            Y, also=np.concatenate([X, moved]))
-        # The residuals' simulation runs beside the Jacobian's calls, in the time a thread of
-        # theirs would wait for the other (a member's numbers do not depend on its threads).
-        residuals, (r, J) = run_beside(
-            lambda: self.residuals(np.concatenate([X, moved]), samples_per_step, members=extra),
-            lambda: self._tangent_jacobian(Y, samples_per_step, (members, derivatives), True,
-                                           differenced))
-        K = X.shape[0]
-        return residuals[:K], self._with_differences(r, J, residuals[K:], steps)
+        return self._beside(X, Y, samples_per_step, self._differenced(Y, differences), True)
 
     def jacobian(self, X: np.ndarray, samples_per_step: int = 1,
                  prepared: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] | None = None,
@@ -644,8 +631,6 @@ class IdentificationProblem(Problem):
         beside the tangents' (``prepared`` cannot be given then: the moved points' equilibria
         are solved with X's). What a coarse polish stage takes; a column whose moved point
         cannot be simulated is 0."""
-        from bemore.model.generated import run_beside
-
         X = np.atleast_2d(np.asarray(X, dtype=float))
         differenced = self._differenced(X, differences)
         if not differenced:
@@ -653,14 +638,27 @@ class IdentificationProblem(Problem):
         if prepared is not None:
             raise ValueError("jacobian: prepared members with differences (the moved points' "
                              "are solved with X's: residuals_and_jacobian)")
-        moved, steps = self._differenced_points(X, differenced)
-        members, derivatives, extra = self._members_and_start_derivatives(X, also=moved)
+        return self._beside(X[:0], X, samples_per_step, differenced, project_channels)[1]
+
+    def _beside(self, X: np.ndarray, Y: np.ndarray, samples_per_step: int, differenced: int,
+                project_channels: bool) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """The residuals of X (K, dim) and the Jacobian of Y (N, dim), its last
+        ``differenced`` columns differences: the spring equilibria of X's points, Y's, Y's
+        start-differenced points and its moved points solved in one batch, then X's and the
+        moved points' residuals in one call beside the tangents' (a member's numbers do not
+        depend on its threads)."""
+        from bemore.model.generated import run_beside
+
+        moved, steps = self._differenced_points(Y, differenced)
+        simulated = np.concatenate([X, moved])
+        members, derivatives, extra = self._members_and_start_derivatives(Y, also=simulated)
         residuals, (r, J) = run_beside(
-            lambda: self.residuals(moved, samples_per_step, members=extra,
+            lambda: self.residuals(simulated, samples_per_step, members=extra,
                                    project_channels=project_channels),
-            lambda: self._tangent_jacobian(X, samples_per_step, (members, derivatives),
+            lambda: self._tangent_jacobian(Y, samples_per_step, (members, derivatives),
                                            project_channels, differenced))
-        return self._with_differences(r, J, residuals, steps)
+        K = X.shape[0]
+        return residuals[:K], self._with_differences(r, J, residuals[K:], steps)
 
     @staticmethod
     def _differenced(X: np.ndarray, differences: bool) -> int:

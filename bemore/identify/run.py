@@ -218,7 +218,7 @@ def _build_ahead(problem: IdentificationProblem, settings: RunSettings) -> Any:
     import threading
 
     from bemore.identify.propagation import propagates
-    from bemore.model import generated, native
+    from bemore.model import native
 
     if native.compiler() is None or not isinstance(problem, IdentificationProblem):
         return None
@@ -226,20 +226,14 @@ def _build_ahead(problem: IdentificationProblem, settings: RunSettings) -> Any:
     stop = threading.Event()
 
     def build() -> None:
-        from bemore.model.sensitivity import (
-            DIRECTIONS_LAYOUT_KERNEL,
-            program_selection,
-            tangent_kernel,
-        )
-        from bemore.model.simulate import cost_selection
+        from bemore.model.sensitivity import directions_kernel
+        from bemore.model.simulate import engine_kernel
 
         try:
             if settings.polish and _exact_jacobian(problem, settings) and not stop.is_set():
-                tangent_kernel(model, program_selection(model), *DIRECTIONS_LAYOUT_KERNEL,
-                               states=problem.has_forces, stored_points=problem._stored_points)
+                directions_kernel(model, problem.has_forces, problem._stored_points)
             if propagates(problem) and not stop.is_set():
-                generated.kernel_for(model.tree, len(model.point_names), True, False,
-                                     cost_selection(model))
+                engine_kernel(model, per_member=True)  # the analysis copies' motions
         except Exception:  # the request that needs the kernel builds it again and reports it
             pass
 

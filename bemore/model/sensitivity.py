@@ -30,7 +30,13 @@ from typing import NamedTuple
 import numpy as np
 
 from bemore.errors import ModelError
-from bemore.model.simulate import MAX_ABS, runnable_fields, work_sizes
+from bemore.model.simulate import (
+    MAX_ABS,
+    _coefficients,
+    runnable_fields,
+    shared_table,
+    work_sizes,
+)
 
 # Arrays whose tangents the kernel carries, and the axis of their direction index: the lane
 # arrays (lanes last) get it first; the member-major point output gets it after the member.
@@ -383,8 +389,6 @@ def _shared_run(model, motion, directions: int, shared_primal: bool, states: boo
     """The tangent kernel of ``model`` for ``directions`` (``states``: with the free state's
     tangents) and the arrays its calls share, for one integrator step per ``samples_per_step``
     samples (1 or 2, as :func:`bemore.model.simulate.simulate`)."""
-    from bemore.model.simulate import _coefficients, shared_table
-
     selection = program_selection(model)
     kernel, program = tangent_kernel(model, selection, directions, shared_primal=shared_primal,
                                      states=states, stored_points=stored_points)
@@ -547,8 +551,17 @@ def build_identification_kernels(model) -> None:
     state's tangents (the latter: a trial with bar forces), so that a first run loads them
     (``python -m bemore.warmup``)."""
     for states in (False, True):
-        tangent_kernel(model, program_selection(model), *DIRECTIONS_LAYOUT_KERNEL,
-                       states=states, stored_points=program_selection(model))
+        directions_kernel(model, states, program_selection(model))
+
+
+def directions_kernel(model, states: bool = False,
+                      stored_points: tuple[int, ...] | None = None):
+    """(kernel, program) of the "directions" layout (:func:`point_sensitivities`' default) on
+    the engine's default cost points, storing ``stored_points`` (None: every point), with the
+    free state's tangents when ``states``: the kernel an identification's exact Jacobian
+    runs."""
+    return tangent_kernel(model, program_selection(model), *DIRECTIONS_LAYOUT_KERNEL,
+                          states=states, stored_points=stored_points)
 
 
 def _by_directions(model, V, valid, q0, v0, dV, dq0, dqd0, motion, threads, max_abs,

@@ -389,6 +389,16 @@ def cost_selection(model: Model) -> tuple[int, ...]:
     return tuple(model.point_names.index(p) for p in COST_POINTS if p in model.point_names)
 
 
+def engine_kernel(model: Model, per_member: bool = False, efforts: bool = False,
+                  selection: Sequence[int] | None = None):
+    """(kernel, :class:`~bemore.model.generated.Program`) the engine runs for ``model``: the
+    per-member or shared-motion kernel, storing efforts or not, costing the points
+    ``selection`` (indices; None: :func:`cost_selection`, the module a simulation without a
+    cost uses)."""
+    selection = cost_selection(model) if selection is None else tuple(selection)
+    return kernel_for(model.tree, len(model.point_names), per_member, efforts, selection)
+
+
 def shared_table(model: Model, slots: tuple, motion: DrivenMotion, substeps: int = 1,
                  samples_per_step: int = 1) -> np.ndarray:
     """The driven table of ``motion`` for a kernel reading ``slots``
@@ -438,7 +448,7 @@ def one_step_velocities(model: Model, fields: tuple[np.ndarray, np.ndarray], mot
     if len(motion.t) != 2 or motion.members is not None:
         raise ModelError("one_step_velocities: a two-sample shared motion")
     selection = cost_selection(model)
-    kernel, program = kernel_for(model.tree, len(model.point_names), False, False, selection)
+    kernel, program = engine_kernel(model, selection=selection)
     D = shared_table(model, program.slots, motion)
     valid = np.tile(valid, copies) & np.all(np.isfinite(free_q0), axis=1)
     if not valid.all():
@@ -470,8 +480,7 @@ def _simulate_generated(model: Model, V, valid, q0, v0, motion, substeps, meas, 
         # No cost asked: the module of the default cost points (the one an identification
         # compiles anyway), not a module of its own.
         selection = np.array(cost_selection(model), dtype=np.int64)
-    kernel, program = kernel_for(model.tree, n_points, per_member, bool(flags[1]),
-                                 tuple(selection))
+    kernel, program = engine_kernel(model, per_member, bool(flags[1]), selection)
     slots = program.member_slots if per_member else program.slots
     # One table per layout of its slots (a kernel storing other points may use other slots).
     D = shared_table(model, slots, motion, substeps, samples_per_step)

@@ -207,6 +207,7 @@ def test_a_stopped_build_ahead_starts_no_other_request_and_identify_always_stops
     """The build-ahead thread's ``stop``: set while a build is in progress, the thread ends
     after it without asking for the next kernel. ``identify`` sets it and joins the thread on
     every way out, an error included: no thread left building after the command."""
+    import importlib
     import threading
 
     from bemore.errors import ModelError
@@ -228,7 +229,10 @@ def test_a_stopped_build_ahead_starts_no_other_request_and_identify_always_stops
 
     engine_requests = []
     monkeypatch.setattr(sensitivity, "tangent_kernel", blocking_tangent)
-    monkeypatch.setattr(generated, "kernel_for", lambda *a, **k: engine_requests.append(a))
+    record_engine = lambda *a, **k: engine_requests.append(a)  # noqa: E731
+    monkeypatch.setattr(generated, "kernel_for", record_engine)
+    monkeypatch.setattr(importlib.import_module("bemore.model.simulate"), "kernel_for",
+                        record_engine)
     thread = run._build_ahead(problem, RunSettings())
     assert started.wait(60)
     thread.stop.set()
