@@ -27,10 +27,11 @@ import numpy as np
 from bench.bench_engine import _box_population, handstand_start
 from bench.common import Measurement, commit_tree
 
-PREVIOUS_COMMIT = "0879f2f"
-"""main before the exact Jacobian's kernel stored the cost points only and a kernel call's work
-arrays came from one allocation (docs/speed.md, "identify: the Jacobian's seven points, …"; issue
-24). Earlier: c196c46, before the spills on 64-byte stack slots and the values computed where
+PREVIOUS_COMMIT = "4c83932"
+"""main before the stages' forces were summed at the free frames only and each stage's start
+got a loop of its own without zero terms (docs/speed.md, "The engine: fewer operations per
+stage"; issue 24). Earlier: 0879f2f, before the exact Jacobian's kernel stored the cost points
+only; c196c46, before the spills on 64-byte stack slots and the values computed where
 needed."""
 PAIRS = 15
 

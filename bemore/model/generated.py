@@ -44,7 +44,7 @@ from bemore.model.codegen import (
 from bemore.model.tree import REVOLUTE, Tree
 
 # Bump when the generated code or the LLVM options change, so cached machine code is rebuilt.
-KERNEL_FORMAT = 9
+KERNEL_FORMAT = 10
 _DRIVEN_NAME = re.compile(r"^(cd|sd|qd|vd|ad)([fg0-3])_(\d+)$")
 # The kernels' arguments in order, each with its kind (scalar type, or rank of a float64
 # array; D is (steps, rows, slots) for one shared motion, with a last axis of members

@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bemore.errors import ModelError
+from bemore.model.codegen import sincos_lines
 from bemore.model.simulate import (
     MAX_ABS,
     _coefficients,
@@ -154,6 +155,12 @@ class _Tangents:
         if isinstance(op, ast.Div):
             # d(l/r) = (dl − (l/r)·dr) / r
             quotient = ast.BinOp(copy.deepcopy(left), ast.Div(), copy.deepcopy(right))
+            if dl is None and isinstance(left, ast.Constant) and left.value == 1.0:
+                # d(1/r) = −(1/r)²·dr: no division per direction (1/r is the primal's own
+                # value, the same expression: computed once, or hoisted out of a lane loop of
+                # directions).
+                square = ast.BinOp(quotient, ast.Mult(), copy.deepcopy(quotient))
+                return ast.UnaryOp(ast.USub(), ast.BinOp(square, ast.Mult(), dr))
             top = dl
             if dr is not None:
                 product = ast.BinOp(quotient, ast.Mult(), dr)
@@ -167,6 +174,19 @@ class _Tangents:
             return ast.BinOp(ast.BinOp(ast.Constant(float(power)), ast.Mult(), base),
                              ast.Mult(), dl)
         raise ModelError(f"sensitivity kernel: cannot differentiate {ast.unparse(e)!r}")
+
+    def _sincos(self, name: str, t: int) -> ast.expr | None:
+        """The tangent of a sine or cosine of the generated code (:func:`sincos_lines`):
+        d sin r = cos r · dr, d cos r = −sin r · dr, with cos r = hc² − hs² and sin r = 2·hs·hc
+        from the half angle's values (both known before either result), not the derivative
+        of the polynomial (≈ 50 operations per direction fewer); None for any other name."""
+        parts = sincos_lines(name)
+        if parts is None or parts[1] not in self.active:
+            return None
+        kind, reduced, hs, hc = parts
+        factor = (f"({hc} * {hc} - {hs} * {hs})" if kind == "sin"
+                  else f"(-(2.0 * {hs} * {hc}))")
+        return ast.parse(f"{factor} * {_tangent_name(reduced, t)}", mode="eval").body
 
     def _tangent_subscript(self, e: ast.Subscript, t: int, ctx) -> ast.Subscript:
         name = e.value.id
@@ -195,7 +215,7 @@ class _Tangents:
             target = s.targets[0]
             if isinstance(target, ast.Name) and target.id in self.active:
                 for t in range(self.K):
-                    value = self.d(s.value, t) or ast.Constant(0.0)
+                    value = self._sincos(target.id, t) or self.d(s.value, t) or ast.Constant(0.0)
                     out.append(ast.Assign([ast.Name(_tangent_name(target.id, t), ast.Store())],
                                           value))
             elif (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
