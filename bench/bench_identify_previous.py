@@ -27,10 +27,11 @@ from bench.common import Measurement, byte_compiled, commit_tree, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
-PREVIOUS_COMMIT = "a276d58"
-"""main before the polish's first stage differenced a Jacobian's direction left over after
-whole tangent vectors and the spring equilibria's engine calls took the lean path (docs/speed.md,
-"identify: a coarse Jacobian's last direction differenced, …"). Earlier: 0879f2f, before the
+PREVIOUS_COMMIT = "4c83932"
+"""main before the stages' forces were summed at the free frames and the tangent kernels took
+sine, cosine and reciprocals' derivatives in closed form (docs/speed.md, "The engine and its
+tangents: fewer operations per stage"). Earlier: a276d58, before the polish's first stage
+differenced a Jacobian's direction left over after whole tangent vectors; 0879f2f, before the
 exact Jacobian's kernel stored the cost points only; d78928a, before a Jacobian's directions
 were cut between the engine threads."""
 PAIRS = 8  # even: as many pairs with each commit first

@@ -148,7 +148,13 @@ _SINCOS_NAME = re.compile(r"^(?P<head>\w*?)(?P<kind>SIN|COS)(?P<n>\d+)(?P<tail>_
 def sincos_lines(name: str) -> tuple[str, str, str, str] | None:
     """For the name of a sine or cosine :meth:`Emitter.sincos` wrote (after any renaming that
     appends a suffix): ("sin" or "cos", the reduced angle's name, the half angle's sine's and
-    cosine's names); None for any other name. sin r = 2·hs·hc and cos r = hc² − hs²."""
+    cosine's names); None for any other name. sin r = 2·hs·hc and cos r = hc² − hs².
+
+    >>> sincos_lines("sg_SIN60_2")
+    ('sin', 'sg_RED60_2', 'sg_HS60_2', 'sg_HC60_2')
+    >>> sincos_lines("sg_60_2") is None
+    True
+    """
     match = _SINCOS_NAME.match(name)
     if match is None:
         return None

@@ -7,8 +7,11 @@ single assignments of +, −, ×, ÷, polynomial sine/cosine, conditional select
 into the line itself followed by its tangents in ``K`` directions (:func:`tangent_source`, a
 source-to-source transformation of the generated Python, so it covers everything the kernel
 computes — stage dynamics, the Cholesky factors of M and of W = M₀ + γhC + γ²h²K, the solves,
-the step combination, the points — with no second hand-written model of them). The result is
-the exact derivative of the discrete map the engine computes (not of the ODE), to rounding.
+the step combination, the points — with no second hand-written model of them). A sine and
+cosine pair of the generated code and a pivot's reciprocal get their derivatives in closed form
+(:meth:`_Tangents._sincos`, and d(1/r) in :meth:`_Tangents._binary`) instead of through the
+polynomial's arithmetic or a division per direction. The result is the exact derivative of the
+discrete map the engine computes (not of the ODE), to rounding.
 
 The tangent kernel is compiled like the engine's kernels (C translation by clang, cached by
 source digest; numba without a compiler) and run batched like them: lanes are members, each
