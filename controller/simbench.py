@@ -18,10 +18,12 @@ import math
 import os
 import random
 import re
+import select
 import selectors
 import subprocess
 import tempfile
 import threading
+import time
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -280,17 +282,49 @@ class SimulatedBench:
         self.port = port
         self.stats = ""
         self.config = config or SimBenchConfig()
+        self._command_lock = threading.Lock()  # one command and its answer at a time
+        self._answers = b""  # stdout bytes read past the last answer line
 
-    def command(self, line: str) -> None:
+    def command(self, line: str, timeout_s: float = 5.0) -> None:
         """Run-time fault injection: ``"estop on|off"``, ``"driver on|off"``, ``"stall MS"``,
-        ``"reset"``, ``"drop P"``, ``"corrupt P"``, ``"delay MS"`` (applied within 10 ms), and
-        ``"freeze MS"``: not a fault of the board but of the simulation's host, the simulated
-        bench's tick loop descheduled for MS ms (its receiver thread still stamps the bytes'
-        arrival, so the firmware sees them at the ticks they arrived in)."""
-        if self.process.poll() is not None or self.process.stdin is None:
-            raise BenchError(f"{self.port}: the simulated bench is not running")
-        self.process.stdin.write((line.strip() + "\n").encode())
-        self.process.stdin.flush()
+        ``"reset"``, ``"drop P"``, ``"corrupt P"``, ``"delay MS"``, and ``"freeze MS"``: not a
+        fault of the board but of the simulation's host, the simulated bench's tick loop
+        descheduled for MS ms (its receiver thread still stamps the bytes' arrival, so the
+        firmware sees them at the ticks they arrived in).
+
+        Returns once the simulated bench has applied the command (it answers each one on its
+        stdout; a freeze, once it has begun), so that what follows sees it in force. Raises
+        BenchError for a command it does not know, or no answer within ``timeout_s`` s."""
+        with self._command_lock:
+            if self.process.poll() is not None or self.process.stdin is None:
+                raise BenchError(f"{self.port}: the simulated bench is not running")
+            try:
+                self.process.stdin.write((line.strip() + "\n").encode())
+                self.process.stdin.flush()
+            except OSError:
+                raise BenchError(f"{self.port}: the simulated bench is not running") from None
+            answer = self._answer(timeout_s)
+        if answer.startswith("unknown "):
+            raise BenchError(f"{self.port}: the simulated bench has no command {line.strip()!r}")
+        if not answer.startswith("applied "):
+            raise BenchError(f"{self.port}: the simulated bench did not apply {line.strip()!r} "
+                             f"within {timeout_s} s")
+
+    def _answer(self, timeout_s: float) -> str:
+        """The next line of the simulated bench's stdout ("" at its end or after timeout_s)."""
+        end = time.monotonic() + timeout_s
+        descriptor = self.process.stdout.fileno()
+        while b"\n" not in self._answers:
+            remaining = end - time.monotonic()
+            ready, _, _ = select.select([descriptor], [], [], max(remaining, 0.0))
+            if not ready:
+                return ""
+            data = os.read(descriptor, 4096)
+            if not data:
+                return ""
+            self._answers += data
+        line, _, self._answers = self._answers.partition(b"\n")
+        return line.decode(errors="replace").strip()
 
     def stop(self, timeout_s: float = 2.0) -> str:
         """Stop the process (closing its stdin, killing it if needed); its statistics line."""

@@ -386,7 +386,7 @@ def _emit_rnea(lane: _Lane, g: dict, vf: list[Sym], drv: dict, af: list[Sym] | N
 
 def _nearest_free_frames(tree: Tree) -> list[int]:
     """Per frame, the nearest frame at or above it that has a free coordinate (-1: none): the
-    only frames whose subtree sums the free coordinates' forces and mass matrix need."""
+    only frames whose subtree sums the free coordinates' forces need (:func:`_free_forces`)."""
     nearest: list[int] = []
     for k in range(len(tree.frame_parent)):
         p = tree.frame_parent[k]
@@ -405,11 +405,11 @@ def _free_forces(lane: _Lane, g: dict, bodies: list, forces: list) -> dict[int, 
     tree, em = lane.tree, lane.em
     n = len(tree.frame_parent)
     nearest = _nearest_free_frames(tree)
-    revolute_below = [False] * n  # a free revolute frame at or above (its bodies need moments)
+    under_free_hinge = [False] * n  # a free revolute frame at or above: its bodies' moments count
     for k in range(n):
         p = tree.frame_parent[k]
-        revolute_below[k] = (tree.frame_kind[k] == REVOLUTE and tree.frame_free[k] >= 0) or (
-            p >= 0 and revolute_below[p])
+        under_free_hinge[k] = (tree.frame_kind[k] == REVOLUTE and tree.frame_free[k] >= 0) or (
+            p >= 0 and under_free_hinge[p])
     total: list[list[Sym]] = [[0.0, 0.0, 0.0] for _ in range(n)]
     for (k, _m, _inertia, (cx, cy)), (fx, fy, spin) in zip(bodies, forces, strict=True):
         j = nearest[k]
@@ -417,7 +417,7 @@ def _free_forces(lane: _Lane, g: dict, bodies: list, forces: list) -> dict[int, 
             continue
         t = total[j]
         t[0], t[1] = em.add(t[0], fx), em.add(t[1], fy)
-        if revolute_below[k]:
+        if under_free_hinge[k]:
             t[2] = em.add(t[2], em.add(spin, em.sub(em.mul(cx, fy), em.mul(cy, fx))))
     tau: dict[int, Sym] = {}
     for k in range(n - 1, -1, -1):

@@ -162,6 +162,25 @@ def test_handshake_ramp_tracking_then_watchdog(simulated_bench):
         client.close()
 
 
+def test_an_injection_is_in_force_when_it_returns_and_an_unknown_one_is_refused(
+        simulated_bench):
+    with pytest.raises(BenchError) as refused:
+        simulated_bench.command("levitate 3")
+    assert str(refused.value) == (f"{simulated_bench.port}: the simulated bench has no command "
+                                  "'levitate 3'")
+    client = Client(simulated_bench.port)
+    try:
+        client.send("HELLO", protocol_version=PROTOCOL_VERSION, telemetry_period_ms=5)
+        client.wait_for(lambda m: m.name == "HELLO_REPLY")
+        # No sleep between the injection and the command it delays: in force on return.
+        simulated_bench.command("delay 300")
+        started = time.monotonic()
+        assert client.command("DISARM") == OK
+        assert time.monotonic() - started > 0.25
+    finally:
+        client.close()
+
+
 def test_estop_input_and_reset_injection(simulated_bench):
     client = Client(simulated_bench.port)
     try:
@@ -265,22 +284,19 @@ def test_stall_drop_and_delay_injection():
             assert host_ms - firmware_ms > 60  # ≈ 100 ms frozen (loose: the machine is shared)
 
             # Dropped bytes: frames lost (sequence gaps) or broken (bad frames), none invented.
-            running.command("drop 0.05")
-            time.sleep(0.05)
+            running.command("drop 0.05")  # returns once in force
             for k in range(300):
                 client.send("HEARTBEAT")
                 if k % 30 == 29:
                     time.sleep(0.01)  # bursts of 30 frames: ≈ 210 bytes, far below the pty buffer
             running.command("drop 0")
-            time.sleep(0.05)
-            client.drain()
-            last = client.telemetry()[-1].fields
-            assert last["bad_frames"] + last["seq_gaps"] >= 30
-            assert last["seq_gaps"] >= 10
+            # The firmware's counters, once it has read what was sent (≈ 5 % of 300 frames hit).
+            client.wait_for(lambda m: m.name == "TELEMETRY"
+                            and m.fields["bad_frames"] + m.fields["seq_gaps"] >= 30
+                            and m.fields["seq_gaps"] >= 10)
 
             # Delayed bytes: a command is answered only after the delay.
             running.command("delay 400")
-            time.sleep(0.05)
             seq = client.send("DISARM")
             with pytest.raises(AssertionError):
                 client.wait_for(lambda m: m.name == "ACK" and m.fields["acked_seq"] == seq,

@@ -216,10 +216,27 @@ static void firmware_reset(void)
     delay_head = delay_tail = 0;
 }
 
+/* Tells the host on stdout that a command is in force ("applied WORD ARG") or unknown
+   ("unknown WORD"): SimulatedBench.command returns only then. */
+static void answer(const char *verdict, const char *word, const char *arg)
+{
+    printf("%s %s %s\n", verdict, word, arg);
+    fflush(stdout);
+}
+
 static void handle_command(char *line)
 {
     char word[32] = "", arg[32] = "";
     if (sscanf(line, "%31s %31s", word, arg) < 1) {
+        answer("unknown", "(empty)", "");
+        return;
+    }
+    if (strcmp(word, "freeze") == 0) {
+        long pause_ms = atol(arg);
+        struct timespec pause = {.tv_sec = pause_ms / 1000,
+                                 .tv_nsec = (pause_ms % 1000) * 1000000L};
+        answer("applied", word, arg); /* in force from now: the host need not wait it out */
+        nanosleep(&pause, NULL); /* the tick loop descheduled: the receiver thread goes on */
         return;
     }
     if (strcmp(word, "drop") == 0) {
@@ -228,11 +245,6 @@ static void handle_command(char *line)
         faults.corrupt = atof(arg);
     } else if (strcmp(word, "delay") == 0) {
         faults.delay_ms = (uint32_t)atol(arg);
-    } else if (strcmp(word, "freeze") == 0) {
-        long pause_ms = atol(arg);
-        struct timespec pause = {.tv_sec = pause_ms / 1000,
-                                 .tv_nsec = (pause_ms % 1000) * 1000000L};
-        nanosleep(&pause, NULL); /* the tick loop descheduled: the receiver thread goes on */
     } else if (strcmp(word, "stall") == 0) {
         faults.stall_remaining_ms = atol(arg);
     } else if (strcmp(word, "reset") == 0) {
@@ -243,7 +255,10 @@ static void handle_command(char *line)
         board.driver_fault = strcmp(arg, "on") == 0;
     } else {
         fprintf(stderr, "simbench: unknown command '%s'\n", word);
+        answer("unknown", word, arg);
+        return;
     }
+    answer("applied", word, arg);
 }
 
 /* Reads stdin commands; returns 0 when stdin has closed. */
