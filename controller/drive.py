@@ -103,9 +103,13 @@ def drive(
                     require_clear(gesture, plan, bench, session.firmware,
                                   torque_gain=settings.torque_gain, athlete=athlete)
                     session.check_start(plan)
+                    failed_injections: list[str] = []
                     with (view(session) if view is not None else contextlib.nullcontext(),
-                          _injecting(simulated, sim_inject)):
+                          _injecting(simulated, sim_inject, failed_injections)):
                         result = session.run(plan)
+                    for failure in failed_injections:  # the rehearsal lacked that fault
+                        log.event("error", failure)
+                        result.message += f" (rehearsal incomplete: {failure})"
             except BenchError as error:
                 log.event("error", str(error))
                 raise
@@ -118,11 +122,20 @@ def drive(
 
 
 @contextlib.contextmanager
-def _injecting(simulated, injections: Sequence[tuple[float, str]]) -> Iterator[None]:
+def _injecting(simulated, injections: Sequence[tuple[float, str]],
+               failures: list[str]) -> Iterator[None]:
     """Run each (seconds, command) fault injection on the simulated bench that long from now
-    (just before ARM); pending ones are cancelled at the end."""
-    timers = [threading.Timer(at_s, simulated.command, (command,))
-              for at_s, command in injections]
+    (just before ARM); pending ones are cancelled at the end. An injection the simulated bench
+    does not apply (it has stopped, or does not answer) adds its one-line message to
+    ``failures``: the session goes on without that fault, and its result says so."""
+
+    def inject(command: str) -> None:
+        try:
+            simulated.command(command)
+        except BenchError as error:
+            failures.append(str(error))
+
+    timers = [threading.Timer(at_s, inject, (command,)) for at_s, command in injections]
     for timer in timers:
         timer.daemon = True
         timer.start()

@@ -16,6 +16,8 @@ read, after the catch-up; the last test deschedules it on purpose (``freeze MS``
 from __future__ import annotations
 
 import gc
+import re
+import threading
 import time
 
 import pytest
@@ -143,3 +145,24 @@ def test_a_descheduled_simulated_bench_sees_no_silence_the_host_never_left(tmp_p
     summary = summarise(read_log(log))
     assert summary.faults == []
     assert summary.firmware_counters["late_setpoints"] < freeze_ms - lead_ms
+
+
+def test_an_injection_the_simulated_bench_refuses_is_said_in_the_result(tmp_path):
+    """A dry run's injection the simulated bench does not apply (here one the command line
+    would have refused: drive() called directly) leaves the rehearsal without that fault: the
+    session goes on, and its result and log say so in one line, no traceback from the timer."""
+    failures_in_threads = []
+    previous_hook = threading.excepthook
+    threading.excepthook = failures_in_threads.append
+    try:
+        log = tmp_path / "session.jsonl"
+        result = drive(make_gesture(duration_s=0.5, peak_deg=20.0), log,
+                       ModeSettings(rate_hz=1000.0), sim_inject=[(0.1, "levitate 3")])
+    finally:
+        threading.excepthook = previous_hook
+    assert failures_in_threads == []
+    assert result.ok
+    assert re.search(r" \(rehearsal incomplete: /dev/\S+: the simulated bench has no command "
+                     r"'levitate 3'\)$", result.message), result.message
+    errors = [e for e in read_log(log).events if e["kind"] == "error"]
+    assert len(errors) == 1 and errors[0]["message"].endswith("has no command 'levitate 3'")
