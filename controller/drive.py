@@ -14,8 +14,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from controller.dump import DumpWriter
-from controller.errors import BenchError, ConfigError
-from controller.log import LogWriter
+from controller.errors import BenchError, ConfigError, DataError
+from controller.log import LogWriter, already_logged
 from controller.modes import ModeSettings, Plan, build_plan
 from controller.preflight import require_clear
 from controller.profile import DEFAULT_PROFILE, AthleteProfile
@@ -77,6 +77,8 @@ def drive(
     bench = bench or load_bench()
     if port is not None and (sim_faults is not None or sim_inject):
         raise ConfigError("fault injection rehearses on the simulated bench: drop --port")
+    if Path(log_path).exists():  # before any work; LogWriter refuses a race as well
+        raise DataError(already_logged(log_path))
     athlete = athlete or DEFAULT_PROFILE
     gesture = setpoints if isinstance(setpoints, Gesture) else read_setpoints(setpoints)
     if settings is None:
@@ -105,7 +107,7 @@ def drive(
                     session.check_start(plan)
                     failed_injections: list[str] = []
                     with (view(session) if view is not None else contextlib.nullcontext(),
-                          _injecting(simulated, sim_inject, failed_injections)):
+                          _injecting(simulated, sim_inject, log, failed_injections)):
                         result = session.run(plan)
                     for failure in failed_injections:  # the rehearsal lacked that fault
                         log.event("error", failure)
@@ -122,20 +124,26 @@ def drive(
 
 
 @contextlib.contextmanager
-def _injecting(simulated, injections: Sequence[tuple[float, str]],
+def _injecting(simulated, injections: Sequence[tuple[float, str]], log: LogWriter,
                failures: list[str]) -> Iterator[None]:
     """Run each (seconds, command) fault injection on the simulated bench that long from now
-    (just before ARM); pending ones are cancelled at the end. An injection the simulated bench
-    does not apply (it has stopped, or does not answer) adds its one-line message to
-    ``failures``: the session goes on without that fault, and its result says so."""
+    (just before ARM), logging each as it comes in force (an ``injection`` event); pending ones
+    are cancelled at the end. An injection the simulated bench does not apply (it has stopped,
+    does not answer or does not know it), or that the session ended before, adds its one-line
+    message to ``failures``: the session went on without that fault, and its result says so."""
+    started: set[int] = set()
 
-    def inject(command: str) -> None:
+    def inject(index: int, command: str) -> None:
+        started.add(index)
         try:
             simulated.command(command)
         except BenchError as error:
             failures.append(str(error))
+        else:
+            log.event("injection", command, sync=False)
 
-    timers = [threading.Timer(at_s, inject, (command,)) for at_s, command in injections]
+    timers = [threading.Timer(at_s, inject, (index, command))
+              for index, (at_s, command) in enumerate(injections)]
     for timer in timers:
         timer.daemon = True
         timer.start()
@@ -144,6 +152,8 @@ def _injecting(simulated, injections: Sequence[tuple[float, str]],
     finally:
         for timer in timers:
             timer.cancel()
+        failures += [f"the injection '{command}' at {at_s:g} s came after the session's end"
+                     for index, (at_s, command) in enumerate(injections) if index not in started]
 
 
 def session_header(gesture: Gesture, settings: ModeSettings, bench: Bench, port: str,

@@ -44,6 +44,12 @@ TELEMETRY_KEYS = ("seq_echo", "mcu_ticks", "setpoint_time_ms", "position_urad",
                   "bad_frames", "late_setpoints", "seq_gaps")
 
 
+def already_logged(path: str | Path) -> str:
+    """The one-line refusal for a session log path that is already taken."""
+    return (f"{path}: a session log is already there (a log is never overwritten: give "
+            "--log another name)")
+
+
 class LogWriter:
     """Thread-safe writer of one session log (see the module docstring for the layout)."""
 
@@ -59,10 +65,17 @@ class LogWriter:
         self._closed = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("w", encoding="utf-8")
         except FileExistsError:  # mkdir's answer for a file where the folder should be
             raise DataError(f"{self.path}: cannot write the session log ({self.path.parent} "
                             "is a file, not a folder)") from None
+        except OSError as error:
+            raise DataError(f"{self.path}: cannot write the session log "
+                            f"({error.strerror or error})") from None
+        try:
+            # "x": a session's log is never overwritten, not even by a race with another one
+            self._file = self.path.open("x", encoding="utf-8")
+        except FileExistsError:
+            raise DataError(already_logged(self.path)) from None
         except OSError as error:
             raise DataError(f"{self.path}: cannot write the session log "
                             f"({error.strerror or error})") from None

@@ -211,18 +211,21 @@ def parse_injection(text: str) -> tuple[float, str]:
                           "estop on|off, driver on|off, stall MS, reset, drop P, corrupt P, "
                           "delay MS, freeze MS")
     allowed = RUNTIME_COMMANDS[words[0]]
+    argument = words[1] if len(words) == 2 else None
     if allowed is None:
-        ok = len(words) == 1
+        ok, wanted = len(words) == 1, "no argument"
     elif isinstance(allowed, tuple):
-        ok = len(words) == 2 and words[1] in allowed
-    else:
+        ok, wanted = argument in allowed, " or ".join(allowed)
+    elif allowed == "MS":  # the simulated bench reads whole milliseconds
+        ok, wanted = argument is not None and argument.isdigit(), "whole milliseconds (0, 1, …)"
+    else:  # "P": a probability per byte, as --sim-fault takes it
         try:
-            ok = len(words) == 2 and float(words[1]) >= 0
+            ok = argument is not None and 0.0 <= float(argument) <= 1.0
         except ValueError:
             ok = False
+        wanted = "a probability in [0, 1]"
     if not ok:
-        raise ConfigError(f"--sim-inject {text!r}: {words[0]} takes "
-                          f"{'no argument' if allowed is None else allowed}")
+        raise ConfigError(f"--sim-inject {text!r}: {words[0]} takes {wanted}")
     return at_s, " ".join(words)
 
 

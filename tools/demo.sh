@@ -22,6 +22,7 @@ $bin/bemore synthesize "$out/identify/athlete.json" --out "$out/gesture"
 step "bemore drive --plan: what the bench and the athlete can take of this gesture"
 $bin/bemore drive "$out/gesture/setpoints.csv" --plan
 step "bemore drive: the gesture on the simulated bench (the firmware's own C code behind a pty)"
+rm -f "$out/session.jsonl"  # the demo's previous session: drive never overwrites a log
 $bin/bemore drive "$out/gesture/setpoints.csv" --log "$out/session.jsonl" --no-view
 step "bemore replay: the session's summary and plots"
 $bin/bemore replay "$out/session.jsonl" --plot "$out/replay"

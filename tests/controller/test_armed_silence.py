@@ -166,3 +166,16 @@ def test_an_injection_the_simulated_bench_refuses_is_said_in_the_result(tmp_path
                      r"'levitate 3'\)$", result.message), result.message
     errors = [e for e in read_log(log).events if e["kind"] == "error"]
     assert len(errors) == 1 and errors[0]["message"].endswith("has no command 'levitate 3'")
+
+
+def test_injections_are_logged_in_force_and_one_after_the_end_is_said(tmp_path):
+    """A rehearsal's log tells its injected faults from real ones; an injection timed after the
+    session's end never happened, and the result says so."""
+    log = tmp_path / "session.jsonl"
+    result = drive(make_gesture(duration_s=0.5, peak_deg=20.0), log, ModeSettings(rate_hz=1000.0),
+                   sim_inject=[(0.1, "delay 0"), (100.0, "driver on")])
+    assert result.ok
+    assert result.message.endswith("(rehearsal incomplete: the injection 'driver on' at 100 s "
+                                   "came after the session's end)")
+    events = read_log(log).events
+    assert [e["message"] for e in events if e["kind"] == "injection"] == ["delay 0"]

@@ -163,3 +163,17 @@ def test_ctrl_c_ramps_down_and_disarms(setpoint_file, tmp_path):
     session = read_log(log)
     assert session.end["reason"] == "interrupted"
     assert session.setpoints["rep"].count(-1) == 300  # the ramp down, logged
+
+
+def test_an_existing_session_log_is_never_overwritten(setpoint_file, tmp_path):
+    """A coach who runs the same command twice keeps the first session: refused before
+    connecting, in one line, the file untouched."""
+    log = tmp_path / "session.jsonl"
+    log.write_text('{"type": "header", "format": "yesterday"}\n')
+    before = log.read_bytes()
+    result = CliRunner().invoke(cli, ["drive", str(setpoint_file), "--log", str(log),
+                                      "--no-view"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (f"bemore: error: {log}: a session log is already there (a "
+                                     "log is never overwritten: give --log another name)")
+    assert log.read_bytes() == before

@@ -325,7 +325,11 @@ def test_a_dry_run_rehearses_an_injected_fault(setpoint_file, tmp_path):
     (["--sim-fault", "drop=lots"], "--sim-fault 'drop=lots': 'lots' is not a float"),
     (["--sim-fault", "speed=2"], "expected KEY=VALUE with KEY one of drop, corrupt"),
     (["--sim-inject", "soon:estop on"], "expected SECONDS:COMMAND"),
-    (["--sim-inject", "0.5:estop maybe"], "estop takes ('on', 'off')"),
+    (["--sim-inject", "0.5:estop maybe"], "estop takes on or off"),
+    # the simulated bench reads whole milliseconds: 0.5 would be 0 ms, 1e9 one millisecond
+    (["--sim-inject", "0.5:stall 0.5"], "stall takes whole milliseconds"),
+    (["--sim-inject", "0.5:stall 1e9"], "stall takes whole milliseconds"),
+    (["--sim-inject", "0.5:drop 2"], "drop takes a probability in [0, 1]"),
     (["--sim-inject", "0.5:reset", "--port", "/dev/null"], "drop --port"),
 ])
 def test_bad_fault_injection_options_are_refused(setpoint_file, tmp_path, options, message):
