@@ -83,9 +83,10 @@ def stream_once(arm: str, duration_s: float, folder: Path) -> dict:
             _wait(lambda: server.pages == PAGES, 20, "the pages to connect")
     load = os.getloadavg()[0]
     cpu, wall = _cpu_s(), time.perf_counter()
+    log_path = folder / "session.jsonl"
+    log_path.unlink(missing_ok=True)  # the previous run's: drive never overwrites a log
     try:
-        result = drive(gesture, folder / "session.jsonl", settings, bench=bench, plan=plan,
-                       view=view)
+        result = drive(gesture, log_path, settings, bench=bench, plan=plan, view=view)
     finally:
         cpu, wall = _cpu_s() - cpu, time.perf_counter() - wall
         if server is not None:
@@ -113,6 +114,7 @@ def stop_once(delay_s: float, folder: Path) -> dict:
                                str(delay_s)], stdout=subprocess.PIPE, text=True)
     _wait(lambda: server.pages == 1, 20, "the stopping page to connect")
     log_path = folder / "stop.jsonl"
+    log_path.unlink(missing_ok=True)  # the previous run's: drive never overwrites a log
     load = os.getloadavg()[0]
     try:
         result = drive(gesture, log_path, settings, bench=bench, plan=plan,

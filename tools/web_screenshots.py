@@ -96,9 +96,10 @@ def main() -> None:
             return server.attach(session, hello)
 
         result: dict = {}
+        log_path = out / "screenshot_session.jsonl"
+        log_path.unlink(missing_ok=True)  # the previous run's: drive never overwrites a log
         thread = threading.Thread(target=lambda: result.setdefault("r", drive(
-            gesture, out / "screenshot_session.jsonl", settings, bench=bench, plan=plan,
-            view=view)), daemon=True)
+            gesture, log_path, settings, bench=bench, plan=plan, view=view)), daemon=True)
         thread.start()
         armed.wait(30)
         time.sleep(args.at)
