@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from bemore.errors import ConfigError
+from bemore.errors import ConfigError, DataError
 
 
 def open_athlete(name: str, db_path: str | Path | None, profile: object | None = None
@@ -20,10 +20,13 @@ def open_athlete(name: str, db_path: str | Path | None, profile: object | None =
     """(connection, :class:`~bemore.records.store.AthleteRecord`) for ``--athlete NAME``:
     opened before a command runs, so that a bad database or an unknown athlete is one line
     before any work. ``profile`` is the command's ``--profile``: both at once is refused."""
-    from bemore.records.db import connect
+    from bemore.records.db import connect, resolve_path
     from bemore.records.store import get_athlete
 
     if profile is not None:
         raise ConfigError("--athlete and --profile both give her profile: use one of them")
+    if not resolve_path(db_path).exists():  # no database, no athlete: refused, none created
+        raise DataError(f"unknown athlete {name.strip()!r}: no records database at "
+                        f"{resolve_path(db_path)} yet (add her with bemore athlete add)")
     connection = connect(db_path)
     return connection, get_athlete(connection, name)

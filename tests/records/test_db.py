@@ -218,6 +218,16 @@ def test_bad_inputs_are_one_line_each(tmp_path: Path) -> None:
         f"bemore: error: {tmp_path / 'missing'}: no such file or folder to import")
 
 
+def test_an_athlete_named_where_there_is_no_database_creates_none(tmp_path: Path) -> None:
+    """A mistyped --athlete (or --db) is one line, and leaves no empty database behind."""
+    db = tmp_path / "nowhere" / "records.sqlite"
+    unknown = (f"bemore: error: unknown athlete 'Zoe': no records database at {db} yet (add her "
+               "with bemore athlete add)")
+    for command in (["identify", "t.c3d"], ["synthesize"], ["drive", "s.csv", "--plan"]):
+        assert _one_line([*command, "--athlete", "Zoe", "--db", str(db)]) == unknown, command
+    assert not db.exists() and not db.parent.exists()
+
+
 def test_names_are_data(tmp_path: Path) -> None:
     connection = connect(tmp_path / "records.sqlite")
     name = "x'); DROP TABLE athlete; --"
