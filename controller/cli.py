@@ -17,16 +17,34 @@ import click
 
 from controller.config import Section, load_toml_model, read_toml, validate
 from controller.errors import BemoreError, BenchError, ConfigError, DataError, os_error_line
+from controller.log import FORMAT_TAG as SESSION_LOG_FORMAT
 from controller.modes import DEFAULT_LOAD_PCT, DEFAULT_MODE, LOADED_MODES, MODES, ModeSettings
 from controller.preflight import PreflightError, compiled_firmware_limits
 from controller.profile import DEFAULT_PROFILE, AthleteProfile, ProfileFile, load_profile
 from controller.settings import BENCH_CONFIG_FILES, Bench, default_bench_config, load_bench
 
 __all__ = [
-    "BENCH_CONFIG_FILES", "DEFAULT_PROFILE", "AthleteProfile", "BemoreError", "Bench",
-    "BenchError", "ConfigError", "DataError", "ProfileFile", "Section", "default_bench_config",
-    "drive_command", "load_bench", "load_profile", "load_toml_model", "os_error_line",
-    "plan_window", "read_toml", "replay_command", "validate",
+    "BENCH_CONFIG_FILES",
+    "DEFAULT_PROFILE",
+    "SESSION_LOG_FORMAT",
+    "AthleteProfile",
+    "BemoreError",
+    "Bench",
+    "BenchError",
+    "ConfigError",
+    "DataError",
+    "ProfileFile",
+    "Section",
+    "default_bench_config",
+    "drive_command",
+    "load_bench",
+    "load_profile",
+    "load_toml_model",
+    "os_error_line",
+    "plan_window",
+    "read_toml",
+    "replay_command",
+    "validate",
 ]
 
 MODE_HELP = (
