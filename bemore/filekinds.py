@@ -3,6 +3,7 @@ handed another command's output (a gesture.json where an athlete.json is expecte
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from controller.cli import SESSION_LOG_FORMAT
@@ -36,3 +37,16 @@ def other_kind(data: Any) -> str | None:
         if keys <= data.keys():
             return kind
     return None
+
+
+def first_record(text: str) -> Any:
+    """The first line of ``text`` parsed as JSON (a JSON Lines file's first record), or None
+    when it is not JSON: what :func:`other_kind` reads of a file that is not one document.
+
+    >>> first_record('{"type": "header"}\\n{"type": "event"}\\n')
+    {'type': 'header'}
+    """
+    try:
+        return json.loads(text.partition("\n")[0])
+    except json.JSONDecodeError:
+        return None

@@ -24,27 +24,10 @@ from controller.profile import DEFAULT_PROFILE, AthleteProfile, ProfileFile, loa
 from controller.settings import BENCH_CONFIG_FILES, Bench, default_bench_config, load_bench
 
 __all__ = [
-    "BENCH_CONFIG_FILES",
-    "DEFAULT_PROFILE",
-    "SESSION_LOG_FORMAT",
-    "AthleteProfile",
-    "BemoreError",
-    "Bench",
-    "BenchError",
-    "ConfigError",
-    "DataError",
-    "ProfileFile",
-    "Section",
-    "default_bench_config",
-    "drive_command",
-    "load_bench",
-    "load_profile",
-    "load_toml_model",
-    "os_error_line",
-    "plan_window",
-    "read_toml",
-    "replay_command",
-    "validate",
+    "BENCH_CONFIG_FILES", "DEFAULT_PROFILE", "SESSION_LOG_FORMAT", "AthleteProfile",
+    "BemoreError", "Bench", "BenchError", "ConfigError", "DataError", "ProfileFile", "Section",
+    "default_bench_config", "drive_command", "load_bench", "load_profile", "load_toml_model",
+    "os_error_line", "plan_window", "read_toml", "replay_command", "validate",
 ]
 
 MODE_HELP = (

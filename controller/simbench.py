@@ -18,7 +18,6 @@ import math
 import os
 import random
 import re
-import select
 import selectors
 import subprocess
 import tempfile
@@ -317,15 +316,15 @@ class SimulatedBench:
         """The next line of the simulated bench's stdout ("" at its end or after timeout_s)."""
         end = time.monotonic() + timeout_s
         descriptor = self.process.stdout.fileno()
-        while b"\n" not in self._answers:
-            remaining = end - time.monotonic()
-            ready, _, _ = select.select([descriptor], [], [], max(remaining, 0.0))
-            if not ready:
-                return ""
-            data = os.read(descriptor, 4096)
-            if not data:
-                return ""
-            self._answers += data
+        with selectors.DefaultSelector() as selector:
+            selector.register(descriptor, selectors.EVENT_READ)
+            while b"\n" not in self._answers:
+                if not selector.select(max(end - time.monotonic(), 0.0)):
+                    return ""
+                data = os.read(descriptor, 4096)
+                if not data:
+                    return ""
+                self._answers += data
         line, _, self._answers = self._answers.partition(b"\n")
         return line.decode(errors="replace").strip()
 

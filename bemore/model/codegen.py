@@ -356,10 +356,10 @@ def _emit_rnea(lane: _Lane, g: dict, vf: list[Sym], drv: dict, af: list[Sym] | N
         fx, fy = em.mul(m, acx), em.mul(m, em.add(acy, grav))
         F[k][0] = em.add(F[k][0], fx)
         F[k][1] = em.add(F[k][1], fy)
-        moment = em.add(em.mul(inertia, eps[k]), em.sub(em.mul(rx, fy), em.mul(ry, fx)))
-        F[k][2] = em.add(F[k][2], moment)
+        spin = em.mul(inertia, eps[k])
+        F[k][2] = em.add(F[k][2], em.add(spin, em.sub(em.mul(rx, fy), em.mul(ry, fx))))
         bodies.append((k, m, inertia, (em.add(g["O"][k][0], rx), em.add(g["O"][k][1], ry))))
-        forces.append((fx, fy, em.mul(inertia, eps[k])))
+        forces.append((fx, fy, spin))
     if not driven_forces:
         return _free_forces(lane, g, bodies, forces), {}, bodies
     tau_free: dict[int, Sym] = {}

@@ -25,8 +25,9 @@ def open_athlete(name: str, db_path: str | Path | None, profile: object | None =
 
     if profile is not None:
         raise ConfigError("--athlete and --profile both give her profile: use one of them")
-    if not resolve_path(db_path).exists():  # no database, no athlete: refused, none created
-        raise DataError(f"unknown athlete {name.strip()!r}: no records database at "
-                        f"{resolve_path(db_path)} yet (add her with bemore athlete add)")
-    connection = connect(db_path)
+    path = resolve_path(db_path)
+    if not path.exists():  # no database, no athlete: refused, none created
+        raise DataError(f"unknown athlete {name.strip()!r}: no records database at {path} yet "
+                        "(add her with bemore athlete add)")
+    connection = connect(path)
     return connection, get_athlete(connection, name)

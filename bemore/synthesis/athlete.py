@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bemore.errors import DataError, PoorFitError
-from bemore.filekinds import other_kind
+from bemore.filekinds import first_record, other_kind
 from bemore.settings import Identification
 
 
@@ -38,14 +38,6 @@ def default_parameters(identification: Identification) -> AthleteParameters:
     return AthleteParameters(values=values, source="default")
 
 
-def _first_record_kind(text: str) -> str | None:
-    """:func:`~bemore.filekinds.other_kind` of the first line of a JSON Lines text."""
-    try:
-        return other_kind(json.loads(text.partition("\n")[0]))
-    except json.JSONDecodeError:
-        return None
-
-
 def load_athlete(path: str | Path, identification: Identification,
                  accept_poor_fit: bool = False) -> AthleteParameters:
     """Read the identified parameters of ``athlete.json``; any problem is one DataError line.
@@ -59,18 +51,17 @@ def load_athlete(path: str | Path, identification: Identification,
         raise DataError(f"{path}: athlete file not found")
     try:
         text = path.read_text(encoding="utf-8")
-        data = json.loads(text)
     except UnicodeDecodeError as error:
         raise DataError(f"{path}: not valid JSON ({error})") from None
-    except json.JSONDecodeError as error:
-        kind = _first_record_kind(text)
-        if kind is not None:
-            raise DataError(f"{path}: {kind}, not an athlete.json (bemore identify writes one)"
-                            ) from None
-        raise DataError(f"{path}: not valid JSON ({error})") from None
+    try:
+        data, malformed = json.loads(text), None
+    except json.JSONDecodeError as error:  # perhaps another command's JSON Lines output
+        data, malformed = first_record(text), error
     kind = other_kind(data)
     if kind is not None:
         raise DataError(f"{path}: {kind}, not an athlete.json (bemore identify writes one)")
+    if malformed is not None:
+        raise DataError(f"{path}: not valid JSON ({malformed})")
     parameters = data.get("parameters") if isinstance(data, dict) else None
     if not isinstance(parameters, dict):
         raise DataError(f"{path}: missing 'parameters' mapping (name → {{value, unit, ...}})")

@@ -36,6 +36,7 @@ from controller.settings import load_bench
 from controller.webview import TOKEN_HEADER, WebServer, parse_address, plan_payload, session_payload
 from tests.controller.gestures import make_gesture
 from tests.controller.test_drive_simbench import bench_state
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -138,14 +139,11 @@ def live_drive(server: WebServer, port: str, log: Path, settings: ModeSettings,
 def wait_for(condition, timeout_s: float, what: str, out: dict | None = None):
     """Poll ``condition`` until true; fail naming ``what`` (and how a session in ``out``
     ended, if it did)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    ended = f"; the session ended: {out}" if out else ""
-    pytest.fail(f"timed out after {timeout_s} s waiting for {what}{ended}")
+    try:
+        return eventually(condition, bool, what, timeout_s, interval_s=0.02)
+    except AssertionError:
+        ended = f"; the session ended: {out}" if out else ""
+        pytest.fail(f"timed out after {timeout_s} s waiting for {what}{ended}")
 
 
 def settings(reps: int = 1, rest_s: float = 0.5, bench=None) -> ModeSettings:

@@ -10,6 +10,8 @@ import sys
 import numpy as np
 from PIL import Image
 
+from tests.waiting import eventually
+
 SCRIPT = """
 import json, sys
 from pathlib import Path
@@ -76,13 +78,7 @@ def _complete_json(path) -> bool:
 
 
 def _wait_for(ready, what: str) -> None:
-    import time
-
-    deadline = time.monotonic() + WAIT_S
-    while not ready():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.01)
+    eventually(ready, bool, what, WAIT_S)
 
 
 def test_identify_draws_its_plots_beside_the_analysis_and_the_result(tmp_path, monkeypatch
