@@ -291,13 +291,15 @@ def test_the_page_in_chromium_shows_the_session_live_and_its_stop_ramps_down(chr
                 values = shown(chrome)
                 if values["state"] == "ARMED" and values not in seen:
                     seen.append(values)
-                return len({v["time"] for v in seen}) >= 3 and len({v["meas"] for v in seen}) >= 3
+                # degrees: the arms moved (how far they have moved when the page is read
+                # depends on the machine's load, so it is waited for, not asserted once)
+                return (len({v["time"] for v in seen}) >= 3 and len({v["meas"] for v in seen}) >= 3
+                        and max(float(v["meas"]) for v in seen) > 1.0)
 
-            wait_for(updating, 30, "the time and measured angle changing on the page", out)
+            wait_for(updating, 30, "the time changing and the measured angle passing 1°", out)
             assert {v["mode"] for v in seen} == {"passive"}
             assert all(re.fullmatch(r"([1-9]|1[0-2]) of 12|rest / ramp", v["rep"]) for v in seen)
             assert all(re.fullmatch(r"\d+\.\d\d s", v["time"]) for v in seen)
-            assert max(float(v["meas"]) for v in seen) > 1.0  # degrees: the arms moved
             chrome.find_element("id", "stop").click()
             thread.join(15)
             assert not thread.is_alive(), "the session did not end after STOP"
