@@ -28,6 +28,7 @@ from controller.modes import (
 from controller.protocol import load_spec
 from controller.scheduler import timing_stats
 from controller.series import interp
+from controller.session import LIMIT_FLAG_BUDGETS
 from controller.setpoints import Gesture
 
 
@@ -56,6 +57,7 @@ class Summary:
     period_error_max_ms: float
     faults: list[str] = field(default_factory=list)
     limit_flags: list[str] = field(default_factory=list)
+    limit_flag_frames: dict = field(default_factory=dict)  # telemetry frames carrying each flag
     firmware_counters: dict = field(default_factory=dict)
     end: str = ""
     truncated: bool = False
@@ -89,10 +91,26 @@ class Summary:
             f"{self.period_error_max_ms:.3f} ms; longest host silence "
             f"{self.longest_send_gap_ms:.1f} ms",
             f"faults      {', '.join(self.faults) or 'none'}{self.fault_cause()}",
-            f"limit flags {', '.join(self.limit_flags) or 'none'}",
+            f"limit flags {self.limit_flag_text()}",
             "firmware    " + ", ".join(f"{k} {v}" for k, v in self.firmware_counters.items()),
             f"end         {self.end}",
         ]
+
+    def limit_flag_text(self) -> str:
+        """The limit flags with the telemetry frames carrying each, and which of them are only
+        counted ('SLEW_LIMITED in 3 frames (counted, not a stop criterion)'); 'none'."""
+        if not self.limit_flags:
+            return "none"
+        parts = []
+        for name in self.limit_flags:
+            frames = self.limit_flag_frames.get(name)
+            parts.append(name if frames is None else
+                         f"{name} in {frames} frame{'s' if frames != 1 else ''}")
+        counted = [name for name in self.limit_flags if name not in LIMIT_FLAG_BUDGETS]
+        if counted:
+            parts[-1] += (f" ({', '.join(counted)}: counted, not a stop criterion — the "
+                          "firmware delayed or held the torque by a tick or two, docs/drive.md)")
+        return ", ".join(parts)
 
     def torque_explanation(self) -> list[str]:
         """Why commanded and measured torques differ, from the mode's shares (and the simulated
@@ -105,7 +123,10 @@ class Summary:
                 "torque: that feed-forward plus the position loop's correction, i.e. what the "
                 "athlete gave less than her share and the axis' own inertia and friction")
         lines = [text]
-        if self.simulated_athlete:
+        if self.simulated_athlete and athlete == 0.0:
+            lines.append("            (simulated athlete: her share is 0 %, so she gives no "
+                         "effort in this mode)")
+        elif self.simulated_athlete:
             sim = self.simulated_athlete
             lines.append(f"            (simulated athlete: effort noise "
                          f"{sim.get('effort_noise', 0):.0%} RMS, fatigue "
@@ -198,9 +219,11 @@ def summarise(log: SessionLog) -> Summary:
                               threshold_ns)
     _, errors = tracking_errors(log)
     faults = sorted({spec.name_of("faults", int(code)) for code in tm["fault"] if code})
-    flags = 0
+    flags, frames_per_flag = 0, {}
     for value in tm["limit_flags"]:
         flags |= int(value)
+        for name in spec.flag_names(int(value)):
+            frames_per_flag[name] = frames_per_flag.get(name, 0) + 1
     counters = {}
     if len(tm["host_time"]):
         for key in ("bad_frames", "late_setpoints", "seq_gaps"):
@@ -243,6 +266,7 @@ def summarise(log: SessionLog) -> Summary:
         period_error_max_ms=timing.period_error_max_ms if timing else 0.0,
         faults=faults,
         limit_flags=spec.flag_names(flags),
+        limit_flag_frames=frames_per_flag,
         firmware_counters=counters,
         end=end,
         truncated=log.truncated,

@@ -13,7 +13,7 @@ from bemore.settings import load_bench
 from controller.drive import drive
 from controller.log import LogWriter, read_log
 from controller.modes import ModeSettings, build_plan
-from controller.protocol import Message
+from controller.protocol import Message, load_spec
 from controller.replay import summarise
 from controller.scheduler import miss_threshold_ns
 from controller.session import Session
@@ -125,3 +125,39 @@ def test_a_dry_run_shows_the_athletes_shortfall_in_the_measured_torque(setpoint_
     # the motor also moves the axis itself (1 kg·m², friction: ~10 N·m on this gesture)
     assert need < peaks["passive"] < need + 15.0
     assert math.isfinite(peaks["guided"]) and peaks["guided"] < peaks["passive"] - 0.5 * need
+
+
+def test_replay_counts_the_frames_of_each_limit_flag_and_says_which_only_count(tmp_path):
+    """Two frames slew-limited (one also clamped): the summary names both flags with their
+    frame counts; only the slew limit is a counted flag, the clamp is a stop criterion."""
+    spec = load_spec()
+    slew, clamp = spec.limit_flags["SLEW_LIMITED"], spec.limit_flags["TORQUE_CLAMPED"]
+    base = {"seq_echo": 0, "mcu_ticks": 0, "setpoint_time_ms": 0, "position_urad": 0,
+            "velocity_urad_s": 0, "torque_mNm": 0, "state": 1, "fault": 0, "limit_flags": 0,
+            "bad_frames": 0, "late_setpoints": 0, "seq_gaps": 0}
+    with LogWriter(tmp_path / "log.jsonl", {"settings": {"mode": "passive"}}) as log:
+        for tick, flags in enumerate((0, slew, slew | clamp, 0)):
+            log.telemetry(time.perf_counter(), base | {"mcu_ticks": tick, "limit_flags": flags})
+    summary = summarise(read_log(tmp_path / "log.jsonl"))
+    assert summary.limit_flag_frames == {"SLEW_LIMITED": 2, "TORQUE_CLAMPED": 1}
+    text = summary.limit_flag_text()
+    assert "SLEW_LIMITED in 2 frames" in text and "TORQUE_CLAMPED in 1 frame" in text
+    assert "(SLEW_LIMITED: counted, not a stop criterion" in text
+
+
+def test_replay_says_the_simulated_athlete_gives_nothing_in_passive_mode():
+    from controller.replay import Summary
+
+    fields = dict.fromkeys(("log", "athlete", "gesture", "mode", "start_utc", "firmware"), "")
+    numbers = dict.fromkeys(("duration_s", "setpoints_sent", "telemetry_frames",
+                             "tracking_rms_deg", "tracking_max_deg", "peak_commanded_torque_nm",
+                             "peak_measured_torque_nm", "deadline_misses", "late_sends",
+                             "skipped", "period_error_p50_ms", "period_error_p99_ms",
+                             "period_error_max_ms"), 0)
+    sim = {"effort_noise": 0.05, "fatigue_per_rep": 0.03}
+    passive = Summary(**fields, **numbers, shares={"athlete": 0.0, "bench": 1.0},
+                      simulated_athlete=sim).torque_explanation()
+    assert "she gives no effort in this mode" in passive[-1] and "noise" not in passive[-1]
+    assisted = Summary(**fields, **numbers, shares={"athlete": 0.4, "bench": 0.6},
+                       simulated_athlete=sim).torque_explanation()
+    assert "effort noise 5% RMS, fatigue 3% per repetition" in assisted[-1]
