@@ -149,9 +149,9 @@ WEB_PUBLIC_OPTION = click.option(
               help="Also record every byte on the link (decode: bemore replay DUMP; default: "
                    "none).")
 @click.option("--sim-fault", "sim_fault", default=None, metavar="KEY=VALUE[,...]",
-              help="Dry run: start the simulated bench with faults: drop, corrupt (per byte), "
-                   "direction (rx|tx|both), delay_ms, stall_at_ms + stall_ms, reset_at_ms, seed "
-                   "(default: none).")
+              help="Dry run: start the simulated bench with faults: drop, corrupt (probability "
+                   "per byte, 0..1), direction (rx|tx|both), delay_ms, stall_at_ms + stall_ms, "
+                   "reset_at_ms (whole ms >= 0), seed (default: none).")
 @click.option("--sim-inject", "sim_inject", multiple=True, metavar="SECONDS:COMMAND",
               help="Dry run: inject a fault SECONDS after arming: 'estop on', 'driver on', "
                    "'stall MS', 'reset', 'drop P', 'corrupt P', 'delay MS', or 'freeze MS' (the "
