@@ -3,7 +3,8 @@ the bench side's own ``bemore-bench``).
 
 This module is the scientific side's one door to the bench: besides the commands it exports the
 foundation both sides share — the error family, the validated configuration layer, the athlete
-profile's schema and the bench configuration's schema (see ``__all__``).
+profile's schema, the bench configuration's schema and the output folders' check (see
+``__all__``).
 """
 
 from __future__ import annotations
@@ -19,15 +20,17 @@ from controller.config import Section, load_toml_model, read_toml, validate
 from controller.errors import BemoreError, BenchError, ConfigError, DataError, os_error_line
 from controller.log import FORMAT_TAG as SESSION_LOG_FORMAT
 from controller.modes import DEFAULT_LOAD_PCT, DEFAULT_MODE, LOADED_MODES, MODES, ModeSettings
+from controller.outputs import WRITE_PROBE_PREFIX, check_output_folder, output_folder
 from controller.preflight import PreflightError, compiled_firmware_limits
 from controller.profile import DEFAULT_PROFILE, AthleteProfile, ProfileFile, load_profile
 from controller.settings import BENCH_CONFIG_FILES, Bench, default_bench_config, load_bench
 
 __all__ = [
-    "BENCH_CONFIG_FILES", "DEFAULT_PROFILE", "SESSION_LOG_FORMAT", "AthleteProfile",
-    "BemoreError", "Bench", "BenchError", "ConfigError", "DataError", "ProfileFile", "Section",
-    "default_bench_config", "drive_command", "load_bench", "load_profile", "load_toml_model",
-    "os_error_line", "plan_window", "read_toml", "replay_command", "validate",
+    "BENCH_CONFIG_FILES", "DEFAULT_PROFILE", "SESSION_LOG_FORMAT", "WRITE_PROBE_PREFIX",
+    "AthleteProfile", "BemoreError", "Bench", "BenchError", "ConfigError", "DataError",
+    "ProfileFile", "Section", "check_output_folder", "default_bench_config", "drive_command",
+    "load_bench", "load_profile", "load_toml_model", "os_error_line", "output_folder",
+    "plan_window", "read_toml", "replay_command", "validate",
 ]
 
 MODE_HELP = (
@@ -337,7 +340,10 @@ def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool
     """
     from controller.dump import MAGIC, decode_dump
     from controller.log import read_log
-    from controller.replay import plot, replay_plan, summarise
+    from controller.replay import check_plot, plot, replay_plan, summarise
+
+    if plot_dir is not None:  # before the summary: a folder it cannot write is said at once
+        check_plot(plot_dir)
 
     # Not called `stream`: that name is the --stream flag, and shadowing it made every replay
     # drive the bench again.
