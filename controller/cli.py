@@ -3,8 +3,8 @@ the bench side's own ``bemore-bench``).
 
 This module is the scientific side's one door to the bench: besides the commands it exports the
 foundation both sides share — the error family, the validated configuration layer, the athlete
-profile's schema, the bench configuration's schema and the output folders' check (see
-``__all__``).
+profile's schema, the bench configuration's schema, the output folders' check and what a file
+bemore wrote is (``filekinds``) (see ``__all__``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import click
 
+from controller import filekinds
 from controller.config import Section, load_toml_model, read_toml, validate
 from controller.errors import BemoreError, BenchError, ConfigError, DataError, os_error_line
-from controller.log import FORMAT_TAG as SESSION_LOG_FORMAT
 from controller.modes import DEFAULT_LOAD_PCT, DEFAULT_MODE, LOADED_MODES, MODES, ModeSettings
 from controller.outputs import WRITE_PROBE_PREFIX, check_output_folder, output_folder
 from controller.preflight import PreflightError, compiled_firmware_limits
@@ -26,11 +26,11 @@ from controller.profile import DEFAULT_PROFILE, AthleteProfile, ProfileFile, loa
 from controller.settings import BENCH_CONFIG_FILES, Bench, default_bench_config, load_bench
 
 __all__ = [
-    "BENCH_CONFIG_FILES", "DEFAULT_PROFILE", "SESSION_LOG_FORMAT", "WRITE_PROBE_PREFIX",
-    "AthleteProfile", "BemoreError", "Bench", "BenchError", "ConfigError", "DataError",
-    "ProfileFile", "Section", "check_output_folder", "default_bench_config", "drive_command",
-    "load_bench", "load_profile", "load_toml_model", "os_error_line", "output_folder",
-    "plan_window", "read_toml", "replay_command", "validate",
+    "BENCH_CONFIG_FILES", "DEFAULT_PROFILE", "WRITE_PROBE_PREFIX", "AthleteProfile",
+    "BemoreError", "Bench", "BenchError", "ConfigError", "DataError", "ProfileFile", "Section",
+    "check_output_folder", "default_bench_config", "drive_command", "filekinds", "load_bench",
+    "load_profile", "load_toml_model", "os_error_line", "output_folder", "plan_window",
+    "read_toml", "replay_command", "validate",
 ]
 
 MODE_HELP = (
