@@ -11,6 +11,8 @@ from __future__ import annotations
 from controller.cli import filekinds as _filekinds
 
 ATHLETE = _filekinds.ATHLETE
+GESTURE = _filekinds.GESTURE
+SESSION_LOG = _filekinds.SESSION_LOG
 Kind = _filekinds.Kind
 first_record = _filekinds.first_record
 kind_of = _filekinds.kind_of
@@ -18,5 +20,5 @@ kind_of_text = _filekinds.kind_of_text
 other_than = _filekinds.other_than
 refusal = _filekinds.refusal
 
-__all__ = ["ATHLETE", "Kind", "first_record", "kind_of", "kind_of_text", "other_than",
-           "refusal"]
+__all__ = ["ATHLETE", "GESTURE", "SESSION_LOG", "Kind", "first_record", "kind_of",
+           "kind_of_text", "other_than", "refusal"]
