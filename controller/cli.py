@@ -3,7 +3,8 @@ the bench side's own ``bemore-bench``).
 
 This module is the scientific side's one door to the bench: besides the commands it exports the
 foundation both sides share — the error family, the validated configuration layer, the athlete
-profile's schema and the bench configuration's schema (see ``__all__``).
+profile's schema, the bench configuration's schema, the output folders' check and what a file
+bemore wrote is (``filekinds``) (see ``__all__``).
 """
 
 from __future__ import annotations
@@ -15,19 +16,21 @@ from pathlib import Path
 
 import click
 
+from controller import filekinds
 from controller.config import Section, load_toml_model, read_toml, validate
 from controller.errors import BemoreError, BenchError, ConfigError, DataError, os_error_line
-from controller.log import FORMAT_TAG as SESSION_LOG_FORMAT
 from controller.modes import DEFAULT_LOAD_PCT, DEFAULT_MODE, LOADED_MODES, MODES, ModeSettings
+from controller.outputs import WRITE_PROBE_PREFIX, check_output_folder, output_folder
 from controller.preflight import PreflightError, compiled_firmware_limits
 from controller.profile import DEFAULT_PROFILE, AthleteProfile, ProfileFile, load_profile
 from controller.settings import BENCH_CONFIG_FILES, Bench, default_bench_config, load_bench
 
 __all__ = [
-    "BENCH_CONFIG_FILES", "DEFAULT_PROFILE", "SESSION_LOG_FORMAT", "AthleteProfile",
+    "BENCH_CONFIG_FILES", "DEFAULT_PROFILE", "WRITE_PROBE_PREFIX", "AthleteProfile",
     "BemoreError", "Bench", "BenchError", "ConfigError", "DataError", "ProfileFile", "Section",
-    "default_bench_config", "drive_command", "load_bench", "load_profile", "load_toml_model",
-    "os_error_line", "plan_window", "read_toml", "replay_command", "validate",
+    "check_output_folder", "default_bench_config", "drive_command", "filekinds", "load_bench",
+    "load_profile", "load_toml_model", "os_error_line", "output_folder", "plan_window",
+    "read_toml", "replay_command", "validate",
 ]
 
 MODE_HELP = (
@@ -74,20 +77,22 @@ def _print_result(result) -> None:
                f"than a period late{link}")
 
 
-def _run(run, log: Path, window=None) -> None:
+def _run(run, log: Path, refused=None) -> None:
     """Run a drive, print the outcome; a refused or failed session becomes a BemoreError.
 
-    A refused session prints its violations, then (``window()``) what would pass. A session
-    stopped by the operator (Ctrl-C, ``q``, SIGTERM) is reported as a stop, not as an error,
-    and exits 1.
+    A refused session prints its violations, then (``refused(error)`` → (the feasible window,
+    the error's line)) what would pass and the one line that ends it. A session stopped by the
+    operator (Ctrl-C, ``q``, SIGTERM) is reported as a stop, not as an error, and exits 1.
     """
     try:
         result = run()
     except PreflightError as error:
         click.echo(error.table(), err=True)
-        if window is not None:
-            click.echo(window(), err=True)
-        raise
+        if refused is None:
+            raise
+        window, line = refused(error)
+        click.echo(window, err=True)
+        raise DataError(line) from None
     _print_result(result)
     click.echo(f"log: {log}")
     if result.reason == "interrupted":
@@ -149,9 +154,9 @@ WEB_PUBLIC_OPTION = click.option(
               help="Also record every byte on the link (decode: bemore replay DUMP; default: "
                    "none).")
 @click.option("--sim-fault", "sim_fault", default=None, metavar="KEY=VALUE[,...]",
-              help="Dry run: start the simulated bench with faults: drop, corrupt (per byte), "
-                   "direction (rx|tx|both), delay_ms, stall_at_ms + stall_ms, reset_at_ms, seed "
-                   "(default: none).")
+              help="Dry run: start the simulated bench with faults: drop, corrupt (probability "
+                   "per byte, 0..1), direction (rx|tx|both), delay_ms, stall_at_ms + stall_ms, "
+                   "reset_at_ms (whole ms >= 0), seed (default: none).")
 @click.option("--sim-inject", "sim_inject", multiple=True, metavar="SECONDS:COMMAND",
               help="Dry run: inject a fault SECONDS after arming: 'estop on', 'driver on', "
                    "'stall MS', 'reset', 'drop P', 'corrupt P', 'delay MS', or 'freeze MS' (the "
@@ -204,18 +209,29 @@ def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
                             rate_hz=bench.streaming.rate_hz if rate_hz is None else rate_hz,
                             ramp_down_s=bench.streaming.ramp_down_s)
 
-    def window() -> str:
-        return plan_window(setpoints, bench, athlete, source, template)[1]
-
     if plan_only:
-        click.echo(window())
+        click.echo(plan_window(setpoints, bench, athlete, source, template)[1])
         return
     if log is None:
         raise click.UsageError("--log FILE is required (or --plan to only print the window)")
+    load_given = load_pct is not None
     if load_pct is None:
         load_pct = DEFAULT_LOAD_PCT if mode in LOADED_MODES else 0.0
     settings = ModeSettings(mode=mode, load_pct=load_pct, speed=speed, reps=reps, rest_s=rest_s,
                             rate_hz=template.rate_hz, ramp_down_s=template.ramp_down_s)
+
+    def refused(error: PreflightError) -> tuple[str, str]:
+        """The feasible window, and the refusal's line with what this mode needs."""
+        from controller.setpoints import read_setpoints
+        from controller.window import mode_cell
+
+        cells, window = plan_window(setpoints, bench, athlete, source, template)
+        if mode not in LOADED_MODES:
+            return window, str(error)
+        cell = next((cell for cell in cells if (cell.mode, cell.speed) == (mode, speed)),
+                    None) or mode_cell(read_setpoints(setpoints), bench, athlete, mode, speed,
+                                       compiled_firmware_limits(), template)
+        return window, f"{error}; {_needed(cell, load_pct, load_given)}"
     if page_lost_s is not None and web is None:
         raise click.UsageError("--stop-if-page-lost needs --web")
     views = []
@@ -238,10 +254,23 @@ def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
         _run(lambda: drive(source_or_gesture, log, settings, port=port, bench=bench,
                            clear_fault=clear_fault, view=_together(views), dump=dump,
                            athlete=athlete, sim_faults=faults, sim_inject=injections,
-                           plan=plan), log, window)
+                           plan=plan), log, refused)
     finally:
         if server is not None:
             _finish_web(server, log)
+
+
+def _needed(cell, load_pct: float, given: bool) -> str:
+    """What a loaded mode needs at the session's speed (``cell``, a feasible-window cell), and
+    the load it was refused at (``given``: by --load, else the default), e.g. 'assistive at
+    speed 1 passes with --load 64 to 100 (this session: 50 %, the default load)'."""
+    this = f"--load {load_pct:g}" if given else f"{load_pct:g} %, the default load"
+    if cell.passes:
+        low, high = cell.loads
+        needs = f"passes with --load {low}" + (f" to {high}" if high != low else "")
+    else:
+        needs = "passes at no load"
+    return f"{cell.mode} at speed {cell.speed:g} {needs} (this session: {this})"
 
 
 def _together(views: list):
@@ -311,7 +340,10 @@ def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool
     """
     from controller.dump import MAGIC, decode_dump
     from controller.log import read_log
-    from controller.replay import plot, replay_plan, summarise
+    from controller.replay import check_plot, plot, replay_plan, summarise
+
+    if plot_dir is not None:  # before the summary: a folder it cannot write is said at once
+        check_plot(plot_dir)
 
     # Not called `stream`: that name is the --stream flag, and shadowing it made every replay
     # drive the bench again.

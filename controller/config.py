@@ -35,23 +35,34 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
-def read_toml(path: str | Path) -> dict[str, Any]:
-    """Read a TOML file into a dict; a missing or malformed file raises ConfigError."""
+CONFIG_WANTED = "a TOML configuration"  # what read_toml reads, unless its caller says more
+
+
+def read_toml(path: str | Path, wanted: str = CONFIG_WANTED) -> dict[str, Any]:
+    """Read a TOML file into a dict; a missing or malformed file raises ConfigError. Another
+    command's output in its place (an athlete.json, a setpoints.csv…) is named as such, not as
+    malformed TOML, with ``wanted`` (what the caller reads, e.g. "an athlete profile (…)")."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: file not found")
     try:
         with path.open("rb") as stream:
             return tomllib.load(stream)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: malformed TOML: {error}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: malformed TOML: not UTF-8 text") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        from controller.filekinds import kind_of_file, refusal
+
+        kind = kind_of_file(path)
+        if kind is not None:
+            raise ConfigError(refusal(path, kind, wanted)) from None
+        reason = error if isinstance(error, tomllib.TOMLDecodeError) else "not UTF-8 text"
+        raise ConfigError(f"{path}: malformed TOML: {reason}") from None
 
 
-def load_toml_model(path: str | Path, schema: type[SchemaT]) -> SchemaT:
-    """Read ``path`` and validate it against ``schema``; any problem raises one ConfigError line."""
-    data = read_toml(path)
+def load_toml_model(path: str | Path, schema: type[SchemaT],
+                    wanted: str = CONFIG_WANTED) -> SchemaT:
+    """Read ``path`` and validate it against ``schema``; any problem raises one ConfigError line
+    (``wanted``: as :func:`read_toml`'s)."""
+    data = read_toml(path, wanted)
     return validate(data, schema, source=str(path))
 
 

@@ -98,7 +98,8 @@ def drive(
         with LogWriter(log_path, header) as log, contextlib.ExitStack() as closing:
             if dump_writer is not None:
                 closing.callback(dump_writer.close)
-            session = Session(device, bench, log, settings, dump=dump_writer, athlete=athlete)
+            session = Session(device, bench, log, settings, dump=dump_writer, athlete=athlete,
+                              simulated=simulated is not None)
             try:
                 with session.signals():
                     session.connect(clear_fault=clear_fault)

@@ -222,16 +222,19 @@ def read_log(path: str | Path) -> SessionLog:
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError:
+            _refuse_another_kind(path, text)
             raise DataError(f"{path}: line {number}: not a JSON record") from None
     truncated = bool(tail.strip())
-    if not records or records[0].get("type") != "header":
+    if not records or not isinstance(records[0], dict) or records[0].get("type") != "header":
+        _refuse_another_kind(path, text)
         raise DataError(f"{path}: line 1: the session log must start with a header record")
     if records[0].get("format") != FORMAT_TAG:
         raise DataError(f"{path}: line 1: format {records[0].get('format')!r}: "
                         f"expected {FORMAT_TAG!r}")
     by_type: dict[str, list[dict[str, Any]]] = {"sp": [], "tm": [], "event": [], "end": []}
     for record in records[1:]:
-        by_type.setdefault(record.get("type", "?"), []).append(record)
+        kind = record.get("type", "?") if isinstance(record, dict) else "?"
+        by_type.setdefault(kind, []).append(record)
     return SessionLog(
         path=str(path),
         header=records[0],
@@ -241,6 +244,16 @@ def read_log(path: str | Path) -> SessionLog:
         end=by_type["end"][-1] if by_type["end"] else None,
         truncated=truncated,
     )
+
+
+def _refuse_another_kind(path: Path, text: str) -> None:
+    """A DataError naming what the file is when ``text`` is another of bemore's outputs (an
+    athlete.json, a setpoints.csv…) instead of a session log; nothing otherwise."""
+    from controller.filekinds import SESSION_LOG, other_than, refusal
+
+    kind = other_than(text, SESSION_LOG)
+    if kind is not None:
+        raise DataError(refusal(path, kind, SESSION_LOG.wanted()))
 
 
 def _columns(records: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, array]:

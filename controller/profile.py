@@ -105,9 +105,13 @@ class ProfileFile(Section):
         return self
 
 
+PROFILE_WANTED = "an athlete profile (a TOML file like configs/athlete.example.toml)"
+
+
 def load_profile(path: str | Path) -> AthleteProfile:
-    """Read and validate an athlete profile TOML file; any problem raises one ConfigError line."""
-    data = load_toml_model(path, ProfileFile)
+    """Read and validate an athlete profile TOML file; any problem raises one ConfigError line
+    (another command's output given instead is named as such)."""
+    data = load_toml_model(path, ProfileFile, PROFILE_WANTED)
     lengths = dict(data.segment_lengths_m) if data.segment_lengths_m is not None else None
     return AthleteProfile(
         name=data.name,

@@ -8,6 +8,7 @@ position is in the log).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from array import array
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from controller.modes import (
     stop_setpoints,
     stream_times_ms,
 )
+from controller.outputs import check_output_folder, output_folder
 from controller.protocol import load_spec
 from controller.scheduler import timing_stats
 from controller.series import interp
@@ -288,24 +290,34 @@ def _mode_text(settings: dict) -> str:
     return text
 
 
+PLOTS = ("tracking.png", "summary.png")  # what :func:`plot` writes in its folder
+NO_MATPLOTLIB = ("replay --plot needs matplotlib (the bench side alone: pip install "
+                 "'./controller[plot]')")
+
+
+def check_plot(folder: str | Path) -> None:
+    """Before any work (the summary, the plots): that :func:`plot` can draw (matplotlib is
+    installed) and write its :data:`PLOTS` in ``folder`` (made if needed; plots already there
+    are overwritten), leaving the file system as it found it; else one ConfigError or
+    DataError line (:func:`controller.outputs.check_output_folder`)."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError(NO_MATPLOTLIB)
+    check_output_folder(folder, PLOTS)
+
+
 def plot(log: SessionLog, folder: str | Path) -> list[Path]:
     """The session's plots in ``folder``: ``tracking.png`` (angles, both shares of the torque
     against their limits, tracking error; repetitions shaded, stop and faults marked; mode,
     load and speed in the title) and ``summary.png`` (one page: the replay summary and the
-    torque plot)."""
+    torque plot). A plot already there is overwritten (as every command's outputs are)."""
     try:
         import matplotlib
     except ImportError:
-        raise ConfigError("replay --plot needs matplotlib (the bench side alone: "
-                          "pip install './controller[plot]')") from None
+        raise ConfigError(NO_MATPLOTLIB) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    folder = Path(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise DataError(f"{folder}: cannot create the plot folder ({error})") from None
+    folder = output_folder(folder, PLOTS)
     summary = summarise(log)
     figure, axes = plt.subplots(3, 1, figsize=(10, 8.5), sharex=True)
     _angle_panel(axes[0], log)
@@ -319,7 +331,7 @@ def plot(log: SessionLog, folder: str | Path) -> list[Path]:
         axis.grid(True, alpha=0.3)
     figure.suptitle(_title(log, summary))
     figure.tight_layout()
-    tracking = folder / "tracking.png"
+    tracking = folder / PLOTS[0]
     figure.savefig(tracking, dpi=100)
     plt.close(figure)
 
@@ -335,7 +347,7 @@ def plot(log: SessionLog, folder: str | Path) -> list[Path]:
         _mark_session(axis, log)
         axis.grid(True, alpha=0.3)
     lower.set_xlabel("host time (s)")
-    page = folder / "summary.png"
+    page = folder / PLOTS[1]
     figure.savefig(page, dpi=100)
     plt.close(figure)
     return [tracking, page]

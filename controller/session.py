@@ -175,8 +175,9 @@ class Session:
     def __init__(self, port: str, bench: Bench, log: LogWriter, settings: ModeSettings,
                  telemetry_period_ms: int = TELEMETRY_PERIOD_MS,
                  telemetry_timeout_s: float = TELEMETRY_TIMEOUT_S, dump: DumpWriter | None = None,
-                 athlete: AthleteProfile = DEFAULT_PROFILE):
+                 athlete: AthleteProfile = DEFAULT_PROFILE, simulated: bool = False):
         self.port = port
+        self.simulated = simulated  # the simulated bench of a dry run, which ends with it
         self.dump = dump
         self.athlete = athlete  # her range of motion bounds the stop ramp too
         self.bench = bench
@@ -624,6 +625,14 @@ class Session:
                               f"{BAD_FRAME_BUDGET}): link unreliable")
             raise StopRequestedError
 
+    def _latched(self) -> str:
+        """What becomes of a latched fault: a real bench keeps it until a drive clears it; a
+        dry run's simulated bench stops with the session, so the next dry run has none."""
+        if self.simulated:
+            return ("fault latched on the simulated bench, which stops with this dry run: the "
+                    "next one starts without it")
+        return "fault latched, clear it with --clear-fault"
+
     def _finish(self, reason: str, message: str, scheduler: Scheduler,
                 last: dict[str, int]) -> tuple[str, str]:
         """Bring the bench to a safe state after a stream ended for ``reason``.
@@ -642,8 +651,7 @@ class Session:
             # the e-stop input and a driver fault cut the torque at once; other faults ramp it
             cut = self.status.fault in ("ESTOP_INPUT", "ESTOP_MESSAGE", "DRIVER")
             action = "cut its torque at once" if cut else "ramps its torque to zero"
-            return reason, (f"{message}; the firmware {action} (fault latched, clear it with "
-                            "--clear-fault)")
+            return reason, f"{message}; the firmware {action} ({self._latched()})"
         if reason == "estop":
             try:
                 self._expect_ack("ESTOP")

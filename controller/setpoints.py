@@ -115,9 +115,15 @@ def read_setpoints(path: str | Path) -> Gesture:
     except FileNotFoundError:
         raise DataError(f"{path}: setpoint file not found") from None
     except (OSError, UnicodeDecodeError) as error:
+        _refuse_another_kind(path, path.read_text(encoding="utf-8", errors="replace")
+                             if isinstance(error, UnicodeDecodeError) else "")
         raise DataError(f"{path}: cannot read the setpoint file ({error})") from None
     lines = text.splitlines()
-    metadata, header_index = _parse_metadata(path, lines)
+    try:
+        metadata, header_index = _parse_metadata(path, lines)
+    except DataError:
+        _refuse_another_kind(path, text)
+        raise
     rate_hz = _float_metadata(path, metadata, "rate_hz")
     if not rate_hz > 0:
         raise DataError(f"{path}: metadata rate_hz = {metadata['rate_hz']}: must be positive")
@@ -162,6 +168,16 @@ def _check_complete(gesture: Gesture, text: str, header_index: int) -> None:
     if body_digest(body) != metadata["sha256"]:
         raise DataError(f"{path}: the rows do not match the header's sha256: the file was "
                         "changed or damaged after it was written")
+
+
+def _refuse_another_kind(path: Path, text: str) -> None:
+    """A DataError naming what the file is when ``text`` is another of bemore's outputs (an
+    athlete.json, a session log…) instead of a setpoint file; nothing otherwise."""
+    from controller.filekinds import SETPOINTS, other_than, refusal
+
+    kind = other_than(text, SETPOINTS)
+    if kind is not None:
+        raise DataError(refusal(path, kind, SETPOINTS.wanted()))
 
 
 def _parse_metadata(path: Path, lines: list[str]) -> tuple[dict[str, str], int]:

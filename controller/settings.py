@@ -60,6 +60,9 @@ class Bench(Section):
     streaming: Streaming
 
 
+BENCH_WANTED = "a bench configuration (a TOML file like controller/configs/bench.toml)"
+
+
 def load_bench(path: str | Path | None = None) -> Bench:
     """Bench limits and streaming settings (default: the packaged ``configs/bench.toml``)."""
-    return load_toml_model(path or default_bench_config("bench.toml"), Bench)
+    return load_toml_model(path or default_bench_config("bench.toml"), Bench, BENCH_WANTED)

@@ -151,34 +151,49 @@ class SimFaults:
 
     @classmethod
     def parse(cls, text: str) -> SimFaults:
-        """``"drop=0.01,direction=both"`` → SimFaults (the fields above; ConfigError if bad)."""
+        """``"drop=0.01,direction=both"`` → SimFaults (the fields above); anything else (an
+        unknown key, a value of the wrong kind or out of range) is one ConfigError line naming
+        the item and what it takes."""
         values: dict[str, object] = {}
-        types = {"drop": float, "corrupt": float, "direction": str, "delay_ms": int,
-                 "stall_at_ms": int, "stall_ms": int, "reset_at_ms": int, "seed": int}
         for item in filter(None, (part.strip() for part in text.split(","))):
-            key, _, value = item.partition("=")
-            key = key.strip().replace("-", "_")
-            if key not in types or not value:
+            key, _, value = (part.strip() for part in item.partition("="))
+            key = key.replace("-", "_")
+            if key not in FAULT_VALUES or not value:
                 raise ConfigError(f"--sim-fault {item!r}: expected KEY=VALUE with KEY one of "
-                                  f"{', '.join(types)}")
-            try:
-                values[key] = types[key](value.strip())
-            except ValueError:
-                raise ConfigError(f"--sim-fault {item!r}: {value!r} is not a "
-                                  f"{types[key].__name__}") from None
-        if values.get("direction", "rx") not in ("rx", "tx", "both"):
-            raise ConfigError(f"--sim-fault direction={values['direction']}: rx, tx or both")
+                                  f"{', '.join(FAULT_VALUES)}")
+            parsed = _fault_value(key, value)
+            if parsed is None:
+                raise ConfigError(f"--sim-fault {item!r}: {key} takes {FAULT_VALUES[key]}")
+            values[key] = parsed
         faults = cls(**values)
-        if not (0.0 <= faults.drop <= 1.0 and 0.0 <= faults.corrupt <= 1.0):
-            raise ConfigError(f"--sim-fault {text!r}: drop and corrupt are probabilities in "
-                              "[0, 1]")
+        problem = faults.problem()
+        if problem is not None:
+            raise ConfigError(f"--sim-fault {text!r}: {problem}")
         return faults
 
+    def problem(self) -> str | None:
+        """What the simulated bench could not apply as asked (a probability outside [0, 1], a
+        negative or fractional time, a stall's start without its length…), or None."""
+        for key in ("drop", "corrupt"):
+            if not 0.0 <= getattr(self, key) <= 1.0:  # NaN fails too
+                return f"{key} takes {FAULT_VALUES[key]}, not {getattr(self, key)!r}"
+        if self.direction not in ("rx", "tx", "both"):
+            return f"direction takes {FAULT_VALUES['direction']}, not {self.direction!r}"
+        for key in ("delay_ms", "stall_at_ms", "stall_ms", "reset_at_ms", "seed"):
+            value = getattr(self, key)
+            limit = MAX_SEED if key == "seed" else MAX_MS
+            if value is not None and not (isinstance(value, int) and 0 <= value <= limit):
+                return f"{key} takes {FAULT_VALUES[key]}, not {value!r}"
+        if (self.stall_at_ms is None) != (self.stall_ms == 0):
+            return ("stall_at_ms and stall_ms go together (when the firmware stalls, and for "
+                    "how long)")
+        return None
+
     def flags(self) -> list[str]:
-        """Command-line flags of simbench for these faults."""
-        if not (0.0 <= self.drop <= 1.0 and 0.0 <= self.corrupt <= 1.0):
-            raise BenchError(f"simulated bench: drop {self.drop} and corrupt {self.corrupt} "
-                             "must be probabilities in [0, 1]")
+        """Command-line flags of simbench for these faults (BenchError if :meth:`problem`)."""
+        problem = self.problem()
+        if problem is not None:
+            raise BenchError(f"simulated bench: {problem}")
         out = ["--drop", repr(self.drop), "--corrupt", repr(self.corrupt),
                "--direction", self.direction, "--delay-ms", str(self.delay_ms),
                "--seed", str(self.seed)]
@@ -189,6 +204,40 @@ class SimFaults:
         if self.trace is not None:
             out += ["--trace", str(self.trace)]
         return out
+
+
+MAX_MS = 2**31 - 1  # the largest time (ms) every field of the simulated bench holds
+MAX_SEED = 2**64 - 1  # its random generator's seed is an unsigned 64-bit number
+WHOLE_MS = "whole milliseconds (0, 1, …)"
+PROBABILITY = "a probability in [0, 1]"
+# What each --sim-fault key takes (the simulated bench reads whole milliseconds into unsigned
+# or sentinel fields: 0.5 would be 0 ms, a delay of -3 ms no delay at all, a stall at -5 ms none).
+FAULT_VALUES = {"drop": PROBABILITY, "corrupt": PROBABILITY, "direction": "rx, tx or both",
+                "delay_ms": WHOLE_MS, "stall_at_ms": WHOLE_MS, "stall_ms": WHOLE_MS,
+                "reset_at_ms": WHOLE_MS, "seed": "a whole number (0, 1, …)"}
+
+
+def _whole(text: str, limit: int = MAX_MS) -> int | None:
+    """``text`` as a whole number in [0, ``limit``] (digits only), or None."""
+    return int(text) if text.isascii() and text.isdigit() and int(text) <= limit else None
+
+
+def _probability(text: str) -> float | None:
+    """``text`` as a probability in [0, 1], or None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0.0 <= value <= 1.0 else None
+
+
+def _fault_value(key: str, text: str) -> object | None:
+    """The value of ``key=text`` of --sim-fault, or None when it is not what the key takes."""
+    if key in ("drop", "corrupt"):
+        return _probability(text)
+    if key == "direction":
+        return text if text in ("rx", "tx", "both") else None
+    return _whole(text, MAX_SEED if key == "seed" else MAX_MS)
 
 
 # Run-time fault injection commands of the simulated bench (SimulatedBench.command), with the
@@ -216,13 +265,9 @@ def parse_injection(text: str) -> tuple[float, str]:
     elif isinstance(allowed, tuple):
         ok, wanted = argument in allowed, " or ".join(allowed)
     elif allowed == "MS":  # the simulated bench reads whole milliseconds
-        ok, wanted = argument is not None and argument.isdigit(), "whole milliseconds (0, 1, …)"
+        ok, wanted = argument is not None and _whole(argument) is not None, WHOLE_MS
     else:  # "P": a probability per byte, as --sim-fault takes it
-        try:
-            ok = argument is not None and 0.0 <= float(argument) <= 1.0
-        except ValueError:
-            ok = False
-        wanted = "a probability in [0, 1]"
+        ok, wanted = argument is not None and _probability(argument) is not None, PROBABILITY
     if not ok:
         raise ConfigError(f"--sim-inject {text!r}: {words[0]} takes {wanted}")
     return at_s, " ".join(words)

@@ -20,7 +20,7 @@ needs about 3 pre-flights per bound instead of 7.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from controller.errors import BemoreError
@@ -221,17 +221,32 @@ def feasible_window(gesture: Gesture, bench: Bench, athlete: AthleteProfile = DE
     template = template or ModeSettings()
     cells: dict[tuple[str, float], Cell] = {}
     for speed in SPEEDS:  # speed by speed: the plans of one speed share most columns
-        if speed != 1.0 and gesture.static_torque_nm is None:
-            cells.update({(mode, speed): Cell(mode, speed, None, NO_STATIC) for mode in MODES})
-            continue
-        try:  # the gesture played at this speed, once
-            paced: Pace | None = pace(gesture, _settings(template, MODES[0], 0.0, speed))
-        except BemoreError:
-            paced = None  # each cell then names the refusal itself
-        for mode in MODES:
-            cells[mode, speed] = _cell(gesture, bench, athlete, firmware, template, mode, speed,
-                                       paced)
+        cells.update({(cell.mode, speed): cell for cell in
+                      _cells_at(gesture, bench, athlete, firmware, template, MODES, speed)})
     return [cells[mode, speed] for mode in MODES for speed in SPEEDS]
+
+
+def mode_cell(gesture: Gesture, bench: Bench, athlete: AthleteProfile, mode: str, speed: float,
+              firmware: FirmwareLimits | None = None,
+              template: ModeSettings | None = None) -> Cell:
+    """The loads (whole %) of ``mode`` that pass the pre-flight at ``speed`` (any speed in
+    0.25..1, not only those of :data:`SPEEDS`): one cell of :func:`feasible_window`."""
+    return _cells_at(gesture, bench, athlete, firmware, template or ModeSettings(), (mode,),
+                     speed)[0]
+
+
+def _cells_at(gesture: Gesture, bench: Bench, athlete: AthleteProfile,
+              firmware: FirmwareLimits | None, template: ModeSettings, modes: Sequence[str],
+              speed: float) -> list[Cell]:
+    """The cells of ``modes`` at ``speed``, the gesture played at that speed once."""
+    if speed != 1.0 and gesture.static_torque_nm is None:
+        return [Cell(mode, speed, None, NO_STATIC) for mode in modes]
+    try:  # the gesture played at this speed, once
+        paced: Pace | None = pace(gesture, _settings(template, MODES[0], 0.0, speed))
+    except BemoreError:
+        paced = None  # each cell then names the refusal itself
+    return [_cell(gesture, bench, athlete, firmware, template, mode, speed, paced)
+            for mode in modes]
 
 
 def format_window(cells: list[Cell], gesture: Gesture, athlete: AthleteProfile,

@@ -5,9 +5,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from bemore.cli import cli
+from bemore.identify.report import ATHLETE_FORMAT
+from bemore.synthesis.outputs import SETPOINT_FORMAT
+from controller import filekinds
+from controller.cli import bench_cli
+from controller.dump import MAGIC
+from controller.log import FORMAT_TAG as SESSION_FORMAT
+from controller.setpoints import write_setpoints
+from tests.controller.gestures import make_gesture
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,10 +41,14 @@ def test_synthesize_names_the_kind_of_file_it_was_given_instead_of_an_athlete(tm
     log.write_text(json.dumps({"type": "header", "format": "bemore-session 1"}) + "\n"
                    + json.dumps({"type": "event", "kind": "armed"}) + "\n")
     truth = ROOT / "data" / "sample_trial.truth.json"
+    setpoints = tmp_path / "setpoints.csv"
+    write_setpoints(setpoints, make_gesture())
     for path, kind in ((gesture, "a gesture.json (written by bemore synthesize)"),
                        (trial, "a trial.json (written by bemore trial inspect)"),
-                       (log, "a session log (written by bemore drive)"),
-                       (truth, "a synthetic trial's truth (its generator's values)")):
+                       (log, "a session log (written by bemore drive; bemore replay takes it)"),
+                       (truth, "a synthetic trial's truth (written by bemore trial synth)"),
+                       (setpoints, "a setpoints.csv (written by bemore synthesize; bemore drive "
+                                   "takes it)")):
         assert _synthesize(path, tmp_path) == (
             f"bemore: error: {path}: {kind}, not an athlete.json (bemore identify writes one)")
     # Anything else keeps the reader's own message.
@@ -43,3 +56,106 @@ def test_synthesize_names_the_kind_of_file_it_was_given_instead_of_an_athlete(tm
     other.write_text(json.dumps({"parameters": "none"}))
     assert _synthesize(other, tmp_path).endswith("missing 'parameters' mapping (name → "
                                                  "{value, unit, ...})")
+
+
+def _outputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """Files of the shapes bemore's commands write (their keys and tags): name → (path, what
+    the refusal calls it)."""
+    athlete = tmp_path / "athlete.json"
+    athlete.write_text(json.dumps({"format": "bemore-athlete 1", "parameters": {
+        "bar.stiffness_x": {"value": 18000.0, "unit": "N/m"}}}, indent=2))
+    gesture = tmp_path / "gesture.json"
+    gesture.write_text(json.dumps({"design": {"c": [0.1]}, "objective": "torque",
+                                   "constraints": {}, "feasible": True}, indent=2))
+    setpoints = tmp_path / "setpoints.csv"
+    write_setpoints(setpoints, make_gesture())
+    log = tmp_path / "session.jsonl"
+    log.write_text(json.dumps({"type": "header", "format": "bemore-session 1"}) + "\n"
+                   + json.dumps({"type": "event", "kind": "armed"}) + "\n")
+    dump = tmp_path / "session.dump"
+    dump.write_bytes(b"bemore-dump 1\n" + bytes(range(256)))
+    return {
+        "athlete": (athlete, "an athlete.json (written by bemore identify; bemore synthesize "
+                             "takes it)"),
+        "gesture": (gesture, "a gesture.json (written by bemore synthesize)"),
+        "setpoints": (setpoints, "a setpoints.csv (written by bemore synthesize; bemore drive "
+                                 "takes it)"),
+        "log": (log, "a session log (written by bemore drive; bemore replay takes it)"),
+        "dump": (dump, "a byte dump (written by bemore drive --dump; bemore replay takes it)"),
+        "truth": (ROOT / "data" / "sample_trial.truth.json",
+                  "a synthetic trial's truth (written by bemore trial synth)"),
+    }
+
+
+def _one_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "", result.stdout  # nothing done before the refusal
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("given", ["athlete", "gesture", "log", "dump", "truth"])
+def test_drive_names_the_kind_of_file_it_was_given_instead_of_setpoints(tmp_path, given):
+    path, kind = _outputs(tmp_path)[given]
+    wanted = "not a setpoints.csv (bemore synthesize writes one)"
+    log = tmp_path / "new.jsonl"
+    for command in (["drive", str(path), "--plan"],
+                    ["drive", str(path), "--log", str(log), "--no-view"]):
+        assert _one_line(CliRunner().invoke(cli, command)) == (
+            f"bemore: error: {path}: {kind}, {wanted}")
+    assert not log.exists()
+    # the bench side alone (bemore-bench) says the same
+    assert _one_line(CliRunner().invoke(bench_cli, ["drive", str(path), "--plan"])) == (
+        f"bemore-bench: error: {path}: {kind}, {wanted}")
+
+
+@pytest.mark.parametrize("given", ["athlete", "gesture", "setpoints", "truth"])
+def test_replay_names_the_kind_of_file_it_was_given_instead_of_a_session_log(tmp_path, given):
+    path, kind = _outputs(tmp_path)[given]
+    plots = tmp_path / "plots"
+    assert _one_line(CliRunner().invoke(cli, ["replay", str(path), "--plot", str(plots)])) == (
+        f"bemore: error: {path}: {kind}, not a session log (bemore drive writes one)")
+    assert not plots.exists()
+
+
+@pytest.mark.parametrize("given", ["athlete", "gesture", "setpoints", "log"])
+def test_a_toml_option_names_the_kind_of_file_it_was_given(tmp_path, given):
+    # --profile (identify, synthesize, drive) and --bench-config: the kind found, not "malformed
+    # TOML: Invalid statement (at line 1, column 1)"
+    path, kind = _outputs(tmp_path)[given]
+    setpoints, _ = _outputs(tmp_path)["setpoints"]
+    profile = ("not an athlete profile (a TOML file like configs/athlete.example.toml)")
+    out = tmp_path / "out"
+    for command in (["identify", str(ROOT / "data" / "sample_trial.c3d"), "--profile",
+                     str(path), "--out", str(out)],
+                    ["synthesize", "--profile", str(path), "--out", str(out)],
+                    ["drive", str(setpoints), "--plan", "--profile", str(path)]):
+        assert _one_line(CliRunner().invoke(cli, command)) == (
+            f"bemore: error: {path}: {kind}, {profile}")
+        assert not out.exists()
+    assert _one_line(CliRunner().invoke(cli, ["drive", str(setpoints), "--plan",
+                                              "--bench-config", str(path)])) == (
+        f"bemore: error: {path}: {kind}, not a bench configuration (a TOML file like "
+        "controller/configs/bench.toml)")
+
+
+def test_a_file_of_no_known_kind_keeps_each_reader_s_own_message(tmp_path):
+    other = tmp_path / "notes.txt"
+    other.write_text("[not toml\n")
+    setpoints, _ = _outputs(tmp_path)["setpoints"]
+    assert _one_line(CliRunner().invoke(cli, ["drive", str(other), "--plan"])).endswith(
+        "missing metadata format, rate_hz, peak_angle_deg, peak_velocity_deg_s, peak_torque_nm, "
+        "athlete, gesture, rows, duration_s, sha256")
+    assert _one_line(CliRunner().invoke(cli, ["replay", str(other)])).endswith(
+        "line 1: not a JSON record")
+    assert "malformed TOML" in _one_line(CliRunner().invoke(
+        cli, ["drive", str(setpoints), "--plan", "--profile", str(other)]))
+
+
+def test_the_writers_tags_are_the_ones_recognised():
+    # one definition of each kind's recognition (controller.filekinds), the tags of the writers
+    assert filekinds.kind_of({"format": ATHLETE_FORMAT}) is filekinds.ATHLETE
+    assert filekinds.kind_of({"type": "header", "format": SESSION_FORMAT}) is filekinds.SESSION_LOG
+    assert filekinds.kind_of_text(f"# format: {SETPOINT_FORMAT}\n") is filekinds.SETPOINTS
+    assert filekinds.kind_of_text(MAGIC.decode() + "\x00\x01") is filekinds.BYTE_DUMP

@@ -1,6 +1,6 @@
 """The output folder a command writes in: :func:`bemore.paths.output_folder` makes it and shows it
 writable, :func:`bemore.paths.check_output_folder` shows it writable before the work and leaves
-the file system as it found it."""
+the file system as it found it (both defined by the bench side, ``controller.outputs``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import bemore.paths
+import controller.outputs
 from bemore.errors import DataError
 from bemore.paths import WRITE_PROBE_PREFIX, check_output_folder, output_folder
 from tests.filesystem import immutable
@@ -37,13 +37,13 @@ def test_the_check_leaves_no_folder_behind_and_output_folder_makes_it(tmp_path) 
 def test_the_check_removes_only_the_empty_folders_it_made(tmp_path, monkeypatch) -> None:
     # Something writes in the new folder while it is checked (another run): that folder, and
     # so its new parent, stay; the folder that was there (tmp_path) is never removed.
-    probe = bemore.paths._write_probe
+    probe = controller.outputs._write_probe
 
     def probe_and_another_writer(folder: Path) -> None:
         (folder / "theirs.txt").write_text("not the check's")
         probe(folder)
 
-    monkeypatch.setattr(bemore.paths, "_write_probe", probe_and_another_writer)
+    monkeypatch.setattr(controller.outputs, "_write_probe", probe_and_another_writer)
     check_output_folder(tmp_path / "new" / "out")
     assert _tree(tmp_path) == ["new", "new/out", "new/out/theirs.txt"]
     check_output_folder(tmp_path)
@@ -65,7 +65,7 @@ def test_a_refused_check_leaves_no_folder_behind(tmp_path, monkeypatch,
     def read_only(folder: Path) -> None:
         raise DataError(f"{folder}: cannot write in the output folder (Read-only file system)")
 
-    monkeypatch.setattr(bemore.paths, "_write_probe", read_only)
+    monkeypatch.setattr(controller.outputs, "_write_probe", read_only)
     with pytest.raises(DataError, match="Read-only file system"):
         check_output_folder(tmp_path / "new" / "out")
     assert _tree(tmp_path) == ["a-file", unwritable_folder.name]  # what was there, no more
@@ -82,7 +82,7 @@ def test_ctrl_c_during_the_probe_leaves_no_probe_file(tmp_path, monkeypatch, mad
         real_close(handle)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bemore.paths.os, "close", close_then_ctrl_c)
+    monkeypatch.setattr(controller.outputs.os, "close", close_then_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
         if made:
             check_output_folder(tmp_path / "new")
@@ -120,7 +120,7 @@ def test_a_broken_link_to_a_missing_folder_is_refused_and_nothing_made(tmp_path)
 def read_only_file(tmp_path, monkeypatch):
     """A file that opens for reading and is refused for writing, even to root: made immutable
     (``chattr +i``: root on ext4 and the like), else read-only by its permission bits (not
-    root), else, where neither refuses root, ``open`` in bemore.paths refusing its writing
+    root), else, where neither refuses root, ``open`` in controller.outputs refusing its writing
     modes. Checked before it is handed over: it reads, and does not open for writing."""
     path = tmp_path / "out" / "athlete.json"
     path.parent.mkdir()
@@ -136,8 +136,8 @@ def read_only_file(tmp_path, monkeypatch):
                     raise PermissionError(13, "Permission denied", str(file))
                 return real_open(file, mode, *args, **kwargs)
 
-            monkeypatch.setattr(bemore.paths, "open", refusing_open, raising=False)
-        opener = getattr(bemore.paths, "open", open)
+            monkeypatch.setattr(controller.outputs, "open", refusing_open, raising=False)
+        opener = getattr(controller.outputs, "open", open)
         with opener(path, "rb") as readable:
             assert readable.read() == b"{}"
         with pytest.raises(PermissionError):

@@ -103,6 +103,36 @@ def test_plan_and_a_refused_drive_print_the_window(sample_gesture, tmp_path):
     assert "athlete torque" in refused.stderr
     assert _window(refused.stderr) == window
     assert not log.exists()
+    # the last line says what the mode needs at that speed, and the load it was refused at
+    assert refused.stderr.strip().splitlines()[-1].endswith(
+        f"assistive at speed 1 passes with --load {low_1} to 100 (this session: --load "
+        f"{low_1 - 1})")
+
+
+@pytest.mark.parametrize("speed", [1.0, 0.9])  # 0.9: a speed the window table has no column of
+def test_a_loaded_mode_refused_at_its_default_load_says_so_and_what_passes(sample_gesture,
+                                                                          tmp_path, speed):
+    # a new user's `--mode assistive` without --load: refused at the default 50 %, which the
+    # line must name, with the loads that pass at her speed (bounds from the file itself)
+    setpoints = sample_gesture / "setpoints.csv"
+    low = _assistive_low(read_setpoints(setpoints), speed)
+    assert low > 50  # the default load is refused at these speeds
+    log = tmp_path / "s.jsonl"
+    refused = CliRunner().invoke(cli, ["drive", str(setpoints), "--log", str(log), "--no-view",
+                                       "--mode", "assistive", "--speed", str(speed)])
+    assert refused.exit_code == 2, refused.output
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"bemore: error: {setpoints}: refused before arming: ")
+    assert last.endswith(f"; assistive at speed {speed:g} passes with --load {low} to 100 "
+                         "(this session: 50 %, the default load)")
+    assert not log.exists()
+    # resistive: no load passes (her share alone is beyond her limit)
+    refused = CliRunner().invoke(cli, ["drive", str(setpoints), "--log", str(log), "--no-view",
+                                       "--mode", "resistive", "--speed", str(speed)])
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.strip().splitlines()[-1].endswith(
+        f"; resistive at speed {speed:g} passes at no load (this session: 50 %, the default "
+        "load)")
 
 
 def test_slow_motion_torque_is_inverse_dynamics_at_the_slowed_pace(sample_gesture):

@@ -222,10 +222,14 @@ def identify_command(
                            "marked poor)")
 
 
+LOG_WIDTH = 160  # columns of the progress bar's line when the output is not a terminal
+
+
 def _run_with_progress(problem: Any, settings: Any, identify: Any, on_fit: Any = None) -> Any:
     """Run with a rich progress bar: best cost, RMS joint-centre distance, ETA (``on_fit``:
     as :func:`bemore.identify.run.identify`'s)."""
     import numpy as np
+    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from bemore.phases import mark
@@ -239,13 +243,15 @@ def _run_with_progress(problem: Any, settings: Any, identify: Any, on_fit: Any =
         TextColumn("distance {task.fields[distance]}"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, transient=False) as progress:
-        task = progress.add_task(
-            f"{settings.algorithm} {settings.pack}×{settings.iterations}",
-            total=settings.iterations,
-            best="-",
-            distance="-",
-        )
+    console = Console()
+    if not console.is_terminal:
+        # Off a terminal rich prints one frame, when the bar stops: a line of the output, which
+        # its 80 columns would cut.
+        console = Console(width=LOG_WIDTH)
+    with Progress(*columns, console=console, transient=False) as progress:
+        search = f"{settings.algorithm} {settings.pack}×{settings.iterations}"
+        task = progress.add_task(search, total=settings.iterations, best="-", distance="-")
+        ran = [f"{search} search"]  # the phases run so far, for the bar's last frame
 
         distance = ["-"]  # the global run's best RMS distance, as last shown
 
@@ -262,10 +268,15 @@ def _run_with_progress(problem: Any, settings: Any, identify: Any, on_fit: Any =
         def on_phase(name: str) -> None:
             mark("identify", ended[0])
             ended[0] = name
+            ran.append(name)
             # The bar's figures are the global run's: say so once the next phase starts.
             progress.update(task, description=f"{name}…", distance=f"{distance[0]} (global run)")
 
         outcome = identify(problem, settings, callback=callback, on_phase=on_phase,
                            on_fit=on_fit)
         mark("identify", ended[0])
+        # The frame that stays (the only one off a terminal) is printed once the phases are
+        # over, before the results are written and the plots finished: it says what ran.
+        ending = "interrupted" if outcome.interrupted else "done"
+        progress.update(task, description=f"{', '.join(ran)}: {ending}")
         return outcome

@@ -15,10 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bemore import filekinds
 from bemore.errors import DataError
-
-ATHLETE_FORMAT = "bemore-athlete"
-SESSION_FORMAT = "bemore-session"
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -39,13 +37,15 @@ def file_time_utc(path: str | Path) -> str:
 
 
 def is_athlete_json(data: dict[str, Any]) -> bool:
-    """Whether a JSON object is an athlete.json written by ``bemore identify``."""
-    return str(data.get("format", "")).startswith(ATHLETE_FORMAT)
+    """Whether a JSON object is an athlete.json written by ``bemore identify``
+    (:mod:`controller.filekinds`, the one definition)."""
+    return filekinds.kind_of(data) is filekinds.ATHLETE
 
 
 def is_gesture_json(data: dict[str, Any]) -> bool:
-    """Whether a JSON object is a gesture.json written by ``bemore synthesize``."""
-    return {"design", "objective", "feasible", "inputs"} <= set(data)
+    """Whether a JSON object is a gesture.json written by ``bemore synthesize``
+    (:mod:`controller.filekinds`, the one definition)."""
+    return filekinds.kind_of(data) is filekinds.GESTURE
 
 
 def model_row(athlete_json: Path, sha256: str, trial_utc: str,
@@ -119,10 +119,7 @@ def session_header(log: Path) -> dict[str, Any] | None:
         header = json.loads(first)
     except (OSError, UnicodeDecodeError, ValueError):
         return None
-    if not isinstance(header, dict) or header.get("type") != "header" or not str(
-            header.get("format", "")).startswith(SESSION_FORMAT):
-        return None
-    return header
+    return header if filekinds.kind_of(header) is filekinds.SESSION_LOG else None
 
 
 def replay_summary(log: Path) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bemore.errors import DataError, PoorFitError
-from bemore.filekinds import first_record, other_kind
+from bemore.filekinds import ATHLETE, kind_of, other_than, refusal
 from bemore.settings import Identification
 
 
@@ -54,14 +54,15 @@ def load_athlete(path: str | Path, identification: Identification,
     except UnicodeDecodeError as error:
         raise DataError(f"{path}: not valid JSON ({error})") from None
     try:
-        data, malformed = json.loads(text), None
-    except json.JSONDecodeError as error:  # perhaps another command's JSON Lines output
-        data, malformed = first_record(text), error
-    kind = other_kind(data)
-    if kind is not None:
-        raise DataError(f"{path}: {kind}, not an athlete.json (bemore identify writes one)")
-    if malformed is not None:
-        raise DataError(f"{path}: not valid JSON ({malformed})")
+        data = json.loads(text)
+    except json.JSONDecodeError as error:  # perhaps another command's JSON Lines or CSV output
+        kind = other_than(text, ATHLETE)
+        if kind is not None:
+            raise DataError(refusal(path, kind, ATHLETE.wanted())) from None
+        raise DataError(f"{path}: not valid JSON ({error})") from None
+    kind = kind_of(data)
+    if kind not in (None, ATHLETE):
+        raise DataError(refusal(path, kind, ATHLETE.wanted()))
     parameters = data.get("parameters") if isinstance(data, dict) else None
     if not isinstance(parameters, dict):
         raise DataError(f"{path}: missing 'parameters' mapping (name → {{value, unit, ...}})")

@@ -73,6 +73,40 @@ def test_drive_then_replay_json_and_plot(setpoint_file, tmp_path):
     assert not (tmp_path / "session.replay.jsonl").exists()
 
 
+def test_replay_plot_refuses_a_folder_it_cannot_write_before_the_summary(setpoint_file,
+                                                                           tmp_path):
+    # as every command's output folder: refused in one line before any work (here, the
+    # summary), nothing left behind; plots already in a folder are overwritten
+    log = tmp_path / "session.jsonl"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["drive", str(setpoint_file), "--log", str(log),
+                               "--no-view"]).exit_code == 0
+    a_file = tmp_path / "plots.png"  # a new user's --plot FILE
+    a_file.write_bytes(b"not a folder")
+    taken = tmp_path / "taken"
+    (taken / "tracking.png").mkdir(parents=True)  # a folder where a plot goes
+    before = sorted(path.name for path in tmp_path.rglob("*"))
+    for folder, line in ((a_file, f"{a_file}: output folder exists and is not a folder"),
+                         (taken, f"{taken / 'tracking.png'}: cannot write the output file "
+                                 "(Is a directory)"),
+                         (a_file / "deeper", f"{a_file / 'deeper'}: cannot create the output "
+                                             "folder (Not a directory)")):
+        replay = runner.invoke(cli, ["replay", str(log), "--plot", str(folder)])
+        assert replay.exit_code == 2, replay.output
+        assert replay.stdout == ""  # no summary before the refusal
+        assert replay.stderr == f"bemore: error: {line}\n"
+    assert sorted(path.name for path in tmp_path.rglob("*")) == before
+    assert a_file.read_bytes() == b"not a folder"
+    # a folder with plots from an earlier replay: written again
+    plots = tmp_path / "plots"
+    for _ in range(2):
+        replay = runner.invoke(cli, ["replay", str(log), "--plot", str(plots)])
+        assert replay.exit_code == 0, replay.output
+        assert replay.stdout.splitlines()[-2:] == [f"plot: {plots / 'tracking.png'}",
+                                                   f"plot: {plots / 'summary.png'}"]
+    assert sorted(path.name for path in plots.iterdir()) == ["summary.png", "tracking.png"]
+
+
 def test_replay_stream_sends_the_same_setpoints_again(setpoint_file, tmp_path):
     log = tmp_path / "session.jsonl"
     runner = CliRunner()

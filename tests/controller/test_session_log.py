@@ -70,6 +70,12 @@ def test_not_a_session_log(tmp_path):
         read_log(path)
     with pytest.raises(DataError, match="session log not found"):
         read_log(tmp_path / "missing.jsonl")
+    # JSON records that are not objects: one line, not an AttributeError's traceback
+    path.write_text("[1, 2]\n")
+    with pytest.raises(DataError, match="line 1: the session log must start with a header"):
+        read_log(path)
+    path.write_text(json.dumps({"type": "header", "format": "bemore-session 1"}) + "\n[1]\n")
+    assert read_log(path).events == []
 
 
 def test_a_log_the_system_refuses_is_one_line_with_its_reason(tmp_path):

@@ -265,8 +265,10 @@ def test_bad_configuration_and_fault_flags_are_reported(tmp_path):
     config.write_text("[plant]\ninertia_kg_m2 = -1.0\n")
     with pytest.raises(ConfigError, match=r"\[plant\] inertia_kg_m2 = -1.0"):
         load_sim_config(config)
-    with pytest.raises(BenchError, match="probabilities"):
+    with pytest.raises(BenchError, match=r"drop takes a probability in \[0, 1\], not 1.5"):
         start_simulated_bench(faults=SimFaults(drop=1.5))
+    with pytest.raises(BenchError, match="delay_ms takes whole milliseconds"):
+        start_simulated_bench(faults=SimFaults(delay_ms=-3))
 
 
 def test_stall_drop_and_delay_injection():

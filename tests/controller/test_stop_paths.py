@@ -314,6 +314,10 @@ def test_a_dry_run_rehearses_an_injected_fault(setpoint_file, tmp_path):
     assert result.exit_code == 3, result.output
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("bemore: error: the bench reports fault DRIVER at t ")
+    # the simulated bench stops with the dry run: no --clear-fault is needed before the next
+    assert last.endswith("the firmware cut its torque at once (fault latched on the simulated "
+                         "bench, which stops with this dry run: the next one starts without "
+                         "it)")
     session = read_log(log)
     assert session.end["reason"] == "fault"
     # FAULT DRIVER in the last frame logged (its torque is the one measured in the tick before
@@ -322,13 +326,31 @@ def test_a_dry_run_rehearses_an_injected_fault(setpoint_file, tmp_path):
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    (["--sim-fault", "drop=lots"], "--sim-fault 'drop=lots': 'lots' is not a float"),
+    (["--sim-fault", "drop=lots"], "--sim-fault 'drop=lots': drop takes a probability in [0, 1]"),
+    (["--sim-fault", "corrupt=nan"], "--sim-fault 'corrupt=nan': corrupt takes a probability"),
+    # the simulated bench reads whole milliseconds into unsigned or sentinel fields: a negative
+    # delay wrapped round to none, a negative stall or reset time never came
+    (["--sim-fault", "delay_ms=-3"], "--sim-fault 'delay_ms=-3': delay_ms takes whole "
+                                     "milliseconds (0, 1, …)"),
+    (["--sim-fault", "delay_ms=inf"], "delay_ms takes whole milliseconds"),
+    (["--sim-fault", "delay_ms=2.5"], "delay_ms takes whole milliseconds"),
+    (["--sim-fault", "stall_at_ms=-5,stall_ms=10"], "stall_at_ms takes whole milliseconds"),
+    (["--sim-fault", "reset_at_ms=nan"], "reset_at_ms takes whole milliseconds"),
+    (["--sim-fault", "delay_ms=9999999999"], "delay_ms takes whole milliseconds"),
+    (["--sim-fault", "seed=-1"], "seed takes a whole number"),
+    (["--sim-fault", "direction=up"], "direction takes rx, tx or both"),
+    # a stall needs both its start and its length (one alone was ignored)
+    (["--sim-fault", "stall_ms=80"], "stall_at_ms and stall_ms go together"),
+    (["--sim-fault", "stall_at_ms=500"], "stall_at_ms and stall_ms go together"),
     (["--sim-fault", "speed=2"], "expected KEY=VALUE with KEY one of drop, corrupt"),
     (["--sim-inject", "soon:estop on"], "expected SECONDS:COMMAND"),
     (["--sim-inject", "0.5:estop maybe"], "estop takes on or off"),
     # the simulated bench reads whole milliseconds: 0.5 would be 0 ms, 1e9 one millisecond
     (["--sim-inject", "0.5:stall 0.5"], "stall takes whole milliseconds"),
     (["--sim-inject", "0.5:stall 1e9"], "stall takes whole milliseconds"),
+    (["--sim-inject", "0.5:delay -3"], "delay takes whole milliseconds"),
+    (["--sim-inject", "0.5:delay 9999999999"], "delay takes whole milliseconds"),
+    (["--sim-inject", "0.5:corrupt nan"], "corrupt takes a probability in [0, 1]"),
     (["--sim-inject", "0.5:drop 2"], "drop takes a probability in [0, 1]"),
     (["--sim-inject", "0.5:reset", "--port", "/dev/null"], "drop --port"),
 ])
@@ -338,6 +360,7 @@ def test_bad_fault_injection_options_are_refused(setpoint_file, tmp_path, option
                                       "--no-view", *options])
     assert result.exit_code == 2, result.output
     assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not log.exists()
 
 

@@ -67,6 +67,12 @@ def test_short_run_on_the_sample_trial_writes_athlete_json(tmp_path) -> None:
     # The summary table is printed: every parameter with its position in the box.
     assert re.search(r"bar\.stiffness_x\s+[\d.]+\s+N/m", result.output)
     assert "RMS distance per joint centre" in result.output
+    # Off a terminal the progress bar is one line, printed once the phases are over (before
+    # the results are written and plotted): it says what ran, not a phase still under way.
+    bar = [line for line in result.output.splitlines() if " it best " in line]
+    assert len(bar) == 1 and bar[0].startswith("gwo 6×2 search, analysis: done "), bar
+    assert bar[0].endswith(" (global run) 0:00:00")  # not cut at 80 columns
+    assert result.output.index(bar[0]) < result.output.index("wrote ")
 
 
 def test_ctrl_c_writes_the_best_so_far_marked_interrupted(tmp_path, monkeypatch) -> None:
@@ -89,6 +95,7 @@ def test_ctrl_c_writes_the_best_so_far_marked_interrupted(tmp_path, monkeypatch)
     assert athlete["global_run"]["nit"] == 2
     assert athlete["identifiability"] is None
     assert "INTERRUPTED" in result.output
+    assert re.search(r"^gwo 4×20 search: interrupted ", result.output, re.MULTILINE)
 
 
 def test_ctrl_c_during_the_analysis_writes_the_fit_marked_interrupted(tmp_path,
@@ -113,6 +120,7 @@ def test_ctrl_c_during_the_analysis_writes_the_fit_marked_interrupted(tmp_path,
     assert athlete["identifiability"] is None and athlete["global_run"]["nit"] == 3
     assert athlete["parameters"]["bar.stiffness_x"]["value"] > 0.0  # the fit is there
     assert "INTERRUPTED during the analysis" in result.output
+    assert re.search(r"^gwo 8×3 search, analysis: interrupted ", result.output, re.MULTILINE)
     assert (out / "trajectories.png").exists()
 
 
