@@ -668,11 +668,54 @@ def _load_module(source: str):
 
 _pool: ThreadPoolExecutor | None = None
 LANE_ALIGN = 8  # lanes per vector register (AVX-512 doubles): groups start on a multiple
-# Lanes integrated together over the whole trial by one kernel call (a multiple of LANE_ALIGN):
-# a lane's working arrays (fields, state, M₀ and the factor of W, the stage increments: ≈ 250
-# values) for 16 lanes stay in the core's L1 cache from stage to stage, where a thread's 100
-# lanes (≈ 200 kB) went through L2 at every stage.
-LANE_CHUNK = 16
+
+
+def l1_data_cache_bytes(cpu: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
+    """Size (bytes) of the first core's level-1 data cache, as Linux shows it in ``cpu``;
+    None where it is not shown (another system, a container hiding sysfs).
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> caches = (("index0", 1, "Data", "48K"), ("index2", 2, "Unified", "2048K"))
+    >>> for name, level, kind, size in caches:
+    ...     (folder / name).mkdir()
+    ...     for key, value in (("level", level), ("type", kind), ("size", size)):
+    ...         _ = (folder / name / key).write_text(f"{value}\\n")
+    >>> l1_data_cache_bytes(folder), l1_data_cache_bytes(folder / "absent")
+    (49152, None)
+    """
+    units = {"K": 1024, "M": 1024 * 1024}
+    for index in sorted(cpu.glob("index*")):
+        try:
+            level, kind, size = ((index / key).read_text().strip()
+                                 for key in ("level", "type", "size"))
+        except OSError:
+            continue
+        if level == "1" and kind in ("Data", "Unified"):
+            number, unit = (size[:-1], size[-1]) if size[-1:] in units else (size, "")
+            return int(number) * units.get(unit, 1) if number.isdigit() else None
+    return None
+
+
+def _lane_chunk(l1_bytes: int | None) -> int | None:
+    """Lanes a kernel call integrates together over the whole trial (a multiple of
+    LANE_ALIGN), None for all of a thread's lanes at once; see LANE_CHUNK.
+
+    >>> _lane_chunk(48 * 1024), _lane_chunk(None), _lane_chunk(32 * 1024)
+    (16, 16, None)
+    """
+    return 16 if l1_bytes is None or l1_bytes >= 48 * 1024 else None
+
+
+# Lanes integrated together over the whole trial by one kernel call. Each lane loop of a step
+# broadcasts the step's driven values to vectors and spills them on entry (≈ 100 cycles), then
+# runs its lanes through ≈ 250 rows of per-lane arrays (fields, state, M₀ and the factor of W,
+# the stage increments; ≈ 26 kB for 16 lanes) and a ≈ 16 kB spill area. With a 48 kB L1 data
+# cache (Intel Xeon, Sapphire Rapids) 16 lanes keep both in L1 from stage to stage: 1.2× faster
+# than a thread's 100 lanes streaming through L2. With 32 kB (AMD Zen 4) they do not fit, and a
+# thread's lanes in one call, the loop entries paid once per step instead of once per 16 lanes,
+# measured 1.13× less CPU than 16 (docs/speed.md). The numbers are the same either way.
+LANE_CHUNK = _lane_chunk(l1_data_cache_bytes())
 
 
 def lane_groups(n_lanes: int, threads: int) -> list[tuple[int, int]]:
@@ -726,15 +769,17 @@ def run_threads(kernel, n_lanes: int, threads: int, args_before: tuple, args_aft
 
 
 def in_chunks(kernel, lo_index: int):
-    """``kernel`` run on its lanes LANE_CHUNK at a time: a callable taking the kernel's
-    arguments, whose lane range ``args[lo_index]``, ``args[lo_index + 1]`` it cuts into calls
-    of at most LANE_CHUNK lanes, one after the other. A lane's numbers do not depend on the
-    lanes it runs with (each lane reads and writes its own columns)."""
+    """``kernel`` run on its lanes LANE_CHUNK at a time (all at once when it is None): a
+    callable taking the kernel's arguments, whose lane range ``args[lo_index]``,
+    ``args[lo_index + 1]`` it cuts into calls of at most LANE_CHUNK lanes, one after the other.
+    A lane's numbers do not depend on the lanes it runs with (each lane reads and writes its
+    own columns)."""
 
     def run(*args):
         lo, hi = args[lo_index], args[lo_index + 1]
-        for start in range(lo, hi, LANE_CHUNK):
-            kernel(*args[:lo_index], start, min(start + LANE_CHUNK, hi), *args[lo_index + 2:])
+        chunk = LANE_CHUNK or max(hi - lo, 1)
+        for start in range(lo, hi, chunk):
+            kernel(*args[:lo_index], start, min(start + chunk, hi), *args[lo_index + 2:])
 
     return run
 

@@ -90,8 +90,8 @@ def test_engine_threads_must_be_a_count():
 
 def test_lanes_run_in_chunks_with_the_same_numbers(real, motion, start, kernel_threads,
                                                    monkeypatch):
-    """A thread's lanes run LANE_CHUNK at a time (one kernel call per chunk); the points and
-    costs do not depend on the chunk size, bit for bit."""
+    """A thread's lanes run LANE_CHUNK at a time (one kernel call per chunk; None: all in one
+    call); the points and costs do not depend on the chunk size, bit for bit."""
     generated = importlib.import_module("bemore.model.generated")
     q0, v0 = start
     P = real.parameter_matrix([{}, {"bar.stiffness_x": 5000.0}, {"trunk.mass": 20.0},
@@ -99,15 +99,16 @@ def test_lanes_run_in_chunks_with_the_same_numbers(real, motion, start, kernel_t
     points = simulate(real, P[:1], motion, q0, v0, outputs=("points",)).points[0]
     measured = points[:, [0, 1, 2, 4, 5, 6, 7]] + 0.01
     runs = {}
-    for chunk in (8, 1024):
+    for chunk, calls in ((8, 4), (16, 2), (None, 1)):  # 25 lanes
         monkeypatch.setattr(generated, "LANE_CHUNK", chunk)
         kernel_threads.clear()
         runs[chunk] = simulate(real, P, motion, q0, v0, outputs=("points",), measured=measured,
                                threads=1)
-        assert len(kernel_threads) == -(-len(P) // chunk)  # 25 lanes: 4 calls, or 1
+        assert len(kernel_threads) == calls
     assert np.all(np.isfinite(runs[8].cost)) and len(set(runs[8].cost.tolist())) == 5
-    assert np.array_equal(runs[8].cost, runs[1024].cost)
-    assert np.array_equal(runs[8].points, runs[1024].points)
+    for chunk in (16, None):
+        assert np.array_equal(runs[8].cost, runs[chunk].cost)
+        assert np.array_equal(runs[8].points, runs[chunk].points)
 
 
 
