@@ -147,6 +147,25 @@ class MassBudget(Section):
         "total is used, known to ± [inertial] mass_spread of it")
 
 
+class SegmentTableUncertainty(Section):
+    """How far one athlete's segments may be from the segment table the fit scales to her:
+    the values it holds fixed (the masses and centres of mass of the hands, forearms, upper
+    arms, head, shanks and feet, every radius of gyration), relative standard uncertainties
+    counted in every standard error (docs/identify.md, "The segment table"); 0: exact."""
+
+    mass: float = Field(
+        0.10, ge=0.0, lt=1.0,
+        description="a table segment's mass (its share of the body mass), relative, 1 SD; the "
+        "trunk+thighs budget takes the difference (the body mass is counted apart)")
+    com: float = Field(
+        0.05, ge=0.0, lt=1.0,
+        description="a table segment's centre of mass (its distance from the proximal joint), "
+        "relative, 1 SD")
+    gyration: float = Field(
+        0.10, ge=0.0, lt=1.0,
+        description="a segment's radius of gyration about its centre of mass, relative, 1 SD")
+
+
 class InitialState(Section):
     """The trial's initial-state unknowns, fitted with the parameters (docs/identify.md)."""
 
@@ -242,6 +261,7 @@ class Identification(Section):
     forces: ForceTerm = ForceTerm()
     inertial: InertialMode = InertialMode()
     mass_budget: MassBudget
+    segment_table: SegmentTableUncertainty = SegmentTableUncertainty()
     parameters: list[Bounded] = Field(min_length=1)
 
     @model_validator(mode="after")

@@ -92,6 +92,9 @@ class ParameterIdentifiability:
     # The body mass's uncertainty (None: taken as exact), a systematic part added likewise
     # (bemore.identify.propagation, "The body mass").
     standard_error_body_mass: float | None = None
+    # The segment table's values the fit holds fixed (None: taken as exact), added likewise
+    # (bemore.identify.propagation, "The segment table").
+    standard_error_segment_table: float | None = None
     # The force channels' declared offset, gain and lag errors (None: taken as exact), added
     # likewise.
     standard_error_force_channels: float | None = None
@@ -222,8 +225,9 @@ def analyse(
         ratios = quadratic_ratios(residuals_at, np.asarray(positions, dtype=float), J, r,
                                   covariance, np.asarray(low, dtype=float),
                                   np.asarray(high, dtype=float))
-    # The body mass's uncertainty and the force channels' declared errors (bemore.identify.
-    # propagation, "The body mass", "The force channels"): inputs no residual shows, so neither
+    # The body mass's and the segment table's uncertainties and the force channels' declared
+    # errors (bemore.identify.propagation, "The body mass", "The segment table", "The force
+    # channels"): inputs no residual shows, so neither
     # in the correlations nor in the quadratic check (a direction the data cannot see would
     # fail it), only in the standard errors.
     systematic_n = {}
@@ -231,6 +235,9 @@ def analyse(
         for part, added, text in (
                 ("body_mass", noise.body_mass_covariance,
                  f"the body mass's uncertainty (± {noise.body_mass_uncertainty_kg:.3g} kg, 1 SD)"),
+                ("segment_table", noise.table_covariance,
+                 f"the segment table's uncertainty ({len(noise.table_values)} values the fit "
+                 "holds fixed)"),
                 ("force_channels", noise.channel_covariance,
                  "the force channels' declared calibration and timing errors")):
             if added is not None:
@@ -298,6 +305,8 @@ def analyse(
                 standard_error_recipe=_part(recipe_error_n[k] * widths[k]),
                 standard_error_body_mass=_part(
                     systematic_n.get("body_mass", missing)[k] * widths[k]),
+                standard_error_segment_table=_part(
+                    systematic_n.get("segment_table", missing)[k] * widths[k]),
                 standard_error_force_channels=_part(
                     systematic_n.get("force_channels", missing)[k] * widths[k]),
                 quadratic_ratio=[float(v) for v in ratios[k]] if checked else None,

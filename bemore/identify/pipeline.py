@@ -62,6 +62,7 @@ def build_problem(
     body_mass_kg: float | None = None, model_name: str | Path = "real_gymnast",
     forces: Any = None, shoulder_centre: dict[str, Any] | None = None,
     body_mass_uncertainty_kg: float | None = None, coarse_samples_per_step: int | None = None,
+    segment_table: Any = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Prepare the trial and build the identification problem on ``model_name`` (a built-in
     name or a description path; search cost: ``samples_per_step`` samples per integrator step,
@@ -69,8 +70,9 @@ def build_problem(
     the body scaled to ``body_mass_kg`` in kg, None: the segment table's; ``forces``: the
     bar-force term's settings, ``bemore.settings.ForceTerm``; ``shoulder_centre``: her
     profile's functional shoulder centre, used for the shoulder point;
-    ``body_mass_uncertainty_kg``: kg, 1 SD, None: the configured default). Returns the problem
-    and the trial's summary."""
+    ``body_mass_uncertainty_kg``: kg, 1 SD, None: the configured default; ``segment_table``:
+    how far her segments may be from the table's, ``bemore.settings.SegmentTableUncertainty``,
+    None: the default file's). Returns the problem and the trial's summary."""
     from bemore.identify.problem import IdentificationProblem
     from bemore.model import load_model
     from bemore.trial import prepare_trial
@@ -81,7 +83,11 @@ def build_problem(
                                                samples_per_step=samples_per_step,
                                                body_mass_kg=body_mass_kg, forces=forces,
                                                body_mass_uncertainty_kg=body_mass_uncertainty_kg,
-                                               coarse_samples_per_step=coarse_samples_per_step)
+                                               coarse_samples_per_step=coarse_samples_per_step,
+                                               segment_table_uncertainty=None
+                                               if segment_table is None else (
+                                                   segment_table.mass, segment_table.com,
+                                                   segment_table.gyration))
     return problem, trial.summary()
 
 
@@ -168,7 +174,8 @@ def run_identification(
                                            model_name, identification.forces,
                                            profile.shoulder_centre if profile is not None
                                            else None, body_mass_uncertainty_kg,
-                                           defaults.polish_coarse_samples_per_step)
+                                           defaults.polish_coarse_samples_per_step,
+                                           identification.segment_table)
     mark("identify", "trial")
     inertial_mode = (identification.inertial.identify if overrides.inertial is None
                      else overrides.inertial)

@@ -143,7 +143,9 @@ class IdentificationProblem(Problem):
                    samples_per_step: int = 1, body_mass_kg: float | None = None,
                    segments: Any = None, forces: Any = None,
                    body_mass_uncertainty_kg: float | None = None,
-                   coarse_samples_per_step: int | None = None) -> IdentificationProblem:
+                   coarse_samples_per_step: int | None = None,
+                   segment_table_uncertainty: tuple[float, float, float] | None = None
+                   ) -> IdentificationProblem:
         """The problem of a prepared ``bemore.trial.Trial`` on ``model`` (default: the
         real gymnast), with the initial-state unknowns of ``space.initial_state``; the search
         cost steps ``samples_per_step`` samples at a time, the polish's first stage
@@ -164,7 +166,10 @@ class IdentificationProblem(Problem):
 
         ``body_mass_uncertainty_kg``: how well the body mass is known (kg, 1 SD; None: the
         configured default, :func:`body_mass_uncertainty`), counted in the standard errors
-        (:mod:`bemore.identify.propagation`)."""
+        (:mod:`bemore.identify.propagation`); ``segment_table_uncertainty``: how far her
+        segments may be from the table's (relative standard uncertainties of a mass, a centre of
+        mass and a radius of gyration; None: ``identification.toml [segment_table]``), counted
+        there too."""
         if trial.driven is None:
             raise DataError(f"{trial.source}: the trial has no driven motion for the engine")
         if model is None:
@@ -236,6 +241,12 @@ class IdentificationProblem(Problem):
             body_mass_uncertainty_kg = body_mass_uncertainty(load_identification(), table,
                                                              body_mass_kg)
         problem.body_mass_uncertainty_kg = float(body_mass_uncertainty_kg)
+        if segment_table_uncertainty is None:
+            from bemore.settings import load_identification
+
+            declared = load_identification().segment_table
+            segment_table_uncertainty = (declared.mass, declared.com, declared.gyration)
+        problem.segment_table_uncertainty = tuple(float(u) for u in segment_table_uncertainty)
         problem.conventions = trial.conventions() if hasattr(trial, "conventions") else {}
         return problem
 
@@ -292,6 +303,10 @@ class IdentificationProblem(Problem):
         # The body mass's standard uncertainty (kg), counted in the standard errors
         # (bemore.identify.propagation); 0: the body is taken as exact.
         self.body_mass_uncertainty_kg = 0.0
+        # How far her segments may be from the table's (mass, centre of mass, radius of
+        # gyration: relative standard uncertainties), counted in the standard errors
+        # (bemore.identify.propagation); zeros: the table taken as exact.
+        self.segment_table_uncertainty = (0.0, 0.0, 0.0)
         # The force channels' offset (N), gain (fraction) and lag (ms) standard uncertainties,
         # counted in the standard errors (bemore.identify.propagation); 0: taken as exact.
         self.force_channel_uncertainty = (0.0, 0.0, 0.0)

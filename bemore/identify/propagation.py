@@ -60,6 +60,19 @@ has the body scaled to M + :data:`LINEAR_FRACTION`·σ_M (σ_M:
 normal). :func:`bemore.identify.identifiability.analyse` adds it to the standard errors after
 the correlations and the quadratic check, which say what the trial shows.
 
+**The segment table** (every trial scaled from it). The fit holds the table's values fixed
+where the trial cannot show them: the masses and centres of mass of the hands, forearms, upper
+arms, head, shanks and feet, and every segment's radius of gyration (scaled to her lengths). A
+body is not the table: de Leva's female and male tables differ by 9 % in those masses, 4.5 % in
+the centres of mass and 9 % in the radii of gyration, and a fit on a body that far off the table
+puts the shoulder's stiffness 2–4 and the thighs' centre of mass 4–5 standard errors off while
+it reports them identifiable (measured on synthetic trials of such bodies). So each of those
+values is one more noise-free member, moved by :data:`LINEAR_FRACTION` of its standard
+uncertainty (``problem.segment_table_uncertainty``: relative, ``identification.toml
+[segment_table]``; a mass's change taken from the trunk+thighs budget, the body mass being
+counted apart), δr_i its residual change scaled back, and the covariance gets Σ_i δx_i δx_iᵀ
+(GUM type B, normal, the values independent), like the body mass's.
+
 **The force channels** (trials with bar forces). Their calibration and timing are inputs no
 residual shows either: an offset of the vertical channel is the bar's weight, a gain error
 its share of the total, a lag a shift of the force against the motion the markers give. By
@@ -109,6 +122,12 @@ class PropagatedNoise:
     body_mass_change: np.ndarray | None = None
     body_mass_covariance: np.ndarray | None = None
     body_mass_uncertainty_kg: float = 0.0
+    # The segment table's values the fit holds fixed (None: taken as exact): δr (n, m) m per
+    # standard uncertainty of each, the covariance (d, d) they add, Σ δx δxᵀ, and what each
+    # row moves (its model parameter's name).
+    table_changes: np.ndarray | None = None
+    table_covariance: np.ndarray | None = None
+    table_values: tuple[str, ...] = ()
     # The force channels' declared errors (None: taken as exact): δr (n, m) m per standard
     # uncertainty of each (offset and gain per axis, the lag), and the covariance they add.
     channel_changes: np.ndarray | None = None
@@ -116,7 +135,7 @@ class PropagatedNoise:
     # The fitted force channel errors' direct changes (None: none fitted): for each input
     # above, A δr of its unprojected force residual change at x* (SI per error,
     # ForceChannelErrors.coefficients) — "copies" (K, k), "recipe" (k,), "body_mass" (k,),
-    # "channels" (n, k); what θ's standard errors combine with the fit's response
+    # "table" (n, k), "channels" (n, k); what θ's standard errors combine with the fit's response
     # (bemore.identify.force_channels.error_covariance).
     channel_direct: dict[str, np.ndarray] | None = None
 
@@ -126,12 +145,15 @@ class PropagatedNoise:
         changes = select(self.residual_changes)
         recipe = None if self.recipe_change is None else select(self.recipe_change)
         body = None if self.body_mass_change is None else select(self.body_mass_change)
+        table = None if self.table_changes is None else select(self.table_changes)
         channels = None if self.channel_changes is None else select(self.channel_changes)
         return PropagatedNoise(response_covariance(changes, jacobian), self.realisations,
                                self.noise_m, self.seed, changes, recipe,
                                None if recipe is None else recipe_covariance(recipe, jacobian),
                                body, None if body is None else systematic_covariance(
                                    body, jacobian), self.body_mass_uncertainty_kg,
+                               table, None if table is None else systematic_covariance(
+                                   table, jacobian), self.table_values,
                                channels, None if channels is None else systematic_covariance(
                                    channels, jacobian), self.channel_direct)
 
@@ -149,6 +171,9 @@ class PropagatedNoise:
         members = [(direct[key], change, factor) for key, change, factor in (
             ("recipe", self.recipe_change, RECIPE_VARIANCE_FACTOR),
             ("body_mass", self.body_mass_change, 1.0)) if change is not None]
+        if self.table_changes is not None:
+            members += [(row, change, 1.0) for row, change
+                        in zip(direct["table"], self.table_changes, strict=True)]
         if self.channel_changes is not None:
             members += [(row, change, 1.0) for row, change
                         in zip(direct["channels"], self.channel_changes, strict=True)]
@@ -282,6 +307,80 @@ def body_mass_change(problem: Any, x: np.ndarray, project_channels: bool = True
     return (r[1] - r[0]) / LINEAR_FRACTION
 
 
+def segment_table_members(problem: Any) -> tuple[tuple[str, ...], np.ndarray] | None:
+    """The segment table's values the fit holds fixed, each moved by one standard uncertainty
+    (``problem.segment_table_uncertainty``: relative mass, centre of mass, radius of gyration):
+    (each member's model parameter, the changes (n, n_model_parameters) SI). A mass's change
+    comes out of the trunk+thighs budget (the body mass is counted apart); a radius of
+    gyration's ρ·(1 ± u) changes ρ² by 2u, to first order. None when nothing is declared or the
+    body was not scaled from a table; values the fit estimates are left out.
+
+    >>> from types import SimpleNamespace as Problem
+    >>> problem = Problem(segment_table_uncertainty=(0.1, 0.05, 0.1), body_source=({}, None),
+    ...     body={"hand.mass": 0.5, "hand.com": 0.04, "trunk_thighs.mass": 25.0,
+    ...           "trunk.gyration_sq": 0.01},
+    ...     model=Problem(parameter_names=("hand.mass", "hand.com", "trunk_thighs.mass",
+    ...                                    "trunk.gyration_sq", "trunk.mass")),
+    ...     space=Problem(names=("trunk.mass",)))
+    >>> names, changes = segment_table_members(problem)
+    >>> names
+    ('hand.mass', 'hand.com', 'trunk.gyration_sq')
+    >>> changes.round(4).tolist()[0], changes.round(4).tolist()[2]   # −0.05 kg from the budget
+    ([0.05, 0.0, -0.05, 0.0, 0.0], [0.0, 0.0, 0.0, 0.002, 0.0])
+    """
+    from bemore.model.body import GYRATION_SEGMENTS, TABLE_SEGMENTS
+
+    mass, com, gyration = getattr(problem, "segment_table_uncertainty", (0.0, 0.0, 0.0))
+    if getattr(problem, "body_source", None) is None or max(mass, com, gyration) <= 0.0:
+        return None
+    body, fitted = problem.body, set(problem.space.names)
+    moves: list[tuple[str, dict[str, float]]] = []
+    budget = "trunk_thighs.mass"
+    for kind, size, segments in (("mass", mass, TABLE_SEGMENTS), ("com", com, TABLE_SEGMENTS),
+                                 ("gyration_sq", 2.0 * gyration, GYRATION_SEGMENTS)):
+        for segment in segments:
+            name = f"{segment}.{kind}"
+            if size <= 0.0 or name not in body or name in fitted:
+                continue
+            step = size * body[name]
+            moved = {name: step}
+            if kind == "mass":
+                if budget not in body or budget in fitted:
+                    continue
+                moved[budget] = -step
+            moves.append((name, moved))
+    if not moves:
+        return None
+    names = list(problem.model.parameter_names)
+    changes = np.zeros((len(moves), len(names)))
+    for row, (_, moved) in enumerate(moves):
+        for name, step in moved.items():
+            changes[row, names.index(name)] = step
+    return tuple(name for name, _ in moves), changes
+
+
+def segment_table_changes(problem: Any, x: np.ndarray, project_channels: bool = True
+                          ) -> tuple[tuple[str, ...], np.ndarray] | None:
+    """(what each member moves, δr (n, m) m per standard uncertainty of each value of the
+    segment table the fit holds fixed) at ``x`` (dim,): the table's value moved by
+    :data:`LINEAR_FRACTION` of its standard uncertainty (:func:`segment_table_members`), the
+    trial as it is, the change scaled back (module docstring, "The segment table"). None when
+    the table is taken as exact or a member cannot be simulated. ``project_channels`` False:
+    the force rows unprojected (``IdentificationProblem.residuals``)."""
+    members = segment_table_members(problem)
+    if members is None:
+        return None
+    names, moves = members
+    changes = np.zeros((len(names) + 1, moves.shape[1]))
+    changes[1:] = LINEAR_FRACTION * moves
+    inner = getattr(problem, "inner", problem)  # the problem itself, in this process
+    X = np.repeat(np.asarray(x, dtype=float)[None, :], len(changes), axis=0)
+    r = inner.residuals(X, parameter_changes=changes, project_channels=project_channels)
+    if not np.isfinite(r).all():
+        return None
+    return names, (r[1:] - r[0]) / LINEAR_FRACTION
+
+
 def response_covariance(changes: np.ndarray, jacobian: np.ndarray) -> np.ndarray:
     """(dim, dim): the sample covariance of the least-squares responses δx_k =
     −(JᵀJ)⁻¹Jᵀδr_k of the residual changes ``changes`` (K, m), J = ``jacobian`` (m, dim).
@@ -348,11 +447,14 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
         return None
     delta = (r[1:][valid[1:]] - r[0]) / LINEAR_FRACTION  # back to the noise's σ
     body = body_mass_change(problem, x, project_channels=fitted is None)
+    table_names, table = segment_table_changes(problem, x, project_channels=fitted is None) \
+        or ((), None)
     channels = force_channel_changes(problem)
     channel_direct = None
     if direct is not None:
-        channel_direct = _channel_direct(problem, fitted, direct, valid, recipe, body)
+        channel_direct = _channel_direct(problem, fitted, direct, valid, recipe, body, table)
         body = None if body is None else _projected_rows(problem, fitted, body)
+        table = None if table is None else _projected_rows(problem, fitted, table)
     return PropagatedNoise(covariance=response_covariance(delta, jacobian),
                            realisations=int(delta.shape[0]), noise_m=float(noise), seed=seed,
                            residual_changes=delta, recipe_change=recipe_change,
@@ -363,6 +465,10 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
                            else systematic_covariance(body, jacobian),
                            body_mass_uncertainty_kg=float(
                                getattr(problem, "body_mass_uncertainty_kg", 0.0) or 0.0),
+                           table_changes=table,
+                           table_covariance=None if table is None
+                           else systematic_covariance(table, jacobian),
+                           table_values=table_names,
                            channel_changes=channels,
                            channel_covariance=None if channels is None
                            else systematic_covariance(channels, jacobian),
@@ -370,11 +476,13 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
 
 
 def _channel_direct(problem: Any, fitted: Any, direct: np.ndarray, valid: np.ndarray,
-                    recipe: bool, body: np.ndarray | None) -> dict[str, np.ndarray]:
+                    recipe: bool, body: np.ndarray | None, table: np.ndarray | None
+                    ) -> dict[str, np.ndarray]:
     """:attr:`PropagatedNoise.channel_direct` from the copies' coefficients ``direct``
     (copy 0 the trial, the recipe's copy last when ``recipe``), the copies kept (``valid``,
-    without the recipe's) and the body mass's unprojected change ``body`` (m,) or None. A
-    declared error of a kind that is fitted is what the fit estimates, not an error of it: 0."""
+    without the recipe's), the body mass's unprojected change ``body`` (m,) and the segment
+    table's ``table`` (n, m), or None. A declared error of a kind that is fitted is what the fit
+    estimates, not an error of it: 0."""
     record = {}
     if recipe:
         record["recipe"] = (direct[-1] - direct[0]) / LINEAR_FRACTION
@@ -382,6 +490,8 @@ def _channel_direct(problem: Any, fitted: Any, direct: np.ndarray, valid: np.nda
     record["copies"] = (direct[1:][valid[1:]] - direct[0]) / LINEAR_FRACTION
     if body is not None:
         record["body_mass"] = fitted.coefficients(problem.scaled_force_part(body))
+    if table is not None:
+        record["table"] = fitted.coefficients(problem.scaled_force_part(table))
     declared = declared_channel_members(problem)
     if declared is not None:
         kinds, moved = declared
@@ -392,7 +502,7 @@ def _channel_direct(problem: Any, fitted: Any, direct: np.ndarray, valid: np.nda
 
 
 def _projected_rows(problem: Any, fitted: Any, rows: np.ndarray) -> np.ndarray:
-    """Stacked residual rows (m,) with the force rows' fitted channel errors projected out."""
+    """Stacked residual rows (…, m) with the force rows' fitted channel errors projected out."""
     projected = np.array(rows, dtype=float)
     force = problem.scaled_force_part(projected)  # a view: written through
     force[...] = fitted.project(force)

@@ -176,9 +176,9 @@ def summary_text(athlete: dict[str, Any]) -> str:
             "flagged (insensitive, confounded or imprecise in this trial; reasons in "
             "athlete.json): " + ", ".join(flagged)
         )
-    body_text = body_mass_text(athlete)
-    if body_text:
-        lines.append(body_text)
+    for text in (body_mass_text(athlete), segment_table_text(athlete)):
+        if text:
+            lines.append(text)
     forces = athlete.get("bar_forces")
     if forces:
         rms = forces.get("rms_residual_n") or {}
@@ -236,6 +236,36 @@ def body_mass_text(athlete: dict[str, Any]) -> str | None:
             "stiffnesses and dampings scale with it), counted in the standard errors")
     if mostly:
         text += "; mostly the body mass's error: " + ", ".join(mostly)
+    return text
+
+
+def segment_table_text(athlete: dict[str, Any]) -> str | None:
+    """One line: how far her segments may be from the table the fit held fixed, and the
+    parameters whose standard error is mostly that uncertainty's (None: taken as exact or
+    not propagated).
+
+    >>> print(segment_table_text({"config": {"identification_settings": {"segment_table": {
+    ...     "mass": 0.1, "com": 0.05, "gyration": 0.1}}}, "identifiability": {"parameters": [
+    ...     {"name": "thigh.com", "standard_error": 3.0, "standard_error_segment_table": 2.5}]}}))
+    segment table: masses ± 10 %, centres of mass ± 5 %, radii of gyration ± 10 % (1 SD) of the \
+values it holds fixed, counted in the standard errors; mostly the table's error: thigh.com
+    """
+    settings = ((athlete.get("config") or {}).get("identification_settings") or {})
+    declared = settings.get("segment_table") or {}
+    rows = (athlete.get("identifiability") or {}).get("parameters", [])
+    if not any(declared.values()) or not any(
+            row.get("standard_error_segment_table") is not None for row in rows):
+        return None
+    mostly = [row["name"] for row in rows
+              if row.get("standard_error_segment_table") and row.get("standard_error")
+              and row["standard_error_segment_table"] ** 2 > 0.5 * row["standard_error"] ** 2]
+    percent = {key: f"{100.0 * float(declared.get(key, 0.0)):.3g} %"
+               for key in ("mass", "com", "gyration")}
+    text = (f"segment table: masses ± {percent['mass']}, centres of mass ± {percent['com']}, "
+            f"radii of gyration ± {percent['gyration']} (1 SD) of the values it holds fixed, "
+            "counted in the standard errors")
+    if mostly:
+        text += "; mostly the table's error: " + ", ".join(mostly)
     return text
 
 

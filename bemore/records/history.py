@@ -74,9 +74,29 @@ def _with_se(entry: dict[str, Any] | None) -> str:
     return text + " ± " + (f"{se:.0f}" if abs(se) >= 100 else f"{se:.2g}")
 
 
+def within_athlete_error(entry: dict[str, Any]) -> float | None:
+    """A parameter's standard error as two fits of the same body see it: the whole standard
+    error less its segment table's part (the table's error for her body is the same in every
+    fit, so it cancels in a change); the whole one when that part is not recorded.
+
+    >>> within_athlete_error({"standard_error": 5.0, "standard_error_segment_table": 4.0})
+    3.0
+    >>> within_athlete_error({"standard_error": 5.0})
+    5.0
+    """
+    se = entry.get("standard_error")
+    if se is None or not math.isfinite(se):
+        return None
+    table = entry.get("standard_error_segment_table")
+    if table is None or not math.isfinite(table):
+        return se
+    return math.sqrt(max(se * se - table * table, 0.0))
+
+
 def drift(models: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per parameter: first and last identified value, change (%) and the change in combined
-    standard errors (z = Δ / √(se₁² + se₂²): |z| > 2 is a change the fits can tell apart)."""
+    standard errors (z = Δ / √(se₁² + se₂²), each se without its segment table's part,
+    :func:`within_athlete_error`: |z| > 2 is a change the fits can tell apart)."""
     if len(models) < 2:
         return []
     first, last = models[0]["parameters"], models[-1]["parameters"]
@@ -86,8 +106,8 @@ def drift(models: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if end is None or start.get("value") is None or end.get("value") is None:
             continue
         delta = end["value"] - start["value"]
-        se = [v.get("standard_error") for v in (start, end)]
-        spread = math.hypot(*se) if all(s is not None and math.isfinite(s) for s in se) else None
+        se = [within_athlete_error(v) for v in (start, end)]
+        spread = math.hypot(*se) if all(s is not None for s in se) else None
         rows.append({"parameter": name, "unit": start.get("unit", ""), "first": start["value"],
                      "last": end["value"],
                      "change_pct": 100.0 * delta / abs(start["value"]) if start["value"] else None,

@@ -51,12 +51,16 @@ def is_gesture_json(data: dict[str, Any]) -> bool:
 def model_row(athlete_json: Path, sha256: str, trial_utc: str,
               trial_sha256: str | None) -> dict[str, Any]:
     """The ``model`` row of an athlete.json: verdict, mean distance (mm), and each parameter's
-    value, standard error, unit and identifiability."""
+    value, standard error (and its segment table's part, the same in every fit of her body:
+    :func:`bemore.records.history.drift`), unit and identifiability."""
     data = _read_json(athlete_json)
     if not is_athlete_json(data):
         raise DataError(f"{athlete_json}: not an athlete.json of bemore identify")
+    table_part = {row.get("name"): row.get("standard_error_segment_table")
+                  for row in (data.get("identifiability") or {}).get("parameters", [])}
     parameters = {
         name: {"value": entry.get("value"), "standard_error": entry.get("standard_error"),
+               "standard_error_segment_table": table_part.get(name),
                "unit": entry.get("unit", ""), "identifiable": bool(entry.get("identifiable"))}
         for name, entry in data.get("parameters", {}).items()
     }

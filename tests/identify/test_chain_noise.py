@@ -138,6 +138,8 @@ def test_the_weighting_keeps_the_bar_mass_within_the_criterion(tmp_path, seed) -
         WEIGHED_UNCERTAINTY_KG,
         _prepared,
         calibrated_forces,
+        error_without_the_table,
+        identifiable_but_for_the_table,
         weighed_body_mass_kg,
     )
 
@@ -163,8 +165,10 @@ def test_the_weighting_keeps_the_bar_mass_within_the_criterion(tmp_path, seed) -
     assert abs(error["bar.mass"]) < 0.10, error
     assert abs(error["trunk.mass"]) < 0.03, error
     assert outcome.verdict is not None and not outcome.verdict.poor
+    # Each identifiable but for the segment table (the trunk mass's relative error with the
+    # table's part is 25-28 %), covered without the table's part (this body is the table's).
     for name in ("trunk.mass", "bar.mass"):
         row = outcome.identifiability.parameters[names.index(name)]
-        assert row.identifiable, (name, row.reasons)
+        assert identifiable_but_for_the_table(row), (name, row.reasons)
         value = outcome.values[names.index(name)]
-        assert abs(value - truth.parameters[name]) < 3.0 * row.standard_error
+        assert abs(value - truth.parameters[name]) < 3.0 * error_without_the_table(row)

@@ -19,6 +19,24 @@ MARKER_NOISE_M = 0.001
 FORCE_NOISE_N = 15.0
 
 
+def error_without_the_table(row) -> float:
+    """A parameter's standard error less its segment table's part (docs/identify.md, "The
+    segment table"): what must cover the error on a trial of the table's own body, as every
+    synthetic trial here is (the table's part covers a body off it)."""
+    table = row.standard_error_segment_table or 0.0
+    return float(np.sqrt(max(row.standard_error**2 - table**2, 0.0)))
+
+
+def identifiable_but_for_the_table(row) -> bool:
+    """Identifiable, or flagged only for a relative standard error that is mostly the segment
+    table's: what the trial determines, short of the segments it cannot weigh."""
+    if row.identifiable:
+        return True
+    table = row.standard_error_segment_table or 0.0
+    return (all(reason.startswith("relative standard error") for reason in row.reasons)
+            and table**2 > 0.5 * row.standard_error**2)
+
+
 def _case(seed: int = 2, noisy: bool = True):
     """Markers-only and with-forces problems of one engine-made trial at the seed's values:
     joint centres + 1 mm noise, bar force (−k·(q − rest) − c·q̇, written out here) + 15 N
@@ -307,13 +325,16 @@ def test_trunk_and_bar_masses_within_the_criteria(identified, seed) -> None:
     assert abs(error["trunk.mass"]) < 0.03, error
     assert abs(error["bar.mass"]) < 0.10, error
     assert outcome.verdict is not None and not outcome.verdict.poor
-    # Neither is flagged (the trunk mass stays correlated with the centres of mass, below,
-    # but the cost across its interval is the quadratic its standard error assumes), and each
-    # standard error covers its error.
+    # Neither is flagged but for the segment table (the trunk mass stays correlated with the
+    # centres of mass, below, but the cost across its interval is the quadratic its standard
+    # error assumes; its relative error with the table's part is 25-28 %, docs/identify.md
+    # "The segment table"), and each standard error, the table's part left out (this body is
+    # the table's), covers its error.
     for name in ("trunk.mass", "bar.mass"):
         row = outcome.identifiability.parameters[names.index(name)]
-        assert row.identifiable, (name, row.reasons)
-        assert abs(outcome.values[names.index(name)] - truth[name]) < 3.0 * row.standard_error
+        assert identifiable_but_for_the_table(row), (name, row.reasons)
+        error = outcome.values[names.index(name)] - truth[name]
+        assert abs(error) < 3.0 * error_without_the_table(row), (name, error)
     if truth["neck.offset"]:
         assert abs(outcome.values[names.index("neck.offset")] - truth["neck.offset"]) < 0.002
 
@@ -340,8 +361,8 @@ def test_calibrated_channels_off_within_their_declaration_are_covered(tmp_path, 
     for name in ("trunk.mass", "bar.mass"):
         row = outcome.identifiability.parameters[names.index(name)]
         error = outcome.values[names.index(name)] - truth.parameters[name]
-        assert row.identifiable, (name, row.reasons)
-        assert abs(error) < 3.0 * row.standard_error, (name, error, row.standard_error)
+        assert identifiable_but_for_the_table(row), (name, row.reasons)
+        assert abs(error) < 3.0 * error_without_the_table(row), (name, error, row)
     # The declared calibration is a large part of the bar mass's standard error.
     bar = outcome.identifiability.parameters[names.index("bar.mass")]
     assert bar.standard_error_force_channels > 0.3 * bar.standard_error
@@ -441,11 +462,13 @@ def test_declared_force_channel_errors_count_in_the_standard_errors(
     assert "force_channel_errors" not in outcome.metrics  # nothing fitted
     names = list(space.names)
     row = outcome.identifiability.parameters[names.index(moved)]
-    assert row.standard_error_force_channels > 0.5 * row.standard_error, row
+    # The channels' part dominates what is left once the table's (this body is the table's)
+    # is set aside, and covers the error without it.
+    assert row.standard_error_force_channels > 0.5 * error_without_the_table(row), row
     for name in ("bar.mass", "trunk.mass", "trunk.com"):
         row = outcome.identifiability.parameters[names.index(name)]
         error = outcome.values[names.index(name)] - truth.parameters[name]
-        assert abs(error) < 3.0 * row.standard_error, (name, error, row.standard_error)
+        assert abs(error) < 3.0 * error_without_the_table(row), (name, error, row)
 
 
 @pytest.mark.slow
@@ -478,7 +501,7 @@ def test_channel_errors_far_off_are_fitted_and_the_bar_mass_flagged(tmp_path) ->
         row = outcome.identifiability.parameters[names.index(name)]
         error = outcome.values[names.index(name)] - truth.parameters[name]
         assert abs(error) < 0.03 * truth.parameters[name], (name, error)
-        assert abs(error) < 3.0 * row.standard_error, (name, error, row.standard_error)
+        assert abs(error) < 3.0 * error_without_the_table(row), (name, error, row)
     # The bar mass, which with the offset free only the bar's accelerations show, is flagged
     # (its standard error above the 25 % that flags it).
     bar = outcome.identifiability.parameters[names.index("bar.mass")]
@@ -504,7 +527,9 @@ def test_channel_errors_far_off_are_fitted_and_the_bar_mass_flagged(tmp_path) ->
         assert abs(fitted[key] - value) < 3.0 * errors[key], (key, fitted[key], errors[key])
     assert errors["offset_y_n"] < 4.0 and errors["offset_x_n"] < 1.5
     assert max(errors["lag_x_ms"], errors["lag_y_ms"]) < 0.8
-    assert max(errors["gain_x_pct"], errors["gain_y_pct"]) < 0.4
+    # (the gains' 0.55 % holds the segment table's part: a mass the table puts wrong scales
+    # the force as a gain does)
+    assert max(errors["gain_x_pct"], errors["gain_y_pct"]) < 0.7
     record = athlete_record(outcome, problem, RunSettings(seed=1), trial.summary(), {})
     assert record["bar_forces"]["fitted_channel_errors"] == fitted
     assert "force channels fitted (± standard error): offset x" in summary_text(record)
@@ -607,11 +632,12 @@ def test_the_correlation_keeps_the_first_moments(identified) -> None:
         # The weak direction is weak: more than 20 times below the next.
         assert eigenvalues[0] < 0.05 * eigenvalues[1], (label, eigenvalues)
     # The forces add information along it; the three stay correlated, each determined to its
-    # standard error (identifiable: the quadratic check holds across ±2 standard errors).
+    # standard error (identifiable but for the segment table: the quadratic check holds across
+    # ±2 standard errors).
     assert weakest["forces"] > weakest["markers"]
     for k in block:
         row = outcome.identifiability.parameters[k]
-        assert row.correlation > 0.95 and row.identifiable, row.reasons
+        assert row.correlation > 0.95 and identifiable_but_for_the_table(row), row.reasons
         assert min(row.quadratic_ratio) > 0.64
 
 
