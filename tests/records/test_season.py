@@ -97,6 +97,14 @@ def test_a_season_identify_synthesize_drive_then_history(tmp_path: Path) -> None
     for name in ("bar.stiffness_y", "shoulder.stiffness_ap", "shoulder.stiffness_pd"):
         other = next(line for line in history.splitlines() if name in line and "→" in line)
         assert abs(float(re.search(r"([+-]\d+\.\d) %", other).group(1))) < 3.0, other
+        assert not other.lstrip().startswith("*"), other  # no false alarm
+    # nor anything else: no drift line but the bar's beyond 3 of its combined errors (each
+    # without its segment table's part, the same error in every fit of her body)
+    drift_lines = [line for line in history.splitlines() if "→" in line and " z " in line]
+    assert len(drift_lines) >= 10
+    for other in drift_lines:
+        if "bar.stiffness_x" not in other:
+            assert abs(float(re.search(r"z ([+-]\d+\.\d)", other).group(1))) < 3.0, other
 
     season = json.loads(_invoke(runner, ["history", "Ada", "--db", db, "--json", "--no-plot"]))
     assert [m["trial_utc"][:10] for m in season["models"]] == list(DATES)
