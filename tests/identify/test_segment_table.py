@@ -10,8 +10,8 @@ do not take the code's word for what a table error does:
 * against a body that is not the table: a synthetic trial of a gymnast whose segments are off
   the table (masses, centres of mass and inertias moved as much as bodies differ), written as a
   C3D and identified through the whole chain with the default search and polish. Before this
-  term its fit said "good" while thigh.com was 4.0 standard errors off and
-  shoulder.stiffness_pd 3.6, both reported identifiable (this trial: noise seed 6).
+  term its fits said "good" while thigh.com was up to 4.0 standard errors off and
+  shoulder.stiffness_pd 3.6, reported identifiable (noise seeds 2 and 6).
 """
 
 from __future__ import annotations
@@ -79,26 +79,35 @@ def test_the_table_term_is_the_shift_a_wrong_table_value_makes() -> None:
 
 @pytest.mark.slow
 def test_a_body_off_the_table_is_within_its_standard_errors(tmp_path) -> None:
+    # Noise seeds 2 and 6: before this term seed 6 had thigh.com 4.0 and shoulder.stiffness_pd
+    # 3.6 standard errors off, seed 2 bar.damping_y 3.3 and shoulder.stiffness_pd 2.9, all
+    # reported identifiable, the fits "good".
     parameters, starts, _ = _other_body()
     parameters = {**parameters, **{name: factor * parameters[name]
                                    for name, factor in OFF_TABLE.items()}}
     body_mass = (sum(parameters[f"{segment}.mass"] for segment in
                      ("hand", "forearm", "upper_arm", "head", "shank", "foot"))
                  + parameters["trunk_thighs.mass"])
-    spec = SyntheticSpec(duration_s=1.7, parameters=parameters, starts=starts, noise_mm=1.0,
-                         seed=6)
-    path, _, truth = write_synthetic_trial(spec, tmp_path / "off_table.c3d")
-    run_identification(path, tmp_path / "out", body_mass_kg=body_mass,
-                       overrides=Overrides(seed=1))
-    athlete = json.loads((tmp_path / "out" / "athlete.json").read_text())
-    assert athlete["fit_verdict"]["status"] == "good"
-    z = {name: (row["value"] - truth.parameters[name]) / row["standard_error"]
-         for name, row in athlete["parameters"].items()
-         if row["identifiable"] and name in truth.parameters}
-    # The parameters the issue's criteria name are among them, and every one is covered.
-    assert {"bar.stiffness_x", "bar.stiffness_y", "shoulder.stiffness_pd"} <= z.keys()
-    assert max(abs(v) for v in z.values()) <= 3.0, z
-    # thigh.com's error is mostly the table's: the part that says so is there.
-    rows = {row["name"]: row for row in athlete["identifiability"]["parameters"]}
-    thigh = rows["thigh.com"]
-    assert thigh["standard_error_segment_table"] ** 2 > 0.5 * thigh["standard_error"] ** 2
+    z_all = []
+    for seed in (2, 6):
+        spec = SyntheticSpec(duration_s=1.7, parameters=parameters, starts=starts,
+                             noise_mm=1.0, seed=seed)
+        path, _, truth = write_synthetic_trial(spec, tmp_path / f"off_table_{seed}.c3d")
+        out = tmp_path / f"out_{seed}"
+        run_identification(path, out, body_mass_kg=body_mass, overrides=Overrides(seed=1))
+        athlete = json.loads((out / "athlete.json").read_text())
+        assert athlete["fit_verdict"]["status"] == "good"
+        z = {name: (row["value"] - truth.parameters[name]) / row["standard_error"]
+             for name, row in athlete["parameters"].items()
+             if row["identifiable"] and name in truth.parameters}
+        # The parameters the issue's criteria name are among them, and every one is covered.
+        assert {"bar.stiffness_x", "bar.stiffness_y", "shoulder.stiffness_pd"} <= z.keys()
+        assert max(abs(v) for v in z.values()) <= 3.0, (seed, z)
+        z_all += list(z.values())
+        # thigh.com's error is mostly the table's: the part that says so is there.
+        rows = {row["name"]: row for row in athlete["identifiability"]["parameters"]}
+        thigh = rows["thigh.com"]
+        assert thigh["standard_error_segment_table"] ** 2 > 0.5 * thigh["standard_error"] ** 2
+    # Pooled: at least 90 % within 2 standard errors (a normal error: 95 %).
+    assert len(z_all) >= 16
+    assert np.mean(np.abs(z_all) <= 2.0) >= 0.9, z_all
