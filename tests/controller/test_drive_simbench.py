@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-import time
 
 import pytest
 
@@ -28,22 +27,26 @@ SPEC = load_spec()
 PROTOCOL_VERSION = load_spec().protocol_version
 
 
-def bench_state(port: str) -> tuple[str, str, float]:
-    """(state, fault, |torque| N·m) of the bench, read over a fresh connection."""
+def bench_state(port: str, after_ticks: int = 0) -> tuple[str, str, float]:
+    """(state, fault, |torque| N·m) of the bench, read over a fresh connection: from the latest
+    telemetry frame once one has come, or, with ``after_ticks``, once one reports that many
+    firmware ticks more than the first (the state that much later in the bench's own time: a
+    wall-clock sleep is no bound on a loaded machine, where the bench may run late)."""
     frames = []
     link = Link(port, lambda message, _: frames.append(message))
     try:
-        link.request("HELLO", "HELLO_REPLY", timeout_s=1.0, protocol_version=PROTOCOL_VERSION,
+        # generous: the waits end with the reply and the frames, however loaded the machine
+        link.request("HELLO", "HELLO_REPLY", timeout_s=10.0, protocol_version=PROTOCOL_VERSION,
                      telemetry_period_ms=5)
-        deadline = time.monotonic() + 1.0
-        while not frames and time.monotonic() < deadline:
-            time.sleep(0.01)
+        first = eventually(lambda: frames[:1], bool, "telemetry on a fresh connection")[0]
+        last = eventually(lambda: frames[-1], lambda frame: frame.fields["mcu_ticks"]
+                          >= first.fields["mcu_ticks"] + after_ticks,
+                          f"a telemetry frame {after_ticks} firmware ticks after the first")
     finally:
         link.close()
-    assert frames, "no telemetry on a fresh connection"
-    last = frames[-1].fields
-    return (SPEC.name_of("states", last["state"]), SPEC.name_of("faults", last["fault"]),
-            abs(last["torque_mNm"]) * 1e-3)
+    fields = last.fields
+    return (SPEC.name_of("states", fields["state"]), SPEC.name_of("faults", fields["fault"]),
+            abs(fields["torque_mNm"]) * 1e-3)
 
 
 def _state_or_none(port: str) -> tuple[str, str, float] | None:
@@ -110,7 +113,6 @@ def test_corrupted_bytes_stop_the_session(setpoint_file, tmp_path):
     faults = SimFaults(corrupt=0.001, direction="both", seed=7)
     with start_simulated_bench(faults=faults) as simulated:
         result = drive(setpoint_file, log_path, port=simulated.port)
-        time.sleep(0.2)  # the line stays noisy a while after the host has stopped
         simulated.command("corrupt 0")  # in force when it returns; frames in flight may not be
         eventually(lambda: _state_or_none(simulated.port),
                    lambda state: state is not None and state[0] in ("DISARMED", "FAULT")
