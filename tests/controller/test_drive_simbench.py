@@ -57,20 +57,28 @@ def _state_or_none(port: str) -> tuple[str, str, float] | None:
         return None
 
 
-def test_full_gesture_streams_and_tracks(setpoint_file, tmp_path):
+def test_full_gesture_streams_and_tracks(setpoint_file, tmp_path, loaded_machine_bench):
+    """The whole gesture, streamed with the slack of a loaded machine (250 Hz, 100 ms lead,
+    500 ms watchdog): whether the session completes, and how well the bench tracks, must not
+    depend on how the OS schedules the host and the bench. With the default 1 kHz, 20 ms lead
+    and 50 ms watchdog, a host stall beyond the lead bursts late setpoints (the setpoint in
+    force jumps: tracking error), one beyond the watchdog faults the bench, persistent ones stop
+    on late setpoints: seen under heavy load only."""
     log_path = tmp_path / "session.jsonl"
     with start_simulated_bench() as simulated:
-        result = drive(setpoint_file, log_path, port=simulated.port)
+        result = drive(setpoint_file, log_path, port=simulated.port, bench=loaded_machine_bench)
         state = bench_state(simulated.port)
     assert result.ok, result.message
     assert result.message == "gesture completed: ramped down and disarmed"
     assert state == ("DISARMED", "NONE", 0.0)
     log = read_log(log_path)
     summary = summarise(log)
-    # 2401 gesture setpoints + 300 of the final ramp, one per ms (a stall may skip some)
-    assert result.sent + result.timing["skipped"] == 2701
+    # 601 gesture setpoints + 75 of the final ramp, one per 4 ms, all sent
+    assert result.sent + result.timing["skipped"] == 676
     assert summary.setpoints_sent == result.sent
-    assert summary.telemetry_frames > 400  # 5 ms telemetry over ~2.7 s
+    # 5 ms telemetry over the ~2.8 s the firmware's ticks take to play the stream (the session
+    # ends once its last setpoint is in force): a count in the bench's time, not the wall's
+    assert summary.telemetry_frames > 400
     # the bench follows the 160° gesture: small tracking error, reported in the summary
     assert 0.0 < summary.tracking_rms_deg < 2.0
     assert summary.tracking_max_deg < 5.0
