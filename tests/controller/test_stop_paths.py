@@ -33,6 +33,7 @@ from controller.session import (
 )
 from controller.simbench import start_simulated_bench
 from tests.controller.test_drive_simbench import InjectAfter, bench_state
+from tests.waiting import eventually
 
 
 def _bench_file(tmp_path, old: str, new: str):
@@ -348,9 +349,9 @@ def test_the_simulated_bench_traces_state_fault_and_torque(tmp_path):
     start_ns = time.monotonic_ns()
     with start_simulated_bench(faults=SimFaults(trace=str(trace))) as simulated:
         simulated.command("estop on")
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and trace.read_text().count(" 2 3 ") < 20:
-            time.sleep(0.01)  # polling the file the bench writes (flushed every 10 ms)
+        # polling the file the bench writes (flushed every 10 ms) until 20 ticks of the fault
+        eventually(lambda: trace.read_text().count(" 2 3 "), lambda ticks: ticks >= 20,
+                   "20 traced ticks of FAULT ESTOP_INPUT")
     rows = [[int(cell) for cell in line.split()] for line in trace.read_text().splitlines()]
     assert len(rows) >= 30
     times = [row[0] for row in rows]
