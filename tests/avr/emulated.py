@@ -157,7 +157,7 @@ class Client:
         self.received += new
         return new
 
-    def wait_for(self, predicate, timeout_s: float = 5.0) -> Message:
+    def wait_for(self, predicate, timeout_s: float = 10.0) -> Message:
         """The first message after the previous match for which ``predicate`` holds."""
         end = time.monotonic() + timeout_s
         while True:
@@ -169,7 +169,7 @@ class Client:
                 raise AssertionError(f"no matching message within {timeout_s} s")
             self.poll(0.01)
 
-    def ack(self, name: str, timeout_s: float = 5.0, **fields: int) -> int:
+    def ack(self, name: str, timeout_s: float = 10.0, **fields: int) -> int:
         """Send a command and return the result code of its ACK."""
         self.cursor = len(self.received)
         seq = self.send(name, **fields)
@@ -177,14 +177,19 @@ class Client:
                               timeout_s)
         return reply.fields["result"]
 
+    def hello(self, telemetry_period_ms: int = 1) -> tuple[Message, int]:
+        """HELLO; (the HELLO_REPLY, the result code of its ACK)."""
+        self.cursor = len(self.received)
+        seq = self.send("HELLO", protocol_version=SPEC.protocol_version,
+                        telemetry_period_ms=telemetry_period_ms)
+        reply = self.wait_for(lambda m: m.name == "HELLO_REPLY")
+        ack = self.wait_for(lambda m: m.name == "ACK" and m.fields["acked_seq"] == seq)
+        return reply, ack.fields["result"]
+
     def handshake(self, telemetry_period_ms: int = 1) -> Message:
         """HELLO (asserting OK); the HELLO_REPLY."""
-        self.cursor = len(self.received)
-        self.send("HELLO", protocol_version=SPEC.protocol_version,
-                  telemetry_period_ms=telemetry_period_ms)
-        reply = self.wait_for(lambda m: m.name == "HELLO_REPLY")
-        ack = self.wait_for(lambda m: m.name == "ACK")
-        assert ack.fields["result"] == SPEC.results["OK"]
+        reply, result = self.hello(telemetry_period_ms)
+        assert result == SPEC.results["OK"]
         return reply
 
     def close(self) -> None:

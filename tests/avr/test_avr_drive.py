@@ -25,6 +25,7 @@ import pytest
 from controller.log import read_log
 from controller.replay import summarise
 from tests.avr.emulated import SPEC, Client
+from tests.waiting import eventually
 
 DESIGN = {"final_time_s": 2.963320, "flexion_end_time_s": 1.728963, "max_flexion_deg": 160.0}
 
@@ -118,15 +119,18 @@ def test_killing_bemore_drive_mid_gesture_trips_the_firmware_watchdog(
         host.kill()  # SIGKILL: no controlled stop, no DISARM
         host.wait()
     # A new host finds the axis stopped by the firmware's own watchdog, torque ramped to zero.
-    # The emulation can run at a third of real time on a loaded machine: give the 50 ms
-    # watchdog (emulated time) a real second before asking, or HELLO meets a still-armed axis.
-    time.sleep(1.0)
+    # The emulation can run at a third of real time on a loaded machine, so the 50 ms watchdog
+    # (emulated time) may not have tripped yet when the host is gone: a HELLO to an axis still
+    # ARMED is refused (BAD_STATE, the session kept), so it is asked again until it is taken.
     client = Client(board.port)
     try:
-        client.handshake(telemetry_period_ms=5)
-        time.sleep(0.3)
-        client.poll(0.05)
-        last = [m for m in client.received if m.name == "TELEMETRY"][-1].fields
+        eventually(lambda: client.hello(telemetry_period_ms=5)[1],
+                   lambda result: result == SPEC.results["OK"],
+                   "a HELLO taken once the axis is no longer ARMED")
+        # every frame from here on was sent after the handshake; the ramp (1000 mN·m per tick)
+        # may still be running: its end is waited for, then the state it ended in is asserted
+        last = client.wait_for(lambda m: m.name == "TELEMETRY"
+                               and m.fields["torque_mNm"] == 0).fields
     finally:
         client.close()
     assert last["state"] == SPEC.states["FAULT"]

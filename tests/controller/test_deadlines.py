@@ -26,6 +26,7 @@ from controller.scheduler import Scheduler, miss_threshold_ns
 from controller.session import COMMANDED_RING, Session
 from controller.simbench import start_simulated_bench
 from tests.controller.gestures import make_gesture
+from tests.waiting import eventually
 
 STALL_SLOT = 400
 LEAD_MS = 20
@@ -128,9 +129,11 @@ class StopAt(Scheduler):
         return super().wait_for(k)
 
 
-def _stream_stopped_at_slot_500(tmp_path, reason: str, message: str, linger_s: float = 0.0):
+def _stream_stopped_at_slot_500(tmp_path, reason: str, message: str, linger_ticks: int = 0):
     """Stream a 1 s, 30° gesture at 1 kHz on the simulated bench, asking for a stop (``reason``)
-    at slot 500; returns (result, the last telemetry fields after ``linger_s``, the log)."""
+    at slot 500; returns (result, the fields of the first telemetry frame ``linger_ticks`` of
+    the firmware's ticks after the last one of the session, the log). Ticks, not a wall-clock
+    sleep: the bench may run late on a loaded machine, and a sleep then bounds nothing."""
     settings = ModeSettings(rate_hz=1000.0, ramp_down_s=0.3)
     plan = build_plan(make_gesture(duration_s=1.0, peak_deg=30.0), settings)
     log_path = tmp_path / "session.jsonl"
@@ -144,8 +147,10 @@ def _stream_stopped_at_slot_500(tmp_path, reason: str, message: str, linger_s: f
                 scheduler.session = session
                 scheduler.reason, scheduler.message = reason, message
                 result = session.stream(plan, scheduler)
-            time.sleep(linger_s)
-            final = session._latest.fields
+            ended = session._latest.fields["mcu_ticks"]
+            final = eventually(lambda: session._latest.fields,
+                               lambda fields: fields["mcu_ticks"] >= ended + linger_ticks,
+                               f"a telemetry frame {linger_ticks} ticks after the session").copy()
         finally:
             session.close()
     return result, final, read_log(log_path)
@@ -155,9 +160,9 @@ def test_a_stop_flushes_the_queue_at_once(tmp_path):
     """Ctrl-C mid-gesture: the setpoints already sent ahead (≈ lead) never come in force; the
     ramp starts from the setpoint in force, and the bench ends disarmed."""
     # The session ends on the DISARM's confirmation; the next telemetry frame (5 ms period) may
-    # come after the log closed, so the bench's state is read 50 ms later.
+    # come after the log closed, so the bench's state is read 50 of its ticks later.
     result, final, record = _stream_stopped_at_slot_500(tmp_path, "interrupted",
-                                                        "stopped by Ctrl-C", linger_s=0.05)
+                                                        "stopped by Ctrl-C", linger_ticks=50)
     assert result.reason == "interrupted" and result.message.endswith("and disarmed")
     flush = next(e for e in record.events if e["kind"] == "flush")
     in_force, last_sent = flush["in_force_ms"], flush["last_sent_ms"]
@@ -216,7 +221,7 @@ def test_an_estop_does_not_wait_for_the_queue(tmp_path):
     the queue itself is emptied is checked in firmware/tests/test_core.c)."""
     result, final, record = _stream_stopped_at_slot_500(
         tmp_path, "estop", "e-stop key pressed",
-        linger_s=0.08)  # longer than the lead: a queue played out would show by now
+        linger_ticks=80)  # longer than the lead: a queue played out would show by then
     assert result.reason == "estop" and "torque cut at once" in result.message
     last_sent = int(record.setpoints["time_ms"][-1])
     seen = np.asarray(record.telemetry["setpoint_time_ms"])
@@ -226,7 +231,7 @@ def test_an_estop_does_not_wait_for_the_queue(tmp_path):
     stop = next(e for e in record.events if e["kind"] == "stop")["host_time"]
     after = seen[np.asarray(record.telemetry["host_time"]) > stop + 0.003]
     assert after.size >= 1 and np.all(after == after[0]) and after[0] < last_sent
-    assert final["setpoint_time_ms"] == after[0]  # 80 ms later, still the same
+    assert final["setpoint_time_ms"] == after[0]  # 80 ticks later, still the same
     assert final["state"] == 2 and final["fault"] == 2  # FAULT, ESTOP_MESSAGE
 
 

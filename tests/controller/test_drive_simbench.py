@@ -6,10 +6,8 @@ the fault, and a clear message.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
-import time
 
 import pytest
 
@@ -28,22 +26,26 @@ SPEC = load_spec()
 PROTOCOL_VERSION = load_spec().protocol_version
 
 
-def bench_state(port: str) -> tuple[str, str, float]:
-    """(state, fault, |torque| N·m) of the bench, read over a fresh connection."""
+def bench_state(port: str, after_ticks: int = 0) -> tuple[str, str, float]:
+    """(state, fault, |torque| N·m) of the bench, read over a fresh connection: from the latest
+    telemetry frame once one has come, or, with ``after_ticks``, once one reports that many
+    firmware ticks more than the first (the state that much later in the bench's own time: a
+    wall-clock sleep is no bound on a loaded machine, where the bench may run late)."""
     frames = []
     link = Link(port, lambda message, _: frames.append(message))
     try:
-        link.request("HELLO", "HELLO_REPLY", timeout_s=1.0, protocol_version=PROTOCOL_VERSION,
+        # generous: the waits end with the reply and the frames, however loaded the machine
+        link.request("HELLO", "HELLO_REPLY", timeout_s=10.0, protocol_version=PROTOCOL_VERSION,
                      telemetry_period_ms=5)
-        deadline = time.monotonic() + 1.0
-        while not frames and time.monotonic() < deadline:
-            time.sleep(0.01)
+        first = eventually(lambda: frames[:1], bool, "telemetry on a fresh connection")[0]
+        last = eventually(lambda: frames[-1], lambda frame: frame.fields["mcu_ticks"]
+                          >= first.fields["mcu_ticks"] + after_ticks,
+                          f"a telemetry frame {after_ticks} firmware ticks after the first")
     finally:
         link.close()
-    assert frames, "no telemetry on a fresh connection"
-    last = frames[-1].fields
-    return (SPEC.name_of("states", last["state"]), SPEC.name_of("faults", last["fault"]),
-            abs(last["torque_mNm"]) * 1e-3)
+    fields = last.fields
+    return (SPEC.name_of("states", fields["state"]), SPEC.name_of("faults", fields["fault"]),
+            abs(fields["torque_mNm"]) * 1e-3)
 
 
 def _state_or_none(port: str) -> tuple[str, str, float] | None:
@@ -54,20 +56,28 @@ def _state_or_none(port: str) -> tuple[str, str, float] | None:
         return None
 
 
-def test_full_gesture_streams_and_tracks(setpoint_file, tmp_path):
+def test_full_gesture_streams_and_tracks(setpoint_file, tmp_path, loaded_machine_bench):
+    """The whole gesture, streamed with the slack of a loaded machine (250 Hz, 100 ms lead,
+    500 ms watchdog): whether the session completes, and how well the bench tracks, must not
+    depend on how the OS schedules the host and the bench. With the default 1 kHz, 20 ms lead
+    and 50 ms watchdog, a host stall beyond the lead bursts late setpoints (the setpoint in
+    force jumps: tracking error), one beyond the watchdog faults the bench, persistent ones stop
+    on late setpoints: seen under heavy load only."""
     log_path = tmp_path / "session.jsonl"
     with start_simulated_bench() as simulated:
-        result = drive(setpoint_file, log_path, port=simulated.port)
+        result = drive(setpoint_file, log_path, port=simulated.port, bench=loaded_machine_bench)
         state = bench_state(simulated.port)
     assert result.ok, result.message
     assert result.message == "gesture completed: ramped down and disarmed"
     assert state == ("DISARMED", "NONE", 0.0)
     log = read_log(log_path)
     summary = summarise(log)
-    # 2401 gesture setpoints + 300 of the final ramp, one per ms (a stall may skip some)
-    assert result.sent + result.timing["skipped"] == 2701
+    # 601 gesture setpoints + 75 of the final ramp, one per 4 ms, all sent
+    assert result.sent + result.timing["skipped"] == 676
     assert summary.setpoints_sent == result.sent
-    assert summary.telemetry_frames > 400  # 5 ms telemetry over ~2.7 s
+    # 5 ms telemetry over the ~2.8 s the firmware's ticks take to play the stream (the session
+    # ends once its last setpoint is in force): a count in the bench's time, not the wall's
+    assert summary.telemetry_frames > 400
     # the bench follows the 160° gesture: small tracking error, reported in the summary
     assert 0.0 < summary.tracking_rms_deg < 2.0
     assert summary.tracking_max_deg < 5.0
@@ -86,8 +96,7 @@ def test_port_closed_mid_stream(setpoint_file, tmp_path):
 
     def view(session):
         sessions.append(session)
-        threading.Timer(0.6, session.link.close).start()  # the port vanishes at ~0.6 s
-        return contextlib.nullcontext()
+        return InjectAt(session, 600, session.link.close)  # the port vanishes at 0.6 s
 
     with start_simulated_bench() as simulated:
         result = drive(setpoint_file, log_path, port=simulated.port, view=view)
@@ -100,7 +109,7 @@ def test_port_closed_mid_stream(setpoint_file, tmp_path):
         result.message
     assert state == ("FAULT", "WATCHDOG", 0.0)
     log = read_log(log_path)
-    # the log holds the stream up to the cut at ~0.6 s (stream time of the last setpoint)
+    # the log holds the stream up to the cut at 0.6 s (stream time of the last setpoint)
     assert 400 < max(log.setpoints["time_ms"]) < 800
     assert log.end["reason"] == "link lost"
 
@@ -110,7 +119,6 @@ def test_corrupted_bytes_stop_the_session(setpoint_file, tmp_path):
     faults = SimFaults(corrupt=0.001, direction="both", seed=7)
     with start_simulated_bench(faults=faults) as simulated:
         result = drive(setpoint_file, log_path, port=simulated.port)
-        time.sleep(0.2)  # the line stays noisy a while after the host has stopped
         simulated.command("corrupt 0")  # in force when it returns; frames in flight may not be
         eventually(lambda: _state_or_none(simulated.port),
                    lambda state: state is not None and state[0] in ("DISARMED", "FAULT")
@@ -178,7 +186,7 @@ def test_firmware_reset_mid_stream(setpoint_file, tmp_path):
     log_path = tmp_path / "session.jsonl"
 
     def view(session):
-        return InjectAfter(session, 0.5, lambda: simulated.command("reset"))
+        return InjectAt(session, 500, lambda: simulated.command("reset"))
 
     with start_simulated_bench() as simulated:
         result = drive(setpoint_file, log_path, port=simulated.port, view=view)
@@ -211,7 +219,8 @@ def test_controlled_stop_on_request(setpoint_file, tmp_path):
     settings = ModeSettings(mode="assistive", load_pct=30.0, speed=0.5, reps=2, rest_s=0.5)
 
     def view(session):
-        return InjectAfter(session, 0.8, lambda: session.request_stop(
+        # at slot 400 (0.4 s of stream time), in the streaming thread, as a Ctrl-C's handler
+        return InjectAt(session, 400, lambda: session.request_stop(
             "interrupted", "stopped by Ctrl-C"))
 
     with start_simulated_bench() as simulated:
@@ -221,19 +230,39 @@ def test_controlled_stop_on_request(setpoint_file, tmp_path):
     assert result.message == "stopped by Ctrl-C; ramped down over 0.3 s and disarmed"
     assert state == ("DISARMED", "NONE", 0.0)
     log = read_log(log_path)
-    # the plan stopped when asked (0.8 s after the view opened, arming included) ...
-    t0 = next(e for e in log.events if e["kind"] == "streaming")["t0_host_time"]
-    stop = next(e for e in log.events if e["kind"] == "stop")["host_time"]
+    # the plan stopped when asked: its last setpoint is the slot the stop was asked at ...
     plan = [k for k, rep in enumerate(log.setpoints["rep"]) if rep >= 0]
+    assert max(log.setpoints["k"][k] for k in plan) == 400
     planned_ms = max(log.setpoints["time_ms"][k] for k in plan)
-    assert abs(planned_ms - (stop - t0) * 1000) < 50
-    assert planned_ms < 800
+    assert planned_ms == 400  # stream time, ms (1 kHz)
     # ... at half speed: gesture time = stream time / 2 (positions of the sin² gesture)
     k = plan[-1]
     tau = log.setpoints["time_ms"][k] / 1000 * 0.5
     expected = math.radians(160.0) * math.sin(math.pi * tau / 2.4) ** 2
     assert log.setpoints["position_urad"][k] * 1e-6 == pytest.approx(expected, abs=1e-5)
     assert log.header["settings"]["speed"] == 0.5
+
+
+class InjectAt:
+    """A 'view' that runs ``action`` in the streaming thread just after slot ``k`` was sent:
+    at a point of the stream, whatever the machine's load (a timer's wall-clock delay,
+    arming included, leaves the stream anywhere from its start to its end)."""
+
+    def __init__(self, session, k, action):
+        after_send = session._after_send
+
+        def after_send_then_act(slot, *args):
+            after_send(slot, *args)
+            if slot == k:
+                action()
+
+        session._after_send = after_send_then_act
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 class InjectAfter:

@@ -33,6 +33,7 @@ from controller.session import (
 )
 from controller.simbench import start_simulated_bench
 from tests.controller.test_drive_simbench import InjectAfter, bench_state
+from tests.waiting import eventually
 
 
 def _bench_file(tmp_path, old: str, new: str):
@@ -75,8 +76,9 @@ def test_an_exception_after_arm_disarms_and_closes_the_log(setpoint_file, tmp_pa
     log_path = tmp_path / "session.jsonl"
     with start_simulated_bench() as simulated:
         result = drive(setpoint_file, log_path, port=simulated.port)
-        time.sleep(0.1)  # longer than the watchdog: an armed bench would have latched WATCHDOG
-        state = bench_state(simulated.port)
+        # read 60 of the bench's ticks later (its 50 ms watchdog): an armed bench would have
+        # latched WATCHDOG by then
+        state = bench_state(simulated.port, after_ticks=60)
     assert state == ("DISARMED", "NONE", 0.0)
     assert result.reason == "host error" and result.exit_code == 3
     assert result.message == ("RuntimeError: scheduler unavailable; disarmed (no setpoint had "
@@ -105,8 +107,7 @@ def test_a_signal_between_arm_and_the_first_setpoint_disarms(setpoint_file, tmp_
     try:
         with start_simulated_bench() as simulated:
             result = drive(setpoint_file, log_path, port=simulated.port)
-            time.sleep(0.1)
-            state = bench_state(simulated.port)
+            state = bench_state(simulated.port, after_ticks=60)  # as above: past the watchdog
     finally:
         signal.signal(signal.SIGTERM, previous)
     name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
@@ -211,8 +212,7 @@ def test_a_persistent_link_delay_stops_on_late_setpoints(setpoint_file, tmp_path
     with start_simulated_bench() as simulated:
         result = drive(setpoint_file, log_path, port=simulated.port,
                        view=lambda s: InjectAfter(s, 0.5, lambda: simulated.command("delay 30")))
-        simulated.command("delay 0")
-        time.sleep(0.1)
+        simulated.command("delay 0")  # in force when it returns: the state is read at once
         state = bench_state(simulated.port)
     assert result.reason == "late setpoints" and result.exit_code == 3, result.message
     assert f"setpoints sent in the last {LATE_WINDOW_S:g} s reached the firmware after their " \
@@ -372,9 +372,9 @@ def test_the_simulated_bench_traces_state_fault_and_torque(tmp_path):
     start_ns = time.monotonic_ns()
     with start_simulated_bench(faults=SimFaults(trace=str(trace))) as simulated:
         simulated.command("estop on")
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and trace.read_text().count(" 2 3 ") < 20:
-            time.sleep(0.01)  # polling the file the bench writes (flushed every 10 ms)
+        # polling the file the bench writes (flushed every 10 ms) until 20 ticks of the fault
+        eventually(lambda: trace.read_text().count(" 2 3 "), lambda ticks: ticks >= 20,
+                   "20 traced ticks of FAULT ESTOP_INPUT")
     rows = [[int(cell) for cell in line.split()] for line in trace.read_text().splitlines()]
     assert len(rows) >= 30
     times = [row[0] for row in rows]
