@@ -65,10 +65,10 @@ where the trial cannot show them: the masses and centres of mass of the hands, f
 arms, head, shanks and feet, and every segment's radius of gyration (scaled to her lengths). A
 body is not the table: de Leva's female and male tables differ by 9 % in those masses, 4.5 % in
 the centres of mass and 9 % in the radii of gyration, and a fit on a body that far off the table
-put the shoulder's pd stiffness 2.1–3.6 and the thighs' centre of mass up to 5.0 standard errors
-off while it reported them identifiable (measured on synthetic trials of such bodies). So each of those
-values is one more noise-free member, moved by :data:`LINEAR_FRACTION` of its standard
-uncertainty (``problem.segment_table_uncertainty``: relative, ``identification.toml
+put the shoulder's pd stiffness 2.1–3.6 and the thighs' centre of mass up to 5.0 standard
+errors off while it reported them identifiable (measured on synthetic trials of such bodies).
+So each of those values is one more noise-free member, moved by :data:`LINEAR_FRACTION` of its
+standard uncertainty (``problem.segment_table_uncertainty``: relative, ``identification.toml
 [segment_table]``; a mass's change taken from the trunk+thighs budget, the body mass being
 counted apart), δr_i its residual change scaled back, and the covariance gets Σ_i δx_i δx_iᵀ
 (GUM type B, normal, the values independent), like the body mass's.
