@@ -27,10 +27,12 @@ from bench.common import Measurement, byte_compiled, commit_tree, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
-PREVIOUS_COMMIT = "4c83932"
-"""main before the stages' forces were summed at the free frames and the tangent kernels took
-sine, cosine and reciprocals' derivatives in closed form (docs/speed.md, "The engine and its
-tangents: fewer operations per stage"). Earlier: a276d58, before the polish's first stage
+PREVIOUS_COMMIT = "8da8fcc"
+"""main before a thread's lanes ran in one kernel call on cores with a 32 kB L1 data cache and
+the segment table's uncertainty was added to the analysis (docs/speed.md, "The engine on Zen 4:
+a thread's lanes in one call"; docs/identify.md, "The segment table"). Earlier: 4c83932, before
+the stages' forces were summed at the free frames and the tangent kernels took sine, cosine and
+reciprocals' derivatives in closed form; a276d58, before the polish's first stage
 differenced a Jacobian's direction left over after whole tangent vectors; 0879f2f, before the
 exact Jacobian's kernel stored the cost points only; d78928a, before a Jacobian's directions
 were cut between the engine threads."""
