@@ -235,17 +235,17 @@ class IdentificationProblem(Problem):
         # What the body and the data came from: the noise propagation (bemore.identify.
         # propagation) measures the body again on noisy copies of the trial.
         problem.trial, problem.body_source = trial, (table, body_mass_kg)
-        if body_mass_uncertainty_kg is None:
+        if body_mass_uncertainty_kg is None or segment_table_uncertainty is None:
             from bemore.settings import load_identification
 
-            body_mass_uncertainty_kg = body_mass_uncertainty(load_identification(), table,
-                                                             body_mass_kg)
+            identification = load_identification()
+            if body_mass_uncertainty_kg is None:
+                body_mass_uncertainty_kg = body_mass_uncertainty(identification, table,
+                                                                 body_mass_kg)
+            if segment_table_uncertainty is None:
+                declared = identification.segment_table
+                segment_table_uncertainty = (declared.mass, declared.com, declared.gyration)
         problem.body_mass_uncertainty_kg = float(body_mass_uncertainty_kg)
-        if segment_table_uncertainty is None:
-            from bemore.settings import load_identification
-
-            declared = load_identification().segment_table
-            segment_table_uncertainty = (declared.mass, declared.com, declared.gyration)
         problem.segment_table_uncertainty = tuple(float(u) for u in segment_table_uncertainty)
         problem.conventions = trial.conventions() if hasattr(trial, "conventions") else {}
         return problem

@@ -218,6 +218,21 @@ def summary_text(athlete: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def mostly_from(athlete: dict[str, Any], part: str) -> list[str]:
+    """The parameters of an athlete.json whose standard error is mostly its ``part`` (e.g.
+    ``standard_error_body_mass``): more than half its variance.
+
+    >>> mostly_from({"identifiability": {"parameters": [
+    ...     {"name": "a", "standard_error": 2.0, "standard_error_body_mass": 1.5},
+    ...     {"name": "b", "standard_error": 2.0, "standard_error_body_mass": 1.0}]}},
+    ...     "standard_error_body_mass")
+    ['a']
+    """
+    rows = (athlete.get("identifiability") or {}).get("parameters", [])
+    return [row["name"] for row in rows if row.get(part) and row.get("standard_error")
+            and row[part] ** 2 > 0.5 * row["standard_error"] ** 2]
+
+
 def body_mass_text(athlete: dict[str, Any]) -> str | None:
     """One line: the body mass the fit scaled to, how well it is known, and the parameters
     whose standard error is mostly that uncertainty's (None: taken as exact)."""
@@ -225,10 +240,7 @@ def body_mass_text(athlete: dict[str, Any]) -> str | None:
     sigma = config.get("body_mass_uncertainty_kg")
     if not sigma:
         return None
-    rows = (athlete.get("identifiability") or {}).get("parameters", [])
-    mostly = [row["name"] for row in rows
-              if row.get("standard_error_body_mass") and row.get("standard_error")
-              and row["standard_error_body_mass"] ** 2 > 0.5 * row["standard_error"] ** 2]
+    mostly = mostly_from(athlete, "standard_error_body_mass")
     given = config.get("body_mass_kg")
     text = (f"body mass {given:.4g} ± {sigma:.2g} kg (given), counted in the standard errors"
             if given is not None else
@@ -256,9 +268,7 @@ values it holds fixed, counted in the standard errors; mostly the table's error:
     if not any(declared.values()) or not any(
             row.get("standard_error_segment_table") is not None for row in rows):
         return None
-    mostly = [row["name"] for row in rows
-              if row.get("standard_error_segment_table") and row.get("standard_error")
-              and row["standard_error_segment_table"] ** 2 > 0.5 * row["standard_error"] ** 2]
+    mostly = mostly_from(athlete, "standard_error_segment_table")
     percent = {key: f"{100.0 * float(declared.get(key, 0.0)):.3g} %"
                for key in ("mass", "com", "gyration")}
     text = (f"segment table: masses ± {percent['mass']}, centres of mass ± {percent['com']}, "

@@ -13,12 +13,14 @@ Frame times can also store the driven efforts (hybrid dynamics, then inverse dyn
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import itertools
 import json
 import os
 import re
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -670,31 +672,27 @@ _pool: ThreadPoolExecutor | None = None
 LANE_ALIGN = 8  # lanes per vector register (AVX-512 doubles): groups start on a multiple
 
 
-def l1_data_cache_bytes(cpu: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
-    """Size (bytes) of the first core's level-1 data cache, as Linux shows it in ``cpu``;
-    None where it is not shown (another system, a container hiding sysfs).
+@functools.cache
+def l1_data_cache_bytes() -> int | None:
+    """Size (bytes) of a core's level-1 data cache, as POSIX ``getconf LEVEL1_DCACHE_SIZE``
+    reports it (glibc answers from the CPU itself); None where it does not (another system,
+    no getconf, 0). Asked once per process, at the first chunked kernel call (≈ 2 ms)."""
+    try:
+        done = subprocess.run(["getconf", "LEVEL1_DCACHE_SIZE"], capture_output=True,
+                              text=True, timeout=5.0, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return cache_bytes(done.stdout) if done.returncode == 0 else None
 
-    >>> import tempfile
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> caches = (("index0", 1, "Data", "48K"), ("index2", 2, "Unified", "2048K"))
-    >>> for name, level, kind, size in caches:
-    ...     (folder / name).mkdir()
-    ...     for key, value in (("level", level), ("type", kind), ("size", size)):
-    ...         _ = (folder / name / key).write_text(f"{value}\\n")
-    >>> l1_data_cache_bytes(folder), l1_data_cache_bytes(folder / "absent")
-    (49152, None)
+
+def cache_bytes(text: str) -> int | None:
+    """A cache size as getconf prints it (bytes), None when it says nothing usable.
+
+    >>> cache_bytes("32768\\n"), cache_bytes("0\\n"), cache_bytes("undefined"), cache_bytes("")
+    (32768, None, None, None)
     """
-    units = {"K": 1024, "M": 1024 * 1024}
-    for index in sorted(cpu.glob("index*")):
-        try:
-            level, kind, size = ((index / key).read_text().strip()
-                                 for key in ("level", "type", "size"))
-        except OSError:
-            continue
-        if level == "1" and kind in ("Data", "Unified"):
-            number, unit = (size[:-1], size[-1]) if size[-1:] in units else (size, "")
-            return int(number) * units.get(unit, 1) if number.isdigit() else None
-    return None
+    text = text.strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
 
 
 def _lane_chunk(l1_bytes: int | None) -> int | None:
@@ -715,7 +713,10 @@ def _lane_chunk(l1_bytes: int | None) -> int | None:
 # than a thread's 100 lanes streaming through L2. With 32 kB (AMD Zen 4) they do not fit, and a
 # thread's lanes in one call, the loop entries paid once per step instead of once per 16 lanes,
 # measured 1.13× less CPU than 16 (docs/speed.md). The numbers are the same either way.
-LANE_CHUNK = _lane_chunk(l1_data_cache_bytes())
+# AUTO: chosen from the core's L1 data cache (:func:`_lane_chunk`) at the first chunked call; a
+# number or None (a thread's lanes at once) sets it.
+AUTO = "auto"
+LANE_CHUNK: int | str | None = AUTO
 
 
 def lane_groups(n_lanes: int, threads: int) -> list[tuple[int, int]]:
@@ -769,15 +770,16 @@ def run_threads(kernel, n_lanes: int, threads: int, args_before: tuple, args_aft
 
 
 def in_chunks(kernel, lo_index: int):
-    """``kernel`` run on its lanes LANE_CHUNK at a time (all at once when it is None): a
-    callable taking the kernel's arguments, whose lane range ``args[lo_index]``,
-    ``args[lo_index + 1]`` it cuts into calls of at most LANE_CHUNK lanes, one after the other.
-    A lane's numbers do not depend on the lanes it runs with (each lane reads and writes its
-    own columns)."""
+    """``kernel`` run on its lanes LANE_CHUNK at a time (all at once when it is None; AUTO:
+    as the L1 data cache says): a callable taking the kernel's arguments, whose lane range
+    ``args[lo_index]``, ``args[lo_index + 1]`` it cuts into calls of at most that many lanes,
+    one after the other. A lane's numbers do not depend on the lanes it runs with (each lane
+    reads and writes its own columns)."""
 
     def run(*args):
         lo, hi = args[lo_index], args[lo_index + 1]
-        chunk = LANE_CHUNK or max(hi - lo, 1)
+        chunk = _lane_chunk(l1_data_cache_bytes()) if LANE_CHUNK == AUTO else LANE_CHUNK
+        chunk = chunk or max(hi - lo, 1)
         for start in range(lo, hi, chunk):
             kernel(*args[:lo_index], start, min(start + chunk, hi), *args[lo_index + 2:])
 

@@ -23,8 +23,9 @@ def error_without_the_table(row) -> float:
     """A parameter's standard error less its segment table's part (docs/identify.md, "The
     segment table"): what must cover the error on a trial of the table's own body, as every
     synthetic trial here is (the table's part covers a body off it)."""
-    table = row.standard_error_segment_table or 0.0
-    return float(np.sqrt(max(row.standard_error**2 - table**2, 0.0)))
+    from bemore.records.history import within_athlete_error
+
+    return within_athlete_error(vars(row))
 
 
 def identifiable_but_for_the_table(row) -> bool:
