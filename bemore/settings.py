@@ -166,6 +166,33 @@ class SegmentTableUncertainty(Section):
         description="a segment's radius of gyration about its centre of mass, relative, 1 SD")
 
 
+class SoftTissueUncertainty(Section):
+    """How far the markers of each joint centre move on the skin, relative to the bone, as the
+    joint they sit over turns (soft-tissue artefact): the standard uncertainty (mm, 1 SD) of
+    the slide at the ends of the trial's range of that joint, in any direction of the study
+    plane, counted in every standard error (docs/identify.md, "Soft tissue"); 0: the markers
+    taken as riding on the bone. Named by the joint centre whose recipe's markers move."""
+
+    wrist_mm: float = Field(2.0, ge=0.0, description="radial and ulnar styloids (bony)")
+    elbow_mm: float = Field(4.0, ge=0.0, description="the elbow's epicondyle markers")
+    shoulder_mm: float = Field(6.0, ge=0.0, description="the acromions, on the shoulder girdle, "
+                               "as the arm rises")
+    neck_mm: float = Field(3.0, ge=0.0, description="C7 and the sternum")
+    hip_mm: float = Field(8.0, ge=0.0, description="the greater trochanters, on the thigh's "
+                          "soft tissue")
+    knee_mm: float = Field(5.0, ge=0.0, description="the femoral epicondyles")
+    ankle_mm: float = Field(3.0, ge=0.0, description="the malleoli (bony)")
+
+    def by_point(self) -> dict[str, float]:
+        """The standard uncertainties keyed by joint centre (mm).
+
+        >>> SoftTissueUncertainty(hip_mm=10.0).by_point()["hip"]
+        10.0
+        """
+        return {name.removesuffix("_mm"): float(value)
+                for name, value in self.model_dump().items()}
+
+
 class InitialState(Section):
     """The trial's initial-state unknowns, fitted with the parameters (docs/identify.md)."""
 
@@ -262,6 +289,7 @@ class Identification(Section):
     inertial: InertialMode = InertialMode()
     mass_budget: MassBudget
     segment_table: SegmentTableUncertainty = SegmentTableUncertainty()
+    soft_tissue: SoftTissueUncertainty = SoftTissueUncertainty()
     parameters: list[Bounded] = Field(min_length=1)
 
     @model_validator(mode="after")

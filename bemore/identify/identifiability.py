@@ -21,7 +21,8 @@ to the normalised parameters (0 → lower bound, 1 → upper bound). Three quant
   less what the noise alone puts into it (the same sandwich of the copies' residual changes
   left after their own least-squares response), its negative eigenvalues set to 0, and on a
   trunk-side trial the arm-end recipe's form (a systematic part, the same propagation); then
-  the body mass's uncertainty (systematic, the same propagation), after the quadratic check;
+  the body mass's, the segment table's and the markers' slide on the skin (systematic, the
+  same propagation), after the quadratic check;
 * **correlation** with every other parameter, from the same covariance less the systematic
   parts (what the trial tells apart).
 
@@ -98,6 +99,9 @@ class ParameterIdentifiability:
     # The force channels' declared offset, gain and lag errors (None: taken as exact), added
     # likewise.
     standard_error_force_channels: float | None = None
+    # The markers' slide on the skin (None: taken as riding on the bone), added likewise
+    # (bemore.identify.propagation, "Soft tissue").
+    standard_error_soft_tissue: float | None = None
     # The cost's rise at −/+ CHECK_STEP standard errors over its quadratic model's (None: not
     # checked; below MIN_QUADRATIC_RATIO the stated error is too small).
     quadratic_ratio: list[float] | None = None
@@ -225,11 +229,11 @@ def analyse(
         ratios = quadratic_ratios(residuals_at, np.asarray(positions, dtype=float), J, r,
                                   covariance, np.asarray(low, dtype=float),
                                   np.asarray(high, dtype=float))
-    # The body mass's and the segment table's uncertainties and the force channels' declared
-    # errors (bemore.identify.propagation, "The body mass", "The segment table", "The force
-    # channels"): inputs no residual shows, so neither
-    # in the correlations nor in the quadratic check (a direction the data cannot see would
-    # fail it), only in the standard errors.
+    # The body mass's and the segment table's uncertainties, the force channels' declared
+    # errors and the markers' slide on the skin (bemore.identify.propagation, "The body
+    # mass", "The segment table", "The force channels", "Soft tissue"): inputs no residual
+    # shows, so neither in the correlations nor in the quadratic check (a direction the data
+    # cannot see would fail it), only in the standard errors.
     systematic_n = {}
     if noise is not None:
         for part, added, text in (
@@ -239,7 +243,9 @@ def analyse(
                  f"the segment table's uncertainty ({len(noise.table_values)} values the fit "
                  "holds fixed)"),
                 ("force_channels", noise.channel_covariance,
-                 "the force channels' declared calibration and timing errors")):
+                 "the force channels' declared calibration and timing errors"),
+                ("soft_tissue", noise.soft_tissue_covariance,
+                 f"the markers' slide on the skin ({len(noise.soft_tissue_members)} members)")):
             if added is not None:
                 systematic_n[part] = np.sqrt(np.clip(np.diag(added), 0.0, None))
                 covariance = covariance + added
@@ -309,6 +315,8 @@ def analyse(
                     systematic_n.get("segment_table", missing)[k] * widths[k]),
                 standard_error_force_channels=_part(
                     systematic_n.get("force_channels", missing)[k] * widths[k]),
+                standard_error_soft_tissue=_part(
+                    systematic_n.get("soft_tissue", missing)[k] * widths[k]),
                 quadratic_ratio=[float(v) for v in ratios[k]] if checked else None,
             )
         )

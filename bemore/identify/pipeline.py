@@ -62,7 +62,7 @@ def build_problem(
     body_mass_kg: float | None = None, model_name: str | Path = "real_gymnast",
     forces: Any = None, shoulder_centre: dict[str, Any] | None = None,
     body_mass_uncertainty_kg: float | None = None, coarse_samples_per_step: int | None = None,
-    segment_table: Any = None,
+    segment_table: Any = None, soft_tissue: Any = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Prepare the trial and build the identification problem on ``model_name`` (a built-in
     name or a description path; search cost: ``samples_per_step`` samples per integrator step,
@@ -72,7 +72,9 @@ def build_problem(
     profile's functional shoulder centre, used for the shoulder point;
     ``body_mass_uncertainty_kg``: kg, 1 SD, None: the configured default; ``segment_table``:
     how far her segments may be from the table's, ``bemore.settings.SegmentTableUncertainty``,
-    None: the default file's). Returns the problem and the trial's summary."""
+    None: the default file's; ``soft_tissue``: how far the markers may slide on the skin,
+    ``bemore.settings.SoftTissueUncertainty``, None: the default file's). Returns the problem
+    and the trial's summary."""
     from bemore.identify.problem import IdentificationProblem
     from bemore.model import load_model
     from bemore.trial import prepare_trial
@@ -87,7 +89,9 @@ def build_problem(
                                                segment_table_uncertainty=None
                                                if segment_table is None else (
                                                    segment_table.mass, segment_table.com,
-                                                   segment_table.gyration))
+                                                   segment_table.gyration),
+                                               soft_tissue_mm=None if soft_tissue is None
+                                               else soft_tissue.by_point())
     return problem, trial.summary()
 
 
@@ -175,7 +179,8 @@ def run_identification(
                                            profile.shoulder_centre if profile is not None
                                            else None, body_mass_uncertainty_kg,
                                            defaults.polish_coarse_samples_per_step,
-                                           identification.segment_table)
+                                           identification.segment_table,
+                                           identification.soft_tissue)
     mark("identify", "trial")
     inertial_mode = (identification.inertial.identify if overrides.inertial is None
                      else overrides.inertial)

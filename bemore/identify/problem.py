@@ -144,7 +144,8 @@ class IdentificationProblem(Problem):
                    segments: Any = None, forces: Any = None,
                    body_mass_uncertainty_kg: float | None = None,
                    coarse_samples_per_step: int | None = None,
-                   segment_table_uncertainty: tuple[float, float, float] | None = None
+                   segment_table_uncertainty: tuple[float, float, float] | None = None,
+                   soft_tissue_mm: dict[str, float] | None = None
                    ) -> IdentificationProblem:
         """The problem of a prepared ``bemore.trial.Trial`` on ``model`` (default: the
         real gymnast), with the initial-state unknowns of ``space.initial_state``; the search
@@ -169,7 +170,9 @@ class IdentificationProblem(Problem):
         (:mod:`bemore.identify.propagation`); ``segment_table_uncertainty``: how far her
         segments may be from the table's (relative standard uncertainties of a mass, a centre of
         mass and a radius of gyration; None: ``identification.toml [segment_table]``), counted
-        there too."""
+        there too; ``soft_tissue_mm``: how far each joint centre's markers may slide on the
+        skin (mm, 1 SD, keyed by joint centre; None: ``identification.toml [soft_tissue]``),
+        counted there too."""
         if trial.driven is None:
             raise DataError(f"{trial.source}: the trial has no driven motion for the engine")
         if model is None:
@@ -235,7 +238,7 @@ class IdentificationProblem(Problem):
         # What the body and the data came from: the noise propagation (bemore.identify.
         # propagation) measures the body again on noisy copies of the trial.
         problem.trial, problem.body_source = trial, (table, body_mass_kg)
-        if body_mass_uncertainty_kg is None or segment_table_uncertainty is None:
+        if None in (body_mass_uncertainty_kg, segment_table_uncertainty, soft_tissue_mm):
             from bemore.settings import load_identification
 
             identification = load_identification()
@@ -245,8 +248,11 @@ class IdentificationProblem(Problem):
             if segment_table_uncertainty is None:
                 declared = identification.segment_table
                 segment_table_uncertainty = (declared.mass, declared.com, declared.gyration)
+            if soft_tissue_mm is None:
+                soft_tissue_mm = identification.soft_tissue.by_point()
         problem.body_mass_uncertainty_kg = float(body_mass_uncertainty_kg)
         problem.segment_table_uncertainty = tuple(float(u) for u in segment_table_uncertainty)
+        problem.soft_tissue_mm = {name: float(u) for name, u in soft_tissue_mm.items()}
         problem.conventions = trial.conventions() if hasattr(trial, "conventions") else {}
         return problem
 
@@ -307,6 +313,10 @@ class IdentificationProblem(Problem):
         # gyration: relative standard uncertainties), counted in the standard errors
         # (bemore.identify.propagation); zeros: the table taken as exact.
         self.segment_table_uncertainty = (0.0, 0.0, 0.0)
+        # How far each joint centre's markers may slide on the skin (mm, 1 SD, keyed by joint
+        # centre), counted in the standard errors (bemore.identify.propagation); empty: the
+        # markers taken as riding on the bone.
+        self.soft_tissue_mm: dict[str, float] = {}
         # The force channels' offset (N), gain (fraction) and lag (ms) standard uncertainties,
         # counted in the standard errors (bemore.identify.propagation); 0: taken as exact.
         self.force_channel_uncertainty = (0.0, 0.0, 0.0)

@@ -83,6 +83,18 @@ those it does not fit (``[forces] offset_uncertainty_n``, ``gain_uncertainty``,
 change per declared error (:func:`force_channel_changes`: the measured force moved, no
 simulation, less what the fitted errors absorb), their responses' outer products added with
 the body mass's.
+
+**Soft tissue** (every trial of skin markers). A marker over a joint slides on the skin as the
+joint turns, by millimetres over bony landmarks and by centimetres over the thigh; the slide
+follows the motion, so the fit follows it with its parameters and no residual shows it (on
+synthetic trials whose acromions and trochanters slid 3–5 mm with the shoulder and hip, the fit
+said "good" while the shoulder's ap stiffness was 14–18 % and 4.3–5.2 standard errors off,
+reported identifiable). So each joint centre's markers get two more noise-free members, slid by
+:data:`LINEAR_FRACTION` of their standard uncertainty (``problem.soft_tissue_mm``,
+``identification.toml [soft_tissue]``) along each axis of the plane with the angle of the joint
+they sit over (:mod:`bemore.trial.softtissue`), run through the chain with the noise copies (in
+the same engine call), δr_i their residual changes scaled back, and the covariance gets
+Σ_i δx_i δx_iᵀ (GUM type B, normal, the members independent), like the body mass's.
 """
 
 from __future__ import annotations
@@ -135,9 +147,16 @@ class PropagatedNoise:
     # The fitted force channel errors' direct changes (None: none fitted): for each input
     # above, A δr of its unprojected force residual change at x* (SI per error,
     # ForceChannelErrors.coefficients) — "copies" (K, k), "recipe" (k,), "body_mass" (k,),
-    # "table" (n, k), "channels" (n, k); what θ's standard errors combine with the fit's response
-    # (bemore.identify.force_channels.error_covariance).
+    # "table" (n, k), "channels" (n, k), "soft_tissue" (n, k); what θ's standard errors
+    # combine with the fit's response (bemore.identify.force_channels.error_covariance).
     channel_direct: dict[str, np.ndarray] | None = None
+    # The markers' slide on the skin (None: taken as riding on the bone): δr (n, m) m per
+    # standard uncertainty of each member (a joint centre's markers along one axis of the
+    # plane, bemore.trial.softtissue), the covariance (d, d) they add, Σ δx δxᵀ, and each
+    # member's label ("hip x").
+    soft_tissue_changes: np.ndarray | None = None
+    soft_tissue_covariance: np.ndarray | None = None
+    soft_tissue_members: tuple[str, ...] = ()
 
     def for_rows(self, select: Any, jacobian: np.ndarray) -> PropagatedNoise:
         """The same copies seen through some rows of the residuals only: ``select`` maps a
@@ -147,6 +166,7 @@ class PropagatedNoise:
         body = None if self.body_mass_change is None else select(self.body_mass_change)
         table = None if self.table_changes is None else select(self.table_changes)
         channels = None if self.channel_changes is None else select(self.channel_changes)
+        soft = None if self.soft_tissue_changes is None else select(self.soft_tissue_changes)
         return PropagatedNoise(response_covariance(changes, jacobian), self.realisations,
                                self.noise_m, self.seed, changes, recipe,
                                None if recipe is None else recipe_covariance(recipe, jacobian),
@@ -155,7 +175,9 @@ class PropagatedNoise:
                                table, None if table is None else systematic_covariance(
                                    table, jacobian), self.table_values,
                                channels, None if channels is None else systematic_covariance(
-                                   channels, jacobian), self.channel_direct)
+                                   channels, jacobian), self.channel_direct,
+                               soft, None if soft is None else systematic_covariance(
+                                   soft, jacobian), self.soft_tissue_members)
 
     def channel_error_members(self, jacobian: np.ndarray
                               ) -> tuple[tuple[np.ndarray, np.ndarray],
@@ -174,9 +196,11 @@ class PropagatedNoise:
         if self.table_changes is not None:
             members += [(row, change, 1.0) for row, change
                         in zip(direct["table"], self.table_changes, strict=True)]
-        if self.channel_changes is not None:
-            members += [(row, change, 1.0) for row, change
-                        in zip(direct["channels"], self.channel_changes, strict=True)]
+        for key, changes in (("channels", self.channel_changes),
+                             ("soft_tissue", self.soft_tissue_changes)):
+            if changes is not None:
+                members += [(row, change, 1.0) for row, change
+                            in zip(direct[key], changes, strict=True)]
         k = direct["copies"].shape[1]
         if not members:
             return copies, (np.zeros((0, k)), np.zeros((0, jacobian.shape[1])), np.zeros(0))
@@ -413,7 +437,7 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
     ``problem`` (a :class:`~bemore.identify.problem.IdentificationProblem` made from a prepared
     trial), ``jacobian`` (m, dim) its Jacobian there (see the module docstring). None when the
     problem carries no trial chain to run again or the trial's noise is unknown."""
-    from bemore.trial.realisations import noisy_markers
+    from bemore.trial.realisations import noisy_markers, soft_tissue_displacements
 
     if not propagates(problem):
         return None
@@ -421,6 +445,12 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
     recipe = getattr(trial, "arm_end", None) is not None
     raw = noisy_markers(trial, realisations + 1, LINEAR_FRACTION * noise, seed)
     raw[0] = trial.unfiltered
+    soft = None
+    if getattr(problem, "soft_tissue_mm", None):
+        soft = soft_tissue_displacements(trial, problem.soft_tissue_mm)
+    soft_labels, soft_count = ((), 0) if soft is None else (soft[0], len(soft[0]))
+    if soft is not None:  # noise-free copies, each member's slide at LINEAR_FRACTION
+        raw = np.concatenate([raw, trial.unfiltered[None] + LINEAR_FRACTION * soft[1]])
     blend = None
     if recipe:  # one more copy, noise-free: the arm end towards the recipe's other form
         raw = np.concatenate([raw, trial.unfiltered[None]])
@@ -442,6 +472,12 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
         r = r[:-1]
         if not np.isfinite(recipe_change).all():
             return None
+    soft_change = None
+    if soft_count:
+        soft_change = (r[-soft_count:] - r[0]) / LINEAR_FRACTION
+        r = r[:-soft_count]
+        if not np.isfinite(soft_change).all():
+            return None
     valid = np.isfinite(r).all(axis=1)
     if not valid[0] or valid.sum() < 3:
         return None
@@ -452,7 +488,8 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
     channels = force_channel_changes(problem)
     channel_direct = None
     if direct is not None:
-        channel_direct = _channel_direct(problem, fitted, direct, valid, recipe, body, table)
+        channel_direct = _channel_direct(problem, fitted, direct, valid, recipe, body, table,
+                                         soft_count)
         body = None if body is None else _projected_rows(problem, fitted, body)
         table = None if table is None else _projected_rows(problem, fitted, table)
     return PropagatedNoise(covariance=response_covariance(delta, jacobian),
@@ -472,21 +509,29 @@ def propagated_noise(problem: Any, x: np.ndarray, jacobian: np.ndarray,
                            channel_changes=channels,
                            channel_covariance=None if channels is None
                            else systematic_covariance(channels, jacobian),
-                           channel_direct=channel_direct)
+                           channel_direct=channel_direct,
+                           soft_tissue_changes=soft_change,
+                           soft_tissue_covariance=None if soft_change is None
+                           else systematic_covariance(soft_change, jacobian),
+                           soft_tissue_members=soft_labels)
 
 
 def _channel_direct(problem: Any, fitted: Any, direct: np.ndarray, valid: np.ndarray,
-                    recipe: bool, body: np.ndarray | None, table: np.ndarray | None
-                    ) -> dict[str, np.ndarray]:
+                    recipe: bool, body: np.ndarray | None, table: np.ndarray | None,
+                    soft_count: int = 0) -> dict[str, np.ndarray]:
     """:attr:`PropagatedNoise.channel_direct` from the copies' coefficients ``direct``
-    (copy 0 the trial, the recipe's copy last when ``recipe``), the copies kept (``valid``,
-    without the recipe's), the body mass's unprojected change ``body`` (m,) and the segment
-    table's ``table`` (n, m), or None. A declared error of a kind that is fitted is what the fit
-    estimates, not an error of it: 0."""
+    (copy 0 the trial, then the noise copies, the ``soft_count`` soft-tissue members, the
+    recipe's copy last when ``recipe``), the noise copies kept (``valid``, with copy 0), the
+    body mass's unprojected change ``body`` (m,) and the segment table's ``table`` (n, m), or
+    None. A declared error of a kind that is fitted is what the fit estimates, not an error of
+    it: 0."""
     record = {}
     if recipe:
         record["recipe"] = (direct[-1] - direct[0]) / LINEAR_FRACTION
         direct = direct[:-1]
+    if soft_count:
+        record["soft_tissue"] = (direct[-soft_count:] - direct[0]) / LINEAR_FRACTION
+        direct = direct[:-soft_count]
     record["copies"] = (direct[1:][valid[1:]] - direct[0]) / LINEAR_FRACTION
     if body is not None:
         record["body_mass"] = fitted.coefficients(problem.scaled_force_part(body))

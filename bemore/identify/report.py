@@ -176,7 +176,8 @@ def summary_text(athlete: dict[str, Any]) -> str:
             "flagged (insensitive, confounded or imprecise in this trial; reasons in "
             "athlete.json): " + ", ".join(flagged)
         )
-    for text in (body_mass_text(athlete), segment_table_text(athlete)):
+    for text in (body_mass_text(athlete), segment_table_text(athlete),
+                 soft_tissue_text(athlete)):
         if text:
             lines.append(text)
     forces = athlete.get("bar_forces")
@@ -229,8 +230,10 @@ def mostly_from(athlete: dict[str, Any], part: str) -> list[str]:
     ['a']
     """
     rows = (athlete.get("identifiability") or {}).get("parameters", [])
+    athlete_parameters = athlete.get("parameters")  # not the trial's nuisance unknowns
     return [row["name"] for row in rows if row.get(part) and row.get("standard_error")
-            and row[part] ** 2 > 0.5 * row["standard_error"] ** 2]
+            and row[part] ** 2 > 0.5 * row["standard_error"] ** 2
+            and (athlete_parameters is None or row["name"] in athlete_parameters)]
 
 
 def body_mass_text(athlete: dict[str, Any]) -> str | None:
@@ -276,6 +279,33 @@ values it holds fixed, counted in the standard errors; mostly the table's error:
             "counted in the standard errors")
     if mostly:
         text += "; mostly the table's error: " + ", ".join(mostly)
+    return text
+
+
+def soft_tissue_text(athlete: dict[str, Any]) -> str | None:
+    """One line: how far the markers may slide on the skin, and the parameters whose standard
+    error is mostly that uncertainty's (None: taken as riding on the bone, or not propagated).
+
+    >>> print(soft_tissue_text({"config": {"identification_settings": {"soft_tissue": {
+    ...     "hip_mm": 8.0, "knee_mm": 5.0, "wrist_mm": 0.0}}}, "identifiability": {"parameters": [
+    ...     {"name": "shoulder.damping_ap", "standard_error": 3.0,
+    ...      "standard_error_soft_tissue": 2.5}]}}))
+    soft tissue: markers slide on the skin by hip 8, knee 5 mm (1 SD, at the ends of each \
+joint's range), counted in the standard errors; mostly the slide's error: shoulder.damping_ap
+    """
+    settings = ((athlete.get("config") or {}).get("identification_settings") or {})
+    declared = {key.removesuffix("_mm"): float(value)
+                for key, value in (settings.get("soft_tissue") or {}).items() if value}
+    rows = (athlete.get("identifiability") or {}).get("parameters", [])
+    if not declared or not any(row.get("standard_error_soft_tissue") is not None
+                               for row in rows):
+        return None
+    mostly = mostly_from(athlete, "standard_error_soft_tissue")
+    text = ("soft tissue: markers slide on the skin by "
+            + ", ".join(f"{name} {value:.3g}" for name, value in declared.items())
+            + " mm (1 SD, at the ends of each joint's range), counted in the standard errors")
+    if mostly:
+        text += "; mostly the slide's error: " + ", ".join(mostly)
     return text
 
 

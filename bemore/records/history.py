@@ -74,12 +74,22 @@ def _with_se(entry: dict[str, Any] | None) -> str:
     return text + " ± " + (f"{se:.0f}" if abs(se) >= 100 else f"{se:.2g}")
 
 
+# The parts of a standard error that are the same in every fit of one athlete in one skill
+# (athlete.json's identifiability rows): a change between two of her fits leaves them out.
+COMMON_PARTS = ("standard_error_segment_table", "standard_error_soft_tissue")
+
+
 def within_athlete_error(entry: dict[str, Any]) -> float | None:
-    """A parameter's standard error as two fits of the same body see it: the whole standard
-    error less its segment table's part (the table's error for her body is the same in every
-    fit, so it cancels in a change); the whole one when that part is not recorded.
+    """A parameter's standard error as two fits of the same body in the same skill see it: the
+    whole standard error less its segment table's part (the table's error for her body is the
+    same in every fit) and its soft-tissue part (her skin slides over her joints the same way
+    in the same skill, with the same marker set: subject- and task-specific), which cancel in
+    a change; the whole one when those parts are not recorded.
 
     >>> within_athlete_error({"standard_error": 5.0, "standard_error_segment_table": 4.0})
+    3.0
+    >>> within_athlete_error({"standard_error": 13.0, "standard_error_segment_table": 4.0,
+    ...                       "standard_error_soft_tissue": 12.0})
     3.0
     >>> within_athlete_error({"standard_error": 5.0})
     5.0
@@ -87,10 +97,12 @@ def within_athlete_error(entry: dict[str, Any]) -> float | None:
     se = entry.get("standard_error")
     if se is None or not math.isfinite(se):
         return None
-    table = entry.get("standard_error_segment_table")
-    if table is None or not math.isfinite(table):
-        return se
-    return math.sqrt(max(se * se - table * table, 0.0))
+    variance = se * se
+    for part in COMMON_PARTS:
+        value = entry.get(part)
+        if value is not None and math.isfinite(value):
+            variance -= value * value
+    return math.sqrt(max(variance, 0.0))
 
 
 def drift(models: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from bemore import filekinds
 from bemore.errors import DataError
+from bemore.records.history import COMMON_PARTS
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -51,16 +52,17 @@ def is_gesture_json(data: dict[str, Any]) -> bool:
 def model_row(athlete_json: Path, sha256: str, trial_utc: str,
               trial_sha256: str | None) -> dict[str, Any]:
     """The ``model`` row of an athlete.json: verdict, mean distance (mm), and each parameter's
-    value, standard error (and its segment table's part, the same in every fit of her body:
-    :func:`bemore.records.history.drift`), unit and identifiability."""
+    value, standard error (and its segment table's and soft-tissue parts, the same in every
+    fit of her body in this skill: :func:`bemore.records.history.drift`), unit and
+    identifiability."""
     data = _read_json(athlete_json)
     if not is_athlete_json(data):
         raise DataError(f"{athlete_json}: not an athlete.json of bemore identify")
-    table_part = {row.get("name"): row.get("standard_error_segment_table")
-                  for row in (data.get("identifiability") or {}).get("parameters", [])}
+    rows = {row.get("name"): row
+            for row in (data.get("identifiability") or {}).get("parameters", [])}
     parameters = {
         name: {"value": entry.get("value"), "standard_error": entry.get("standard_error"),
-               "standard_error_segment_table": table_part.get(name),
+               **{part: rows.get(name, {}).get(part) for part in COMMON_PARTS},
                "unit": entry.get("unit", ""), "identifiable": bool(entry.get("identifiable"))}
         for name, entry in data.get("parameters", {}).items()
     }

@@ -90,6 +90,23 @@ def noisy_markers(trial, count: int, noise_m: float, seed: int) -> np.ndarray:
     return base[None] + noise
 
 
+def soft_tissue_displacements(trial, uncertainty_mm: dict[str, float]
+                              ) -> tuple[tuple[str, ...], np.ndarray] | None:
+    """The soft-tissue members of a prepared trial (:func:`bemore.trial.softtissue.
+    soft_tissue_members`): (labels, displacements (n, F, M, 3) m of the markers the chain uses,
+    :func:`chain_marker_indices` order, each one standard uncertainty), the joint angles from
+    the trial's filtered markers; ``uncertainty_mm`` per joint centre (mm). None when none."""
+    from bemore.trial.softtissue import soft_tissue_members
+
+    indices = chain_marker_indices(trial)
+    weights = _joint_centre_weights(trial, indices)[: len(POINT_NAMES)]
+    plane = Plane(trial.plane_origin, *trial.plane_axes)
+    filtered = np.asarray(trial.markers.positions, dtype=float)[:, indices]
+    centres = plane.project(np.einsum("pm,fmc->fpc", weights, filtered))
+    return soft_tissue_members(centres, POINT_NAMES, weights, np.asarray(trial.plane_axes),
+                               uncertainty_mm)
+
+
 def prepare_realisations(trial, raw: np.ndarray, recipe_blend: np.ndarray | None = None
                          ) -> Realisations:
     """The chain's outputs (:class:`Realisations`) for ``raw`` (K, F, M, 3) m: K versions of the

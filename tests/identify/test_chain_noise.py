@@ -138,8 +138,8 @@ def test_the_weighting_keeps_the_bar_mass_within_the_criterion(tmp_path, seed) -
         WEIGHED_UNCERTAINTY_KG,
         _prepared,
         calibrated_forces,
-        error_without_the_table,
-        identifiable_but_for_the_table,
+        error_without_her_body,
+        identifiable_but_for_her_body,
         weighed_body_mass_kg,
     )
 
@@ -169,6 +169,6 @@ def test_the_weighting_keeps_the_bar_mass_within_the_criterion(tmp_path, seed) -
     # table's part is 25-28 %), covered without the table's part (this body is the table's).
     for name in ("trunk.mass", "bar.mass"):
         row = outcome.identifiability.parameters[names.index(name)]
-        assert identifiable_but_for_the_table(row), (name, row.reasons)
+        assert identifiable_but_for_her_body(row), (name, row.reasons)
         value = outcome.values[names.index(name)]
-        assert abs(value - truth.parameters[name]) < 3.0 * error_without_the_table(row)
+        assert abs(value - truth.parameters[name]) < 3.0 * error_without_her_body(row)

@@ -19,23 +19,28 @@ MARKER_NOISE_M = 0.001
 FORCE_NOISE_N = 15.0
 
 
-def error_without_the_table(row) -> float:
-    """A parameter's standard error less its segment table's part (docs/identify.md, "The
-    segment table"): what must cover the error on a trial of the table's own body, as every
-    synthetic trial here is (the table's part covers a body off it)."""
+def error_without_her_body(row) -> float:
+    """A parameter's standard error less its parts that are the same in every fit of her body
+    (the segment table's and the markers' slide on the skin: docs/identify.md, "The segment
+    table", "Soft tissue"): what must cover the error on a trial of the table's own body with
+    markers on the bone, as every synthetic trial here is (those parts cover a body off the
+    table and markers on the skin)."""
     from bemore.records.history import within_athlete_error
 
     return within_athlete_error(vars(row))
 
 
-def identifiable_but_for_the_table(row) -> bool:
-    """Identifiable, or flagged only for a relative standard error that is mostly the segment
-    table's: what the trial determines, short of the segments it cannot weigh."""
+def identifiable_but_for_her_body(row) -> bool:
+    """Identifiable, or flagged only for a relative standard error that is mostly the parts
+    the same in every fit of her body (the segment table's, the skin's slide): what the trial
+    determines, short of the segments it cannot weigh and the markers' slide it cannot see."""
+    from bemore.records.history import COMMON_PARTS
+
     if row.identifiable:
         return True
-    table = row.standard_error_segment_table or 0.0
+    common = sum((getattr(row, part) or 0.0) ** 2 for part in COMMON_PARTS)
     return (all(reason.startswith("relative standard error") for reason in row.reasons)
-            and table**2 > 0.5 * row.standard_error**2)
+            and common > 0.5 * row.standard_error**2)
 
 
 def _case(seed: int = 2, noisy: bool = True):
@@ -277,13 +282,16 @@ def test_forces_make_the_bar_mass_estimable(identified_with_forces) -> None:
     # The markers alone (the same Jacobian's joint-centre rows) cannot tell the bar's mass
     # (a relative error of at least twice the 25 % that flags a parameter):
     assert alone.relative_standard_error > 0.5
-    # with the forces its standard error is under 25 %, holds across its interval (the
-    # quadratic check) and covers the error: it is identifiable.
-    assert with_forces.relative_standard_error < 0.25
-    assert with_forces.identifiable, with_forces.reasons
-    assert "bar.mass" in outcome.made_identifiable_by_forces
+    # with the forces what the trial determines of it (its standard error less the parts the
+    # same in every fit of her body: the segment table's and the markers' slide on the skin)
+    # is under 25 %, holds across its interval (the quadratic check) and covers the error. The
+    # skin's slide (identification.toml [soft_tissue]) brings the whole to 26-28 %: flagged for
+    # that alone (docs/identify.md, "Soft tissue").
+    assert error_without_her_body(with_forces) < 0.25 * outcome.values[k]
+    assert identifiable_but_for_her_body(with_forces), with_forces.reasons
+    assert with_forces.quadratic_ratio is not None and min(with_forces.quadratic_ratio) > 0.9
     error = outcome.values[k] - truth["bar.mass"]
-    assert abs(error) < 3.0 * with_forces.standard_error
+    assert abs(error) < 3.0 * error_without_her_body(with_forces)
     assert 0.1 < outcome.values[k] < 1.0  # off the box's bounds
     # The fit follows the markers as well as without forces would (1 mm noise), and the force
     # as a model that follows it does: its residual is what the channels' noise and the trial
@@ -307,7 +315,7 @@ def test_the_report_says_what_the_forces_narrow(identified_with_forces) -> None:
     record = athlete_record(outcome, problem, RunSettings(seed=1), trial.summary(), {})
     forces = record["bar_forces"]
     alone, both = forces["relative_standard_errors"]["bar.mass"]
-    assert alone > 0.5 and both < 0.25
+    assert alone > 0.5 and both < 0.5 * alone
     text = summary_text(record)
     assert "bar forces in the cost: RMS residual x" in text
     assert "narrowed by the forces" in text and "bar.mass" in text
@@ -333,9 +341,9 @@ def test_trunk_and_bar_masses_within_the_criteria(identified, seed) -> None:
     # the table's), covers its error.
     for name in ("trunk.mass", "bar.mass"):
         row = outcome.identifiability.parameters[names.index(name)]
-        assert identifiable_but_for_the_table(row), (name, row.reasons)
+        assert identifiable_but_for_her_body(row), (name, row.reasons)
         error = outcome.values[names.index(name)] - truth[name]
-        assert abs(error) < 3.0 * error_without_the_table(row), (name, error)
+        assert abs(error) < 3.0 * error_without_her_body(row), (name, error)
     if truth["neck.offset"]:
         assert abs(outcome.values[names.index("neck.offset")] - truth["neck.offset"]) < 0.002
 
@@ -362,11 +370,12 @@ def test_calibrated_channels_off_within_their_declaration_are_covered(tmp_path, 
     for name in ("trunk.mass", "bar.mass"):
         row = outcome.identifiability.parameters[names.index(name)]
         error = outcome.values[names.index(name)] - truth.parameters[name]
-        assert identifiable_but_for_the_table(row), (name, row.reasons)
-        assert abs(error) < 3.0 * error_without_the_table(row), (name, error, row)
-    # The declared calibration is a large part of the bar mass's standard error.
+        assert identifiable_but_for_her_body(row), (name, row.reasons)
+        assert abs(error) < 3.0 * error_without_her_body(row), (name, error, row)
+    # The declared calibration is a large part of the bar mass's standard error, her body's
+    # parts set aside (the skin's slide is most of the rest).
     bar = outcome.identifiability.parameters[names.index("bar.mass")]
-    assert bar.standard_error_force_channels > 0.3 * bar.standard_error
+    assert bar.standard_error_force_channels > 0.3 * error_without_her_body(bar)
 
 
 @pytest.mark.slow
@@ -465,11 +474,11 @@ def test_declared_force_channel_errors_count_in_the_standard_errors(
     row = outcome.identifiability.parameters[names.index(moved)]
     # The channels' part dominates what is left once the table's (this body is the table's)
     # is set aside, and covers the error without it.
-    assert row.standard_error_force_channels > 0.5 * error_without_the_table(row), row
+    assert row.standard_error_force_channels > 0.5 * error_without_her_body(row), row
     for name in ("bar.mass", "trunk.mass", "trunk.com"):
         row = outcome.identifiability.parameters[names.index(name)]
         error = outcome.values[names.index(name)] - truth.parameters[name]
-        assert abs(error) < 3.0 * error_without_the_table(row), (name, error, row)
+        assert abs(error) < 3.0 * error_without_her_body(row), (name, error, row)
 
 
 @pytest.mark.slow
@@ -490,9 +499,12 @@ def test_channel_errors_far_off_are_fitted_and_the_bar_mass_flagged(tmp_path) ->
     space = ParameterSpace.from_config(load_identification(), load_gymnast())
     forces = load_identification().forces
     assert forces.fitted_channel_errors == ["offset", "gain", "crosstalk", "lag"]  # default
+    # The markers ride on the bone in this synthetic trial and are taken so: the channel
+    # errors' standard errors below are the channels' and the trial chain's noise alone (the
+    # skin's slide would add its own part to them).
     problem = IdentificationProblem.from_trial(
         trial, space, samples_per_step=2, forces=forces, body_mass_kg=weighed_body_mass_kg(),
-        body_mass_uncertainty_kg=WEIGHED_UNCERTAINTY_KG)
+        body_mass_uncertainty_kg=WEIGHED_UNCERTAINTY_KG, soft_tissue_mm={})
     outcome = identify(problem, RunSettings(seed=1))
     names = list(space.names)
     # The trunk mass and its centre of mass as from exact channels: within the criterion and
@@ -502,7 +514,7 @@ def test_channel_errors_far_off_are_fitted_and_the_bar_mass_flagged(tmp_path) ->
         row = outcome.identifiability.parameters[names.index(name)]
         error = outcome.values[names.index(name)] - truth.parameters[name]
         assert abs(error) < 0.03 * truth.parameters[name], (name, error)
-        assert abs(error) < 3.0 * error_without_the_table(row), (name, error, row)
+        assert abs(error) < 3.0 * error_without_her_body(row), (name, error, row)
     # The bar mass, which with the offset free only the bar's accelerations show, is flagged
     # (its standard error above the 25 % that flags it).
     bar = outcome.identifiability.parameters[names.index("bar.mass")]
@@ -638,7 +650,7 @@ def test_the_correlation_keeps_the_first_moments(identified) -> None:
     assert weakest["forces"] > weakest["markers"]
     for k in block:
         row = outcome.identifiability.parameters[k]
-        assert row.correlation > 0.95 and identifiable_but_for_the_table(row), row.reasons
+        assert row.correlation > 0.95 and identifiable_but_for_her_body(row), row.reasons
         assert min(row.quadratic_ratio) > 0.64
 
 

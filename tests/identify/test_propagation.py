@@ -131,12 +131,13 @@ def test_the_recipes_form_counts_on_the_trunk_side_only(tmp_path, monkeypatch) -
     for row, step, width in zip(rows, response, widths, strict=True):
         assert row.standard_error_recipe == pytest.approx(abs(step) * width / np.sqrt(3.0),
                                                           rel=1e-6)
-        # (+ the body mass's part: this trial's body is the table's total, ± 20 % of it; and
-        # the segment table's)
+        # (+ the body mass's part: this trial's body is the table's total, ± 20 % of it; the
+        # segment table's and the markers' slide on the skin)
         assert row.standard_error**2 == pytest.approx(
             row.standard_error_noise**2 + row.standard_error_model**2
             + row.standard_error_recipe**2 + row.standard_error_body_mass**2
-            + row.standard_error_segment_table**2, rel=1e-9)
+            + row.standard_error_segment_table**2 + row.standard_error_soft_tissue**2,
+            rel=1e-9)
     assert max(row.standard_error_recipe / row.standard_error for row in rows) > 0.01
     # Linearised at 1 % of the step, it is the whole step's residual change to first order:
     # the chain and the simulation run with the arm end entirely on the other form.
