@@ -21,9 +21,9 @@ same. So the residual's spectrum is checked
 (:func:`high_to_low_density`): a white noise's is flat, and a mean power density in the top of
 the band (from half the Nyquist frequency) below ``FALL_OFF_LIMIT`` of that just above the
 cutoff (2–3 cutoffs: where the chain's low-pass passes nothing and the motion has little
-power) means the noise is not white. The noise the chain keeps cannot be read from such a recording (below the cutoff
-it is indistinguishable from the motion), so σ̂ is then only a lower bound
-(:class:`NoiseEstimate`), said so wherever it is used.
+power) means the noise is not white. The noise the chain keeps cannot be read from such a
+recording (below the cutoff it is indistinguishable from the motion), so σ̂ is then only a lower
+bound (:class:`NoiseEstimate`), said so wherever it is used.
 """
 
 from __future__ import annotations
