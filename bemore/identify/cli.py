@@ -203,7 +203,7 @@ def identify_command(
         from bemore.records.register import register_identify
 
         verdict = ("interrupted" if outcome.interrupted else
-                   "poor" if outcome.verdict is not None and outcome.verdict.poor else "good")
+                   outcome.verdict.status if outcome.verdict is not None else "good")
         register_identify(records, athlete_record.name, started_utc, trial, out,
                           {"algorithm": settings.algorithm, "pack": settings.pack,
                            "iterations": settings.iterations, "seed": settings.seed,

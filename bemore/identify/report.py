@@ -170,6 +170,9 @@ def summary_text(athlete: dict[str, Any]) -> str:
     verdict = athlete.get("fit_verdict")
     if verdict:
         lines.append(verdict["message"])
+    noise_note = (athlete.get("trial") or {}).get("marker_noise_note")
+    if noise_note:
+        lines.append(noise_note)
     flagged = (athlete.get("identifiability") or {}).get("flagged", [])
     if flagged:
         lines.append(

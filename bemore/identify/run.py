@@ -351,8 +351,10 @@ def _analysis(problem: IdentificationProblem, settings: RunSettings, x: np.ndarr
     at_bounds = [name for name, value in zip(problem.space.names, position, strict=True)
                  if not BOUND_MARGIN < value < 1.0 - BOUND_MARGIN]
     conventions = getattr(problem, "conventions", None) or {}
+    trial = getattr(problem, "trial", None)
     verdict = judge_fit(problem.measured, simulated, problem.cost_points,
-                        problem.marker_noise_m, at_bounds, conventions.get("acromion_check"))
+                        problem.marker_noise_m, at_bounds, conventions.get("acromion_check"),
+                        trial is not None and trial.marker_noise.lower_bound)
     if jacobian is None and _exact_jacobian(problem, settings):
         residuals, jacobian = (a[0] for a in problem.jacobian(x[None, :]))
         analysis_evaluations = 1

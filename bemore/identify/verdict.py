@@ -31,6 +31,12 @@ after the fit's own response), in quadrature; an axis beyond ``FORCE_RMS_LIMIT``
 does not follow — the bar force then carries what the model's spring-damper does not make
 (``FORCE_CAUSE``), and the fit is poor.
 
+When the trial's noise is only a lower bound (markers low-passed before export, or coloured
+noise: :class:`bemore.trial.noise.NoiseEstimate`), the limits scaled by it are too strict: a fit
+within them is still **good** (the true limits are wider); one beyond them is judged again at
+the stated ceiling ``NOISE_CEILING_M``, **poor** beyond its limits, else **unjudged**, and the
+message says which noise it was judged against.
+
 A poor fit's parameters are not trusted: the standard errors bound the noise's effect, not a
 model error's (docs/identify.md, "Fit verdict").
 """
@@ -41,6 +47,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
+
+from bemore.trial.noise import NOISE_CEILING_M
 
 MEAN_DISTANCE_LIMIT = 2.0  # mean joint-centre distance / marker noise above which a fit is poor
 JOINT_RMS_LIMIT = 4.0  # one joint centre's RMS distance / marker noise above which it is named
@@ -133,7 +141,8 @@ def judge_force_fit(residual_n: np.ndarray, sample_noise_n: np.ndarray,
 class FitVerdict:
     """The verdict on a fit (JSON-ready with :meth:`to_dict`)."""
 
-    status: str  # "good" | "poor" | "unjudged" (the trial's noise is unknown)
+    status: str  # "good" | "poor" | "unjudged" (the trial's noise unknown, or only a lower
+    # bound the fit is beyond)
     mean_distance_mm: float
     marker_noise_mm: float  # as estimated from the trial (NaN if it could not be)
     noise_used_mm: float  # the noise the limits are scaled by (estimate, floored)
@@ -145,6 +154,7 @@ class FitVerdict:
     bar_force: ForceFit | None = None  # with bar forces: how the force is followed
     cause_evidence: str = ""  # what the likely cause rests on: "fit" (the worst joint centre,
     # the bounds reached, the force), "markers" (the trial's acromion check); "" without one
+    noise_lower_bound: bool = False  # marker_noise_mm is only a lower bound (module docstring)
 
     @property
     def poor(self) -> bool:
@@ -274,11 +284,15 @@ def _count(number: int) -> str:
 
 def judge_fit(measured: np.ndarray, simulated: np.ndarray, names: list[str] | tuple[str, ...],
               marker_noise_m: float, at_bounds: list[str] | tuple[str, ...] = (),
-              acromion_check: dict[str, Any] | None = None) -> FitVerdict:
+              acromion_check: dict[str, Any] | None = None,
+              noise_lower_bound: bool = False) -> FitVerdict:
     """Judge a fit of the joint centres ``measured`` by ``simulated`` ((F, J, 2) m, NaN = not
-    seen) against ``marker_noise_m`` (m; NaN: unknown, the fit is "unjudged"); ``at_bounds``
-    names the parameters the fit left at a bound of their box; ``acromion_check`` is the
-    trial's acromion-side check (``AcromionCheck.to_dict()``). See the module docstring.
+    seen) against ``marker_noise_m`` (m; NaN: unknown, the fit is "unjudged"; with
+    ``noise_lower_bound`` only a lower bound: judged again at ``NOISE_CEILING_M`` where it
+    would be poor, "unjudged" within the ceiling's limits);
+    ``at_bounds`` names the parameters the fit left at a bound of their box;
+    ``acromion_check`` is the trial's acromion-side check (``AcromionCheck.to_dict()``). See
+    the module docstring.
 
     >>> rng = np.random.default_rng(0)
     >>> measured = rng.normal(0.0, 1.0, (500, 2, 2))
@@ -289,23 +303,29 @@ def judge_fit(measured: np.ndarray, simulated: np.ndarray, names: list[str] | tu
     >>> verdict = judge_fit(measured, wrong, ["hip", "knee"], 0.001)
     >>> verdict.status, verdict.not_following, verdict.joint_centres[1].systematic
     ('poor', ['knee'], True)
+
+    With 1 mm only a lower bound of the noise, the 10 mm knee is beyond the limits of the stated
+    2 mm ceiling too (poor), a 5 mm knee within them (not judged):
+
+    >>> judge_fit(measured, wrong, ["hip", "knee"], 0.001, noise_lower_bound=True).status
+    'poor'
+    >>> wrong[:, 1, 0] -= 0.005
+    >>> judge_fit(measured, wrong, ["hip", "knee"], 0.001, noise_lower_bound=True).status
+    'unjudged'
     """
     difference = simulated - measured  # (F, J, 2)
     distance = np.sqrt(np.sum(difference**2, axis=-1))  # (F, J), NaN where not seen
     mean_distance = float(np.nanmean(distance))
     judged = bool(np.isfinite(marker_noise_m))
     noise = max(marker_noise_m, NOISE_FLOOR_M) if judged else float("nan")
-    rows = []
-    for k, name in enumerate(names):
-        rms = float(np.sqrt(np.nanmean(distance[:, k] ** 2)))
-        offset = np.nanmean(difference[:, k], axis=0)
-        systematic = bool(np.hypot(*offset) >= SYSTEMATIC_FRACTION * rms
-                          and np.hypot(*offset) > MEAN_DISTANCE_LIMIT * noise)
-        rows.append(JointCentreFit(name, rms * 1e3, [float(v) * 1e3 for v in offset],
-                                   follows=not judged or rms <= JOINT_RMS_LIMIT * noise,
-                                   systematic=systematic))
-    not_following = [row.name for row in rows if not row.follows]
-    poor = mean_distance > MEAN_DISTANCE_LIMIT * noise or bool(not_following)
+    rows, poor = _joint_centre_fits(difference, distance, names, noise if judged else None)
+    bound = bool(noise_lower_bound and judged)
+    if bound and poor:  # beyond the lower bound's limits: judged again at the stated ceiling
+        ceiling = max(noise, NOISE_CEILING_M)
+        ceiling_rows, poor = _joint_centre_fits(difference, distance, names, ceiling)
+        if poor:
+            rows, noise = ceiling_rows, ceiling
+        judged = poor
     verdict = FitVerdict(
         status=("poor" if poor else "good") if judged else "unjudged",
         mean_distance_mm=mean_distance * 1e3,
@@ -313,7 +333,8 @@ def judge_fit(measured: np.ndarray, simulated: np.ndarray, names: list[str] | tu
         noise_used_mm=noise * 1e3,
         limit_mm=MEAN_DISTANCE_LIMIT * noise * 1e3,
         joint_centres=rows,
-        not_following=not_following,
+        not_following=[row.name for row in rows if not row.follows],
+        noise_lower_bound=bound,
     )
     if verdict.poor:
         worst = max(rows, key=lambda row: row.rms_mm).name
@@ -337,6 +358,26 @@ def judge_fit(measured: np.ndarray, simulated: np.ndarray, names: list[str] | tu
     return verdict
 
 
+def _joint_centre_fits(difference: np.ndarray, distance: np.ndarray,
+                       names: list[str] | tuple[str, ...], noise: float | None
+                       ) -> tuple[list[JointCentreFit], bool]:
+    """Each joint centre's fit against the marker noise ``noise`` (m; None: unknown, every
+    joint centre follows), and whether the fit is poor. ``difference`` (F, J, 2) m simulated −
+    measured, ``distance`` (F, J) m its length (NaN = not seen)."""
+    rows = []
+    for k, name in enumerate(names):
+        rms = float(np.sqrt(np.nanmean(distance[:, k] ** 2)))
+        offset = np.nanmean(difference[:, k], axis=0)
+        systematic = bool(noise is not None and np.hypot(*offset) >= SYSTEMATIC_FRACTION * rms
+                          and np.hypot(*offset) > MEAN_DISTANCE_LIMIT * noise)
+        rows.append(JointCentreFit(name, rms * 1e3, [float(v) * 1e3 for v in offset],
+                                   follows=noise is None or rms <= JOINT_RMS_LIMIT * noise,
+                                   systematic=systematic))
+    poor = noise is not None and (float(np.nanmean(distance)) > MEAN_DISTANCE_LIMIT * noise
+                                  or not all(row.follows for row in rows))
+    return rows, poor
+
+
 def _message(verdict: FitVerdict) -> str:
     """One line: the verdict, the worst joint centres (at most three, worst first) and the
     likely cause of the worst one."""
@@ -346,11 +387,29 @@ def _message(verdict: FitVerdict) -> str:
                                        in zip("xy", force.rms_n, strict=True))
         + " against " + ", ".join(f"{value:.3g}" for value in force.expected_n)
         + f" N expected (limit {FORCE_RMS_LIMIT:g}×)")
+    bound = verdict.noise_lower_bound
+    if verdict.status == "unjudged" and bound:
+        beyond = "".join(f", {row.name} {row.rms_mm:.3g} mm RMS" for row
+                         in verdict.joint_centres if not row.follows)
+        return (f"fit not judged: mean distance {verdict.mean_distance_mm:.3g} mm, beyond the "
+                f"limits of the marker noise's lower bound {verdict.noise_used_mm:.3g} mm "
+                f"(limit {verdict.limit_mm:.3g} mm{beyond}), within those of the stated "
+                f"ceiling {NOISE_CEILING_M * 1e3:g} mm: the markers' noise is not white "
+                "(low-passed before export?), so the noise the fit sees is not known"
+                f"{force_text}")
     if verdict.status == "unjudged":
         return (f"fit not judged: mean distance {verdict.mean_distance_mm:.3g} mm, the trial's "
                 "marker noise is unknown")
-    head = (f"mean distance {verdict.mean_distance_mm:.3g} mm against a marker noise of "
-            f"{verdict.noise_used_mm:.3g} mm (limit {verdict.limit_mm:.3g} mm)")
+    head = f"mean distance {verdict.mean_distance_mm:.3g} mm against a marker noise of "
+    if bound and verdict.poor:
+        head += (f"at most {verdict.noise_used_mm:.3g} mm (the stated ceiling: the trial's noise "
+                 f"is a lower bound, {verdict.marker_noise_mm:.3g} mm; limit "
+                 f"{verdict.limit_mm:.3g} mm)")
+    elif bound:
+        head += (f"at least {verdict.noise_used_mm:.3g} mm (limit {verdict.limit_mm:.3g} mm, "
+                 "the noise a lower bound: the true limit is wider)")
+    else:
+        head += f"{verdict.noise_used_mm:.3g} mm (limit {verdict.limit_mm:.3g} mm)"
     if not verdict.poor:
         return f"fit good: {head}{force_text}"
     if force is not None and force.poor and not any(

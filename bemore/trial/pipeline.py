@@ -55,7 +55,7 @@ from bemore.trial.markerset import (
     load_trial_settings,
     present_arm_markers,
 )
-from bemore.trial.noise import marker_noise_m
+from bemore.trial.noise import NoiseEstimate, marker_noise
 from bemore.trial.plane import Plane, bar_axis, study_plane
 from bemore.trial.readers import read_markers
 
@@ -116,7 +116,10 @@ class Trial:
         plane_origin, plane_axes: lab position (3,) m of the model origin and (3, 3) rows e_x,
             e_y, e_z of the model frame in lab coordinates.
         marker_noise_m: the markers' noise (m, one coordinate's standard deviation) estimated
-            from the recording (:mod:`bemore.trial.noise`); NaN if it could not be.
+            from the recording (:mod:`bemore.trial.noise`); NaN if it could not be;
+            marker_noise_high_to_low: its spectrum's high-to-low density ratio (≈ 1 white;
+            below ``FALL_OFF_LIMIT`` the noise is not white and marker_noise_m only a lower
+            bound: :attr:`marker_noise`; NaN: not checked).
         segment_lengths_m, segment_length_spread_m: each segment's length as the joint centres
             show it (:data:`SEGMENT_ENDS`; median over the frames, m) and its spread (half the
             interquartile range, m): a rigid segment's length is constant, a spread well above
@@ -153,6 +156,7 @@ class Trial:
     plane_axes: np.ndarray
     rate_hz: float = 1000.0
     marker_noise_m: float = float("nan")
+    marker_noise_high_to_low: float = float("nan")
     segment_lengths_m: dict[str, float] = field(default_factory=dict)
     segment_length_spread_m: dict[str, float] = field(default_factory=dict)
     acromion_side: str = "arm"
@@ -176,6 +180,11 @@ class Trial:
     settings: TrialSettings | None = field(default=None, repr=False)
     shoulder_centre: dict[str, Any] | None = field(default=None, repr=False)
     unfiltered: np.ndarray | None = field(default=None, repr=False)  # (F, M, 3) m, see above
+
+    @property
+    def marker_noise(self) -> NoiseEstimate:
+        """The markers' noise as estimated (σ and whether it is only a lower bound)."""
+        return NoiseEstimate(self.marker_noise_m, self.marker_noise_high_to_low)
 
     @property
     def duration_s(self) -> float:
@@ -211,6 +220,10 @@ class Trial:
             "plane_origin_m": self.plane_origin.tolist(),
             "plane_axes": self.plane_axes.tolist(),
             "marker_noise_mm": self.marker_noise_m * 1e3,
+            "marker_noise_high_to_low": (self.marker_noise_high_to_low
+                                         if np.isfinite(self.marker_noise_high_to_low) else None),
+            "marker_noise_lower_bound": self.marker_noise.lower_bound,
+            "marker_noise_note": self.marker_noise.note(),
             "segment_lengths_m": self.segment_lengths_m,
             "segment_length_spread_mm": {name: spread * 1e3 for name, spread
                                          in self.segment_length_spread_m.items()},
@@ -448,10 +461,11 @@ def prepare_markers(
     filled, indices = fill_markers(markers, markerset, settings)
     clean = low_pass_markers(filled, indices, settings)
     required = indices[: len(markerset.required_markers())]
-    noise = marker_noise_m(filled.positions[:, required], clean.positions[:, required],
-                           filled.rate_hz, settings.filter.cutoff_hz, settings.filter.order,
-                           round(settings.filter.edge_cycles * filled.rate_hz
-                                 / settings.filter.cutoff_hz))
+    estimate = marker_noise(filled.positions[:, required], clean.positions[:, required],
+                            filled.rate_hz, settings.filter.cutoff_hz, settings.filter.order,
+                            round(settings.filter.edge_cycles * filled.rate_hz
+                                  / settings.filter.cutoff_hz))
+    noise = estimate.sigma_m
     plane = find_plane(clean, markerset, settings)
     free_qd0 = initial_free_rates(filled, plane, markerset, settings)
     points = plane.project(joint_centres_3d(clean, markerset))
@@ -543,6 +557,7 @@ def prepare_markers(
         plane_axes=np.stack([plane.e_x, plane.e_y, plane.e_z]),
         rate_hz=settings.resample.rate_hz,
         marker_noise_m=noise,
+        marker_noise_high_to_low=estimate.high_to_low,
         segment_lengths_m=lengths,
         segment_length_spread_m=spread,
         acromion_side=side,

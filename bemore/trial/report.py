@@ -52,7 +52,8 @@ def trial_summary(trial: Trial) -> list[str]:
             for name, value in zip(trial.free_names[:3], trial.free_qd0[:3], strict=True)),
         "rotation about the bar: "
         f"{np.degrees(trial.free_seen[-1, 2] - trial.free_seen[0, 2]):.1f}°",
-        f"marker noise (estimated from the recording): {trial.marker_noise_m * 1e3:.2f} mm",
+        trial.marker_noise.note()
+        or f"marker noise (estimated from the recording): {trial.marker_noise_m * 1e3:.2f} mm",
         "segment lengths (median ± half the interquartile range): " + ", ".join(
             f"{name} {length * 1e3:.1f} ± {trial.segment_length_spread_m[name] * 1e3:.1f} mm"
             for name, length in trial.segment_lengths_m.items()),

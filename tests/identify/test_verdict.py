@@ -368,3 +368,51 @@ def test_a_polish_stopped_at_its_budget_is_named_by_the_identification(tmp_path)
         "the fit stopped short of a minimum (the polish stopped at its evaluation budget "
         "before converging, after 13 search evaluations of the default 10 000): run with the "
         "default search (200 × 50)")
+
+
+def test_a_noise_known_only_as_a_lower_bound_does_not_fail_a_right_model() -> None:
+    """Markers low-passed before export: the trial's σ is only a lower bound (0.29 mm for 1 mm
+    of noise, tests/trial/test_trial_noise.py). Judged against it as if measured, a right model
+    is poor; told it is a lower bound, the verdict is good within the bound's limits, not judged
+    beyond them within the limits of the stated 2 mm ceiling, poor only beyond those."""
+    rng = np.random.default_rng(5)
+    truth = rng.normal(0.0, 0.5, (1500, 7, 2))
+    names = ["bar", "wrist", "elbow", "neck", "hip", "knee", "ankle"]
+    measured = truth + rng.normal(0.0, 0.0005, truth.shape)  # a right model at 1 mm of noise
+    assert judge_fit(measured, truth, names, 0.0003).status == "poor"  # the bound taken as σ
+    verdict = judge_fit(measured, truth, names, 0.0003, noise_lower_bound=True)
+    assert verdict.status == "unjudged" and not verdict.poor
+    assert verdict.message.startswith("fit not judged: mean distance 0.62")
+    assert "the marker noise's lower bound 0.3 mm" in verdict.message
+    assert "the stated ceiling 2 mm" in verdict.message
+    assert verdict.to_dict()["noise_lower_bound"] is True
+    good = judge_fit(measured, truth, names, 0.0006, noise_lower_bound=True)
+    assert good.status == "good"
+    assert "against a marker noise of at least 0.6 mm (limit 1.2 mm" in good.message
+    loose = truth.copy()
+    loose[:, 4] += 0.02  # the hip 20 mm off (a loose cluster): poor whatever the noise
+    poor = judge_fit(measured, loose, names, 0.0003, noise_lower_bound=True)
+    assert poor.status == "poor" and poor.not_following == ["hip"]
+    assert "against a marker noise of at most 2 mm" in poor.message
+    assert poor.limit_mm == pytest.approx(4.0)
+    assert judge_fit(measured, truth, names, 0.0003).to_dict()["noise_lower_bound"] is False
+
+
+def test_the_identify_summary_says_the_noise_is_a_lower_bound() -> None:
+    """The prepared trial's record (athlete.json ``trial``) of markers exported low-passed at
+    10 Hz carries the one line; the identify summary prints it after the verdict."""
+    from bemore.identify.report import summary_text
+    from bemore.trial.filtering import low_pass
+    from bemore.trial.pipeline import prepare_markers
+
+    markers, _ = synthesize(SyntheticSpec(duration_s=1.6, noise_mm=1.0, seed=1, gaps=0))
+    exported = markers.with_positions(low_pass(markers.positions, 100.0, 10.0, 4), "exported")
+    trial = json.loads(prepare_markers(exported).summary_json())
+    assert trial["marker_noise_lower_bound"] is True and trial["marker_noise_mm"] < 0.5
+    athlete = {"parameters": {}, "cost_m2": 1e-6, "mean_distance_mm": 0.54, "algorithm": "de",
+               "pack": 1, "iterations": 1, "evaluations": 1, "elapsed_s": 1.0,
+               "rms_mm": {"hip": 0.5}, "trial": trial, "fit_verdict": {"message": "fit good"}}
+    lines = summary_text(athlete).splitlines()
+    assert lines[lines.index("fit good") + 1] == trial["marker_noise_note"]
+    assert trial["marker_noise_note"].startswith(
+        f"marker noise ≥ {trial['marker_noise_mm']:.2f} mm, a lower bound")
