@@ -158,9 +158,11 @@ def score_command(calibration: Path, side: str, profile: Path | None,
     \b
     Reads:  CALIBRATION (C3D, TRC or CSV: the arm circumducted, flexed and abducted, with the
             thorax and upper-arm clusters of configs/markerset.toml [score]).
-    Prints: the centre in the thorax cluster's frame, the fit's residual, the movement's
-            conditioning (weakest-direction rotation spread, condition number); a movement too
-            small to locate the centre is refused in one line.
+    Prints: the centre in the thorax cluster's frame ± its standard error per axis (the
+            markers' noise, frames correlated in time allowed for, the noise's bias removed;
+            not skin movement), the fit's residual, the movement's conditioning
+            (weakest-direction rotation spread, condition number); a movement too small to
+            locate the centre is refused in one line.
     Writes: with --profile, its [shoulder_centre] table (trial preparation then uses the
             centre instead of the acromions for the shoulder).
     Example:
@@ -186,7 +188,12 @@ def score_command(calibration: Path, side: str, profile: Path | None,
     centre = ", ".join(f"{v * 1e3:.1f}" for v in result.centre_thorax_m)
     errors = ", ".join(f"{v:.2f}" for v in result.standard_error_mm)
     click.echo(f"{side} gleno-humeral centre (SCoRE), thorax frame: ({centre}) mm "
-               f"± ({errors}) mm; {result.frames} frames")
+               f"± ({errors}) mm (1 standard error per axis); {result.frames} frames")
+    bias = ", ".join(f"{v:.2f}" for v in result.bias_correction_mm)
+    click.echo(f"the ± is the markers' noise ({result.marker_noise_mm[0]:.2f} mm thorax, "
+               f"{result.marker_noise_mm[1]:.2f} mm arm cluster; errors correlated over "
+               f"{result.lag_frames} frame(s)); the noise's bias, ({bias}) mm, removed; not in "
+               "it: skin and cluster sliding over the bone, a thorax cluster that bends")
     click.echo(f"fit residual {result.residual_mm:.2f} mm RMS; conditioning: rotation spread "
                f"{result.spread_rad:.3f} rad in the weakest direction (refused below "
                f"{clusters.min_spread_rad:g}), condition number {result.condition:.1f}")

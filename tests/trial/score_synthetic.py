@@ -1,6 +1,8 @@
 """A synthetic SCoRE calibration trial, made without the estimator's code: a thorax cluster
 swaying a little and an upper arm turning about a known gleno-humeral centre fixed in the
-thorax (rotations by Rodrigues' formula, no fitting), 1 mm marker noise, written as a C3D."""
+thorax (rotations by Rodrigues' formula, no fitting), marker noise (1 mm, white, isotropic by
+default; low-pass filtered, anisotropic or different on each marker on request: not the
+estimator's assumptions), in memory or written as a C3D."""
 
 from __future__ import annotations
 
@@ -31,12 +33,19 @@ def rotation(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
     return np.eye(3) + s * K + (1.0 - c) * (K @ K)
 
 
-def calibration_trial(path: Path, amplitude: float = 1.0, noise_m: float = 0.001,
-                      seed: int = 0, duration_s: float = 6.0, rate_hz: float = 100.0
-                      ) -> np.ndarray:
-    """Write the calibration C3D at ``path``; return the true centre in the lab (F, 3) m.
-    ``amplitude`` scales the arm's movement (1: flexion ±0.8 rad, abduction 0–1.0 rad, axial
-    ±0.4 rad, circumducting)."""
+def calibration_markers(amplitude: float = 1.0, noise_m: float = 0.001, seed: int = 0,
+                        duration_s: float = 6.0, rate_hz: float = 100.0,
+                        arm_scale: float = 1.0, cutoff_hz: float | None = None,
+                        axis_noise: tuple[float, float, float] = (1.0, 1.0, 1.0),
+                        marker_noise_spread: float = 0.0
+                        ) -> tuple[Markers, np.ndarray, np.ndarray]:
+    """The calibration in memory: (markers, the true centre in the lab (F, 3) m, the markers'
+    noise-free positions (F, M, 3) m). ``amplitude`` scales the arm's movement (1: flexion
+    ±0.8 rad, abduction 0–1.0 rad, axial ±0.4 rad, circumducting); ``arm_scale`` the upper-arm
+    markers' distances from the centre. The noise (``noise_m`` m RMS per coordinate) is
+    low-pass filtered at ``cutoff_hz`` (2nd-order Butterworth, forward and backward, as a lab's
+    smoothing does: errors correlated over frames), scaled per lab axis by ``axis_noise`` and
+    per marker by exp(``marker_noise_spread``·N(0, 1))."""
     t = np.arange(round(duration_s * rate_hz)) / rate_hz
     w = 2.0 * np.pi * 0.5
     # The thorax sways: a few degrees, a few cm.
@@ -55,10 +64,29 @@ def calibration_trial(path: Path, amplitude: float = 1.0, noise_m: float = 0.001
         columns.append(np.einsum("fij,j->fi", R_thorax, np.array(local)) + p_thorax)
     for label, local in ARM.items():
         labels.append(label)
-        in_thorax = CENTRE_IN_THORAX + np.einsum("fij,j->fi", R_arm, np.array(local))
+        in_thorax = CENTRE_IN_THORAX + np.einsum("fij,j->fi", R_arm, arm_scale * np.array(local))
         columns.append(np.einsum("fij,fj->fi", R_thorax, in_thorax) + p_thorax)
-    positions = np.stack(columns, axis=1)
-    positions = positions + np.random.default_rng(seed).normal(0.0, noise_m, positions.shape)
-    write_c3d(path, Markers(t, positions, tuple(labels), rate_hz, "synthetic calibration", "m"),
-              "synthetic SCoRE calibration (tests/trial/score_synthetic.py)")
+    clean = np.stack(columns, axis=1)
+    rng = np.random.default_rng(seed)
+    noise = rng.normal(0.0, noise_m, clean.shape)
+    if cutoff_hz is not None:
+        from scipy.signal import butter, filtfilt
+
+        numerator, denominator = butter(2, cutoff_hz / (0.5 * rate_hz))
+        noise = filtfilt(numerator, denominator, noise, axis=0)
+        noise *= noise_m / noise.std()
+    noise *= np.asarray(axis_noise, dtype=float)
+    if marker_noise_spread:
+        noise *= np.exp(marker_noise_spread * rng.normal(size=(1, clean.shape[1], 1)))
+    markers = Markers(t, clean + noise, tuple(labels), rate_hz, "synthetic calibration", "m")
+    return markers, centre, clean
+
+
+def calibration_trial(path: Path, amplitude: float = 1.0, noise_m: float = 0.001,
+                      seed: int = 0, duration_s: float = 6.0, rate_hz: float = 100.0
+                      ) -> np.ndarray:
+    """Write the calibration C3D at ``path`` (:func:`calibration_markers`); return the true
+    centre in the lab (F, 3) m."""
+    markers, centre, _ = calibration_markers(amplitude, noise_m, seed, duration_s, rate_hz)
+    write_c3d(path, markers, "synthetic SCoRE calibration (tests/trial/score_synthetic.py)")
     return centre
