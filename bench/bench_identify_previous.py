@@ -27,10 +27,11 @@ from bench.common import Measurement, byte_compiled, commit_tree, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
-PREVIOUS_COMMIT = "8da8fcc"
-"""main before a thread's lanes ran in one kernel call on cores with a 32 kB L1 data cache and
-the segment table's uncertainty was added to the analysis (docs/speed.md, "The engine on Zen 4:
-a thread's lanes in one call"; docs/identify.md, "The segment table"). Earlier: 4c83932, before
+PREVIOUS_COMMIT = "757a893"
+"""main before the markers' slide on the skin was added to the analysis (its 14 noise-free copies
+run through the trial chain with the noise copies: docs/identify.md, "Soft tissue"). Earlier:
+8da8fcc, before a thread's lanes ran in one kernel call on cores with a 32 kB L1 data cache and
+the segment table's uncertainty was added to the analysis; 4c83932, before
 the stages' forces were summed at the free frames and the tangent kernels took sine, cosine and
 reciprocals' derivatives in closed form; a276d58, before the polish's first stage
 differenced a Jacobian's direction left over after whole tangent vectors; 0879f2f, before the
