@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from bemore.trial.noise import NOISE_CEILING_M
+
 SPREAD_LIMIT = 4.0  # spread / marker noise up to which the acromions are fixed on a side
 NOISE_FLOOR_M = 1e-4  # marker noise used at least (m)
 
@@ -166,15 +168,21 @@ class AcromionCheck:
 
 def check_acromion_side(declared: str, elbow: np.ndarray, neck: np.ndarray, hip: np.ndarray,
                         acromion: np.ndarray, arm: np.ndarray | None,
-                        marker_noise_m: float) -> AcromionCheck:
+                        marker_noise_m: float, noise_lower_bound: bool = False
+                        ) -> AcromionCheck:
     """Which side of the shoulder springs the acromions ride on (see the module docstring).
 
     Joint centres (F, 2) m in the model plane (filtered); ``arm`` the arm markers' centre (None:
     no marker fixed on the arm); ``marker_noise_m`` the trial's marker noise (m; NaN: the
-    floor is used). Without an arm marker the arm side cannot be tested on its own: a trunk
-    spread beyond the limit then supports "arm".
+    floor is used); ``noise_lower_bound``: that noise is only a lower bound (markers low-passed
+    before export, :class:`bemore.trial.noise.NoiseEstimate`), and the limit is taken at the
+    stated ceiling ``NOISE_CEILING_M`` instead (a side within it may be fixed; the wrong side
+    is tens of millimetres off). Without an arm marker the arm side cannot be tested on its own:
+    a trunk spread beyond the limit then supports "arm".
     """
     noise = max(marker_noise_m, NOISE_FLOOR_M) if np.isfinite(marker_noise_m) else NOISE_FLOOR_M
+    if noise_lower_bound:
+        noise = max(noise, NOISE_CEILING_M)
     limit = SPREAD_LIMIT * noise
     trunk = _spread(trunk_frame_positions(neck, hip, acromion))
     arm_spread = None
@@ -191,8 +199,10 @@ def check_acromion_side(declared: str, elbow: np.ndarray, neck: np.ndarray, hip:
                 else "no marker fixed on the arm")
     message = (f"acromion side: the markers support {supported} "
                f"(spread {trunk * 1e3:.2f} mm in the trunk's frame, {arm_text}; "
-               f"limit {limit * 1e3:.2f} mm = {SPREAD_LIMIT:g} × the marker noise); "
-               f"declared {declared}")
+               f"limit {limit * 1e3:.2f} mm = {SPREAD_LIMIT:g} × the marker noise"
+               + (f"'s stated ceiling, the trial's {marker_noise_m * 1e3:.2g} mm being a lower "
+                  "bound" if noise_lower_bound else "")
+               + f"); declared {declared}")
     if contradicts:
         message += (f": CONTRADICTED, the markers ride on the {supported}'s side "
                     f"(set [conventions] acromion_side = \"{supported}\" in the marker set)")

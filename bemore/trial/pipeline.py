@@ -472,7 +472,7 @@ def prepare_markers(
     arm = _arm_centre(clean, markerset, plane)
     check = check_acromion_side(markerset.conventions.acromion_side, points[:, _ELBOW],
                                 points[:, _NECK], points[:, _HIP], points[:, _SHOULDER], arm,
-                                noise)
+                                noise, estimate.lower_bound)
     side = markerset.conventions.acromion_side
     # The profile's functional centre moves the acromion-based shoulder (acromions on the arm's
     # side); with the acromions on the trunk's side the arm markers place the arm's end.
