@@ -352,9 +352,10 @@ def _analysis(problem: IdentificationProblem, settings: RunSettings, x: np.ndarr
                  if not BOUND_MARGIN < value < 1.0 - BOUND_MARGIN]
     conventions = getattr(problem, "conventions", None) or {}
     trial = getattr(problem, "trial", None)
+    lower_bound = bool(trial is not None and trial.marker_noise.lower_bound)
     verdict = judge_fit(problem.measured, simulated, problem.cost_points,
                         problem.marker_noise_m, at_bounds, conventions.get("acromion_check"),
-                        trial is not None and trial.marker_noise.lower_bound)
+                        lower_bound)
     if jacobian is None and _exact_jacobian(problem, settings):
         residuals, jacobian = (a[0] for a in problem.jacobian(x[None, :]))
         analysis_evaluations = 1
@@ -363,7 +364,8 @@ def _analysis(problem: IdentificationProblem, settings: RunSettings, x: np.ndarr
             problem.residuals, x, problem.lower, problem.upper
         )
     noise = propagated_noise(problem, x, jacobian)
-    force_fit = _force_fit(problem, residuals, jacobian, noise)
+    force_fit = _force_fit(problem, residuals, jacobian, noise,
+                           ceiling_scale(problem.marker_noise_m) if lower_bound else 1.0)
     if force_fit is not None:
         verdict = verdict.with_force(force_fit)
     untrusted = ("fit poor: the model does not follow the trial, so the standard errors "
@@ -403,12 +405,14 @@ def _analysis(problem: IdentificationProblem, settings: RunSettings, x: np.ndarr
 
 
 def _force_fit(problem: IdentificationProblem, residuals: np.ndarray, jacobian: np.ndarray,
-               noise: Any) -> ForceFit | None:
+               noise: Any, chain_scale: float = 1.0) -> ForceFit | None:
     """The bar force's verdict (:func:`~bemore.identify.verdict.judge_force_fit`) at the fit:
     its residual (N) against the channels' noise per prepared sample and the trial chain's
     noise the fit cannot absorb — the propagated copies' force changes ``noise``
     (``PropagatedNoise``, None: not counted) left after the least-squares response through
-    ``jacobian`` (m, dim), RMS per axis. None without forces or their noise."""
+    ``jacobian`` (m, dim), RMS per axis, times ``chain_scale`` (the copies carry the trial's
+    marker noise; when that is only a lower bound, :func:`ceiling_scale`: the chain's noise is
+    linear in the markers'). None without forces or their noise."""
     sample_noise = getattr(problem, "force_sample_noise_n", None)
     if not getattr(problem, "has_forces", False) or sample_noise is None:
         return None
@@ -416,8 +420,22 @@ def _force_fit(problem: IdentificationProblem, residuals: np.ndarray, jacobian: 
     if noise is not None:
         changes = noise.residual_changes
         left = changes + responses(changes, jacobian) @ jacobian.T  # the fit's response's rest
-        chain = np.sqrt(np.mean(problem.force_part(left) ** 2, axis=(0, 1)))
+        chain = chain_scale * np.sqrt(np.mean(problem.force_part(left) ** 2, axis=(0, 1)))
     return judge_force_fit(problem.force_part(residuals[None, :])[0], sample_noise, chain)
+
+
+def ceiling_scale(marker_noise_m: float) -> float:
+    """The stated noise ceiling (:data:`bemore.trial.noise.NOISE_CEILING_M`) over a marker
+    noise ``marker_noise_m`` (m) that is only a lower bound, at least 1 (1 for an unknown one).
+
+    >>> ceiling_scale(0.5e-3), ceiling_scale(3e-3), ceiling_scale(float("nan"))
+    (4.0, 1.0, 1.0)
+    """
+    from bemore.trial.noise import NOISE_CEILING_M
+
+    if not np.isfinite(marker_noise_m) or marker_noise_m <= 0.0:
+        return 1.0
+    return max(NOISE_CEILING_M / marker_noise_m, 1.0)
 
 
 class _Archive:

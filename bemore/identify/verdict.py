@@ -155,6 +155,7 @@ class FitVerdict:
     cause_evidence: str = ""  # what the likely cause rests on: "fit" (the worst joint centre,
     # the bounds reached, the force), "markers" (the trial's acromion check); "" without one
     noise_lower_bound: bool = False  # marker_noise_mm is only a lower bound (module docstring)
+    joint_centres_status: str = ""  # with the force judged: the joint centres' own status
 
     @property
     def poor(self) -> bool:
@@ -165,7 +166,8 @@ class FitVerdict:
         """This verdict with the bar force's judged too: poor when an axis does not follow
         (its likely cause the force's, unless the joint centres do not follow either)."""
         poor_markers = self.poor
-        verdict = replace(self, bar_force=force, not_following=list(self.not_following))
+        verdict = replace(self, bar_force=force, not_following=list(self.not_following),
+                          joint_centres_status=self.status)
         if force.poor:
             verdict.status = "poor"
             verdict.not_following += [f"bar force {axis}" for axis, follows
@@ -382,12 +384,14 @@ def _message(verdict: FitVerdict) -> str:
     """One line: the verdict, the worst joint centres (at most three, worst first) and the
     likely cause of the worst one."""
     force = verdict.bar_force
+    bound = verdict.noise_lower_bound
     force_text = "" if force is None else (
         "; bar force RMS " + ", ".join(f"{axis} {rms:.3g} N" for axis, rms
                                        in zip("xy", force.rms_n, strict=True))
         + " against " + ", ".join(f"{value:.3g}" for value in force.expected_n)
-        + f" N expected (limit {FORCE_RMS_LIMIT:g}×)")
-    bound = verdict.noise_lower_bound
+        + f" N expected (limit {FORCE_RMS_LIMIT:g}×"
+        + (f"; the trial chain's part at the marker noise's stated ceiling, "
+           f"{NOISE_CEILING_M * 1e3:g} mm" if bound else "") + ")")
     if verdict.status == "unjudged" and bound:
         beyond = "".join(f", {row.name} {row.rms_mm:.3g} mm RMS" for row
                          in verdict.joint_centres if not row.follows)
@@ -401,7 +405,11 @@ def _message(verdict: FitVerdict) -> str:
         return (f"fit not judged: mean distance {verdict.mean_distance_mm:.3g} mm, the trial's "
                 "marker noise is unknown")
     head = f"mean distance {verdict.mean_distance_mm:.3g} mm against a marker noise of "
-    if bound and verdict.poor:
+    if verdict.joint_centres_status == "unjudged":
+        head = (f"not judged: mean distance {verdict.mean_distance_mm:.3g} mm, beyond the limits "
+                f"of the marker noise's lower bound {verdict.noise_used_mm:.3g} mm "
+                f"(limit {verdict.limit_mm:.3g} mm), within those of the stated ceiling")
+    elif bound and verdict.noise_used_mm > verdict.marker_noise_mm:
         head += (f"at most {verdict.noise_used_mm:.3g} mm (the stated ceiling: the trial's noise "
                  f"is a lower bound, {verdict.marker_noise_mm:.3g} mm; limit "
                  f"{verdict.limit_mm:.3g} mm)")
@@ -412,13 +420,15 @@ def _message(verdict: FitVerdict) -> str:
         head += f"{verdict.noise_used_mm:.3g} mm (limit {verdict.limit_mm:.3g} mm)"
     if not verdict.poor:
         return f"fit good: {head}{force_text}"
-    if force is not None and force.poor and not any(
-            not row.follows for row in verdict.joint_centres) and (
-            verdict.mean_distance_mm <= verdict.limit_mm):
+    markers_follow = (not any(not row.follows for row in verdict.joint_centres)
+                      and verdict.mean_distance_mm <= verdict.limit_mm)
+    if force is not None and force.poor and (
+            verdict.joint_centres_status == "unjudged" or markers_follow):
         axes = [axis for axis, follows in zip("xy", force.follows, strict=True) if not follows]
+        markers = ("the joint centres " + head if verdict.joint_centres_status == "unjudged"
+                   else f"the joint centres do ({head})")
         return (f"fit poor: the bar force does not follow the model on {' and '.join(axes)}"
-                f"{force_text}; the joint centres do ({head}); likely: "
-                + verdict.likely_cause)
+                f"{force_text}; {markers}; likely: " + verdict.likely_cause)
     worst = sorted(verdict.joint_centres, key=lambda row: -row.rms_mm)
     parts = []
     for row in worst[:3]:

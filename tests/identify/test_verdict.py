@@ -416,3 +416,31 @@ def test_the_identify_summary_says_the_noise_is_a_lower_bound() -> None:
     assert lines[lines.index("fit good") + 1] == trial["marker_noise_note"]
     assert trial["marker_noise_note"].startswith(
         f"marker noise ≥ {trial['marker_noise_mm']:.2f} mm, a lower bound")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_bar_force_is_not_failed_on_a_noise_known_only_as_a_lower_bound(seed, tmp_path) -> None:
+    """Markers low-passed before export on a trial with bar forces: the force a right model
+    leaves holds the trial chain's noise, which the copies carried at the marker noise's lower
+    bound (0.29-0.30 mm for 1 mm). Judged so, the right model's force was "poor" on both seeds
+    (x 4.0 and y 5.1 N against 2.3 and 3.1 N expected, seed 1); the chain's part is taken at the
+    stated ceiling instead, and the line says so."""
+    from bemore.identify.pipeline import Overrides, run_identification
+    from bemore.trial.c3d import write_c3d
+    from bemore.trial.filtering import low_pass
+
+    markers, truth = synthesize(SyntheticSpec(duration_s=1.6, bar_forces=True,
+                                              force_noise_pct=2.0, noise_mm=1.0, seed=seed,
+                                              gaps=0))
+    path = tmp_path / "forces_low_passed.c3d"
+    write_c3d(path, markers.with_positions(low_pass(markers.positions, markers.rate_hz, 10.0, 4),
+                                           "exported low-passed at 10 Hz"),
+              "bar forces, markers low-passed", truth.analogs)
+    run_identification(path, tmp_path / "out", overrides=Overrides(seed=1))
+    verdict = json.loads((tmp_path / "out" / "athlete.json").read_text())["fit_verdict"]
+    assert verdict["noise_lower_bound"] is True
+    assert verdict["status"] in ("good", "unjudged"), verdict["message"]
+    assert all(verdict["bar_force"]["follows"]), verdict["message"]
+    assert "the trial chain's part at the marker noise's stated ceiling, 2 mm" in (
+        verdict["message"])
