@@ -12,6 +12,7 @@ from controller.cli import filekinds as _filekinds
 
 ATHLETE = _filekinds.ATHLETE
 GESTURE = _filekinds.GESTURE
+PROFILE_COLUMNS = _filekinds.PROFILE_COLUMNS
 SESSION_LOG = _filekinds.SESSION_LOG
 Kind = _filekinds.Kind
 first_record = _filekinds.first_record
@@ -20,5 +21,5 @@ kind_of_text = _filekinds.kind_of_text
 other_than = _filekinds.other_than
 refusal = _filekinds.refusal
 
-__all__ = ["ATHLETE", "GESTURE", "SESSION_LOG", "Kind", "first_record", "kind_of",
-           "kind_of_text", "other_than", "refusal"]
+__all__ = ["ATHLETE", "GESTURE", "PROFILE_COLUMNS", "SESSION_LOG", "Kind", "first_record",
+           "kind_of", "kind_of_text", "other_than", "refusal"]

@@ -50,9 +50,15 @@ TRIAL = Kind("a trial.json", "bemore trial inspect")
 TRUTH = Kind("a synthetic trial's truth", "bemore trial synth")
 SETPOINTS = Kind("a setpoints.csv", "bemore synthesize", "bemore drive")
 SESSION_LOG = Kind("a session log", "bemore drive", "bemore replay")
+PROFILES = Kind("a profiles.csv", "bemore synthesize")  # the gesture's kinematics and torques
 BYTE_DUMP = Kind("a byte dump", "bemore drive --dump", "bemore replay")
 
 ATHLETE_FORMAT = "bemore-athlete"  # an athlete.json's "format", whatever its version
+# A profiles.csv's header line, written by bemore synthesize (bemore.synthesis.outputs): its
+# one definition, here so that the bench side recognises the file without the scientific side.
+PROFILE_COLUMNS = ("t_s", "shoulder_angle_rad", "shoulder_velocity_rad_s",
+                   "shoulder_acceleration_rad_s2", "shoulder_jerk_rad_s3", "torque_total_nm",
+                   "torque_per_shoulder_nm", "rotation_about_bar_rad", "bar_x_m", "bar_y_m")
 # (kind, the top-level keys only it has) of the JSON documents without a "format"
 _SIGNATURES = (
     (GESTURE, {"design", "objective", "constraints", "feasible"}),
@@ -98,8 +104,12 @@ def kind_of_text(text: str) -> Kind | None:
     Kind(name='a session log', writer='bemore drive', taker='bemore replay')
     >>> kind_of_text("name = 'Ada'\\n") is None
     True
+    >>> kind_of_text(",".join(PROFILE_COLUMNS) + "\\n0,0,0,0,0,0,0,0,0,0\\n") is PROFILES
+    True
     """
     first = text.partition("\n")[0]
+    if tuple(first.strip().split(",")) == PROFILE_COLUMNS:
+        return PROFILES
     if first.split()[:1] == DUMP_MAGIC.decode("ascii").split()[:1]:
         return BYTE_DUMP
     key, _, value = first.removeprefix("#").partition(":")

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from bemore.cli import cli
 from bemore.identify.report import ATHLETE_FORMAT
-from bemore.synthesis.outputs import SETPOINT_FORMAT
+from bemore.synthesis.outputs import PROFILE_COLUMNS, SETPOINT_FORMAT
 from controller import filekinds
 from controller.cli import bench_cli
 from controller.dump import MAGIC
@@ -74,6 +74,11 @@ def _outputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
                    + json.dumps({"type": "event", "kind": "armed"}) + "\n")
     dump = tmp_path / "session.dump"
     dump.write_bytes(b"bemore-dump 1\n" + bytes(range(256)))
+    profiles = tmp_path / "profiles.csv"
+    profiles.write_text("t_s,shoulder_angle_rad,shoulder_velocity_rad_s,"
+                        "shoulder_acceleration_rad_s2,shoulder_jerk_rad_s3,torque_total_nm,"
+                        "torque_per_shoulder_nm,rotation_about_bar_rad,bar_x_m,bar_y_m\n"
+                        "0,0,0,0,0,-5.5e-15,-2.7e-15,0,3.6e-18,-0.0144\n")
     return {
         "athlete": (athlete, "an athlete.json (written by bemore identify; bemore synthesize "
                              "takes it)"),
@@ -84,6 +89,7 @@ def _outputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "dump": (dump, "a byte dump (written by bemore drive --dump; bemore replay takes it)"),
         "truth": (ROOT / "data" / "sample_trial.truth.json",
                   "a synthetic trial's truth (written by bemore trial synth)"),
+        "profiles": (profiles, "a profiles.csv (written by bemore synthesize)"),
     }
 
 
@@ -95,7 +101,7 @@ def _one_line(result) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("given", ["athlete", "gesture", "log", "dump", "truth"])
+@pytest.mark.parametrize("given", ["athlete", "gesture", "log", "dump", "truth", "profiles"])
 def test_drive_names_the_kind_of_file_it_was_given_instead_of_setpoints(tmp_path, given):
     path, kind = _outputs(tmp_path)[given]
     wanted = "not a setpoints.csv (bemore synthesize writes one)"
@@ -110,7 +116,7 @@ def test_drive_names_the_kind_of_file_it_was_given_instead_of_setpoints(tmp_path
         f"bemore-bench: error: {path}: {kind}, {wanted}")
 
 
-@pytest.mark.parametrize("given", ["athlete", "gesture", "setpoints", "truth"])
+@pytest.mark.parametrize("given", ["athlete", "gesture", "setpoints", "truth", "profiles"])
 def test_replay_names_the_kind_of_file_it_was_given_instead_of_a_session_log(tmp_path, given):
     path, kind = _outputs(tmp_path)[given]
     plots = tmp_path / "plots"
@@ -159,3 +165,4 @@ def test_the_writers_tags_are_the_ones_recognised():
     assert filekinds.kind_of({"type": "header", "format": SESSION_FORMAT}) is filekinds.SESSION_LOG
     assert filekinds.kind_of_text(f"# format: {SETPOINT_FORMAT}\n") is filekinds.SETPOINTS
     assert filekinds.kind_of_text(MAGIC.decode() + "\x00\x01") is filekinds.BYTE_DUMP
+    assert PROFILE_COLUMNS is filekinds.PROFILE_COLUMNS  # the writer's header

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from bemore import filekinds
 from bemore.errors import DataError
 from bemore.paths import output_folder
 from bemore.synthesis.results import Profiles, SynthesisResult
@@ -26,18 +27,9 @@ PLOTS_FOLDER = "plots"
 folder."""
 ANIMATION_FILE = "gesture.gif"
 """The animated stick figure (:func:`write_animation`) in the output folder."""
-PROFILE_COLUMNS = (
-    "t_s",
-    "shoulder_angle_rad",
-    "shoulder_velocity_rad_s",
-    "shoulder_acceleration_rad_s2",
-    "shoulder_jerk_rad_s3",
-    "torque_total_nm",
-    "torque_per_shoulder_nm",
-    "rotation_about_bar_rad",
-    "bar_x_m",
-    "bar_y_m",
-)
+PROFILE_COLUMNS = filekinds.PROFILE_COLUMNS
+"""The profiles.csv's columns (its one definition is where the bench side recognises the file,
+:mod:`controller.filekinds`)."""
 
 
 def _check_uniform(t_s: np.ndarray, rate_hz: float) -> None:
