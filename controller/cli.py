@@ -60,11 +60,15 @@ def plan_window(setpoints: str | Path, bench: Bench | None = None,
 
 
 def _print_result(result) -> None:
+    from controller.session import host_stall_text  # the drive imported it already
+
     timing = result.timing
     counts = f"sent {result.sent} setpoints, received {result.telemetry} telemetry frames"
     monitors = result.monitors
     link = (f"; the firmware's counters: {monitors['seq_gaps']} sequence gaps, "
             f"{monitors['bad_frames']} bad frames" if monitors else "")
+    stalls = host_stall_text(result.host_stalls_ms)
+    link += f"; {stalls}" if stalls else ""
     if not timing:  # stopped before anything was streamed
         click.echo(counts + link)
         return

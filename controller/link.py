@@ -32,6 +32,9 @@ from controller.protocol import (
 from controller.scheduler import REALTIME_PRIORITY, other_cpus, pinned, realtime_priority
 
 WRITE_TIMEOUT_S = 0.1  # a write blocked this long means the other side stopped reading
+# A waiter whose deadline passed gives the reader this long (s) to handle what arrived before it
+# (a host stall delays the reader too) before it judges the other side silent on the wall clock.
+CATCH_UP_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,10 @@ class Link:
 
     ``on_telemetry(message, perf_s)`` is called for every TELEMETRY frame, ``perf_s`` being its
     receive time on ``time.perf_counter``: from the reader thread, or from the thread that calls
-    :meth:`poll` while the link is in poll mode (:meth:`poll_mode`).
+    :meth:`poll` while the link is in poll mode (:meth:`poll_mode`). ``read_up_to`` is the
+    ``time.perf_counter`` time (s) up to which everything received has been handled: a wait
+    judges the other side silent only up to there (:meth:`past_deadline`), not while a host
+    stall left its frames unread.
     """
 
     def __init__(self, port: str, on_telemetry: Callable[[Message, float], None],
@@ -75,6 +81,9 @@ class Link:
         self._polled = False
         self._parked = threading.Event()
         self._unpark = threading.Event()
+        # perf_counter time (s) up to which every byte received has been handled: the reader
+        # (or poll) found the port empty then, after handling what came before
+        self.read_up_to = time.perf_counter()
         self.last_write_ns = 0  # perf_counter_ns of the last write (0: none since watch_gaps)
         self.longest_gap_ns = 0  # the longest time between two writes since watch_gaps
         self._reader = threading.Thread(target=self._read_loop, name="bench-link", daemon=True)
@@ -141,19 +150,49 @@ class Link:
                 self.dump.record(0, before_ns, wire)  # stamped before: a reply never precedes it
             return seq, now_ns
 
+    def catch_up(self, until: float) -> bool:
+        """True once every byte received up to ``until`` (perf_counter s) has been handled, so
+        that a silence up to then is the other side's and not a reader the host held up.
+
+        In poll mode the caller is the reader: it polls first (at once, nothing blocks). Else
+        it does not wait: a waiter asks again in its loop, and after :data:`CATCH_UP_S` judges
+        on the wall clock anyway (:meth:`past_deadline`).
+        """
+        if self._polled:
+            self.poll()
+        return self.read_up_to >= until
+
+    def past_deadline(self, deadline: float) -> bool:
+        """Whether a wait that ends at ``deadline`` (perf_counter s) may give up now: the
+        deadline passed and the reader handled everything received until then (a host stall
+        that held the reader up does not count against the other side), or
+        :data:`CATCH_UP_S` s more passed (a reader that never catches up: fail-safe), or the
+        link is lost (nothing more will be read).
+
+        Call it *before* looking for what was awaited: once True, whatever arrived by the
+        deadline has already been handed over (replies queued, telemetry dispatched).
+        """
+        now = time.perf_counter()
+        return now >= deadline and (self.lost or self.catch_up(deadline)
+                                    or now >= deadline + CATCH_UP_S)
+
     def request(self, name: str, reply: str, timeout_s: float = 0.5, **fields: int) -> Message:
-        """Send ``name`` and wait for its ``reply`` (ACK matched by sequence number)."""
+        """Send ``name`` and wait for its ``reply`` (ACK matched by sequence number) up to
+        ``timeout_s`` s, not counting a host stall that held the reader up
+        (:meth:`past_deadline`)."""
         self.drop_replies()
         seq, _ = self.send(name, **fields)
         deadline = time.perf_counter() + timeout_s
         while True:
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0 or self.lost:
-                why = f"link lost ({self.lost_reason})" if self.lost else f"within {timeout_s} s"
-                raise BenchError(f"{self.port}: no {reply} to {name} {why}")
+            expired = self.past_deadline(deadline)  # before the queue: see past_deadline
             try:
-                message = self._replies.get(timeout=min(remaining, 0.05))
+                message = self._replies.get(timeout=0.0 if expired else min(
+                    max(deadline - time.perf_counter(), 0.001), 0.05))
             except queue.Empty:
+                if expired or self.lost:
+                    why = (f"link lost ({self.lost_reason})" if self.lost
+                           else f"within {timeout_s} s")
+                    raise BenchError(f"{self.port}: no {reply} to {name} {why}") from None
                 continue
             if message.name != reply:
                 continue
@@ -201,7 +240,11 @@ class Link:
                 self._unpark.wait(0.05)
                 continue
             try:
-                data = self._serial.read(max(1, self._serial.in_waiting))
+                now = time.perf_counter()  # before: what arrives after it may still be unread
+                waiting = self._serial.in_waiting
+                if not waiting:  # everything received before ``now`` was handled
+                    self.read_up_to = now
+                data = self._serial.read(max(1, waiting))
             except (serial.SerialException, OSError, TypeError) as error:
                 if not self._closing.is_set():
                     self._mark_lost(f"read failed: {error}")
@@ -237,7 +280,9 @@ class Link:
         with self._read_lock:
             while True:
                 try:
+                    now = time.perf_counter()
                     if not select.select([self._fd], [], [], 0)[0]:
+                        self.read_up_to = now  # everything received before it was handled
                         return
                     data = os.read(self._fd, 4096)
                 except BlockingIOError:

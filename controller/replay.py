@@ -30,7 +30,7 @@ from controller.outputs import check_output_folder, output_folder
 from controller.protocol import load_spec
 from controller.scheduler import timing_stats
 from controller.series import interp
-from controller.session import LIMIT_FLAG_BUDGETS
+from controller.session import LIMIT_FLAG_BUDGETS, host_stall_text
 from controller.setpoints import Gesture
 
 
@@ -69,6 +69,7 @@ class Summary:
     shares: dict = field(default_factory=dict)  # athlete's and bench's share of the torque
     simulated_athlete: dict = field(default_factory=dict)
     watchdog_ms: float = 0.0
+    host_stalls_ms: list = field(default_factory=list)  # stalls that left telemetry unread
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
@@ -91,7 +92,8 @@ class Summary:
             f"late, {self.skipped} slots skipped; period error p50 "
             f"{self.period_error_p50_ms:.3f} ms, p99 {self.period_error_p99_ms:.3f} ms, max "
             f"{self.period_error_max_ms:.3f} ms; longest host silence "
-            f"{self.longest_send_gap_ms:.1f} ms",
+            f"{self.longest_send_gap_ms:.1f} ms"
+            + (f"; {host_stall_text(self.host_stalls_ms)}" if self.host_stalls_ms else ""),
             f"faults      {', '.join(self.faults) or 'none'}{self.fault_cause()}",
             f"limit flags {self.limit_flag_text()}",
             "firmware    " + ", ".join(f"{k} {v}" for k, v in self.firmware_counters.items()),
@@ -243,6 +245,8 @@ def summarise(log: SessionLog) -> Summary:
         firmware_deadline_misses=counters.get("late_setpoints", 0),
         miss_threshold_ms=float(streaming.get("miss_threshold_ms", 0.0)) if streaming else 0.0,
         longest_send_gap_ms=silence_ms,
+        host_stalls_ms=[float(event["stalled_ms"]) for event in log.events
+                        if event.get("kind") == "host stalled"],
         shares=dict(log.header.get("shares", {})),
         simulated_athlete=dict(log.header.get("simulated_athlete") or {}),
         watchdog_ms=float(bench.get("streaming", {}).get("watchdog_ms", 0.0)),

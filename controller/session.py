@@ -11,7 +11,8 @@ Every end of a stream is one of these, each logged as an event and returned in a
 * ``completed`` — the plan (which ends with its own ramp-down) was sent, then DISARM;
 * ``interrupted`` (Ctrl-C, SIGTERM, the live view's ``q``), ``tracking``, ``torque``,
   ``telemetry timeout``, ``host error`` — controlled stop: velocity and torque ramp to zero over
-  ``ramp_down_s``, then DISARM;
+  ``ramp_down_s``, then DISARM (the telemetry's silence is judged once the link has read what
+  the port holds: a host stall is logged as ``host stalled``, not taken for a silent bench);
 * ``estop`` (the live view's e-stop key) — ESTOP at once (the firmware cuts the torque);
 * ``firmware reset`` — the firmware restarted (mcu_ticks went back, or HELLO after silent
   telemetry says so): it is disarmed, zero torque;
@@ -112,6 +113,7 @@ class SessionResult:
     firmware: dict = field(default_factory=dict)
     firmware_late: int = -1  # setpoints that reached the firmware after their due tick (-1: ?)
     monitors: dict = field(default_factory=dict)  # the firmware's counters over the session
+    host_stalls_ms: list = field(default_factory=list)  # host stalls past the telemetry timeout
 
     @property
     def ok(self) -> bool:
@@ -215,6 +217,7 @@ class Session:
         self._last_send_ns = 0  # perf_counter_ns of the last SETPOINT written
         self._armed = False
         self._realtime: tuple[bool, bool] | None = None  # (priority granted, own CPU) inside
+        self._host_stalls_ms: list[float] = []  # stalls that left telemetry unread (ms)
 
     # ------------------------------------------------------------------ lifecycle
     def connect(self, clear_fault: bool = False) -> dict:
@@ -319,19 +322,21 @@ class Session:
         sent: set[int] = set()
         count = self._telemetry_count
         start = time.perf_counter()
+        end = start + DISARM_ATTEMPTS * retry_s
         next_disarm = next_heartbeat = start
         confirmed = ""
         while not confirmed:
             now = time.perf_counter()
-            if len(sent) >= DISARM_ATTEMPTS and now - start > DISARM_ATTEMPTS * retry_s:
-                break
+            # every attempt's time is over and the reader has handled what arrived until then
+            # (a host stall does not lose a confirmation): checked before looking at the replies
+            expired = len(sent) >= DISARM_ATTEMPTS and self.link.past_deadline(end)
             if now >= next_disarm and len(sent) < DISARM_ATTEMPTS:
                 sent.add(self.link.send("DISARM")[0])
                 next_disarm, next_heartbeat = now + retry_s, now + STOP_HEARTBEAT_S
-            elif now >= next_heartbeat:
+            elif now >= next_heartbeat and now < end:  # after it, the watchdog may run out
                 self.link.send("HEARTBEAT")
                 next_heartbeat = now + STOP_HEARTBEAT_S
-            reply = self.link.next_reply(min(STOP_HEARTBEAT_S, 0.002))
+            reply = self.link.next_reply(0.0 if expired else min(STOP_HEARTBEAT_S, 0.002))
             if (reply is not None and reply.name == "ACK" and reply.fields["acked_id"] == disarm_id
                     and reply.fields["acked_seq"] in sent):
                 result = self.spec.name_of("results", reply.fields["result"])
@@ -342,6 +347,8 @@ class Session:
             if (not confirmed and self._telemetry_count > count and latest is not None
                     and latest.fields["state"] == disarmed):
                 confirmed = "telemetry"
+            if expired and reply is None:
+                break
         if not confirmed:
             raise BenchError(f"{self.port}: DISARM sent {len(sent)} times over "
                              f"{(time.perf_counter() - start) * 1000:.0f} ms, never confirmed")
@@ -476,7 +483,7 @@ class Session:
                      telemetry=self._telemetry_count, monitors=self._monitor_counts())
         return SessionResult(reason, message, sent, self._telemetry_count, timing,
                              _exit_code(reason), self.firmware_info, self._firmware_late(),
-                             self._monitor_counts())
+                             self._monitor_counts(), list(self._host_stalls_ms))
 
     # ------------------------------------------------------------------ streaming
     def request_stop(self, reason: str, message: str) -> None:
@@ -536,7 +543,8 @@ class Session:
                     self._sent_fields.append(last)
                     self._last_send_ns = send_ns
                     self._after_send(k, seq, send_ns, last, int(plan.rep[k]))
-                    self.link.poll()  # telemetry received meanwhile: log, monitors
+                    # telemetry received meanwhile: log, monitors
+                    self._read_telemetry(scheduler.deadline(k) * 1e-9)
                     sent += 1
                     if sent % LOG_KICK_EVERY == 0:
                         self.log.kick()
@@ -558,7 +566,7 @@ class Session:
         timing = scheduler.stats()
         result = SessionResult(reason, message, sent, self._telemetry_count, timing.to_dict(),
                                _exit_code(reason), self.firmware_info, self._firmware_late(),
-                               self._monitor_counts())
+                               self._monitor_counts(), list(self._host_stalls_ms))
         self.log.end(reason, message=message, timing=timing.to_dict(), sent=sent,
                      telemetry=self._telemetry_count, monitors=result.monitors)
         return result
@@ -610,12 +618,15 @@ class Session:
         if self.link.lost:
             self.request_stop("link lost", f"link lost: {self.link.lost_reason}")
             raise StopRequestedError
-        silent = time.perf_counter() - self._latest_perf
-        if silent > self.telemetry_timeout_s:
-            self.request_stop("telemetry timeout",
-                              f"no telemetry for {silent * 1000:.0f} ms (link stalled or "
-                              "firmware reset)")
-            raise StopRequestedError
+        now = time.perf_counter()
+        if now - self._latest_perf > self.telemetry_timeout_s:
+            silent = self._bench_silence(now)
+            if silent > self.telemetry_timeout_s:
+                self.request_stop("telemetry timeout",
+                                  f"no telemetry for {silent * 1000:.0f} ms (link stalled or "
+                                  "firmware reset)")
+            if self._stop.is_set():  # or the frames just read asked for it (a fault)
+                raise StopRequestedError
         lost_frames = self.link.decoder.bad_frames
         if self._fault_baseline is not None and self._latest is not None:
             lost_frames += (self._latest.fields["bad_frames"] - self._fault_baseline[0]) & 0xFFFF
@@ -624,6 +635,46 @@ class Session:
                               f"{lost_frames} corrupted frames on the link (budget "
                               f"{BAD_FRAME_BUDGET}): link unreliable")
             raise StopRequestedError
+
+    def _bench_silence(self, now: float) -> float:
+        """How long (s) the bench has sent no telemetry as of ``now`` (perf_counter s), once
+        the link has read what is buffered: a host stall (the reader did not look at the port
+        for longer than the telemetry timeout: load, a pause of the interpreter, a slow log
+        write) leaves the bench's frames unread, not missing. Such a stall is logged ("host
+        stalled N ms", :meth:`_note_unread`); if the bench's own watchdog fired meanwhile, the
+        frames just read say so (a fault stop).
+
+        In poll mode (streaming) the reader is this thread: it reads at once. A reader thread
+        that has not caught up is given ``controller.link.CATCH_UP_S`` more before the silence
+        is judged on the wall clock (a bench that really went silent always stops).
+        """
+        unread_since = self.link.read_up_to  # nobody looked at the port since (no plan)
+        if self.link.catch_up(now):
+            self._note_unread(now - unread_since)
+        elif not self.link.past_deadline(self._latest_perf + self.telemetry_timeout_s):
+            return 0.0  # the reader thread has not read that far yet: a later check judges
+        return now - self._latest_perf
+
+    def _read_telemetry(self, deadline_s: float) -> None:
+        """Read what the bench sent meanwhile (poll mode): log, monitors. The port left unread
+        beyond the planned wait for the send deadline ``deadline_s`` (perf_counter s) was a
+        host stall (:meth:`_note_unread`)."""
+        unread_since = max(self.link.read_up_to, deadline_s)
+        self.link.poll()
+        self._note_unread(self.link.read_up_to - unread_since)
+
+    def _note_unread(self, unread_s: float) -> None:
+        """Log and count a host stall when the port went unread for ``unread_s`` s beyond
+        the plan, longer than the telemetry timeout (the stream and its monitors paused: the
+        stall the timeout no longer takes for a silent bench; shorter ones show in the timing,
+        late sends and deadline misses)."""
+        if unread_s <= self.telemetry_timeout_s:
+            return
+        stalled_ms = round(unread_s * 1000, 1)
+        self._host_stalls_ms.append(stalled_ms)
+        self.log.event("host stalled", f"host stalled {stalled_ms:.0f} ms: the stream and the "
+                       "telemetry monitor paused (the bench's frames waited unread)",
+                       sync=False, stalled_ms=stalled_ms)
 
     def _latched(self) -> str:
         """What becomes of a latched fault: a real bench keeps it until a drive clears it; a
@@ -788,7 +839,8 @@ class Session:
         try:
             self._wait_telemetry(lambda m: m.fields["setpoint_time_ms"] == final,
                                  max(remaining_s, margin_s),
-                                 f"setpoint t {final * TIME_SCALE:.3f} s in force", heartbeat=True)
+                                 f"setpoint t {final * TIME_SCALE:.3f} s in force", heartbeat=True,
+                                 wall_clock=True)  # the dry queue's watchdog runs: DISARM soon
         except BenchError as error:
             self.log.event("not drained", str(error), sync=False)  # still armed
 
@@ -904,14 +956,22 @@ class Session:
         if result != "OK":
             raise BenchError(f"{self.port}: the bench refused {name}: {result}")
 
-    def _wait_telemetry(self, accept, timeout_s: float, what: str, heartbeat: bool = False):
-        """Wait for a new telemetry frame that ``accept`` s (sending heartbeats meanwhile)."""
-        start = time.perf_counter()
+    def _wait_telemetry(self, accept, timeout_s: float, what: str, heartbeat: bool = False,
+                        wall_clock: bool = False):
+        """Wait for a new telemetry frame that ``accept`` s (sending heartbeats meanwhile), up
+        to ``timeout_s`` s not counting a host stall that held the reader up
+        (:meth:`controller.link.Link.past_deadline`), or ``wall_clock``: ``timeout_s`` s of
+        the wall clock, stall or not (where waiting longer is not the safe side)."""
+        deadline = time.perf_counter() + timeout_s
         count = self._telemetry_count
-        while time.perf_counter() - start < timeout_s:
+        while True:
+            expired = (time.perf_counter() >= deadline if wall_clock
+                       else self.link.past_deadline(deadline))  # before looking: see there
             latest = self._latest
             if self._telemetry_count > count and latest is not None and accept(latest):
                 return latest
+            if expired:
+                break
             if heartbeat:
                 self.link.send("HEARTBEAT")
             if self.link.lost:
@@ -921,9 +981,19 @@ class Session:
                          + (f" (link lost: {self.link.lost_reason})" if self.link.lost else ""))
 
 
+def host_stall_text(stalls_ms: list[float]) -> str:
+    """'host stalled 312 ms' (the longest, with how many when more than one) for the host
+    stalls (ms) that left the bench's telemetry unread past the telemetry timeout; '' if none."""
+    if not stalls_ms:
+        return ""
+    more = f" (the longest of {len(stalls_ms)})" if len(stalls_ms) > 1 else ""
+    return f"host stalled {max(stalls_ms):.0f} ms{more}: the stream was late"
+
+
 def _exit_code(reason: str) -> int:
     """0 completed, 1 stopped by the operator, 3 any fault of the bench, link or host."""
     return {"completed": 0, "interrupted": 1}.get(reason, 3)
 
 
-__all__ = ["Session", "SessionResult", "Status", "TimingStats", "check_stream_settings"]
+__all__ = ["Session", "SessionResult", "Status", "TimingStats", "check_stream_settings",
+           "host_stall_text"]
