@@ -53,6 +53,25 @@ def markers_on_the_bone_config(folder: Path) -> Path:
     return path
 
 
+def covered_estimates(path: Path, out: Path, truth, body_mass_kg: float,
+                      config: Path | None = None) -> tuple[dict, dict[str, float]]:
+    """Identify the trial at ``path`` with the default search and polish (athlete.json in
+    ``out``; ``config``: the identification file, None: the default): its athlete.json and the
+    z of each identifiable estimate against ``truth`` (a synthetic trial's), once the fit is
+    "good", the bar's stiffnesses and the shoulder's pd stiffness among them, every one within
+    3 standard errors."""
+    run_identification(path, out, body_mass_kg=body_mass_kg, overrides=Overrides(seed=1),
+                       config=config)
+    athlete = json.loads((out / "athlete.json").read_text())
+    assert athlete["fit_verdict"]["status"] == "good", athlete["fit_verdict"]["message"]
+    z = {name: (row["value"] - truth.parameters[name]) / row["standard_error"]
+         for name, row in athlete["parameters"].items()
+         if row["identifiable"] and name in truth.parameters}
+    assert {"bar.stiffness_x", "bar.stiffness_y", "shoulder.stiffness_pd"} <= z.keys()
+    assert max(abs(v) for v in z.values()) <= 3.0, (path.name, z)
+    return athlete, z
+
+
 def _fit_from_truth(path, truth, body_mass_kg):
     space = ParameterSpace.from_config(load_identification(), load_gymnast(),
                                        body_mass_kg=body_mass_kg)
@@ -140,16 +159,8 @@ def test_markers_sliding_on_the_skin_are_within_the_standard_errors(tmp_path) ->
                                                   gaps=3))
         path = tmp_path / f"slid_{seed}.c3d"
         write_c3d(path, _slid_on_the_skin(markers, truth, 1.0), "markers slid on the skin")
-        out = tmp_path / f"out_{seed}"
-        run_identification(path, out, body_mass_kg=body_mass, overrides=Overrides(seed=1))
-        athlete = json.loads((out / "athlete.json").read_text())
-        # The slide leaves ≈ 1.2 mm where noise alone leaves ≈ 0.5: not enough for the verdict.
-        assert athlete["fit_verdict"]["status"] == "good"
-        z = {name: (row["value"] - truth.parameters[name]) / row["standard_error"]
-             for name, row in athlete["parameters"].items()
-             if row["identifiable"] and name in truth.parameters}
-        assert {"bar.stiffness_x", "bar.stiffness_y", "shoulder.stiffness_pd"} <= z.keys()
-        assert max(abs(v) for v in z.values()) <= 3.0, (seed, z)
+        # The slide leaves ≈ 1.2 mm where noise alone leaves ≈ 0.5: the fit still "good".
+        athlete, z = covered_estimates(path, tmp_path / f"out_{seed}", truth, body_mass)
         z_all += list(z.values())
         rows = {row["name"]: row for row in athlete["identifiability"]["parameters"]}
         ap = rows["shoulder.stiffness_ap"]
