@@ -86,15 +86,17 @@ the body mass's.
 
 **Soft tissue** (every trial of skin markers). A marker over a joint slides on the skin as the
 joint turns, by millimetres over bony landmarks and by centimetres over the thigh; the slide
-follows the motion, so the fit follows it with its parameters and no residual shows it (on
-synthetic trials whose acromions and trochanters slid 3–5 mm with the shoulder and hip, the fit
-said "good" while the shoulder's ap stiffness was 15–18 % and 4.9–6.2 standard errors off,
-reported identifiable: docs/identify.md, "Soft tissue"). So each joint centre's markers get two more noise-free members, slid by
-:data:`LINEAR_FRACTION` of their standard uncertainty (``problem.soft_tissue_mm``,
-``identification.toml [soft_tissue]``) along each axis of the plane with the angle of the joint
-they sit over (:mod:`bemore.trial.softtissue`), run through the chain with the noise copies (in
-the same engine call), δr_i their residual changes scaled back, and the covariance gets
-Σ_i δx_i δx_iᵀ (GUM type B, normal, the members independent), like the body mass's.
+follows the motion, so the fit follows it with its parameters, and what it leaves in the
+residuals stays within the verdict's limit up to about the budget below (on synthetic trials
+whose acromions and trochanters slid 3–5 mm with the shoulder and hip, the fit said "good" while
+the shoulder's ap stiffness was 15–18 % and 4.9–6.2 standard errors off, reported identifiable:
+docs/identify.md, "Soft tissue"). So each joint centre's markers get two more noise-free
+members, slid by :data:`LINEAR_FRACTION` of their standard uncertainty
+(``problem.soft_tissue_mm``, ``identification.toml [soft_tissue]``) along each axis of the plane
+with the angle of the joint they sit over (:mod:`bemore.trial.softtissue`), run through the
+chain with the noise copies (in the same engine call), δr_i their residual changes scaled back,
+and the covariance gets Σ_i δx_i δx_iᵀ (GUM type B, normal, the members independent), like the
+body mass's.
 """
 
 from __future__ import annotations

@@ -293,8 +293,9 @@ def soft_tissue_text(athlete: dict[str, Any]) -> str | None:
     ...     "hip_mm": 8.0, "knee_mm": 5.0, "wrist_mm": 0.0}}}, "identifiability": {"parameters": [
     ...     {"name": "shoulder.damping_ap", "standard_error": 3.0,
     ...      "standard_error_soft_tissue": 2.5}]}}))
-    soft tissue: markers slide on the skin by hip 8, knee 5 mm (1 SD, at the ends of each \
-joint's range), counted in the standard errors; mostly the slide's error: shoulder.damping_ap
+    soft tissue: an assumed slide of the markers on the skin (1 SD at the ends of each joint's \
+range: hip 8, knee 5 mm), counted in the standard errors; mostly the slide's error: \
+shoulder.damping_ap
     """
     settings = ((athlete.get("config") or {}).get("identification_settings") or {})
     declared = {key.removesuffix("_mm"): float(value)
@@ -304,9 +305,10 @@ joint's range), counted in the standard errors; mostly the slide's error: should
                                for row in rows):
         return None
     mostly = mostly_from(athlete, "standard_error_soft_tissue")
-    text = ("soft tissue: markers slide on the skin by "
-            + ", ".join(f"{name} {value:.3g}" for name, value in declared.items())
-            + " mm (1 SD, at the ends of each joint's range), counted in the standard errors")
+    text = ("soft tissue: an assumed slide of the markers on the skin (1 SD at the ends of each "
+            "joint's range: " + ", ".join(f"{name} {value:.3g}" for name, value
+                                          in declared.items())
+            + " mm), counted in the standard errors")
     if mostly:
         text += "; mostly the slide's error: " + ", ".join(mostly)
     return text

@@ -74,35 +74,53 @@ def _with_se(entry: dict[str, Any] | None) -> str:
     return text + " ± " + (f"{se:.0f}" if abs(se) >= 100 else f"{se:.2g}")
 
 
-# The parts of a standard error that are the same in every fit of one athlete in one skill
-# (athlete.json's identifiability rows): a change between two of her fits leaves them out.
-COMMON_PARTS = ("standard_error_segment_table", "standard_error_soft_tissue")
+# The parts of a standard error the records keep beside it (athlete.json's identifiability
+# rows): the segment table's and the markers' slide on the skin, inputs the same athlete brings
+# to every fit of hers.
+RECORDED_PARTS = ("standard_error_segment_table", "standard_error_soft_tissue")
+# Of those, the parts a change between two of her fits leaves out: the table's (its values for
+# her body are the same in every fit). The slide's stays in: its effect on the estimates
+# depends on the motion (the same slide on the same body, the hip's and shoulder's ranges 25 %
+# smaller: shoulder.stiffness_pd drifted 2.78 combined errors without it, 0.75 with no slide),
+# and markers are placed again at each session.
+COMMON_PARTS = ("standard_error_segment_table",)
 
 
-def within_athlete_error(entry: dict[str, Any]) -> float | None:
-    """A parameter's standard error as two fits of the same body in the same skill see it: the
-    whole standard error less its segment table's part (the table's error for her body is the
-    same in every fit) and its soft-tissue part (her skin slides over her joints the same way
-    in the same skill, with the same marker set: subject- and task-specific), which cancel in
-    a change; the whole one when those parts are not recorded.
+def error_without(entry: dict[str, Any], parts: tuple[str, ...]) -> float | None:
+    """A parameter's standard error (``entry["standard_error"]``, an athlete.json or records
+    row) less the ``parts`` recorded beside it (in quadrature); the whole one where a part is
+    not recorded; None without a standard error.
 
-    >>> within_athlete_error({"standard_error": 5.0, "standard_error_segment_table": 4.0})
+    >>> error_without({"standard_error": 13.0, "standard_error_segment_table": 4.0,
+    ...                "standard_error_soft_tissue": 12.0}, RECORDED_PARTS)
     3.0
-    >>> within_athlete_error({"standard_error": 13.0, "standard_error_segment_table": 4.0,
-    ...                       "standard_error_soft_tissue": 12.0})
-    3.0
-    >>> within_athlete_error({"standard_error": 5.0})
+    >>> error_without({"standard_error": 5.0}, RECORDED_PARTS)
     5.0
     """
     se = entry.get("standard_error")
     if se is None or not math.isfinite(se):
         return None
     variance = se * se
-    for part in COMMON_PARTS:
+    for part in parts:
         value = entry.get(part)
         if value is not None and math.isfinite(value):
             variance -= value * value
     return math.sqrt(max(variance, 0.0))
+
+
+def within_athlete_error(entry: dict[str, Any]) -> float | None:
+    """A parameter's standard error as two fits of the same body see it: the whole standard
+    error less its segment table's part (:data:`COMMON_PARTS`: the table's error for her body
+    is the same in every fit, so it cancels in a change); the whole one when that part is not
+    recorded.
+
+    >>> within_athlete_error({"standard_error": 5.0, "standard_error_segment_table": 4.0})
+    3.0
+    >>> within_athlete_error({"standard_error": 13.0, "standard_error_segment_table": 5.0,
+    ...                       "standard_error_soft_tissue": 12.0})
+    12.0
+    """
+    return error_without(entry, COMMON_PARTS)
 
 
 def drift(models: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from bemore import filekinds
 from bemore.errors import DataError
-from bemore.records.history import COMMON_PARTS
+from bemore.records.history import RECORDED_PARTS
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -52,8 +52,8 @@ def is_gesture_json(data: dict[str, Any]) -> bool:
 def model_row(athlete_json: Path, sha256: str, trial_utc: str,
               trial_sha256: str | None) -> dict[str, Any]:
     """The ``model`` row of an athlete.json: verdict, mean distance (mm), and each parameter's
-    value, standard error (and its segment table's and soft-tissue parts, the same in every
-    fit of her body in this skill: :func:`bemore.records.history.drift`), unit and
+    value, standard error (and its segment table's and soft-tissue parts,
+    :data:`bemore.records.history.RECORDED_PARTS`; a drift leaves the table's out), unit and
     identifiability."""
     data = _read_json(athlete_json)
     if not is_athlete_json(data):
@@ -62,7 +62,7 @@ def model_row(athlete_json: Path, sha256: str, trial_utc: str,
             for row in (data.get("identifiability") or {}).get("parameters", [])}
     parameters = {
         name: {"value": entry.get("value"), "standard_error": entry.get("standard_error"),
-               **{part: rows.get(name, {}).get(part) for part in COMMON_PARTS},
+               **{part: rows.get(name, {}).get(part) for part in RECORDED_PARTS},
                "unit": entry.get("unit", ""), "identifiable": bool(entry.get("identifiable"))}
         for name, entry in data.get("parameters", {}).items()
     }

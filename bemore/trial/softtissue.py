@@ -2,15 +2,17 @@
 
 A skin marker is not fixed to the bone: over a joint the skin slides as the joint turns, by
 millimetres over bony landmarks and by centimetres over the thigh (reviews: Leardini et al.
-2005, Peters et al. 2010). The slide follows the motion, so no residual shows it: a fit follows
-a marker that slides with the joint by moving its parameters. It is counted as an input of
-known size instead (GUM type B, :mod:`bemore.identify.propagation`, "Soft tissue").
+2005, Peters et al. 2010, both of the lower limb). The slide follows the motion: a fit follows a
+marker that slides with the joint by moving its parameters, and what it leaves in the residuals
+stays within the fit verdict's limit up to slides of about the budget. It is counted as an input
+of known size instead (GUM type B, :mod:`bemore.identify.propagation`, "Soft tissue").
 
 The form taken here: the markers of one joint centre's recipe (``configs/markerset.toml``
 ``[joint_centres]``) move together, in one direction of the study plane, by the standard
 uncertainty times the joint's angle normalised over the trial (−1 and +1 at the ends of its
-range, 0 midway) — the first term of the artefact's dependence on the joint angle, which
-is what bone-pin and fluoroscopy studies find dominant. Two directions of the plane per joint
+range, 0 midway) — the first term of a dependence on the joint angle, a form assumed here (a
+study with 40 markers per segment found the thigh's main artefact modes to follow the knee's
+flexion closely, J Biomech 62:21, 2017). Two directions of the plane per joint
 centre, independent: a slide of that size in any in-plane direction. Each joint centre's
 markers follow the joint they sit over (:data:`SITS_OVER`), its angle measured between the
 two segments that meet there, from the trial's filtered markers.

@@ -20,25 +20,25 @@ FORCE_NOISE_N = 15.0
 
 
 def error_without_her_body(row) -> float:
-    """A parameter's standard error less its parts that are the same in every fit of her body
-    (the segment table's and the markers' slide on the skin: docs/identify.md, "The segment
+    """A parameter's standard error less its parts that the athlete brings to every fit (the
+    segment table's and the markers' slide on the skin: docs/identify.md, "The segment
     table", "Soft tissue"): what must cover the error on a trial of the table's own body with
     markers on the bone, as every synthetic trial here is (those parts cover a body off the
     table and markers on the skin)."""
-    from bemore.records.history import within_athlete_error
+    from bemore.records.history import RECORDED_PARTS, error_without
 
-    return within_athlete_error(vars(row))
+    return error_without(vars(row), RECORDED_PARTS)
 
 
 def identifiable_but_for_her_body(row) -> bool:
     """Identifiable, or flagged only for a relative standard error that is mostly the parts
-    the same in every fit of her body (the segment table's, the skin's slide): what the trial
+    the athlete brings to every fit (the segment table's, the skin's slide): what the trial
     determines, short of the segments it cannot weigh and the markers' slide it cannot see."""
-    from bemore.records.history import COMMON_PARTS
+    from bemore.records.history import RECORDED_PARTS
 
     if row.identifiable:
         return True
-    common = sum((getattr(row, part) or 0.0) ** 2 for part in COMMON_PARTS)
+    common = sum((getattr(row, part) or 0.0) ** 2 for part in RECORDED_PARTS)
     return (all(reason.startswith("relative standard error") for reason in row.reasons)
             and common > 0.5 * row.standard_error**2)
 

@@ -31,9 +31,11 @@ from bemore.model.body import table_mass_kg
 from bemore.optimize.polish import polish_many
 from bemore.paths import default_config
 from bemore.settings import load_gymnast, load_identification
+from bemore.trial import prepare_trial
 from bemore.trial.c3d import write_c3d
 from bemore.trial.markerset import POINT_NAMES
 from bemore.trial.realisations import chain_marker_indices, soft_tissue_displacements
+from bemore.trial.softtissue import soft_tissue_members
 from bemore.trial.synthetic import SyntheticSpec, synthesize
 
 QUARTER = 0.25  # of a standard uncertainty: the refit's real slide
@@ -54,12 +56,12 @@ def markers_on_the_bone_config(folder: Path) -> Path:
 
 
 def covered_estimates(path: Path, out: Path, truth, body_mass_kg: float,
-                      config: Path | None = None) -> tuple[dict, dict[str, float]]:
+                      required: set[str], config: Path | None = None
+                      ) -> tuple[dict, dict[str, float]]:
     """Identify the trial at ``path`` with the default search and polish (athlete.json in
     ``out``; ``config``: the identification file, None: the default): its athlete.json and the
     z of each identifiable estimate against ``truth`` (a synthetic trial's), once the fit is
-    "good", the bar's stiffnesses and the shoulder's pd stiffness among them, every one within
-    3 standard errors."""
+    "good", the ``required`` parameters among them, every one within 3 standard errors."""
     run_identification(path, out, body_mass_kg=body_mass_kg, overrides=Overrides(seed=1),
                        config=config)
     athlete = json.loads((out / "athlete.json").read_text())
@@ -67,7 +69,7 @@ def covered_estimates(path: Path, out: Path, truth, body_mass_kg: float,
     z = {name: (row["value"] - truth.parameters[name]) / row["standard_error"]
          for name, row in athlete["parameters"].items()
          if row["identifiable"] and name in truth.parameters}
-    assert {"bar.stiffness_x", "bar.stiffness_y", "shoulder.stiffness_pd"} <= z.keys()
+    assert required <= z.keys(), (path.name, z)
     assert max(abs(v) for v in z.values()) <= 3.0, (path.name, z)
     return athlete, z
 
@@ -154,13 +156,14 @@ def _slid_on_the_skin(markers, truth, scale: float):
 def test_markers_sliding_on_the_skin_are_within_the_standard_errors(tmp_path) -> None:
     body_mass = table_mass_kg(load_gymnast().segments)
     z_all = []
-    for seed in (2, 3):
+    for seed in (1, 2, 3, 4):
         markers, truth = synthesize(SyntheticSpec(duration_s=1.6, noise_mm=1.0, seed=seed,
                                                   gaps=3))
         path = tmp_path / f"slid_{seed}.c3d"
         write_c3d(path, _slid_on_the_skin(markers, truth, 1.0), "markers slid on the skin")
         # The slide leaves ≈ 1.2 mm where noise alone leaves ≈ 0.5: the fit still "good".
-        athlete, z = covered_estimates(path, tmp_path / f"out_{seed}", truth, body_mass)
+        athlete, z = covered_estimates(path, tmp_path / f"out_{seed}", truth, body_mass,
+                                       {"shoulder.stiffness_ap"})
         z_all += list(z.values())
         rows = {row["name"]: row for row in athlete["identifiability"]["parameters"]}
         ap = rows["shoulder.stiffness_ap"]
@@ -170,6 +173,85 @@ def test_markers_sliding_on_the_skin_are_within_the_standard_errors(tmp_path) ->
         # its own part says so.
         rest = np.sqrt(ap["standard_error"] ** 2 - ap["standard_error_soft_tissue"] ** 2)
         assert error > 3.0 * rest, (seed, error, rest)
-        assert error <= 2.0 * ap["standard_error"], (seed, error, ap["standard_error"])
-    assert len(z_all) >= 8
+        # Not by much less either: the acromions slid 5 mm, 5/6 of the shoulder's 6 mm budget,
+        # so the error, mostly that slide's, is of the size of its part (measured z 0.77-0.90 on
+        # seeds 1-6; without the shoulder's members or at half the budget 1.2-1.75).
+        assert 0.3 * ap["standard_error"] < error < 1.15 * ap["standard_error"], (
+            seed, error, ap["standard_error"])
+    assert len(z_all) >= 16
     assert np.mean(np.abs(z_all) <= 2.0) >= 0.9, z_all
+
+
+def test_the_members_slide_the_markers_of_the_joint_they_sit_over(tmp_path) -> None:
+    # Checked against angles and markers found here from the labels, not from the code's
+    # recipes: the hip's members move the trochanters, and only them, by ± the budget at the
+    # ends of the hip angle's range, along the plane's axes, in step with the angle between
+    # the trunk and the thigh; the shoulder's move the acromions with the trunk-arm angle.
+    markers, _ = synthesize(SyntheticSpec(duration_s=1.6, noise_mm=1.0, seed=1, gaps=0))
+    path = tmp_path / "trial.c3d"
+    write_c3d(path, markers, "soft tissue members")
+    trial = prepare_trial(path)
+    labels, moves = soft_tissue_displacements(trial, {"hip": 8.0, "shoulder": 6.0})
+    assert labels == ("shoulder x", "shoulder y", "hip x", "hip y")
+    names = [trial.markers.labels[i].split(":")[-1] for i in chain_marker_indices(trial)]
+    filtered = trial.markers.positions[:, chain_marker_indices(trial)]
+
+    def centre(*keys: str) -> np.ndarray:
+        return filtered[:, [k for k, name in enumerate(names)
+                            if any(key == name for key in keys)]].mean(axis=1)
+
+    def angle(a: np.ndarray, joint: np.ndarray, b: np.ndarray) -> np.ndarray:
+        u, v = a - joint, b - joint
+        return np.arccos(np.sum(u * v, axis=1) / np.linalg.norm(u, axis=1)
+                         / np.linalg.norm(v, axis=1))
+
+    neck, hip = centre("C7", "STERNUM"), centre("R_TROCHANTER", "L_TROCHANTER")
+    knee = centre("R_KNEE_LAT", "R_KNEE_MED", "L_KNEE_LAT", "L_KNEE_MED")
+    elbow = centre("R_ELBOW", "L_ELBOW")
+    for member, riders, budget_m, joint_angle in (
+            (2, ("R_TROCHANTER", "L_TROCHANTER"), 0.008, angle(neck, hip, knee)),
+            (0, ("R_ACROMION", "L_ACROMION"), 0.006, angle(hip, neck, elbow))):
+        for axis in (0, 1):
+            move = moves[member + axis]
+            moved = [name for k, name in enumerate(names) if np.any(move[:, k] != 0.0)]
+            assert sorted(moved) == sorted(riders), (labels[member + axis], moved)
+            along = move[:, names.index(riders[0])] @ trial.plane_axes[axis]  # (F,) m
+            assert np.allclose(move[:, names.index(riders[0])],
+                               along[:, None] * trial.plane_axes[axis], atol=1e-15)
+            assert max(along) == pytest.approx(budget_m) and min(along) == pytest.approx(
+                -budget_m)
+            assert abs(np.corrcoef(along, joint_angle)[0, 1]) > 0.999
+
+
+def test_each_joint_centre_follows_its_own_joint() -> None:
+    # The synthetic trials drive every joint with one time profile (their angles' patterns
+    # are the same), so this is checked on points whose joints turn each their own way: the
+    # hip's members follow the neck-hip-knee angle, the knee's the hip-knee-ankle angle, the
+    # shoulder's the hip-neck-elbow angle, whatever the others do.
+    t = np.linspace(0.0, 1.0, 201)
+    names = POINT_NAMES
+    points = np.zeros((t.size, len(names), 2))
+
+    def place(name: str, origin: np.ndarray, length: float, heading: np.ndarray) -> None:
+        points[:, names.index(name)] = origin + length * np.c_[np.cos(heading),
+                                                                np.sin(heading)]
+
+    trunk = np.pi / 2 + 0.3 * np.sin(2 * np.pi * t)  # hip → neck
+    place("neck", 0.0, 0.5, trunk)
+    place("knee", 0.0, 0.4, trunk + np.pi - 1.2 * t**2)  # the hip angle: 1.2 t² off straight
+    place("ankle", points[:, names.index("knee")], 0.4,
+          trunk + np.pi - 1.2 * t**2 + 0.8 * np.sin(3 * t))  # the knee: its own turn
+    place("elbow", points[:, names.index("neck")], 0.3, trunk + 0.2 + 1.5 * t)  # the shoulder
+    budget = {"hip": 8.0, "knee": 5.0, "shoulder": 6.0}
+    labels, moves = soft_tissue_members(points, names, np.eye(len(names)), np.eye(3), budget)
+    assert labels == ("shoulder x", "shoulder y", "hip x", "hip y", "knee x", "knee y")
+    expected = {"hip": np.pi - 1.2 * t**2, "knee": np.pi - 0.8 * np.sin(3 * t),
+                "shoulder": np.pi - 0.2 - 1.5 * t}  # the unsigned angles between the segments
+    for k, label in enumerate(labels):
+        point = label.split()[0]
+        along = moves[k, :, names.index(point), int(label.endswith("y"))]  # m
+        assert np.count_nonzero(moves[k]) == t.size  # one point, one axis
+        pattern = expected[point]
+        scaled = (pattern - pattern.min()) / np.ptp(pattern) * 2.0 - 1.0
+        assert np.allclose(np.abs(along), 1e-3 * budget[point] * np.abs(scaled), atol=1e-12)
+        assert abs(np.corrcoef(along, pattern)[0, 1]) > 1.0 - 1e-12, label

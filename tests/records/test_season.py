@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from bemore.cli import cli
 from bemore.records.db import connect
-from bemore.records.history import within_athlete_error
+from bemore.records.history import RECORDED_PARTS, error_without, within_athlete_error
 from bemore.records.store import runs
 from bemore.trial.synthetic import SyntheticSpec, write_synthetic_trial
 
@@ -93,14 +93,16 @@ def test_a_season_identify_synthesize_drive_then_history(tmp_path: Path) -> None
     change = float(re.search(r"([+-]\d+\.\d) %", line).group(1))
     z = float(re.search(r"z ([+-]\d+\.\d)", line).group(1))
     assert 19.0 < change < 23.0, line
-    assert line.lstrip().startswith("*") and z > 10, line
+    # (z ≈ 4.7: each fit's error ≈ 3 %, mostly the markers' slide on the skin, which a drift
+    # keeps: docs/records.md)
+    assert line.lstrip().startswith("*") and z > 4, line
     # the other stiffnesses did not drift (truth: the same in the three trials)
     for name in ("bar.stiffness_y", "shoulder.stiffness_ap", "shoulder.stiffness_pd"):
         other = next(line for line in history.splitlines() if name in line and "→" in line)
         assert abs(float(re.search(r"([+-]\d+\.\d) %", other).group(1))) < 3.0, other
         assert not other.lstrip().startswith("*"), other  # no false alarm
     # nor anything else: no drift line but the bar's beyond 3 of its combined errors (each
-    # without its segment table's and soft-tissue parts, the same in every fit of her body)
+    # without its segment table's part, the same in every fit of her body)
     drift_lines = [line for line in history.splitlines() if "→" in line and " z " in line]
     assert len(drift_lines) >= 10
     for other in drift_lines:
@@ -113,10 +115,10 @@ def test_a_season_identify_synthesize_drive_then_history(tmp_path: Path) -> None
     for model, truth in zip(season["models"], STIFFNESS, strict=True):
         fitted = model["parameters"]["bar.stiffness_x"]
         assert abs(fitted["value"] - truth) < 0.02 * truth
-        # what two of her fits can tell apart: under 2 % (the whole standard error holds the
-        # parts the same in every fit of her body too, recorded beside it)
-        assert 0 < within_athlete_error(fitted) < 0.02 * truth
-        assert within_athlete_error(fitted) < 0.9 * fitted["standard_error"]
+        # what two of her fits can tell apart: under 5 % (mostly the slide's part), of which
+        # the trial's noise alone is under 2 % (the parts she brings recorded beside it)
+        assert 0 < within_athlete_error(fitted) < 0.05 * truth
+        assert 0 < error_without(fitted, RECORDED_PARTS) < 0.02 * truth
     assert len(season["gestures"]) == 3 and all(g["feasible"] for g in season["gestures"])
     # each gesture was synthesized from that month's model
     assert [g["model_sha256"] for g in season["gestures"]] == [
