@@ -246,15 +246,12 @@ def body_mass_text(athlete: dict[str, Any]) -> str | None:
     sigma = config.get("body_mass_uncertainty_kg")
     if not sigma:
         return None
-    mostly = mostly_from(athlete, "standard_error_body_mass")
     given = config.get("body_mass_kg")
     text = (f"body mass {given:.4g} ± {sigma:.2g} kg (given), counted in the standard errors"
             if given is not None else
             f"body mass: the segment table's, ± {sigma:.2g} kg (give --body-mass: masses, "
             "stiffnesses and dampings scale with it), counted in the standard errors")
-    if mostly:
-        text += "; mostly the body mass's error: " + ", ".join(mostly)
-    return text
+    return text + _mostly(athlete, "standard_error_body_mass", "the body mass's")
 
 
 def segment_table_text(athlete: dict[str, Any]) -> str | None:
@@ -268,21 +265,15 @@ def segment_table_text(athlete: dict[str, Any]) -> str | None:
     segment table: masses ± 10 %, centres of mass ± 5 %, radii of gyration ± 10 % (1 SD) of the \
 values it holds fixed, counted in the standard errors; mostly the table's error: thigh.com
     """
-    settings = ((athlete.get("config") or {}).get("identification_settings") or {})
-    declared = settings.get("segment_table") or {}
-    rows = (athlete.get("identifiability") or {}).get("parameters", [])
-    if not any(declared.values()) or not any(
-            row.get("standard_error_segment_table") is not None for row in rows):
+    declared = _declared(athlete, "segment_table")
+    if not any(declared.values()) or not _carried(athlete, "standard_error_segment_table"):
         return None
-    mostly = mostly_from(athlete, "standard_error_segment_table")
     percent = {key: f"{100.0 * float(declared.get(key, 0.0)):.3g} %"
                for key in ("mass", "com", "gyration")}
     text = (f"segment table: masses ± {percent['mass']}, centres of mass ± {percent['com']}, "
             f"radii of gyration ± {percent['gyration']} (1 SD) of the values it holds fixed, "
             "counted in the standard errors")
-    if mostly:
-        text += "; mostly the table's error: " + ", ".join(mostly)
-    return text
+    return text + _mostly(athlete, "standard_error_segment_table", "the table's")
 
 
 def soft_tissue_text(athlete: dict[str, Any]) -> str | None:
@@ -297,21 +288,34 @@ def soft_tissue_text(athlete: dict[str, Any]) -> str | None:
 range: hip 8, knee 5 mm), counted in the standard errors; mostly the slide's error: \
 shoulder.damping_ap
     """
-    settings = ((athlete.get("config") or {}).get("identification_settings") or {})
     declared = {key.removesuffix("_mm"): float(value)
-                for key, value in (settings.get("soft_tissue") or {}).items() if value}
-    rows = (athlete.get("identifiability") or {}).get("parameters", [])
-    if not declared or not any(row.get("standard_error_soft_tissue") is not None
-                               for row in rows):
+                for key, value in _declared(athlete, "soft_tissue").items() if value}
+    if not declared or not _carried(athlete, "standard_error_soft_tissue"):
         return None
-    mostly = mostly_from(athlete, "standard_error_soft_tissue")
     text = ("soft tissue: an assumed slide of the markers on the skin (1 SD at the ends of each "
             "joint's range: " + ", ".join(f"{name} {value:.3g}" for name, value
                                           in declared.items())
             + " mm), counted in the standard errors")
-    if mostly:
-        text += "; mostly the slide's error: " + ", ".join(mostly)
-    return text
+    return text + _mostly(athlete, "standard_error_soft_tissue", "the slide's")
+
+
+def _declared(athlete: dict[str, Any], section: str) -> dict[str, Any]:
+    """The identification settings' ``section`` an athlete.json was fitted with ({} if none)."""
+    settings = (athlete.get("config") or {}).get("identification_settings") or {}
+    return settings.get(section) or {}
+
+
+def _carried(athlete: dict[str, Any], part: str) -> bool:
+    """Whether the athlete.json's standard errors carry ``part`` (it was propagated)."""
+    rows = (athlete.get("identifiability") or {}).get("parameters", [])
+    return any(row.get(part) is not None for row in rows)
+
+
+def _mostly(athlete: dict[str, Any], part: str, whose: str) -> str:
+    """"; mostly <whose> error: a, b" for the parameters whose standard error is mostly
+    ``part`` (:func:`mostly_from`), "" when none is."""
+    mostly = mostly_from(athlete, part)
+    return f"; mostly {whose} error: " + ", ".join(mostly) if mostly else ""
 
 
 def inertial_text(result: dict[str, Any]) -> list[str]:

@@ -34,6 +34,7 @@ from bemore.optimize.polish import (
     polish_many,
 )
 from bemore.optimize.result import OptimisationResult
+from bemore.trial.noise import NOISE_CEILING_M
 
 
 @dataclass(frozen=True)
@@ -431,8 +432,6 @@ def ceiling_scale(marker_noise_m: float) -> float:
     >>> ceiling_scale(0.5e-3), ceiling_scale(3e-3), ceiling_scale(float("nan"))
     (4.0, 1.0, 1.0)
     """
-    from bemore.trial.noise import NOISE_CEILING_M
-
     if not np.isfinite(marker_noise_m) or marker_noise_m <= 0.0:
         return 1.0
     return max(NOISE_CEILING_M / marker_noise_m, 1.0)
