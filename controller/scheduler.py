@@ -234,6 +234,15 @@ class Scheduler:
         """Absolute send deadline of slot ``k`` (ns on the scheduler's clock)."""
         return self.t0_ns + k * self.period_ns
 
+    def slots_due_by(self, t_ns: int) -> int:
+        """How many slots' send deadlines are at or before ``t_ns`` (ns on the scheduler's
+        clock): the setpoints the stream owes by then, sent or not.
+
+        >>> Scheduler(4_000_000, 0, clock=lambda: 0).slots_due_by(10_000_000)  # 0, 4 and 8 ms
+        3
+        """
+        return max(0, (int(t_ns) - self.t0_ns) // self.period_ns + 1)
+
     def upcoming(self) -> int:
         """The next slot to send (slots are not skipped, see the class docstring)."""
         return self.next_k

@@ -21,8 +21,9 @@ Every end of a stream is one of these, each logged as an event and returned in a
 * ``link lost`` — nothing can be sent: the firmware watchdog trips within ``watchdog_ms``
   (fault WATCHDOG latched, the torque ramps to zero);
 * ``late setpoints``, ``sequence gaps``, ``limit flags`` — the firmware's counters (telemetry)
-  passed their budget (:data:`LATE_FRACTION` over :data:`LATE_WINDOW_S`, :data:`SEQ_GAP_BUDGET`,
-  :data:`LIMIT_FLAG_BUDGETS`): controlled stop.
+  passed their budget (:data:`LATE_FRACTION` of the setpoints due over :data:`LATE_WINDOW_S`,
+  :data:`SEQ_GAP_BUDGET`, :data:`LIMIT_FLAG_BUDGETS`), or the host owes that fraction of a
+  window's setpoints past their due time: controlled stop.
 
 :meth:`Session.run` is the guard from ARM to the end: every exception, signal or early return
 after ARM goes through the stop sequence (ramp if streaming, else DISARM) and the log's ``stop``
@@ -208,6 +209,7 @@ class Session:
         # (receive time s, firmware's late count, setpoints sent) per telemetry frame, for the
         # late-setpoint window
         self._late_window: collections.deque[tuple[float, int, int]] = collections.deque()
+        self._streaming_slots = 0  # the plan's slots while its stream runs (0 outside it)
         self._signals_installed = False
         self._arm_sent = False  # ARM went out: the bench may be armed until DISARM is confirmed
         self._commanded_time = [-1] * COMMANDED_RING
@@ -522,6 +524,7 @@ class Session:
             try:
                 # start a little in the future, so that logging the start is not a late send
                 scheduler.t0_ns = time.perf_counter_ns() + START_DELAY_NS
+                self._streaming_slots = len(plan)
                 self.log.event("streaming", f"{len(plan)} setpoints at {plan.rate_hz:g} Hz",
                                sync=False, rate_hz=plan.rate_hz, realtime=granted,
                                lead_ms=self.lead_ms,
@@ -558,6 +561,7 @@ class Session:
                     "host error", str(error))
             except Exception as error:  # any host bug still ends in a controlled stop
                 reason, message = "host error", f"{type(error).__name__}: {error}"
+            self._streaming_slots = 0  # the plan's stream is over: nothing more is owed
             self.link.poll_mode(False)  # the reader thread handles telemetry and replies again
             # not synced here: an fsync can take longer than the watchdog leaves before the
             # controlled stop below; the next synced event or the end record puts it on disk
@@ -634,6 +638,9 @@ class Session:
             self.request_stop("link errors",
                               f"{lost_frames} corrupted frames on the link (budget "
                               f"{BAD_FRAME_BUDGET}): link unreliable")
+            raise StopRequestedError
+        self._check_backlog(time.perf_counter_ns())
+        if self._stop.is_set():
             raise StopRequestedError
 
     def _bench_silence(self, now: float) -> float:
@@ -918,6 +925,41 @@ class Session:
                               f"exceeds {torque_limit:g} N·m")
         self._check_counters(fields, perf_s)
 
+    def _owed_in_window(self, perf_s: float, sent_recent: int) -> int:
+        """The setpoints the stream owed over the LATE_WINDOW_S before ``perf_s`` (s, perf
+        clock): those whose send deadlines fell in the window, sent or not. A host stall sends
+        nothing for a while, then its slots in a burst; counting only the setpoints sent would
+        shrink the window by the part of the burst not yet written, and one stall would read as
+        persistent lateness. Outside the plan's stream (the handshake, the stop's ramp), the
+        setpoints sent (``sent_recent``)."""
+        scheduler, slots = self.scheduler, self._streaming_slots
+        if scheduler is None or not slots:
+            return sent_recent
+        now_ns = round(perf_s * 1e9)
+        owed = min(scheduler.slots_due_by(now_ns), slots) - min(
+            scheduler.slots_due_by(now_ns - round(LATE_WINDOW_S * 1e9)), slots)
+        return max(owed, sent_recent)
+
+    def _check_backlog(self, now_ns: int) -> None:
+        """Stop on late setpoints when the host itself owes more than LATE_FRACTION of a
+        window's setpoints past their due time (send deadline + lead), not yet written: a host
+        persistently too slow to send them (they would reach the firmware late, or never) or
+        stalled longer than the lead plus that fraction of the window. Called by the streaming
+        thread once it has read the telemetry, so that a fault the bench reported meanwhile
+        (its watchdog during the stall) is the reason given."""
+        scheduler, slots = self.scheduler, self._streaming_slots
+        if scheduler is None or not slots:
+            return
+        overdue = min(scheduler.slots_due_by(now_ns - self.lead_ms * 1_000_000), slots) \
+            - scheduler.next_k
+        budget = LATE_FRACTION * LATE_WINDOW_S * 1e9 / scheduler.period_ns
+        if overdue > budget:
+            behind_ms = (now_ns - scheduler.deadline(scheduler.next_k)) * 1e-6
+            self.request_stop("late setpoints", f"the host owes {overdue} setpoints past their "
+                              f"due time (more than {budget:g}, half of {LATE_WINDOW_S:g} s; "
+                              f"{behind_ms:.0f} ms behind its schedule): host persistently "
+                              "slower than the lead")
+
     def _check_counters(self, fields: dict[str, int], perf_s: float) -> None:
         """The firmware's late setpoints, sequence gaps and limit flags against their budgets."""
         at = f"at t {fields['setpoint_time_ms'] * TIME_SCALE:.3f} s"
@@ -927,10 +969,10 @@ class Session:
         while window[0][0] < perf_s - LATE_WINDOW_S:
             window.popleft()
         late_recent = late - window[0][1]
-        sent_recent = self.status.sent - window[0][2]
-        if late_recent > LATE_FRACTION * max(sent_recent, 1) and late_recent >= 10:
-            self.request_stop("late setpoints", f"{late_recent} of the {sent_recent} setpoints "
-                              f"sent in the last {LATE_WINDOW_S:g} s reached the firmware after "
+        owed_recent = self._owed_in_window(perf_s, self.status.sent - window[0][2])
+        if late_recent > LATE_FRACTION * max(owed_recent, 1) and late_recent >= 10:
+            self.request_stop("late setpoints", f"{late_recent} of the {owed_recent} setpoints "
+                              f"due in the last {LATE_WINDOW_S:g} s reached the firmware after "
                               f"their due tick ({late} in the session) {at}: link or host "
                               "persistently slower than the lead")
         gaps = (fields["seq_gaps"] - self._fault_baseline[2]) & 0xFFFF

@@ -25,7 +25,7 @@ from controller.session import TELEMETRY_TIMEOUT_S, Session
 from controller.simbench import start_simulated_bench
 from tests.controller.gestures import make_gesture
 
-STALL_S = 3 * TELEMETRY_TIMEOUT_S
+STALL_S = 2.5 * TELEMETRY_TIMEOUT_S
 STALL_SLOT = 200  # 0.8 s into the stream at 250 Hz
 
 
@@ -92,11 +92,11 @@ def assert_stall_reported(result, log) -> None:
 @pytest.mark.parametrize("where", ["check", "wait"])
 def test_a_host_stall_while_the_bench_sends_is_reported_not_a_telemetry_timeout(
         tmp_path, loaded_machine_bench, where):
-    """The streaming thread stalls 300 ms (3× the telemetry timeout) while the bench sends its
+    """The streaming thread stalls 250 ms (2.5× the telemetry timeout) while the bench sends its
     telemetry every 5 ms: the frames wait in the port's buffer. The session reads them before
     it judges the bench silent, goes on and completes; the log, the result and the summary say
     "host stalled N ms", wherever in the loop it stalled. (Before, a stall before the check
-    stopped it on "no telemetry for 300 ms"; one in the wait went unreported.) The bench's
+    stopped it on "no telemetry for 250 ms"; one in the wait went unreported.) The bench's
     500 ms watchdog and 100 ms lead (the loaded-machine settings) outlast the stall, and the
     gentle gesture keeps the catch-up burst within the tracking limit, so that only the
     telemetry timeout could stop it."""
@@ -107,10 +107,10 @@ def test_a_host_stall_while_the_bench_sends_is_reported_not_a_telemetry_timeout(
 
 
 def test_a_host_stall_past_the_bench_watchdog_stops_on_the_watchdog_fault(tmp_path, bench):
-    """The same 300 ms stall with the bundled 50 ms watchdog and 20 ms lead: the bench faults
+    """The same 250 ms stall with the bundled 50 ms watchdog and 20 ms lead: the bench faults
     WATCHDOG during the stall (its queue ran dry, nothing new came). The frames read after the
     stall say so, and the session stops on that fault, attributed to the stalled host, not on
-    a telemetry timeout (before: "no telemetry for 300 ms")."""
+    a telemetry timeout (before: "no telemetry for 250 ms")."""
     result, log = stream_with_host_stall(tmp_path, bench)
     assert result.reason == "fault", result.message
     assert result.message.startswith("the bench reports fault WATCHDOG at t ")

@@ -24,6 +24,7 @@ from controller.link import Link
 from controller.log import LogWriter, read_log
 from controller.modes import ModeSettings
 from controller.protocol import Message
+from controller.scheduler import Scheduler
 from controller.session import (
     LATE_FRACTION,
     LATE_WINDOW_S,
@@ -215,7 +216,7 @@ def test_a_persistent_link_delay_stops_on_late_setpoints(setpoint_file, tmp_path
         simulated.command("delay 0")  # in force when it returns: the state is read at once
         state = bench_state(simulated.port)
     assert result.reason == "late setpoints" and result.exit_code == 3, result.message
-    assert f"setpoints sent in the last {LATE_WINDOW_S:g} s reached the firmware after their " \
+    assert f"setpoints due in the last {LATE_WINDOW_S:g} s reached the firmware after their " \
            "due tick" in result.message
     assert result.message.endswith("ramped down over 0.3 s and disarmed")
     assert state == ("DISARMED", "NONE", 0.0)
@@ -233,11 +234,12 @@ def _telemetry(**changes) -> Message:
     return Message("TELEMETRY", 0, fields | changes)
 
 
-def _armed_session(tmp_path, log) -> Session:
-    """A session that believes it is armed, its counters' baseline at 7 gaps and 3 late."""
-    session = Session("/dev/null", load_bench(), log, ModeSettings())
+def _armed_session(tmp_path, log, bench=None, at_s: float | None = None) -> Session:
+    """A session that believes it is armed, its counters' baseline at 7 gaps and 3 late, its
+    first telemetry read at ``at_s`` (s, perf clock; default now)."""
+    session = Session("/dev/null", bench or load_bench(), log, ModeSettings())
     session._armed = True
-    session._on_telemetry(_telemetry(), time.perf_counter())
+    session._on_telemetry(_telemetry(), time.perf_counter() if at_s is None else at_s)
     return session
 
 
@@ -431,3 +433,98 @@ def test_the_command_reports_a_sigterm_around_arm(setpoint_file, tmp_path, monke
     assert lines[0].endswith(" 0 sequence gaps, 0 bad frames")
     assert lines[-1] == message
     assert read_log(log).end["reason"] == "interrupted"
+
+
+class _StreamClock:
+    """A stream's clock for the late-setpoint monitors without real time: the session's
+    scheduler (250 Hz, ``t0`` at 0) reads ``now_ns``; the test moves it and the slots sent."""
+
+    def __init__(self, session: Session, slots: int):
+        self.now_ns = 0
+        session.scheduler = Scheduler(4_000_000, 0, clock=lambda: self.now_ns)
+        session._streaming_slots = slots
+        self.session = session
+
+    def at(self, at_s: float, sent: int) -> None:
+        """Stream time ``at_s`` (s), ``sent`` slots written so far."""
+        self.now_ns = round(at_s * 1e9)
+        self.session.scheduler.next_k = sent
+        self.session.status.sent = sent
+
+    def telemetry(self, at_s: float, sent: int, late: int) -> None:
+        """Telemetry read at ``at_s``: the firmware's late count (3 before the session)."""
+        self.at(at_s, sent)
+        self.session._on_telemetry(_telemetry(late_setpoints=3 + late), at_s)
+
+    def host_check(self, at_s: float, sent: int) -> None:
+        """The streaming thread's own check, before it writes slot ``sent``."""
+        self.at(at_s, sent)
+        self.session._check_backlog(self.now_ns)
+
+
+def _on_time_for_one_second(clock: _StreamClock) -> None:
+    for frame in range(1, 201):  # telemetry every 5 ms, slots every 4 ms
+        clock.telemetry(0.005 * frame, sent=frame * 5 // 4 + 1, late=0)
+        clock.host_check(0.005 * frame, sent=frame * 5 // 4 + 1)
+
+
+def test_one_host_stall_is_not_persistent_lateness(tmp_path, loaded_machine_bench):
+    """250 Hz, lead 100 ms: the host stalls 320 ms, so the 55 setpoints due during the stall
+    past the lead arrive late, in the burst after it; the telemetry read meanwhile shows them
+    before the burst is all written. 55 late of the 125 setpoints due in the half second is
+    not more than half: the session goes on. (Counting only the 100 sent by then, the monitor
+    stopped such a session: CI, 2026-11-28, "51 of the 100 setpoints sent in the last 0.5 s".)"""
+    with LogWriter(tmp_path / "log.jsonl", {"test": "stall"}) as log:
+        session = _armed_session(tmp_path, log, loaded_machine_bench, at_s=0.0)
+        clock = _StreamClock(session, slots=2500)
+        _on_time_for_one_second(clock)
+        sent = 251  # the stall: 1.0 to 1.32 s, nothing read or sent
+        clock.telemetry(1.32, sent=sent, late=0)  # the frames buffered during it, read at once
+        clock.host_check(1.32, sent=sent)  # 55 past their due time: not more than half
+        for late in range(1, 56):  # the burst: one slot written, then a frame read, each
+            sent += 1
+            clock.telemetry(1.32 + 1e-5 * late, sent=sent, late=late)
+            clock.host_check(1.32 + 1e-5 * late, sent=sent)
+        assert not session._stop.is_set(), session._stop_reason
+        for frame in range(1, 201):  # the burst's other 25, then on time again
+            sent = max(sent + 5, (1330 + 5 * frame) // 4 + 1)
+            clock.telemetry(1.33 + 0.005 * frame, sent=sent, late=55)
+            clock.host_check(1.33 + 0.005 * frame, sent=sent)
+        assert not session._stop.is_set(), session._stop_reason
+
+
+def test_a_host_stall_past_the_lead_and_half_the_window_stops_on_late_setpoints(
+        tmp_path, loaded_machine_bench):
+    """The same stall 60 ms longer: the host owes 70 setpoints past their due time, more than
+    half of the window's 125 (the next, slot 251, was to be sent at 1.004 s, 376 ms before):
+    stopped before it writes them."""
+    with LogWriter(tmp_path / "log.jsonl", {"test": "stall"}) as log:
+        session = _armed_session(tmp_path, log, loaded_machine_bench, at_s=0.0)
+        clock = _StreamClock(session, slots=2500)
+        _on_time_for_one_second(clock)
+        clock.telemetry(1.38, sent=251, late=0)
+        assert not session._stop.is_set(), session._stop_reason  # nothing late arrived yet
+        clock.host_check(1.38, sent=251)
+    assert session._stop_reason == (
+        "late setpoints", "the host owes 70 setpoints past their due time (more than 62.5, half "
+        "of 0.5 s; 376 ms behind its schedule): host persistently slower than the lead")
+
+
+def test_a_host_too_slow_to_send_stops_on_the_setpoints_it_owes(tmp_path, loaded_machine_bench):
+    """A host that writes only a third of its 250 Hz slots (slot k at 12k ms, due at 4k + 100
+    ms: late from slot 13 on) owes ever more setpoints past their due time: more than half of
+    a window's by 0.53 s, and the session stops then. (The late arrivals alone are a third of
+    the setpoints due: they would never stop it.)"""
+    with LogWriter(tmp_path / "log.jsonl", {"test": "slow"}) as log:
+        session = _armed_session(tmp_path, log, loaded_machine_bench, at_s=0.0)
+        clock = _StreamClock(session, slots=2500)
+        for frame in range(1, 401):  # 2 s, telemetry every 5 ms
+            sent = frame * 5 // 12 + 1
+            clock.telemetry(0.005 * frame, sent=sent, late=max(0, sent - 13))
+            clock.host_check(0.005 * frame, sent=sent)
+            if session._stop.is_set():
+                break
+    reason, message = session._stop_reason
+    assert reason == "late setpoints"
+    assert message.startswith("the host owes 63 setpoints past their due time")
+    assert 0.52 < 0.005 * frame < 0.55
