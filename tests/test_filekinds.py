@@ -10,11 +10,12 @@ from click.testing import CliRunner
 
 from bemore.cli import cli
 from bemore.identify.report import ATHLETE_FORMAT
-from bemore.synthesis.outputs import PROFILE_COLUMNS, SETPOINT_FORMAT
+from bemore.synthesis.outputs import PROFILE_COLUMNS
 from controller import filekinds
 from controller.cli import bench_cli
 from controller.dump import MAGIC
 from controller.log import FORMAT_TAG as SESSION_FORMAT
+from controller.setpoints import FORMAT_TAG as SETPOINT_FORMAT
 from controller.setpoints import write_setpoints
 from tests.controller.gestures import make_gesture
 
