@@ -105,7 +105,7 @@ def read_setpoints(path: str | Path) -> Gesture:
     """Read and validate a setpoint file; any problem raises one DataError line."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # past a byte order mark (a re-saved file)
     except FileNotFoundError:
         raise DataError(f"{path}: setpoint file not found") from None
     except (OSError, UnicodeDecodeError) as error:
