@@ -68,7 +68,7 @@ def _print_result(result) -> None:
     monitors = result.monitors
     link = (f"; the firmware's counters: {monitors['seq_gaps']} sequence gaps, "
             f"{monitors['bad_frames']} bad frames" if monitors else "")
-    stalls = host_stall_text(result.host_stalls_ms)
+    stalls = host_stall_text(result.host_stalls_ms, result.handshake_stalls_ms)
     link += f"; {stalls}" if stalls else ""
     if not timing:  # stopped before anything was streamed
         click.echo(counts + link)
