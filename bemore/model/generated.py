@@ -46,7 +46,7 @@ from bemore.model.codegen import (
 from bemore.model.tree import REVOLUTE, Tree
 
 # Bump when the generated code or the LLVM options change, so cached machine code is rebuilt.
-KERNEL_FORMAT = 11
+KERNEL_FORMAT = 12
 _DRIVEN_NAME = re.compile(r"^(cd|sd|qd|vd|ad)([fgx0-3])_(\d+)$")
 # The kernels' arguments in order, each with its kind (scalar type, or rank of a float64
 # array; D is (steps, rows, slots) for one shared motion, with a last axis of members
@@ -269,7 +269,9 @@ def _stage_code(tree: Tree) -> tuple[tuple, tuple, tuple, list[Sym]]:
 
     # New state y + Σ m_j U_j; a lane whose state leaves ±max_abs (or is NaN) dies.
     em = Emitter("sf_")
-    new = [em.sum([x] + [em.mul(float(rosenbrock.M_T[j]), f"U{j}_{i + nf * part}")
+    # U₃ is read where stage 3 left it, UN (see _function).
+    new = [em.sum([x] + [em.mul(float(rosenbrock.M_T[j]),
+                                f"U{j}_{i + nf * part}" if j < 3 else f"UN_{i + nf * part}")
                          for j in range(4)])
            for part, names in enumerate((q, v)) for i, x in enumerate(names)]
     ok = " & ".join(f"(abs({Emitter.fmt(x)}) < max_abs)" for x in new)
@@ -391,6 +393,8 @@ class _Assembler:
                 body.append(f"{name} = MX[{row}, b]")
             elif re.fullmatch(r"U\d", array) and row.isdigit():
                 body.append(f"{name} = U[{array[1]}, {row}, b]")
+            elif array == "UN" and row.isdigit():
+                body.append(f"{name} = UN[{row}, b]")
         if self.per_member:
             body += self.driven_loads(names, lane=True)
         self.blocks += 1
@@ -460,8 +464,10 @@ def _function(name: str, asm: _Assembler, stages, record) -> list[str]:
     out += [f"                cfa{j} = CO[st, {j}]" for j in range(3)]
     out += [f"                cfc{j} = CO[st, {3 + j}]" for j in range(3)]
     out += _indent(asm.block(*generic), 4)
-    out += ["                for b in range(lo, hi):"]
-    out += [f"                    U[st, {i}, b] = UN[{i}, b]" for i in range(2 * nf)]
+    # Stages 1-2's increments are read by the later stages from U; stage 3's only by the
+    # new state, which reads it from UN.
+    out += ["                if st < 3:", "                    for b in range(lo, hi):"]
+    out += [f"                        U[st, {i}, b] = UN[{i}, b]" for i in range(2 * nf)]
     # At one sample per step, the next frame's cost (its free positions those of the new state,
     # its driven values those of the next step's start) is added with the new state: its lane
     # loop does not read the state again. The frames' costs are summed in the same order.
