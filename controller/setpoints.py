@@ -107,11 +107,13 @@ def _peak(values: Sequence[float]) -> float:
     return float(max(max(values), -min(values)))
 
 
-def read_setpoints(path: str | Path) -> Gesture:
-    """Read and validate a setpoint file; any problem raises one DataError line."""
+def read_setpoints(path: str | Path, text: str | None = None) -> Gesture:
+    """Read and validate a setpoint file; any problem raises one DataError line. ``text``: the
+    file's content, not yet written at ``path`` (``bemore synthesize``'s, checked before it is)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        if text is None:
+            text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise DataError(f"{path}: setpoint file not found") from None
     except (OSError, UnicodeDecodeError) as error:
