@@ -287,3 +287,33 @@ def test_trial_inspect_on_a_full_disk_keeps_the_previous_files(tmp_path, monkeyp
         "were)")
     assert all((out / name).read_text() == f"the previous {name}\n" for name in names)
     assert _leftovers(out) == []
+
+
+def test_ctrl_c_during_the_lock_step_starts_ends_every_start(tmp_path, monkeypatch) -> None:
+    # A real SIGINT, sent by a start's own thread at its first evaluation: the main thread,
+    # waiting for the starts, gets it. Every start ends before the command does (none left to
+    # fail on the engine's pool as the process exits: tracebacks after the one line).
+    import threading
+
+    from bemore.synthesis.problem import GestureProblem
+
+    config = _config(tmp_path, "near4.toml", {**NEAR_OPTIMUM, "starts": 4})
+    out = tmp_path / "gesture"
+    original = GestureProblem.evaluate_batch
+    sent = threading.Event()
+
+    def evaluate(self, X, *args, **kwargs):
+        if threading.current_thread() is not threading.main_thread() and not sent.is_set():
+            sent.set()
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, X, *args, **kwargs)
+
+    monkeypatch.setattr(GestureProblem, "evaluate_batch", evaluate)
+    result = _synthesize(config, out)
+    assert sent.is_set()
+    starts = [thread for thread in threading.enumerate() if thread.name.endswith("(run)")]
+    assert starts == [], starts
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"bemore: interrupted (Ctrl-C): nothing was replaced in {out}")
+    assert "Traceback" not in result.output

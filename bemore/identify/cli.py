@@ -144,6 +144,9 @@ def identify_command(
     """
     import gc
 
+    from bemore.paths import ctrl_c_held, on_interrupt
+
+    on_interrupt(f"before the fit: nothing was written in {out}")
     from bemore import drawing as figures_child
     from bemore.errors import BemoreError
     from bemore.identify.outputs import (
@@ -155,11 +158,9 @@ def identify_command(
     from bemore.identify.pipeline import Overrides, run_identification
     from bemore.identify.report import summary_text
     from bemore.identify.run import identify
-    from bemore.paths import ctrl_c_held, on_interrupt
     from bemore.phases import mark
 
     mark("identify", "start-up")
-    on_interrupt(f"before the fit: nothing was written in {out}")
     athlete_profile: Any = profile
     records = None
     if athlete is not None:

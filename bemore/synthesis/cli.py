@@ -282,12 +282,16 @@ def synthesize_command(
     Example:
         bemore synthesize out/identify/athlete.json --out out/gesture
     """
+    from bemore.paths import on_interrupt
+
+    # gesture.json, profiles.csv and setpoints.csv are written as one set once the result is
+    # complete: until then a Ctrl-C leaves the folder as it was.
+    on_interrupt(f"nothing was replaced in {out_dir}")
     # The engine and scipy load only when the command runs, not for `bemore --help`.
     from bemore.paths import (
         check_output_folder,
         ctrl_c_held,
         default_config,
-        on_interrupt,
         output_folder,
         write_together,
     )
@@ -313,9 +317,6 @@ def synthesize_command(
     out_dir = Path(out_dir)
     check_output_folder(out_dir, FILES + (() if no_animation else (ANIMATION_FILE,)),
                         (PLOTS_FOLDER,))
-    # gesture.json, profiles.csv and setpoints.csv are written as one set once the result is
-    # complete: until then a Ctrl-C leaves the folder as it was.
-    on_interrupt(f"nothing was replaced in {out_dir}")
 
     records = None
     if athlete_name is not None:
