@@ -306,4 +306,6 @@ def write_setpoints(path: str | Path, gesture: Gesture) -> None:
                      "sha256": body_digest(body_text)})
     order = list(REQUIRED_METADATA) + [key for key in metadata if key not in REQUIRED_METADATA]
     head = "".join(f"# {key}: {metadata[key]}\n" for key in order)
-    Path(path).write_text(head + body_text, encoding="utf-8")
+    from controller.outputs import write_file
+
+    write_file(path, head + body_text)
