@@ -8,6 +8,11 @@ other core while the parent goes on (identify: the analysis; synthesize: the out
 figures of a result it writes), and ends with ``os._exit``: no interpreter teardown, status 0
 when every figure is written, else 1 with its one-line reason on a pipe. Where there is no fork
 the figures are drawn in the process, by :func:`finish`.
+
+The child draws into a folder of its own in the output folder (``STAGING``, each figure
+written atomically there); :func:`place` moves them into place once the command's result is
+written, or, when they could not be drawn, removes the previous run's figures (which would show
+another result): a reader never finds new figures beside an old result, nor a cut image.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import NamedTuple
 
 from bemore.errors import BemoreError
@@ -95,3 +101,32 @@ def abandon(drawing: Drawing | None) -> None:
     if drawing is not None:
         os.waitpid(drawing.pid, 0)
         os.close(drawing.errors)
+
+
+STAGING = ".bemore-new-figures"
+"""The folder (in the output folder) where the child draws the figures before :func:`place`."""
+
+
+def place(staging: Path, folder: Path, names: Iterable[str]) -> list[Path]:
+    """Move the figures ``names`` (paths relative to ``staging``) that the child drew whole in
+    ``staging`` into ``folder``; of those it did not draw (it failed before them), remove
+    ``folder``'s previous ones, which would show another result. Then remove ``staging``.
+    Ctrl-C is held off meanwhile. Returns the paths placed."""
+    from bemore.paths import output_folder, put_in_place
+
+    drawn = [name for name in names if (staging / name).is_file()]
+    try:
+        for parent in {(folder / name).parent for name in drawn}:
+            output_folder(parent)
+        put_in_place({folder / name: staging / name for name in drawn},
+                     [folder / name for name in names if name not in drawn])
+        return [folder / name for name in drawn]
+    finally:
+        clear(staging)
+
+
+def clear(staging: Path) -> None:
+    """Remove the figures' folder ``staging`` and what is left in it."""
+    import shutil
+
+    shutil.rmtree(staging, ignore_errors=True)

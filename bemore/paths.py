@@ -14,16 +14,27 @@ from pathlib import Path
 from bemore.errors import ConfigError
 from controller.cli import (
     BENCH_CONFIG_FILES,
+    PARTIAL_PREFIX,
     WRITE_PROBE_PREFIX,
     check_output_folder,
+    ctrl_c_held,
     default_bench_config,
+    discard,
+    on_interrupt,
     output_folder,
+    put_in_place,
+    stage,
+    write_file,
+    write_together,
 )
 
-# The output folders' check is the bench side's (``replay --plot`` writes in one too): one
-# definition for every command, re-exported here for the scientific side.
-__all__ = ["PACKAGE_DIR", "REPOSITORY_DIR", "WRITE_PROBE_PREFIX", "check_output_folder",
-           "configs_dir", "data_dir", "default_config", "output_folder"]
+# The output folders' check and the atomic writing of the outputs are the bench side's
+# (``replay --plot`` writes in one too): one definition for every command, re-exported here for
+# the scientific side.
+__all__ = ["PACKAGE_DIR", "PARTIAL_PREFIX", "REPOSITORY_DIR", "WRITE_PROBE_PREFIX",
+           "check_output_folder", "configs_dir", "ctrl_c_held", "data_dir", "default_config",
+           "discard", "on_interrupt", "output_folder", "put_in_place", "stage", "write_file",
+           "write_together"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPOSITORY_DIR = PACKAGE_DIR.parent

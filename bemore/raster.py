@@ -24,6 +24,21 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 SUPERSAMPLE = 2
+
+
+def save_image(image: Image.Image, path: str | Path, **options: object) -> Path:
+    """Write ``image`` at ``path`` in the format its suffix names (PNG, GIF; Pillow's
+    ``options``), atomically (:func:`bemore.paths.write_file`: the previous file or the whole
+    new one, never a cut image; a full disk is a DataError naming the file). Returns ``path``."""
+    import io
+
+    from bemore.paths import write_file
+
+    buffer = io.BytesIO()
+    image.save(buffer, format=Image.registered_extensions()[Path(path).suffix.lower()],
+               **options)
+    return write_file(path, buffer.getvalue())
+
 COLOURS = {
     "tab:blue": (31, 119, 180), "tab:orange": (255, 127, 14), "tab:green": (44, 160, 44),
     "tab:red": (214, 39, 40), "tab:purple": (148, 103, 189), "grey": (128, 128, 128),
@@ -120,9 +135,7 @@ class Chart:
 
     def save(self, path: Path, size_px: tuple[int, int]) -> Path:
         """Draw the chart at ``size_px`` (width, height) and write it as a PNG."""
-        image = self.draw(size_px)
-        image.save(path, compress_level=1)
-        return Path(path)
+        return save_image(self.draw(size_px), path, compress_level=1)
 
     # ------------------------------------------------------------------ drawing
 
@@ -302,6 +315,5 @@ def stick_animation(path: Path, t_s: np.ndarray, points: np.ndarray, angle_deg: 
                   f"t = {t_s[index]:.2f} s, shoulder {angle_deg[index]:.0f}°", fill=ink,
                   font=caption_font, anchor="md")
         images.append(frame)
-    images[0].save(path, save_all=True, append_images=images[1:], duration=duration_ms, loop=0,
-                   optimize=False)
-    return Path(path)
+    return save_image(images[0], path, save_all=True, append_images=images[1:],
+                      duration=duration_ms, loop=0, optimize=False)

@@ -21,17 +21,31 @@ from controller import filekinds, setpoints
 from controller.config import Section, load_toml_model, read_toml, validate
 from controller.errors import BemoreError, BenchError, ConfigError, DataError, os_error_line
 from controller.modes import DEFAULT_LOAD_PCT, DEFAULT_MODE, LOADED_MODES, MODES, ModeSettings
-from controller.outputs import WRITE_PROBE_PREFIX, check_output_folder, output_folder
+from controller.outputs import (
+    PARTIAL_PREFIX,
+    WRITE_PROBE_PREFIX,
+    check_output_folder,
+    ctrl_c_held,
+    discard,
+    interrupt_note,
+    on_interrupt,
+    output_folder,
+    put_in_place,
+    stage,
+    write_file,
+    write_together,
+)
 from controller.preflight import PreflightError, compiled_firmware_limits
 from controller.profile import DEFAULT_PROFILE, AthleteProfile, ProfileFile, load_profile
 from controller.settings import BENCH_CONFIG_FILES, Bench, default_bench_config, load_bench
 
 __all__ = [
-    "BENCH_CONFIG_FILES", "DEFAULT_PROFILE", "WRITE_PROBE_PREFIX", "AthleteProfile",
-    "BemoreError", "Bench", "BenchError", "ConfigError", "DataError", "ProfileFile", "Section",
-    "check_output_folder", "default_bench_config", "drive_command", "filekinds", "load_bench",
-    "load_profile", "load_toml_model", "os_error_line", "output_folder", "plan_window",
-    "read_toml", "replay_command", "setpoints", "validate",
+    "BENCH_CONFIG_FILES", "DEFAULT_PROFILE", "PARTIAL_PREFIX", "WRITE_PROBE_PREFIX",
+    "AthleteProfile", "BemoreError", "Bench", "BenchError", "ConfigError", "DataError",
+    "ProfileFile", "Section", "check_output_folder", "ctrl_c_held", "default_bench_config",
+    "discard", "drive_command", "filekinds", "load_bench", "load_profile", "load_toml_model",
+    "on_interrupt", "os_error_line", "output_folder", "plan_window", "put_in_place", "read_toml",
+    "replay_command", "setpoints", "stage", "validate", "write_file", "write_together",
 ]
 
 MODE_HELP = (
@@ -43,17 +57,19 @@ MODE_HELP = (
 
 def plan_window(setpoints: str | Path, bench: Bench | None = None,
                 athlete: AthleteProfile | None = None, bench_source: str = "bench.toml",
-                template: ModeSettings | None = None) -> tuple[list, str]:
+                template: ModeSettings | None = None, text: str | None = None
+                ) -> tuple[list, str]:
     """The feasible window of a setpoint file: (cells, printable table).
 
     The modes, loads and speeds that pass the pre-flight with ``bench`` (default
     the packaged bench.toml), ``athlete`` (default: the documented default profile) and the limits
-    compiled into the firmware. ``bemore synthesize`` calls it on the gesture it wrote.
+    compiled into the firmware. ``bemore synthesize`` calls it on the gesture it writes, before
+    it is written (``text``: the file's content, :func:`controller.setpoints.read_setpoints`).
     """
     from controller.setpoints import read_setpoints
     from controller.window import feasible_window, format_window
 
-    gesture = read_setpoints(setpoints)
+    gesture = read_setpoints(setpoints, text)
     athlete = athlete or DEFAULT_PROFILE
     cells = feasible_window(gesture, bench or load_bench(), athlete, compiled_firmware_limits(),
                             template)
@@ -205,6 +221,9 @@ def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
         bemore drive out/gesture/setpoints.csv --mode assistive --load 70 --reps 3 \\
             --log out/session.jsonl
     """
+    # Until the session starts (it owns Ctrl-C then: a controlled stop), a Ctrl-C ends the
+    # command with one line (BenchGroup).
+    on_interrupt("the bench was not armed: nothing was sent")
     from controller.drive import drive
     from controller.simbench import SimFaults, parse_injection
 
@@ -402,13 +421,24 @@ class BenchGroup(click.Group):
 
     A file the command could not read or write (a read-only or full disk, a folder where a
     file is expected) that no code below turned into a BemoreError is one line too, naming the
-    file, with exit code 2: what was written before it stays written."""
+    file, with exit code 2: what was written before it stays written.
+
+    A Ctrl-C that no command turned into its own ending (before the work starts, while a
+    command reads its inputs) is one line too, saying what it left (what the command last said
+    with :func:`controller.outputs.on_interrupt`, by default that nothing was written), with
+    exit code 1: not click's bare "Aborted!"."""
 
     program = "bemore-bench"
 
     def invoke(self, ctx: click.Context) -> object:
+        on_interrupt("nothing was written")
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"{self.program}: interrupted (Ctrl-C): {interrupt_note()}", err=True)
+            raise SystemExit(1) from None
         except BemoreError as error:
             if ctx.obj and ctx.obj.get("debug"):
                 raise

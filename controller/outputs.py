@@ -111,3 +111,189 @@ def _check_output_file(path: Path) -> None:
             pass
     except OSError as error:
         raise DataError(f"{path}: cannot write the output file ({error.strerror})") from None
+
+
+# ---------------------------------------------------------------------- writing the outputs
+#
+# Every output file is written whole or not at all: its content goes to a temporary file in
+# the same folder, is flushed to the disk (fsync), and only then takes the file's name
+# (os.replace, atomic on every local file system). A reader, a full disk or a Ctrl-C finds the
+# file as it was or as it is now, never cut. The files that belong together (synthesize's
+# gesture.json, profiles.csv and setpoints.csv; identify's athlete.json, convergence.csv and
+# summary.txt) are all written to temporaries first and put in place together, with Ctrl-C
+# held off for those few renames (:func:`write_together`).
+
+PARTIAL_PREFIX = ".bemore-partial-"
+"""Name prefix of the temporary file an output is written to before it takes its name."""
+
+_interrupt_note = ["nothing was written"]
+
+
+def on_interrupt(note: str) -> None:
+    """Say what a Ctrl-C from now on leaves behind (``"nothing was written in out/"``): the
+    command group prints it in its one line (``bemore: interrupted (Ctrl-C): NOTE``)."""
+    _interrupt_note[0] = note
+
+
+def interrupt_note() -> str:
+    """What :func:`on_interrupt` last said (the group's line for a Ctrl-C)."""
+    return _interrupt_note[0]
+
+
+def _write_bytes(handle: int, data: bytes) -> None:
+    """Write all of ``data`` to the open file descriptor ``handle``: the one low-level write
+    of every output file (a full disk raises OSError ENOSPC here)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(handle, view):]
+
+
+def cannot_write(path: str | Path, error: OSError) -> str:
+    """``PATH: cannot write (REASON)``: the start of the line for an output the system
+    refused (the reason as the system words it, e.g. "No space left on device")."""
+    return f"{path}: cannot write ({error.strerror or error})"
+
+
+def _target(path: Path) -> Path:
+    """The file ``path`` names: a link's target (replaced, the link kept), else ``path``."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else path
+
+
+def stage(path: str | Path, content: bytes | str) -> Path:
+    """Write ``content`` (text as UTF-8) completely to a new temporary file in ``path``'s
+    folder, flushed to the disk, and return that temporary (``path`` itself is not touched:
+    :func:`write_file` and :func:`write_together` put it in place). A file the system refuses
+    (a full disk, no permission) is a DataError naming ``path`` ("cannot write (reason)"),
+    the temporary removed; so is anything raised meanwhile (Ctrl-C) re-raised with it removed.
+    The file gets the permissions a new file gets (the umask's)."""
+    path = Path(path)
+    data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+    target = _target(path)
+    while True:
+        temporary = target.with_name(f"{PARTIAL_PREFIX}{os.urandom(4).hex()}-{target.name}")
+        try:
+            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise DataError(cannot_write(path, error)) from None
+    try:
+        try:
+            _write_bytes(handle, data)
+            os.fsync(handle)
+        finally:
+            os.close(handle)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(error, OSError):
+            raise DataError(cannot_write(path, error)) from None
+        raise
+    return temporary
+
+
+def discard(temporaries: Iterable[str | Path]) -> None:
+    """Remove temporaries :func:`stage` wrote (those not there are skipped)."""
+    for temporary in temporaries:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+
+
+@contextlib.contextmanager
+def ctrl_c_held():
+    """Hold a Ctrl-C (SIGINT) off while inside, then raise its KeyboardInterrupt on leaving;
+    off the main thread, or with SIGINT ignored, nothing changes."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous in (signal.SIG_IGN, None):
+        yield
+        return
+    received: list[int] = []
+    signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
+
+
+def _sync_folder(folder: Path) -> None:
+    """Flush ``folder``'s entries (the renames) to the disk, where the system allows it."""
+    with contextlib.suppress(OSError):
+        handle = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(handle)
+        finally:
+            os.close(handle)
+
+
+def put_in_place(staged: dict[Path, Path], remove: Iterable[str | Path] = ()) -> None:
+    """Put each temporary of ``staged`` (path → temporary, :func:`stage`) in its path's place
+    (os.replace), in the order given, after removing the ``remove`` files that are there; all
+    with Ctrl-C held off (:func:`ctrl_c_held`), the folders flushed. A rename the system
+    refuses is a DataError naming the path (the temporaries not yet in place removed)."""
+    with ctrl_c_held():
+        pending = dict(staged)
+        try:
+            for path in remove:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(_target(Path(path)))
+            for path, temporary in staged.items():
+                try:
+                    os.replace(temporary, _target(path))
+                except OSError as error:
+                    raise DataError(cannot_write(path, error)) from None
+                del pending[path]
+        finally:
+            discard(pending.values())
+        for folder in {_target(path).parent for path in staged}:
+            _sync_folder(folder)
+
+
+def write_file(path: str | Path, content: bytes | str) -> Path:
+    """Write ``content`` (text as UTF-8) at ``path`` atomically: the file is the previous one
+    or the complete new one, never cut (a temporary beside it, fsync, os.replace). A file the
+    system refuses is a DataError naming ``path`` (the previous file kept: the caller says
+    what follows). Returns ``path``."""
+    path = Path(path)
+    put_in_place({path: stage(path, content)})
+    return path
+
+
+def kept(paths: Iterable[str | Path]) -> str:
+    """What a refused write left: ``"athlete.json, summary.txt not replaced (any previous
+    ones kept as they were)"``."""
+    names = ", ".join(Path(path).name for path in paths)
+    return f"{names} not replaced (any previous ones kept as they were)"
+
+
+def write_together(contents: dict[Path, bytes | str], remove: Iterable[str | Path] = (),
+                   ready: dict[Path, Path] | None = None) -> list[Path]:
+    """Write the files ``contents`` (path → content) as one set: each to a temporary beside it
+    first (:func:`stage`); only once all are complete are the ``remove`` files removed and the
+    files put in place, those of ``ready`` first (path → a complete file on the same file
+    system, e.g. figures a child process drew, moved there), then ``contents`` in the order
+    given, with Ctrl-C held off (:func:`put_in_place`). So a reader finds the previous set or
+    the new one, and a full disk, a refused file or a Ctrl-C while they are written replaces
+    none of them: a DataError names the file that could not be written and says that none of
+    the set was replaced (the temporaries removed, ``ready``'s files left to the caller).
+    Returns the paths written."""
+    staged: dict[Path, Path] = {}
+    try:
+        for path, content in contents.items():
+            staged[Path(path)] = stage(path, content)
+        put_in_place({**(ready or {}), **staged}, remove)
+    except DataError as error:
+        discard(staged.values())
+        raise DataError(f"{error}: {kept([*(ready or {}), *contents])}") from None
+    except BaseException:
+        discard(staged.values())
+        raise
+    return [*(ready or {}), *staged]

@@ -27,7 +27,7 @@ from controller.modes import (
     stop_setpoints,
     stream_times_ms,
 )
-from controller.outputs import check_output_folder, output_folder
+from controller.outputs import check_output_folder, output_folder, write_file
 from controller.protocol import load_spec
 from controller.scheduler import timing_stats
 from controller.series import interp
@@ -361,7 +361,7 @@ def plot(log: SessionLog, folder: str | Path) -> list[Path]:
     figure.suptitle(_title(log, summary))
     figure.tight_layout()
     tracking = folder / PLOTS[0]
-    figure.savefig(tracking, dpi=100)
+    _save(figure, tracking)
     plt.close(figure)
 
     figure = plt.figure(figsize=(8.27, 11.69))  # one A4 page
@@ -377,9 +377,19 @@ def plot(log: SessionLog, folder: str | Path) -> list[Path]:
         axis.grid(True, alpha=0.3)
     lower.set_xlabel("host time (s)")
     page = folder / PLOTS[1]
-    figure.savefig(page, dpi=100)
+    _save(figure, page)
     plt.close(figure)
     return [tracking, page]
+
+
+def _save(figure, path: Path) -> None:
+    """Write a matplotlib ``figure`` at ``path`` (PNG or PDF by its suffix, 100 dpi)
+    atomically (:func:`controller.outputs.write_file`)."""
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=path.suffix.lstrip(".").lower(), dpi=100)
+    write_file(path, buffer.getvalue())
 
 
 def _wrapped(lines: list[str], width: int) -> list[str]:

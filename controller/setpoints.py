@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.errors import DataError
+from controller.outputs import write_file
 from controller.series import floats
 
 FORMAT_TAG = "bemore-setpoints 1"
@@ -101,11 +102,13 @@ def _peak(values: Sequence[float]) -> float:
     return float(max(max(values), -min(values)))
 
 
-def read_setpoints(path: str | Path) -> Gesture:
-    """Read and validate a setpoint file; any problem raises one DataError line."""
+def read_setpoints(path: str | Path, text: str | None = None) -> Gesture:
+    """Read and validate a setpoint file; any problem raises one DataError line. ``text``: the
+    file's content, not yet written at ``path`` (``bemore synthesize``'s, checked before it is)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")  # past a byte order mark (a re-saved file)
+        if text is None:
+            text = path.read_text(encoding="utf-8-sig")  # past a byte order mark (a re-saved file)
     except FileNotFoundError:
         raise DataError(f"{path}: setpoint file not found") from None
     except (OSError, UnicodeDecodeError) as error:
@@ -312,6 +315,4 @@ def _declared_peak(value: float) -> str:
 def write_setpoints(path: str | Path, gesture: Gesture) -> Path:
     """Write ``gesture`` as a setpoint file at ``path`` (:func:`format_setpoints`); returns the
     path written."""
-    path = Path(path)
-    path.write_text(format_setpoints(gesture), encoding="utf-8")
-    return path
+    return write_file(Path(path), format_setpoints(gesture))

@@ -31,7 +31,7 @@ from typing import Any
 from bemore.batch.item import ItemResult, describe_error, item_outputs, run_item
 from bemore.batch.manifest import ItemSpec, Manifest
 from bemore.errors import BemoreError, DataError
-from bemore.paths import output_folder
+from bemore.paths import output_folder, write_file
 
 DONE = "done.json"
 FAILED = "failed.txt"
@@ -115,16 +115,14 @@ def prepare(out_dir: Path, spec: ItemSpec) -> None:
 
 
 def _write(path: Path, content: bytes) -> None:
-    """Write ``content`` at ``path`` (its folder made); an OSError is a DataError naming it."""
+    """Write ``content`` at ``path`` (its folder made), atomically (:func:`bemore.paths.
+    write_file`); an OSError is a DataError naming it."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise DataError(f"{error.filename or path.parent}: cannot make the folder "
                         f"({error.strerror})") from None
-    try:
-        path.write_bytes(content)
-    except OSError as error:
-        raise DataError(f"{path}: cannot write ({error.strerror})") from None
+    write_file(path, content)
 
 
 def store(out_dir: Path, spec: ItemSpec, result: ItemResult) -> None:
@@ -200,11 +198,7 @@ def write_summary(out_dir: Path, rows: list[dict[str, Any]]) -> Path:
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    path = out_dir / SUMMARY
-    temporary = out_dir / f".{SUMMARY}.tmp"
-    temporary.write_text(buffer.getvalue(), encoding="utf-8")
-    temporary.replace(path)
-    return path
+    return write_file(out_dir / SUMMARY, buffer.getvalue())
 
 
 def run_batch(

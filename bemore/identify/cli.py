@@ -144,9 +144,17 @@ def identify_command(
     """
     import gc
 
+    from bemore.paths import ctrl_c_held, on_interrupt
+
+    on_interrupt(f"before the fit: nothing was written in {out}")
     from bemore import drawing as figures_child
     from bemore.errors import BemoreError
-    from bemore.identify.outputs import write_plots
+    from bemore.identify.outputs import (
+        PLOT_FILES,
+        result_folder,
+        write_plots,
+        write_result_set,
+    )
     from bemore.identify.pipeline import Overrides, run_identification
     from bemore.identify.report import summary_text
     from bemore.identify.run import identify
@@ -165,14 +173,20 @@ def identify_command(
     overrides = Overrides(algorithm=algorithm, pack=pack, iterations=iterations, seed=seed,
                           polish=polish, workers=workers, inertial=inertial)
     # The plots are drawn by a child process from the fit, beside the analysis and the
-    # result's writing (the other core); the command returns once both are done.
+    # result's writing (the other core), into a folder of their own in OUT, moved into place
+    # once the result is written (bemore.drawing.place); the command returns once both are.
+    staging = out / figures_child.STAGING
     drawing: list[Any] = [None]  # the child drawing them, once the fit is known
 
     def draw_meanwhile(fit: Any, problem: Any, settings: Any) -> None:
         # What is loaded so far lives until the process ends: out of the collector's sight,
         # the child shares its pages with this process (as in synthesize; docs/speed.md).
         gc.freeze()
-        drawing[0] = figures_child.start(lambda: write_plots(out, fit, problem, settings))
+        drawing[0] = figures_child.start(lambda: write_plots(staging, fit, problem, settings))
+
+    def abandon_figures() -> None:
+        figures_child.abandon(drawing[0])  # the first error is the one to tell
+        figures_child.clear(staging)
 
     try:
         outcome, problem, settings, record = run_identification(
@@ -183,19 +197,35 @@ def identify_command(
             run=lambda problem, settings: _run_with_progress(
                 problem, settings, identify,
                 on_fit=lambda fit: draw_meanwhile(fit, problem, settings)),
+            write=False,
         )
     except BaseException:
-        figures_child.abandon(drawing[0])  # the first error is the one to tell
+        abandon_figures()
         raise
-    click.echo(summary_text(record))
-    click.echo(f"wrote {out}/athlete.json, convergence.csv, summary.txt; plotting…")
-    mark("identify", "result")
-    reason = figures_child.finish(drawing[0],
-                                  lambda: write_plots(out, outcome, problem, settings))
-    if reason is not None:
-        raise BemoreError(f"the plots in {out} were not written: {reason}")
-    click.echo(f"wrote {out}/trajectories.png, stick_figures.png, convergence.png")
-    mark("identify", "plots")
+    # The fit is known: a Ctrl-C from now on waits until it is printed and written.
+    with ctrl_c_held():
+        # On the screen first: a disk that refuses the files does not lose the numbers.
+        click.echo(summary_text(record))
+        folder = result_folder(out, outcome.interrupted)
+        if folder != out:
+            click.echo(f"{out}/athlete.json holds a complete fit: kept; this interrupted run's "
+                       f"result goes to {folder}/")
+        try:
+            write_result_set(folder, record, outcome)
+        except BaseException:
+            abandon_figures()
+            raise
+        on_interrupt(f"after the result was written in {folder}")
+        click.echo(f"wrote {folder}/athlete.json, convergence.csv, summary.txt; plotting…")
+        mark("identify", "result")
+        reason = figures_child.finish(drawing[0],
+                                      lambda: write_plots(staging, outcome, problem, settings))
+        placed = figures_child.place(staging, folder, PLOT_FILES)
+        if reason is None:
+            click.echo(f"wrote {folder}/" + ", ".join(PLOT_FILES))
+            mark("identify", "plots")
+        else:  # named where the figure was to go, not where the child drew it
+            reason = reason.replace(f"{staging}/", f"{folder}/")
     # What is loaded lives until the process ends: out of the collector's sight, the
     # interpreter's teardown does not walk it (as in synthesize; docs/speed.md).
     gc.freeze()
@@ -204,7 +234,7 @@ def identify_command(
 
         verdict = ("interrupted" if outcome.interrupted else
                    outcome.verdict.status if outcome.verdict is not None else "good")
-        register_identify(records, athlete_record.name, started_utc, trial, out,
+        register_identify(records, athlete_record.name, started_utc, trial, folder,
                           {"algorithm": settings.algorithm, "pack": settings.pack,
                            "iterations": settings.iterations, "seed": settings.seed,
                            "polish": settings.polish, "model": model_name,
@@ -213,12 +243,16 @@ def identify_command(
                            ("identification", "gymnast", "trial", "markerset")}, verdict)
         click.echo(f"recorded in the records: {athlete_record.name}, model of "
                    f"{trial} ({verdict} fit)")
+    if reason is not None:
+        drawn = f" ({', '.join(path.name for path in placed)} written)" if placed else ""
+        raise BemoreError(f"the plots in {folder} were not written: {reason}{drawn}; the "
+                          "result there is written and complete")
     if outcome.interrupted:
         sys.exit(1)
     if outcome.verdict is not None and outcome.verdict.poor:
         from bemore.errors import PoorFitError
 
-        raise PoorFitError(f"{trial}: {outcome.verdict.message} (results written to {out}, "
+        raise PoorFitError(f"{trial}: {outcome.verdict.message} (results written to {folder}, "
                            "marked poor)")
 
 

@@ -19,6 +19,7 @@ FILES = (
     "stick_figures.png",
     "convergence.png",
 )
+"""Every file ``bemore identify`` writes in its output folder."""
 
 
 def athlete_record(
@@ -170,6 +171,16 @@ def convergence_csv(outcome: Outcome) -> str:
     return "\n".join(rows) + "\n"
 
 
+RESULT_FILES = ("convergence.csv", "summary.txt", "athlete.json")
+"""The result's files, put in place together in this order (athlete.json, what synthesize
+reads, last: once it is the new one, so are the others)."""
+PLOT_FILES = ("trajectories.png", "stick_figures.png", "convergence.png")
+"""The figures :func:`write_plots` draws."""
+INTERRUPTED_FOLDER = "interrupted"
+"""Where an interrupted run writes its files when the output folder holds a complete fit
+(``OUT/interrupted/``): an interruption never replaces a complete athlete.json."""
+
+
 def write_outputs(
     out_dir: Path,
     outcome: Outcome,
@@ -192,14 +203,45 @@ def write_results(
     trial: dict[str, Any],
     config: dict[str, Any],
 ) -> dict[str, Any]:
-    """Write athlete.json, convergence.csv and summary.txt (no plots); return the record."""
-    output_folder(out_dir)
+    """Write athlete.json, convergence.csv and summary.txt (no plots) as one set
+    (:func:`write_result_set`); return the record."""
     record = athlete_record(outcome, problem, settings, trial, config)
-    report.write_json(out_dir / "athlete.json", record)
-    (out_dir / "convergence.csv").write_text(convergence_csv(outcome), encoding="utf-8")
-    summary = report.summary_text(record)
-    (out_dir / "summary.txt").write_text(summary + "\n", encoding="utf-8")
+    write_result_set(out_dir, record, outcome)
     return record
+
+
+def write_result_set(out_dir: Path, record: dict[str, Any], outcome: Outcome) -> list[Path]:
+    """Write RESULT_FILES of ``record`` into ``out_dir`` (made if needed) as one set: every
+    file written whole before any is replaced (:func:`bemore.paths.write_together`), so a full
+    disk is one DataError naming the file, the previous files kept. Returns the paths."""
+    from bemore.paths import write_together
+
+    output_folder(out_dir)
+    texts = {"convergence.csv": convergence_csv(outcome),
+             "summary.txt": report.summary_text(record) + "\n",
+             "athlete.json": report.json_text(record)}
+    return write_together({out_dir / name: texts[name] for name in RESULT_FILES})
+
+
+def complete_fit(path: Path) -> bool:
+    """True when ``path`` is an athlete.json of a run that ended (not interrupted; a poor fit
+    is complete too)."""
+    import json
+
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get("interrupted") is False
+
+
+def result_folder(out_dir: Path, interrupted: bool) -> Path:
+    """Where a run's result goes: ``out_dir``, or for an ``interrupted`` run when ``out_dir``
+    holds a complete fit (:func:`complete_fit`), ``out_dir/interrupted/``: the complete fit is
+    kept, the interrupted one written beside it."""
+    if interrupted and complete_fit(out_dir / "athlete.json"):
+        return out_dir / INTERRUPTED_FOLDER
+    return out_dir
 
 
 def write_plots(

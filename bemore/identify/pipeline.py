@@ -125,6 +125,7 @@ def run_identification(
     run: Runner | None = None,
     extra_config: dict[str, Any] | None = None,
     polish_on: str = "without --no-polish",
+    write: bool = True,
 ) -> Identified:
     """Identify the model from the trial at ``trial_path`` and write athlete.json,
     convergence.csv and summary.txt into ``out`` (no plots: :func:`bemore.identify.outputs.
@@ -145,10 +146,12 @@ def run_identification(
     made when the results are written. A poor fit is told what it ran against the file's
     ``[optimiser]`` (:class:`bemore.identify.verdict.FitBudget`: a fit that stopped short of a
     minimum names that as its likely cause). The result is written even when
-    interrupted or a poor fit: the caller decides.
+    interrupted or a poor fit: the caller decides; ``write=False``: not written, the caller
+    writes it (``bemore identify``: after printing it, :func:`bemore.identify.outputs.
+    write_result_set`).
     """
     from bemore.evaluate import EvaluatedProblem, make_evaluator
-    from bemore.identify.outputs import FILES, write_results
+    from bemore.identify.outputs import FILES, athlete_record, write_results
     from bemore.identify.problem import body_mass_uncertainty
     from bemore.identify.space import ParameterSpace
     from bemore.identify.verdict import FitBudget
@@ -228,5 +231,6 @@ def run_identification(
 
         outcome.inertial = identify_inertial(fitted, outcome.x, identification.inertial)
         mark("identify", "inertial")
-    record = write_results(out, outcome, problem, settings, trial_summary, record_config)
+    record = (write_results(out, outcome, problem, settings, trial_summary, record_config) if write
+              else athlete_record(outcome, problem, settings, trial_summary, record_config))
     return Identified(outcome, problem, settings, record)

@@ -92,8 +92,16 @@ def versions() -> dict[str, str]:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` as indented JSON (NaN/inf are not valid JSON: they become null)."""
-    path.write_text(json.dumps(_finite(data), indent=2) + "\n", encoding="utf-8")
+    """Write ``data`` as indented JSON (NaN/inf are not valid JSON: they become null),
+    atomically (:func:`bemore.paths.write_file`)."""
+    from bemore.paths import write_file
+
+    write_file(path, json_text(data))
+
+
+def json_text(data: dict[str, Any]) -> str:
+    """``data`` as indented JSON text, NaN/inf as null (what :func:`write_json` writes)."""
+    return json.dumps(_finite(data), indent=2) + "\n"
 
 
 def _finite(value: Any) -> Any:
@@ -468,7 +476,7 @@ def plot_trajectories(
     stacked in one PNG (Pillow, :mod:`bemore.raster`: no matplotlib import)."""
     from PIL import Image
 
-    from bemore.raster import Chart
+    from bemore.raster import Chart, save_image
 
     step = _decimation(t.size)
     panels = []
@@ -489,7 +497,7 @@ def plot_trajectories(
     for panel in panels:
         image.paste(panel, (0, top))
         top += panel.height
-    image.save(path, compress_level=1)
+    save_image(image, path, compress_level=1)
 
 
 def plot_stick_figures(

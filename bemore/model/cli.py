@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from bemore.model.profiles import (
     shoulder_flexion_profile,
 )
 from bemore.model.simulate import DrivenMotion, Simulation, simulate
-from bemore.paths import check_output_folder, output_folder
+from bemore.paths import check_output_folder, output_folder, write_file
 
 SIMULATION_FILES = ("trajectories.csv", "stick.png", "summary.json")
 """What ``bemore simulate`` writes in ``--out``: the trajectories, the stick figure, the
@@ -87,12 +88,13 @@ def write_csv(path: Path, model: Model, motion: DrivenMotion, sim: Simulation) -
     header += [f"{p}_{axis}_m" for p in model.point_names for axis in ("x", "y")]
     table = np.concatenate([motion.t[:, None], sim.free_q[0], sim.free_qd[0], motion.q,
                             sim.efforts[0], sim.points[0].reshape(len(motion.t), -1)], axis=1)
-    with path.open("w", newline="") as stream:
-        stream.write("# bemore simulate: SI units (m, rad, N, N·m); efforts are the generalised "
-                     "forces of the driven coordinates\n")
-        writer = csv.writer(stream)
-        writer.writerow(header)
-        writer.writerows([f"{x:.9g}" for x in row] for row in table)
+    stream = io.StringIO(newline="")
+    stream.write("# bemore simulate: SI units (m, rad, N, N·m); efforts are the generalised "
+                 "forces of the driven coordinates\n")
+    writer = csv.writer(stream)
+    writer.writerow(header)
+    writer.writerows([f"{x:.9g}" for x in row] for row in table)
+    write_file(path, stream.getvalue())
 
 
 def plot_stick(path: Path, model: Model, P: np.ndarray, motion: DrivenMotion, sim: Simulation,
@@ -130,8 +132,10 @@ def plot_stick(path: Path, model: Model, P: np.ndarray, motion: DrivenMotion, si
     ax.set_xlabel("x (m)")
     ax.set_ylabel("y (m)")
     ax.set_title(f"{model.name}: stick figure at {n_frames} key frames")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
+    write_file(path, buffer.getvalue())
 
 
 @click.command("simulate")
@@ -206,7 +210,7 @@ def simulate_command(model_name: str, params_path: Path | None, settings: tuple[
                "initial_free_state": dict(zip(model.free_coordinates, q0[0].tolist(),
                                               strict=True)),
                "rotation_about_bar_deg": rotation, "elapsed_s": elapsed}
-    summary_file.write_text(json.dumps(summary, indent=2))
+    write_file(summary_file, json.dumps(summary, indent=2))
     click.echo(f"{model.name}: {len(motion.t)} frames, {motion.t[-1]:.3f} s simulated in "
                f"{elapsed * 1000:.0f} ms")
     if rotation is not None:

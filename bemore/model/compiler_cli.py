@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from bemore.model.gymnasts import load_model
-from bemore.paths import check_output_folder, output_folder
+from bemore.paths import check_output_folder, output_folder, write_together
 
 _MODEL_HELP = "real_gymnast (default), exemplary_gymnast, or a model description TOML file."
 
@@ -71,6 +71,5 @@ def export_c_command(model_name: str, out_dir: Path, prefix: str | None) -> None
     name, header, source = export_c(derive(model.description), prefix)
     header_name, source_name = c_files(name)
     output_folder(out_dir)
-    (out_dir / header_name).write_text(header)
-    (out_dir / source_name).write_text(source)
+    write_together({out_dir / header_name: header, out_dir / source_name: source})
     click.echo(f"wrote {out_dir / header_name}, {out_dir / source_name}")

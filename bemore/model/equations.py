@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bemore.model.symbolic import SymbolicModel, require_sympy, sp
+from bemore.paths import write_together
 
 _LINE = 110  # LaTeX source characters per displayed line before a break
 
@@ -241,6 +242,5 @@ def write_equations(sym: SymbolicModel, out_dir: str | Path) -> tuple[Path, Path
     tex_text = "\n".join(tex) + "\n"
     tex_name, md_name = equation_files(desc.name)
     tex_path, md_path = out / tex_name, out / md_name
-    tex_path.write_text(tex_text)
-    md_path.write_text(md_text)
+    write_together({tex_path: tex_text, md_path: md_text})
     return tex_path, md_path

@@ -134,7 +134,9 @@ class OptimisationResult:
         """Serialise to JSON text; also write it to ``path`` when given."""
         text = json.dumps(self.to_dict(), indent=2)
         if path is not None:
-            Path(path).write_text(text + "\n", encoding="utf-8")
+            from bemore.paths import write_file
+
+            write_file(path, text + "\n")
         return text
 
     def history_csv(self) -> str:

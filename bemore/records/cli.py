@@ -5,6 +5,7 @@ else ``$XDG_DATA_HOME/bemore/records.sqlite``; created on first use)."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 import sqlite3
@@ -14,6 +15,7 @@ from typing import Any
 import click
 
 from bemore.errors import DataError
+from bemore.paths import write_file, write_together
 
 DB_HELP = ("Records database (default: $BEMORE_DB, else $XDG_DATA_HOME/bemore/records.sqlite, "
            "i.e. ~/.local/share/bemore/records.sqlite; created on first use).")
@@ -331,18 +333,20 @@ def export_command(out: Path, db_path: Path | None) -> None:
     tables = _export_rows(_connect(db_path))
     if out.suffix.lower() == ".json":
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(tables, indent=1) + "\n", encoding="utf-8")
+        write_file(out, json.dumps(tables, indent=1) + "\n")
         click.echo(f"wrote {out} ({', '.join(f'{k} {len(v)}' for k, v in tables.items())})")
         return
     if out.exists() and not out.is_dir():
         raise DataError(f"{out}: exists and is not a folder (a .json name writes one file)")
     out.mkdir(parents=True, exist_ok=True)
+    files = {}
     for name, rows in tables.items():
-        columns = list(rows[0]) if rows else []
-        with open(out / f"{name}.csv", "w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=columns)
-            writer.writeheader()
-            writer.writerows(rows)
+        handle = io.StringIO(newline="")
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]) if rows else [])
+        writer.writeheader()
+        writer.writerows(rows)
+        files[out / f"{name}.csv"] = handle.getvalue()
+    write_together(files)
     click.echo(f"wrote {out}/: " + ", ".join(f"{k}.csv ({len(v)} rows)" for k, v in tables.items()))
 
 

@@ -5,12 +5,14 @@ the gestures' key figures and the bench sessions, as text, a PNG, and the squad'
 from __future__ import annotations
 
 import datetime as dt
+import io
 import math
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bemore.paths import write_file
 from bemore.records import store
 
 #: The parameters the per-trial table shows (the springs a coach follows over a season); the
@@ -263,8 +265,9 @@ def plot_history(data: Season, path: Path) -> Path:
         ax.set_visible(False)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=80)
-    return path
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=path.suffix.lstrip(".").lower() or "png", dpi=80)
+    return write_file(path, buffer.getvalue())
 
 
 def squad_lines(connection: sqlite3.Connection, today: dt.datetime | None = None) -> list[str]:

@@ -282,17 +282,34 @@ def synthesize_command(
     Example:
         bemore synthesize out/identify/athlete.json --out out/gesture
     """
+    from bemore.paths import on_interrupt
+
+    # gesture.json, profiles.csv and setpoints.csv are written as one set once the result is
+    # complete: until then a Ctrl-C leaves the folder as it was.
+    on_interrupt(f"nothing was replaced in {out_dir}")
     # The engine and scipy load only when the command runs, not for `bemore --help`.
-    from bemore.paths import check_output_folder, default_config
+    from bemore.paths import (
+        check_output_folder,
+        ctrl_c_held,
+        default_config,
+        output_folder,
+        write_together,
+    )
     from bemore.phases import mark
     from bemore.profile import DEFAULT_PROFILE, load_profile
     from bemore.settings import load_bench
-    from bemore.synthesis.outputs import ANIMATION_FILE, PLOTS_FOLDER, write_gesture_json
+    from bemore.synthesis.outputs import (
+        ANIMATION_FILE,
+        PLOTS_FOLDER,
+        gesture_json_text,
+        profiles_text,
+        setpoints_sha256,
+    )
     from bemore.synthesis.pipeline import (
         FILES,
+        gesture_setpoints_text,
         run_synthesis,
         synthesis_options,
-        write_gesture_setpoints,
     )
 
     # Before anything is read or said: an output folder it cannot write (its result files, the
@@ -338,12 +355,15 @@ def synthesize_command(
     )
     mark("synthesize", "start-up")
     result, problem, profiles = run_synthesis(athlete, synthesis, options, out_dir, config_path,
-                                              dask_address)
+                                              dask_address, write=False)
     mark("synthesize", "synthesis")
-    # The figures are drawn by a child process beside the result's writing (the other core);
-    # the command returns once both are done.
+    output_folder(out_dir)
+    # The figures are drawn by a child process beside the result's writing (the other core),
+    # into a folder of their own in OUT, moved into place once the result is written
+    # (bemore.drawing.place); the command returns once both are done.
     figures = {
-        "folder": out_dir, "profiles": profiles, "result": result, "athlete_json": athlete_json,
+        "folder": out_dir / figures_child.STAGING, "profiles": profiles, "result": result,
+        "athlete_json": athlete_json,
         "limits": {"athlete": profile.shoulder_torque_limit_Nm,
                    "bench": bench.limits.max_torque_nm},
         "animation": not no_animation,
@@ -353,6 +373,9 @@ def synthesize_command(
     # (0.2–0.3 s of CPU per run, docs/speed.md).
     gc.freeze()
     drawing = figures_child.start(lambda: _write_figures(**figures))
+    gesture, profiles_csv, setpoints = (out_dir / name
+                                        for name in ("gesture.json", "profiles.csv",
+                                                     "setpoints.csv"))
     try:
         seed_result = synthesis.seed_result.model_dump()
         seed_rotation, seed_objective = _seed_evaluation(problem, seed_result)
@@ -380,8 +403,19 @@ def synthesize_command(
                  "bench": str(bench_config or default_config("bench.toml"))}, outcome)
             click.echo(f"recorded in the records: {athlete_record.name}, {outcome} gesture")
 
+        def write_set(contents: dict[Path, str]) -> None:
+            """The result's files as one set (bemore.paths.write_together): the previous
+            setpoints.csv removed first and the new one put in place last, so that a
+            setpoints.csv in the folder is always the one gesture.json describes."""
+            with ctrl_c_held():
+                write_together(contents, remove=[setpoints])
+                on_interrupt(f"after the result was written in {out_dir}")
+
         if not result.feasible:
-            write_gesture_json(out_dir / "gesture.json", result)
+            # The closest design, and no setpoints.csv (the previous one removed: no gesture
+            # that this gesture.json does not describe is left to drive).
+            write_set({gesture: gesture_json_text(result),
+                       profiles_csv: profiles_text(profiles)})
             record("infeasible")
             failing = [s for s in result.constraints if not s.satisfied]
             for status in failing:
@@ -396,38 +430,46 @@ def synthesize_command(
                 )
             click.echo(
                 f"bemore: no feasible gesture within the bounds; closest design written to "
-                f"{out_dir / 'gesture.json'} (no setpoints.csv)",
+                f"{gesture} (no setpoints.csv)",
                 err=True,
             )
             if options.torque_limit_nm is not None:
                 click.echo(_lowest_peak_line(athlete, synthesis, options, config_path), err=True)
             mark("synthesize", "outputs")
             sys.exit(1)
-        write_gesture_setpoints(out_dir / "setpoints.csv", profiles, athlete.source, result)
         from bemore.synthesis.requirements import bench_requirements, requirement_lines
 
+        setpoints_csv = gesture_setpoints_text(profiles, athlete.source, result)
+        # The bench's window is that of the file drive will read, checked before it is written.
         result.bench_requirements = bench_requirements(
             profiles,
-            out_dir / "setpoints.csv",
+            setpoints,
             bench,
             str(bench_config) if bench_config else "bench.toml",
             profile,
+            text=setpoints_csv,
         )
-        write_gesture_json(out_dir / "gesture.json", result)
-        record("feasible")
+        # On the screen first: a disk that refuses the files does not lose the numbers.
         click.echo(f"{result.message}")
         for line in requirement_lines(result.bench_requirements):
             click.echo(line)
+        write_set({gesture: gesture_json_text(result, setpoints_sha256(setpoints_csv)),
+                   profiles_csv: profiles_text(profiles), setpoints: setpoints_csv})
+        record("feasible")
         click.echo(f"wrote {out_dir}/gesture.json, profiles.csv, setpoints.csv; plotting…")
         mark("synthesize", "outputs")
     except SystemExit:  # no feasible gesture: the figures show the closest design
-        _finish_figures(drawing, figures)
+        _finish_figures(drawing, figures, out_dir)
         raise
     except BaseException:
-        _finish_figures(drawing, figures, quietly=True)  # the first error is the one to tell
+        _finish_figures(drawing, figures, out_dir, quietly=True)  # the first error is told
         raise
-    _finish_figures(drawing, figures)
+    _finish_figures(drawing, figures, out_dir)
     gc.freeze()
+
+
+COACH_PLOT = "coach_view.png"
+"""The coach's view (:func:`bemore.synthesis.outputs.write_coach_plot`) in the plots folder."""
 
 
 def _write_figures(folder: Path, profiles: Any, result: SynthesisResult,
@@ -439,28 +481,43 @@ def _write_figures(folder: Path, profiles: Any, result: SynthesisResult,
     flexion_end = result.design.flexion_end_time_s
     plots = folder / outputs.PLOTS_FOLDER
     outputs.write_plots(plots, profiles, flexion_end, limits=limits)
-    outputs.write_coach_plot(plots / "coach_view.png", profiles, flexion_end,
+    outputs.write_coach_plot(plots / COACH_PLOT, profiles, flexion_end,
                              _recorded_flexion(athlete_json))
     if animation:
         outputs.write_animation(folder / outputs.ANIMATION_FILE, profiles)
 
 
-def _finish_figures(drawing: Any, figures: dict[str, Any], quietly: bool = False) -> None:
-    """Wait for the figures (:func:`bemore.drawing.finish`; drawn here without a child); one
-    line says what was written. A child that failed raises a BemoreError with its reason (exit
-    code 1). ``quietly``: the command is ending on another error: only wait for the child."""
+def _finish_figures(drawing: Any, figures: dict[str, Any], out_dir: Path,
+                    quietly: bool = False) -> None:
+    """Wait for the figures (:func:`bemore.drawing.finish`; drawn here without a child), drawn
+    in ``figures["folder"]``, and move them into ``out_dir`` (:func:`bemore.drawing.place`,
+    Ctrl-C held off); one line says what was written. A child that failed raises a
+    BemoreError with its reason (exit code 1): the result already written stays as it is.
+    ``quietly``: the command is ending on another error (the result not written): only wait
+    for the child, its figures dropped."""
     from bemore.errors import BemoreError
+    from bemore.paths import ctrl_c_held
     from bemore.phases import mark
-    from bemore.synthesis.outputs import ANIMATION_FILE, PLOTS_FOLDER
+    from bemore.synthesis.outputs import ANIMATION_FILE, PLOT_FILES, PLOTS_FOLDER
 
+    staging = figures["folder"]
     if quietly:
         figures_child.abandon(drawing)
+        figures_child.clear(staging)
         return
-    reason = figures_child.finish(drawing, lambda: _write_figures(**figures))
+    names = [f"{PLOTS_FOLDER}/{name}" for name in (*PLOT_FILES, COACH_PLOT)]
+    names += [ANIMATION_FILE] if figures["animation"] else []
+    with ctrl_c_held():
+        reason = figures_child.finish(drawing, lambda: _write_figures(**figures))
+        placed = figures_child.place(staging, out_dir, names)
     if reason is not None:
-        raise BemoreError(f"the figures in {figures['folder']} were not written: {reason}")
+        # named where the figure was to go, not where the child drew it
+        reason = reason.replace(f"{staging}/", f"{out_dir}/")
+        drawn = f" ({len(placed)} of {len(names)} written)" if placed else ""
+        raise BemoreError(f"the figures in {out_dir} were not written: {reason}{drawn}; "
+                          "gesture.json, profiles.csv and setpoints.csv there are complete")
     mark("synthesize", "figures")
-    click.echo(f"wrote {figures['folder']}/{PLOTS_FOLDER}/"
+    click.echo(f"wrote {out_dir}/{PLOTS_FOLDER}/"
                + (f", {ANIMATION_FILE}" if figures["animation"] else ""))
 
 

@@ -8,6 +8,7 @@ is for people. Radians inside, degrees labelled on plots.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import numpy as np
 
 from bemore import filekinds
 from bemore.errors import DataError
-from bemore.paths import output_folder
+from bemore.paths import output_folder, write_file
 from bemore.synthesis.results import Profiles, SynthesisResult
 from controller.cli import setpoints as _setpoints
 
@@ -45,27 +46,55 @@ def write_setpoints(
     gesture: str,
     extra: dict[str, Any] | None = None,
 ) -> Path:
-    """Write the ``bemore-setpoints 1`` file that ``bemore drive`` plays.
+    """Write the ``bemore-setpoints 1`` file that ``bemore drive`` plays
+    (:func:`setpoints_text`), atomically (:func:`bemore.paths.write_file`). Returns the path."""
+    return write_file(path, setpoints_text(profiles, rate_hz, athlete, gesture, extra))
+
+
+def setpoints_text(
+    profiles: Profiles,
+    rate_hz: float,
+    athlete: str,
+    gesture: str,
+    extra: dict[str, Any] | None = None,
+) -> str:
+    """The ``bemore-setpoints 1`` file that ``bemore drive`` plays.
 
     One row per sample of ``profiles`` (which must be sampled at ``rate_hz`` from 0 s): time (s),
     per-shoulder angle (rad), velocity (rad/s) and torque (N·m, half the total), and when known
     its static (gravity) part (N·m, per shoulder; for slow motion). The header holds
-    the per-shoulder absolute peak values in degrees and N·m, the athlete, the gesture and the
-    ``extra`` keys. Written by the bench side's writer
-    (:func:`controller.setpoints.format_setpoints`). Returns the path written.
+    the per-shoulder absolute peak values in degrees and N·m, the athlete, the gesture, the
+    ``extra`` keys and the rows' count, last time and SHA-256 (:func:`setpoints_sha256`). Made
+    by the bench side's writer (:func:`controller.setpoints.format_setpoints`).
     """
     t = np.asarray(profiles.t_s, float)
     _check_uniform(t, rate_hz)
     setpoints = _setpoints.Gesture(
-        str(path), rate_hz, t, profiles.angle_rad, profiles.velocity_rad_s,
+        "setpoints", rate_hz, t, profiles.angle_rad, profiles.velocity_rad_s,
         profiles.torque_per_shoulder_nm, metadata={"athlete": athlete, "gesture": gesture,
                                                    **(extra or {})},
         static_torque_nm=profiles.static_torque_per_shoulder_nm)
-    return _setpoints.write_setpoints(path, setpoints)
+    return _setpoints.format_setpoints(setpoints)
+
+
+def setpoints_sha256(text: str) -> str:
+    """The ``sha256`` of a setpoint file's header (``text``: :func:`setpoints_text`), which
+    gesture.json records as ``setpoints_sha256``: the gesture the setpoints belong to."""
+    for line in text.splitlines():
+        if line.startswith("# sha256: "):
+            return line.removeprefix("# sha256: ").strip()
+        if not line.startswith("#"):
+            break
+    raise DataError("setpoints: no sha256 in the header")
 
 
 def write_profiles(path: Path, profiles: Profiles) -> Path:
-    """Write profiles.csv: every profile of the gesture, one row per sample (SI units)."""
+    """Write profiles.csv (:func:`profiles_text`) atomically. Returns the path."""
+    return write_file(path, profiles_text(profiles))
+
+
+def profiles_text(profiles: Profiles) -> str:
+    """profiles.csv: every profile of the gesture, one row per sample (SI units)."""
     columns = [
         profiles.t_s,
         profiles.angle_rad,
@@ -79,16 +108,25 @@ def write_profiles(path: Path, profiles: Profiles) -> Path:
         profiles.bar_y_m,
     ]
     table = np.column_stack(columns)
+    buffer = io.StringIO()
     np.savetxt(
-        path, table, delimiter=",", header=",".join(PROFILE_COLUMNS), comments="", fmt="%.10g"
+        buffer, table, delimiter=",", header=",".join(PROFILE_COLUMNS), comments="", fmt="%.10g"
     )
-    return Path(path)
+    return buffer.getvalue()
 
 
 def write_gesture_json(path: Path, result: SynthesisResult) -> Path:
-    """Write gesture.json: design variables, objective, constraints, evaluations, inputs."""
-    Path(path).write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
-    return Path(path)
+    """Write gesture.json (:func:`gesture_json_text`) atomically. Returns the path."""
+    return write_file(path, gesture_json_text(result))
+
+
+def gesture_json_text(result: SynthesisResult, setpoints_sha256: str | None = None) -> str:
+    """gesture.json: design variables, objective, constraints, evaluations, inputs; with
+    ``setpoints_sha256`` (the setpoints.csv header's ``sha256``) the setpoints it goes with."""
+    record = result.to_dict()
+    if setpoints_sha256 is not None:
+        record["setpoints_sha256"] = setpoints_sha256
+    return json.dumps(record, indent=2) + "\n"
 
 
 PLOTS = (

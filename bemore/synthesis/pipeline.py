@@ -53,14 +53,15 @@ class Synthesized(NamedTuple):
 
 def run_synthesis(athlete: Any, synthesis: Any, options: SynthesisOptions, out_dir: Path,
                   config_path: str | Path | None = None,
-                  dask_address: str | None = None) -> Synthesized:
+                  dask_address: str | None = None, write: bool = True) -> Synthesized:
     """Synthesize the gesture of ``athlete`` (AthleteParameters) with ``synthesis`` (the
     configuration read from ``config_path``) and ``options``, evaluating the designs on the
     Dask scheduler at ``dask_address`` when given (recorded in ``result.inputs["evaluator"]``);
     write ``out_dir``/profiles.csv (created if needed). ``out_dir`` and the FILES in it are
     shown writable before the synthesis (:func:`bemore.paths.check_output_folder`: a DataError
     at once, nothing left behind). gesture.json and setpoints.csv are the caller's to write,
-    once the result is complete."""
+    once the result is complete; ``write=False``: profiles.csv too (``bemore synthesize``
+    writes the three as one set)."""
     from bemore.synthesis.outputs import write_profiles
     from bemore.synthesis.synthesize import synthesize
 
@@ -78,19 +79,26 @@ def run_synthesis(athlete: Any, synthesis: Any, options: SynthesisOptions, out_d
         if evaluator is not None:
             evaluator.close()
     profiles = problem.profiles(problem.vector(result.design), SETPOINT_RATE_HZ)
-    write_profiles(output_folder(out_dir) / "profiles.csv", profiles)
+    if write:
+        write_profiles(output_folder(out_dir) / "profiles.csv", profiles)
     return Synthesized(result, problem, profiles)
 
 
 def write_gesture_setpoints(path: Path, profiles: Any, athlete: str, result: Any) -> Path:
-    """Write setpoints.csv (``bemore-setpoints 1``, SETPOINT_RATE_HZ) of the gesture ``result``
-    for the athlete named ``athlete``, its header naming the design (s, deg) and the objective."""
-    from bemore.synthesis.outputs import write_setpoints
+    """Write setpoints.csv (:func:`gesture_setpoints_text`) atomically. Returns the path."""
+    from bemore.paths import write_file
+
+    return write_file(path, gesture_setpoints_text(profiles, athlete, result))
+
+
+def gesture_setpoints_text(profiles: Any, athlete: str, result: Any) -> str:
+    """setpoints.csv (``bemore-setpoints 1``, SETPOINT_RATE_HZ) of the gesture ``result`` for
+    the athlete named ``athlete``, its header naming the design (s, deg) and the objective."""
+    from bemore.synthesis.outputs import setpoints_text
 
     design = result.design
     phi_max_deg = float(np.rad2deg(design.max_flexion_rad))
-    return write_setpoints(
-        path,
+    return setpoints_text(
         profiles,
         SETPOINT_RATE_HZ,
         athlete,

@@ -38,14 +38,15 @@ def gesture_needs(profiles: Profiles) -> dict[str, float]:
 
 
 def bench_requirements(profiles: Profiles, setpoints: Path, bench: Bench, bench_source: str,
-                       athlete: AthleteProfile) -> dict[str, Any]:
+                       athlete: AthleteProfile, text: str | None = None) -> dict[str, Any]:
     """``bench_requirements`` of gesture.json: the needs, the bench's and the athlete's limits,
-    the share of each limit used, and the feasible window of ``setpoints``."""
+    the share of each limit used, and the feasible window of ``setpoints`` (whose content is
+    ``text`` when given, the file not written yet)."""
     from controller.cli import plan_window
 
     needs = gesture_needs(profiles)
     limits = bench.limits
-    cells, table = plan_window(setpoints, bench, athlete, bench_source)
+    cells, table = plan_window(setpoints, bench, athlete, bench_source, text=text)
     return {
         "per_shoulder": needs,
         "bench": {

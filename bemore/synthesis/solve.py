@@ -59,6 +59,8 @@ class _LockstepBatcher:
         """Evaluate ``points`` (k, n) with the others' requests; returns (f (k,), c (k, m)) and,
         with an evaluation that gives Jacobians, (∂f (k, n), ∂c (k, m, n))."""
         with self._condition:
+            if self._failure is not None:
+                raise self._failure
             self._pending[ticket] = points
             self._flush_if_complete()
             while ticket not in self._results and self._failure is None:
@@ -66,6 +68,13 @@ class _LockstepBatcher:
             if self._failure is not None:
                 raise self._failure
             return self._results.pop(ticket)
+
+    def stop(self) -> None:
+        """Ctrl-C in the thread waiting for the runs: every request from now on (and every one
+        waiting) raises _StoppedError, which ends its run quietly."""
+        with self._condition:
+            self._failure = _StoppedError()
+            self._condition.notify_all()
 
     def finished(self) -> None:
         """One thread is done: it no longer takes part in the batches."""
@@ -202,6 +211,10 @@ class _StencilCache:
 
 class _OutOfBudgetError(Exception):
     """A run asked for more batched evaluations than its budget (caught in the run)."""
+
+
+class _StoppedError(Exception):
+    """The runs were stopped by a Ctrl-C in the thread waiting for them (caught in the run)."""
 
 
 class _History:
@@ -572,6 +585,8 @@ def solve_multistart(
                 False,
                 f"stopped after {budget} batched evaluations: best point visited kept",
             )
+        except _StoppedError:
+            pass  # Ctrl-C: the waiting thread raises it once every run has ended
         finally:
             batcher.finished()
 
@@ -580,10 +595,19 @@ def solve_multistart(
         warnings.filterwarnings("ignore", message="delta_grad == 0.0")
         if lockstep and n_runs > 1:
             threads = [threading.Thread(target=run, args=(index,)) for index in range(n_runs)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            try:
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+            except KeyboardInterrupt:
+                # The runs end at their next request (the engine's batch under way finishes):
+                # none is left running, to fail on the engine's pool as the process exits.
+                batcher.stop()
+                for thread in threads:
+                    if thread.ident is not None:  # started
+                        thread.join()
+                raise
         else:
             for index in range(n_runs):
                 run(index)

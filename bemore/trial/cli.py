@@ -48,14 +48,15 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
     Example:
         bemore trial inspect data/sample_trial.c3d --out out/trial
     """
+    from bemore.paths import on_interrupt, write_together
     from bemore.trial.markerset import load_markerset, load_trial_settings
     from bemore.trial.pipeline import prepare_markers, read_bar_forces, read_recording
     from bemore.trial.report import (
+        driven_csv,
+        joint_centres_csv,
         marker_summary,
         plot_stick_figure,
         trial_summary,
-        write_driven_csv,
-        write_joint_centres_csv,
     )
 
     # Before the report: a folder or file it cannot write is said at once.
@@ -76,10 +77,10 @@ def inspect_command(file: Path, markerset: Path | None, settings: Path | None, o
         click.echo(line)
     output_folder(out)
     centres, driven, summary, stick = (out / name for name in INSPECTION_FILES)
-    write_joint_centres_csv(trial, centres)
-    write_driven_csv(trial, driven)
-    summary.write_text(trial.summary_json() + "\n")
-    written = [centres, driven, summary]
+    # One set, each file whole (bemore.paths.write_together): a full disk replaces none.
+    written = write_together({centres: joint_centres_csv(trial), driven: driven_csv(trial),
+                              summary: trial.summary_json() + "\n"})
+    on_interrupt(f"after {', '.join(path.name for path in written)} were written in {out}")
     if not no_plot:
         plot_stick_figure(trial, stick)
         written.append(stick)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 
+from bemore.paths import write_file
 from bemore.trial.gaps import find_gaps
 from bemore.trial.markers import Markers
 from bemore.trial.markerset import MarkerSet
@@ -82,15 +84,24 @@ def trial_summary(trial: Trial) -> list[str]:
     return lines
 
 
-def write_joint_centres_csv(trial: Trial, path: Path) -> None:
-    """CSV: t_s then <point>_x_m, <point>_y_m for every named point (model plane)."""
+def _csv_text(table: np.ndarray, header: list[str]) -> str:
+    """``table`` as CSV text under ``header`` (7 significant digits)."""
+    buffer = io.StringIO()
+    np.savetxt(buffer, table, delimiter=",", header=",".join(header), comments="", fmt="%.7g")
+    return buffer.getvalue()
+
+
+def joint_centres_csv(trial: Trial) -> str:
+    """joint_centres.csv: t_s then <point>_x_m, <point>_y_m for every named point (model
+    plane)."""
     header = ["t_s"] + [f"{name}_{axis}_m" for name in trial.point_names for axis in "xy"]
     table = np.column_stack([trial.t, trial.points.reshape(len(trial.t), -1)])
-    np.savetxt(path, table, delimiter=",", header=",".join(header), comments="", fmt="%.7g")
+    return _csv_text(table, header)
 
 
-def write_driven_csv(trial: Trial, path: Path) -> None:
-    """CSV: t_s then each driven coordinate, its rate and acceleration (rad or m, per s, s²)."""
+def driven_csv(trial: Trial) -> str:
+    """driven.csv: t_s then each driven coordinate, its rate and acceleration (rad or m, per
+    s, s²)."""
     header = ["t_s"]
     for name in trial.driven_names:
         unit = "m" if name.endswith("_length") else "rad"
@@ -98,12 +109,12 @@ def write_driven_csv(trial: Trial, path: Path) -> None:
     columns = [trial.t]
     for j in range(len(trial.driven_names)):
         columns += [trial.driven_q[:, j], trial.driven_qd[:, j], trial.driven_qdd[:, j]]
-    np.savetxt(path, np.column_stack(columns), delimiter=",", header=",".join(header),
-               comments="", fmt="%.7g")
+    return _csv_text(np.column_stack(columns), header)
 
 
 def plot_stick_figure(trial: Trial, path: Path, key_frames: int = 8) -> None:
-    """PNG of the joint centres as a stick figure at ``key_frames`` evenly spaced instants."""
+    """PNG of the joint centres as a stick figure at ``key_frames`` evenly spaced instants,
+    written atomically (:func:`bemore.paths.write_file`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -127,5 +138,7 @@ def plot_stick_figure(trial: Trial, path: Path, key_frames: int = 8) -> None:
     axes.set_title(f"Joint centres: {Path(trial.source).name}")
     axes.legend(fontsize=7, loc="upper right")
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
     plt.close(figure)
+    write_file(path, buffer.getvalue())

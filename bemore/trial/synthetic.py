@@ -20,6 +20,7 @@ import numpy as np
 
 from bemore import __version__
 from bemore.errors import DataError
+from bemore.paths import write_file
 from bemore.trial.c3d import write_c3d
 from bemore.trial.coordinates import DRIVEN_NAMES, FREE_NAMES, arm_end, driven_from_points
 from bemore.trial.gaps import find_runs
@@ -258,5 +259,5 @@ def write_synthetic_trial(spec: SyntheticSpec, c3d_path: str | Path) -> tuple[Pa
     c3d_path.parent.mkdir(parents=True, exist_ok=True)
     write_c3d(c3d_path, markers, "bemore synthetic trial (not a recording)", truth.analogs)
     truth_path = c3d_path.with_name(c3d_path.stem + ".truth.json")
-    truth_path.write_text(json.dumps(truth.to_dict(), indent=1) + "\n")
+    write_file(truth_path, json.dumps(truth.to_dict(), indent=1) + "\n")
     return c3d_path, truth_path, truth

@@ -144,7 +144,8 @@ def test_identify_plots_that_fail_are_one_line_and_the_result_is_kept(tmp_path, 
     assert result.exit_code == 1, result.output
     last = result.output.strip().splitlines()[-1]
     assert last == (f"bemore: error: the plots in {out} were not written: "
-                    f"{out}/convergence.png: disk full")
+                    f"{out}/convergence.png: disk full (trajectories.png, stick_figures.png "
+                    "written); the result there is written and complete")
     assert "Traceback" not in result.output
     assert _complete_json(out / "athlete.json")
     assert (out / "trajectories.png").is_file()  # drawn before the one that failed
