@@ -213,16 +213,17 @@ def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
                             rate_hz=bench.streaming.rate_hz if rate_hz is None else rate_hz,
                             ramp_down_s=bench.streaming.ramp_down_s)
 
+    load_given = load_pct is not None
+    if load_pct is None:
+        load_pct = DEFAULT_LOAD_PCT if mode in LOADED_MODES else 0.0
+    # checked with --plan too: an option drive would refuse is refused before the window
+    settings = ModeSettings(mode=mode, load_pct=load_pct, speed=speed, reps=reps, rest_s=rest_s,
+                            rate_hz=template.rate_hz, ramp_down_s=template.ramp_down_s)
     if plan_only:
         click.echo(plan_window(setpoints, bench, athlete, source, template)[1])
         return
     if log is None:
         raise click.UsageError("--log FILE is required (or --plan to only print the window)")
-    load_given = load_pct is not None
-    if load_pct is None:
-        load_pct = DEFAULT_LOAD_PCT if mode in LOADED_MODES else 0.0
-    settings = ModeSettings(mode=mode, load_pct=load_pct, speed=speed, reps=reps, rest_s=rest_s,
-                            rate_hz=template.rate_hz, ramp_down_s=template.ramp_down_s)
 
     def refused(error: PreflightError) -> tuple[str, str]:
         """The feasible window, and the refusal's line with what this mode needs."""

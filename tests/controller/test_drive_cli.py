@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from bemore.cli import cli
@@ -197,3 +198,20 @@ def test_an_existing_session_log_is_never_overwritten(setpoint_file, tmp_path):
     assert result.stderr.strip() == (f"bemore: error: {log}: a session log is already there (a "
                                      "log is never overwritten: give --log another name)")
     assert log.read_bytes() == before
+
+
+@pytest.mark.parametrize(("options", "line"), [
+    (["--mode", "assistive", "--load", "150"], "load 150 %: must be within 0..100 %"),
+    (["--speed", "0.1"], "speed 0.1: must be within 0.25..1.0"),
+    (["--speed", "2"], "speed 2: must be within 0.25..1.0"),
+    (["--load", "30"], "load: only the assistive and resistive modes take a load"),
+])
+def test_plan_refuses_the_options_drive_refuses(setpoint_file, tmp_path, options, line):
+    # --plan checks the session's options as drive does: one line, exit 2, no window
+    runner = CliRunner()
+    for extra in (["--plan"], ["--log", str(tmp_path / "s.jsonl"), "--no-view"]):
+        result = runner.invoke(cli, ["drive", str(setpoint_file), *options, *extra])
+        assert result.exit_code == 2, (extra, result.output)
+        assert result.stderr.splitlines() == [f"bemore: error: {line}"], extra
+        assert "feasible window" not in result.stdout
+    assert not (tmp_path / "s.jsonl").exists()
