@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from controller.dump import DumpWriter
-from controller.errors import BenchError, ConfigError, DataError
+from controller.errors import BemoreError, BenchError, ConfigError, DataError
 from controller.log import LogWriter, already_logged
 from controller.modes import ModeSettings, Plan, build_plan
 from controller.preflight import require_clear
@@ -95,11 +95,16 @@ def drive(
         if simulated is not None:
             header["simulated_athlete"] = simulated.config.athlete.model_dump()
         dump_writer = DumpWriter(dump) if dump is not None else None
-        with LogWriter(log_path, header) as log, contextlib.ExitStack() as closing:
+        session = Session(device, bench, None, settings, dump=dump_writer, athlete=athlete,
+                          simulated=simulated is not None)
+        with contextlib.ExitStack() as closing:
             if dump_writer is not None:
                 closing.callback(dump_writer.close)
-            session = Session(device, bench, log, settings, dump=dump_writer, athlete=athlete,
-                              simulated=simulated is not None)
+            closing.callback(session.close)
+            # a port that cannot be opened is said before the log exists: nothing is written
+            # (the log of a session that never reached the bench would only say that)
+            session.open_link()
+            session.log = log = closing.enter_context(LogWriter(log_path, header))
             try:
                 with session.signals():
                     session.connect(clear_fault=clear_fault)
@@ -113,8 +118,9 @@ def drive(
                     for failure in failed_injections:  # the rehearsal lacked that fault
                         log.event("error", failure)
                         result.message += f" (rehearsal incomplete: {failure})"
-            except BenchError as error:
+            except BemoreError as error:  # before ARM (from ARM on, run returns the result)
                 log.event("error", str(error))
+                log.end("not armed", message=f"{error}; the bench was never armed")
                 raise
             finally:
                 session.close()

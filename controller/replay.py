@@ -76,12 +76,19 @@ class Summary:
         return asdict(self)
 
     def lines(self) -> list[str]:
-        """Human-readable report (the same counts, named the same way, as ``bemore drive``)."""
-        return [
+        """Human-readable report (the same counts, named the same way, as ``bemore drive``);
+        a session that streamed nothing and heard no telemetry (e.g. ended before arming) has
+        only its heading, counts and end: no tracking, timing or firmware figures to show."""
+        heading = [
             f"session     {self.log}  ({self.start_utc}, firmware {self.firmware})",
             f"gesture     {self.gesture}  (athlete: {self.athlete}, mode: {self.mode})",
             f"duration    {self.duration_s:.3f} s  ({self.setpoints_sent} setpoints, "
             f"{self.telemetry_frames} telemetry frames)",
+        ]
+        if not self.setpoints_sent and not self.telemetry_frames:
+            return [*heading, f"end         {self.end}"]
+        return [
+            *heading,
             f"tracking    RMS {self.tracking_rms_deg:.3f} deg, max {self.tracking_max_deg:.3f} deg",
             f"torque      peak commanded {self.peak_commanded_torque_nm:.1f} N·m, peak measured "
             f"{self.peak_measured_torque_nm:.1f} N·m",

@@ -173,9 +173,13 @@ def check_stream_settings(rate_hz: float, bench: Bench) -> None:
 
 
 class Session:
-    """A session on one bench port (see the module docstring for the lifecycle)."""
+    """A session on one bench port (see the module docstring for the lifecycle).
 
-    def __init__(self, port: str, bench: Bench, log: LogWriter, settings: ModeSettings,
+    ``log`` may be None until :meth:`connect`: ``drive`` opens the port (:meth:`open_link`)
+    before it creates the session log, then sets ``session.log``.
+    """
+
+    def __init__(self, port: str, bench: Bench, log: LogWriter | None, settings: ModeSettings,
                  telemetry_period_ms: int = TELEMETRY_PERIOD_MS,
                  telemetry_timeout_s: float = TELEMETRY_TIMEOUT_S, dump: DumpWriter | None = None,
                  athlete: AthleteProfile = DEFAULT_PROFILE, simulated: bool = False):
@@ -222,11 +226,18 @@ class Session:
         self._host_stalls_ms: list[float] = []  # stalls that left telemetry unread (ms)
 
     # ------------------------------------------------------------------ lifecycle
-    def connect(self, clear_fault: bool = False) -> dict:
-        """Open the link, check the protocol version and read the firmware's limits and state."""
+    def open_link(self) -> None:
+        """Open the bench's port (BenchError when it cannot be opened); nothing is sent yet and
+        nothing is logged: ``drive`` opens it before it creates the session log."""
         from controller.link import Link
 
         self.link = Link(self.port, self._on_telemetry, dump=self.dump)
+
+    def connect(self, clear_fault: bool = False) -> dict:
+        """Open the link (unless :meth:`open_link` did), check the protocol version and read the
+        firmware's limits and state."""
+        if self.link is None:
+            self.open_link()
         reply = self.link.request("HELLO", "HELLO_REPLY", timeout_s=1.0,
                                   protocol_version=self.spec.protocol_version,
                                   telemetry_period_ms=self.telemetry_period_ms)
@@ -875,7 +886,11 @@ class Session:
     # ------------------------------------------------------------------ telemetry and monitors
     def _on_telemetry(self, message: Message, perf_s: float) -> None:
         """Per telemetry frame (reader thread, or the streaming thread's poll): log, update the
-        live status, run the monitors."""
+        live status, run the monitors. A frame read before the log exists (between
+        :meth:`open_link` and the log's creation: a previous connection's telemetry, before
+        HELLO) is dropped."""
+        if self.log is None:
+            return
         fields = message.fields
         self.log.telemetry(perf_s, fields)
         self._telemetry_count += 1

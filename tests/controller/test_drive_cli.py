@@ -215,3 +215,44 @@ def test_plan_refuses_the_options_drive_refuses(setpoint_file, tmp_path, options
         assert result.stderr.splitlines() == [f"bemore: error: {line}"], extra
         assert "feasible window" not in result.stdout
     assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_a_port_that_cannot_be_opened_writes_no_log(setpoint_file, tmp_path):
+    # found before the log is created: one line, nothing written, the same --log works again
+    log = tmp_path / "p.jsonl"
+    port = str(tmp_path / "no-such-port")
+    result = CliRunner().invoke(cli, ["drive", str(setpoint_file), "--port", port, "--log",
+                                      str(log), "--no-view"])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.splitlines() == [
+        f"bemore: error: {port}: cannot open the bench's serial port ([Errno 2] could not open "
+        f"port {port}: [Errno 2] No such file or directory: '{port}')"]
+    assert not log.exists()
+
+
+def test_a_session_that_ends_before_arming_has_an_end_record(setpoint_file, tmp_path):
+    # a port that opens but never answers HELLO (a pseudo-terminal with no bench behind it):
+    # the log says how it ended and that the bench was never armed; replay shows just that
+    log = tmp_path / "p.jsonl"
+    main, other = os.openpty()
+    try:
+        port = os.ttyname(other)
+        result = CliRunner().invoke(cli, ["drive", str(setpoint_file), "--port", port, "--log",
+                                          str(log), "--no-view"])
+    finally:
+        os.close(main)
+        os.close(other)
+    assert result.exit_code == 3, result.output
+    line = f"{port}: no HELLO_REPLY to HELLO within 1.0 s"
+    assert result.stderr.splitlines() == [f"bemore: error: {line}"]
+    session = read_log(log)
+    assert session.end == {"type": "end", "host_time": session.end["host_time"],
+                           "reason": "not armed",
+                           "message": f"{line}; the bench was never armed"}
+    assert not any(session.setpoints.values()) and not any(session.telemetry.values())
+    replay = CliRunner().invoke(cli, ["replay", str(log)])
+    assert replay.exit_code == 0, replay.output
+    lines = replay.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["session", "gesture", "duration", "end"]
+    assert lines[2].endswith("(0 setpoints, 0 telemetry frames)")
+    assert lines[3] == f"end         not armed: {line}; the bench was never armed"
