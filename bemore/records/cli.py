@@ -16,16 +16,25 @@ import click
 from bemore.errors import DataError
 
 DB_HELP = ("Records database (default: $BEMORE_DB, else $XDG_DATA_HOME/bemore/records.sqlite, "
-           "i.e. ~/.local/share/bemore/records.sqlite; created on first use).")
+           "i.e. ~/.local/share/bemore/records.sqlite; created by athlete add or import).")
 
 db_option = click.option("--db", "db_path", type=click.Path(path_type=Path), default=None,
                          metavar="PATH", help=DB_HELP)
 
 
 def _connect(db_path: Path | None) -> sqlite3.Connection:
+    """The records database, created on first use (the commands that add records)."""
     from bemore.records.db import connect
 
     return connect(db_path)
+
+
+def _existing(db_path: Path | None, name: str | None = None) -> sqlite3.Connection:
+    """The records database for a command that only reads it: one that does not exist is
+    refused in one line, none created (:func:`bemore.records.open_existing`)."""
+    from bemore.records import open_existing
+
+    return open_existing(db_path, name)
 
 
 def _athlete_lines(record: Any) -> list[str]:
@@ -111,7 +120,7 @@ def athlete_list(db_path: Path | None) -> None:
     """
     from bemore.records import store
 
-    athletes = store.list_athletes(_connect(db_path))
+    athletes = store.list_athletes(_existing(db_path))
     if not athletes:
         click.echo("no athletes yet (bemore athlete add NAME --body-mass KG --stature M --sex F)")
         return
@@ -135,7 +144,7 @@ def athlete_show(name: str, db_path: Path | None) -> None:
     """
     from bemore.records import store
 
-    connection = _connect(db_path)
+    connection = _existing(db_path, name)
     record = store.get_athlete(connection, name)
     for line in _athlete_lines(record):
         click.echo(line)
@@ -176,7 +185,7 @@ def athlete_edit(name: str, body_mass_kg: float | None, measured_on: str | None,
     if all(v is None for v in (body_mass_kg, stature_m, torque_limit_nm, flexion_range)):
         raise DataError("athlete edit: nothing to change (--body-mass, --stature, "
                         "--torque-limit, --flexion-range)")
-    record = store.edit_athlete(_connect(db_path), name, body_mass_kg=body_mass_kg,
+    record = store.edit_athlete(_existing(db_path, name), name, body_mass_kg=body_mass_kg,
                                 measured_on=_date(measured_on), stature_m=stature_m,
                                 torque_limit_nm=torque_limit_nm, flexion_range_deg=flexion_range)
     for line in _athlete_lines(record):
@@ -246,7 +255,7 @@ def history_command(name: str, plot_path: Path | None, no_plot: bool, as_json: b
     """
     from bemore.records.history import history_lines, plot_history, season
 
-    data = season(_connect(db_path), name)
+    data = season(_existing(db_path, name), name)
     if as_json:
         click.echo(json.dumps(data.to_dict(), indent=2))
     else:
@@ -271,7 +280,7 @@ def squad_command(db_path: Path | None) -> None:
     """
     from bemore.records.history import squad_lines
 
-    for line in squad_lines(_connect(db_path)):
+    for line in squad_lines(_existing(db_path)):
         click.echo(line)
 
 
@@ -328,22 +337,30 @@ def export_command(out: Path, db_path: Path | None) -> None:
         bemore export out/records          # CSV files
         bemore export out/records.json     # one JSON document
     """
-    tables = _export_rows(_connect(db_path))
+    from bemore.paths import output_folder
+
+    tables = _export_rows(_existing(db_path))
     if out.suffix.lower() == ".json":
-        out.parent.mkdir(parents=True, exist_ok=True)
+        output_folder(out.parent, files=[out.name])
         out.write_text(json.dumps(tables, indent=1) + "\n", encoding="utf-8")
         click.echo(f"wrote {out} ({', '.join(f'{k} {len(v)}' for k, v in tables.items())})")
         return
     if out.exists() and not out.is_dir():
         raise DataError(f"{out}: exists and is not a folder (a .json name writes one file)")
-    out.mkdir(parents=True, exist_ok=True)
+    output_folder(out, files=[f"{name}.csv" for name in tables])
     for name, rows in tables.items():
         columns = list(rows[0]) if rows else []
         with open(out / f"{name}.csv", "w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
             writer.writerows(rows)
-    click.echo(f"wrote {out}/: " + ", ".join(f"{k}.csv ({len(v)} rows)" for k, v in tables.items()))
+    click.echo(f"wrote {out}/: " + ", ".join(f"{k}.csv ({_count(len(v), 'row')})"
+                                             for k, v in tables.items()))
+
+
+def _count(count: int, noun: str) -> str:
+    """'1 row', '3 rows': a count and its noun, plural unless it is one."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 @click.group("db")
@@ -372,7 +389,7 @@ def db_info(db_path: Path | None) -> None:
     """
     from bemore.records.db import resolve_path, schema_version
 
-    connection = _connect(db_path)
+    connection = _existing(db_path)
     click.echo(f"database  {resolve_path(db_path)}")
     click.echo(f"schema    version {schema_version(connection)}")
     counts = []
@@ -397,7 +414,7 @@ def db_backup(target: Path, db_path: Path | None) -> None:
     """
     from bemore.records.db import backup, connect
 
-    path = backup(_connect(db_path), target)
+    path = backup(_existing(db_path), target)
     check = connect(path)
     (verdict,) = check.execute("PRAGMA integrity_check").fetchone()
     (athletes,) = check.execute("SELECT count(*) FROM athlete").fetchone()
@@ -405,4 +422,5 @@ def db_backup(target: Path, db_path: Path | None) -> None:
     check.close()
     if verdict != "ok":
         raise DataError(f"{path}: the backup fails its integrity check ({verdict})")
-    click.echo(f"backup {path}: integrity ok, {athletes} athletes, {run_count} runs")
+    click.echo(f"backup {path}: integrity ok, {_count(athletes, 'athlete')}, "
+               f"{_count(run_count, 'run')}")

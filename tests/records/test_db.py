@@ -3,6 +3,7 @@ writes, backup and restore, bad inputs as one line each."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -141,7 +142,7 @@ def test_backup_and_restore_round_trip(tmp_path: Path) -> None:
     backup = tmp_path / "backups" / "records-copy.sqlite"
     result = runner.invoke(cli, ["db", "backup", str(backup), "--db", str(db)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == f"backup {backup}: integrity ok, 3 athletes, 1 runs"
+    assert result.stdout.strip() == f"backup {backup}: integrity ok, 3 athletes, 1 run"
     # the original changes after the backup, then is lost
     store.add_athlete(connection, "Cleo", "F", 40.0, 1.5)
     connection.close()
@@ -236,3 +237,34 @@ def test_names_are_data(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="unknown athlete"):
         store.get_athlete(connection, "x' OR '1'='1")
     assert [a.name for a in store.list_athletes(connection)] == [name]
+
+
+def test_backup_folder_as_every_output_folder(tmp_path: Path, unwritable_folder: Path) -> None:
+    """db backup makes a missing folder as --out does and refuses one it cannot write in, in
+    one line (a read-only folder had been a traceback: sqlite3's 'unable to open database
+    file')."""
+    db = tmp_path / "records.sqlite"
+    store.add_athlete(connect(db), "Ada", "F", 40.0, 1.5)
+    target = unwritable_folder / "b.sqlite"
+    line = _one_line(["db", "backup", str(target), "--db", str(db)])
+    assert line.startswith(f"bemore: error: {unwritable_folder}: ") and not target.exists()
+    deep = tmp_path / "new" / "dir" / "b.sqlite"
+    result = CliRunner().invoke(cli, ["db", "backup", str(deep), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"backup {deep}: integrity ok, 1 athlete, 0 runs"
+
+
+@pytest.mark.parametrize("command", [["history", "Zoe", "--no-plot"], ["squad"], ["db", "info"],
+                                     ["export", "x"], ["db", "backup", "b.sqlite"],
+                                     ["athlete", "list"], ["athlete", "show", "Zoe"]])
+def test_reading_commands_create_no_database(tmp_path: Path, command: list[str]) -> None:
+    """A mistyped --db given to a command that only reads the records is one line, and no
+    folder or empty database is made (the commands had created both)."""
+    db = tmp_path / "typo" / "x.sqlite"
+    where = f"no records database at {db} yet"
+    expected = (f"bemore: error: unknown athlete 'Zoe': {where} (add her with bemore athlete add)"
+                if "Zoe" in command else
+                f"bemore: error: {where} (add an athlete with bemore athlete add)")
+    with contextlib.chdir(tmp_path):
+        assert _one_line([*command, "--db", str(db)]) == expected
+    assert list(tmp_path.iterdir()) == []  # no folder, no database, no output
