@@ -236,7 +236,8 @@ def _slug(name: str) -> str:
 @click.command("history")
 @click.argument("name")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
-              help="PNG to write (default: NAME_history.png in the current folder).")
+              help="PNG to write, a .png name (default: NAME_history.png in the current "
+                   "folder).")
 @click.option("--no-plot", is_flag=True, help="Print only.")
 @click.option("--json", "as_json", is_flag=True, help="Print the season as JSON instead.")
 @db_option
@@ -253,8 +254,13 @@ def history_command(name: str, plot_path: Path | None, no_plot: bool, as_json: b
     Example:
         bemore history Ada --plot out/ada_history.png
     """
+    from bemore.paths import check_output_folder
     from bemore.records.history import history_lines, plot_history, season
 
+    if plot_path is not None and not no_plot:  # before the history: one line, nothing printed
+        if plot_path.suffix.lower() != ".png":
+            raise DataError(f"{plot_path}: history --plot writes a PNG: name it .png")
+        check_output_folder(plot_path.parent, files=[plot_path.name])
     data = season(_existing(db_path, name), name)
     if as_json:
         click.echo(json.dumps(data.to_dict(), indent=2))

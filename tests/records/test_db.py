@@ -4,6 +4,7 @@ writes, backup and restore, bad inputs as one line each."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -11,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -268,3 +270,35 @@ def test_reading_commands_create_no_database(tmp_path: Path, command: list[str])
     with contextlib.chdir(tmp_path):
         assert _one_line([*command, "--db", str(db)]) == expected
     assert list(tmp_path.iterdir()) == []  # no folder, no database, no output
+
+
+def _one_trial(db: Path) -> None:
+    """Ada with one identified model in the records at ``db``."""
+    connection = connect(db)
+    store.add_athlete(connection, "Ada", "F", 41.1, 1.48)
+    parameters = {"trunk.mass": {"value": 13.5, "standard_error": 0.2, "unit": "kg",
+                                 "identifiable": True}}
+    store.record_run(connection, "identify", "Ada", store.utc_now(), {}, "good", [],
+                     model={"sha256": "a" * 64, "trial_sha256": "b" * 64,
+                            "trial_utc": "2026-09-01T10:00:00+00:00", "verdict": "good",
+                            "rms_distance_mm": 0.4, "parameters_json": json.dumps(parameters)})
+    connection.close()
+
+
+def test_history_plot_is_the_png_it_names_without_a_warning(tmp_path: Path) -> None:
+    """--plot FILE writes FILE (a .png name; 'out' had been written as out.png and printed as
+    'out'), and one trial's plot draws without matplotlib's date-locator warning."""
+    db = tmp_path / "records.sqlite"
+    _one_trial(db)
+    with contextlib.chdir(tmp_path):
+        assert _one_line(["history", "Ada", "--db", str(db), "--plot", "out"]) == (
+            "bemore: error: out: history --plot writes a PNG: name it .png")
+        assert not list(tmp_path.glob("out*"))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = CliRunner().invoke(cli, ["history", "Ada", "--db", str(db), "--plot",
+                                              "plots/out.png"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == "plot: plots/out.png"
+    assert (tmp_path / "plots" / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [str(w.message) for w in caught] == []
