@@ -115,6 +115,7 @@ class SessionResult:
     firmware_late: int = -1  # setpoints that reached the firmware after their due tick (-1: ?)
     monitors: dict = field(default_factory=dict)  # the firmware's counters over the session
     host_stalls_ms: list = field(default_factory=list)  # host stalls past the telemetry timeout
+    ramp_sent: int = 0  # setpoints of the stop ramp sent after ``sent`` (those of the plan)
 
     @property
     def ok(self) -> bool:
@@ -220,6 +221,7 @@ class Session:
         self._commanded_position = [0] * COMMANDED_RING
         self._commanded_torque = [0] * COMMANDED_RING
         self._sent_fields: list[dict[str, int]] = []  # setpoints sent, by slot, until the stop
+        self._ramp_sent = 0  # of them, the stop ramp's (after the plan's, rep -1 in the log)
         self._last_send_ns = 0  # perf_counter_ns of the last SETPOINT written
         self._armed = False
         self._realtime: tuple[bool, bool] | None = None  # (priority granted, own CPU) inside
@@ -490,13 +492,15 @@ class Session:
                 message = (f"{message}; stop sequence failed ({again}; {last_error}); the "
                            f"firmware watchdog ({self.watchdog_ms} ms) trips; "
                            f"{self._bench_state_now()}")
-        sent = len(self._sent_fields)
+        sent = len(self._sent_fields) - self._ramp_sent
         timing = self.scheduler.stats().to_dict() if self.scheduler is not None and sent else {}
         self.log.end(reason, message=message, timing=timing, sent=sent,
-                     telemetry=self._telemetry_count, monitors=self._monitor_counts())
+                     ramp_down_sent=self._ramp_sent, telemetry=self._telemetry_count,
+                     monitors=self._monitor_counts())
         return SessionResult(reason, message, sent, self._telemetry_count, timing,
                              _exit_code(reason), self.firmware_info, self._firmware_late(),
-                             self._monitor_counts(), list(self._host_stalls_ms))
+                             self._monitor_counts(), list(self._host_stalls_ms),
+                             self._ramp_sent)
 
     # ------------------------------------------------------------------ streaming
     def request_stop(self, reason: str, message: str) -> None:
@@ -581,9 +585,11 @@ class Session:
         timing = scheduler.stats()
         result = SessionResult(reason, message, sent, self._telemetry_count, timing.to_dict(),
                                _exit_code(reason), self.firmware_info, self._firmware_late(),
-                               self._monitor_counts(), list(self._host_stalls_ms))
+                               self._monitor_counts(), list(self._host_stalls_ms),
+                               self._ramp_sent)
         self.log.end(reason, message=message, timing=timing.to_dict(), sent=sent,
-                     telemetry=self._telemetry_count, monitors=result.monitors)
+                     ramp_down_sent=self._ramp_sent, telemetry=self._telemetry_count,
+                     monitors=result.monitors)
         return result
 
     def _silence_since_arm(self) -> dict:
@@ -841,6 +847,7 @@ class Session:
             self.log.setpoint(send_ns * 1e-9, k=k, seq=seq, rep=-1, **fields)
             self._remember(fields)
             self._sent_fields.append(fields)
+            self._ramp_sent += 1
             self._last_send_ns = send_ns
 
     def _wait_drained(self) -> None:
@@ -1036,6 +1043,15 @@ class Session:
             time.sleep(0.005)
         raise BenchError(f"{self.port}: no {what} within {timeout_s} s"
                          + (f" (link lost: {self.link.lost_reason})" if self.link.lost else ""))
+
+
+def sent_text(sent: int, ramp_sent: int) -> str:
+    """The setpoints a session sent, as ``bemore drive`` and ``bemore replay`` both say it:
+    '1351 setpoints' (the plan, whose own final ramp is part of it), or after a stop '1167
+    setpoints of the gesture, then 300 of the ramp-down' (``ramp_sent``: the stop ramp's)."""
+    if not ramp_sent:
+        return f"{sent} setpoints"
+    return f"{sent} setpoints of the gesture, then {ramp_sent} of the ramp-down"
 
 
 def host_stall_text(stalls_ms: list[float]) -> str:

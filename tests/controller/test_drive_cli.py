@@ -184,6 +184,14 @@ def test_ctrl_c_ramps_down_and_disarms(setpoint_file, tmp_path):
     session = read_log(log)
     assert session.end["reason"] == "interrupted"
     assert session.setpoints["rep"].count(-1) == 300  # the ramp down, logged
+    # drive, the log's end record and replay count the setpoints alike: the gesture's, then the
+    # ramp-down's (drive had said 300 fewer than the end record's timing and replay)
+    gesture = len(session.setpoints["k"]) - 300
+    assert (session.end["sent"], session.end["ramp_down_sent"]) == (gesture, 300)
+    said = f"{gesture} setpoints of the gesture, then 300 of the ramp-down"
+    assert f"sent {said}, received " in stdout, stdout
+    replay = CliRunner().invoke(cli, ["replay", str(log)])
+    assert f"  ({said}, " in replay.stdout.splitlines()[2], replay.stdout
 
 
 def test_an_existing_session_log_is_never_overwritten(setpoint_file, tmp_path):
@@ -197,6 +205,12 @@ def test_an_existing_session_log_is_never_overwritten(setpoint_file, tmp_path):
     assert result.exit_code == 2, result.output
     assert result.stderr.strip() == (f"bemore: error: {log}: a session log is already there (a "
                                      "log is never overwritten: give --log another name)")
+    assert log.read_bytes() == before
+    # replay --stream names its own option, before the summary (it had said --log)
+    replay = CliRunner().invoke(cli, ["replay", str(log), "--stream", "--log-out", str(log)])
+    assert replay.exit_code == 2 and replay.stdout == ""
+    assert replay.stderr.strip() == (f"bemore: error: {log}: a session log is already there (a "
+                                     "log is never overwritten: give --log-out another name)")
     assert log.read_bytes() == before
 
 

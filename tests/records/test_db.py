@@ -254,6 +254,9 @@ def test_backup_folder_as_every_output_folder(tmp_path: Path, unwritable_folder:
     result = CliRunner().invoke(cli, ["db", "backup", str(deep), "--db", str(db)])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == f"backup {deep}: integrity ok, 1 athlete, 0 runs"
+    export = CliRunner().invoke(cli, ["export", str(tmp_path / "csv"), "--db", str(db)])
+    assert export.exit_code == 0, export.output
+    assert "athletes.csv (1 row), body_mass.csv (1 row), runs.csv (0 rows)" in export.stdout
 
 
 @pytest.mark.parametrize("command", [["history", "Zoe", "--no-plot"], ["squad"], ["db", "info"],
