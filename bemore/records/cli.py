@@ -1,6 +1,7 @@
 """The records commands: ``bemore athlete``, ``import``, ``history``, ``squad``, ``export`` and
 ``db`` (registered by ``bemore/cli.py``). Every one takes ``--db PATH`` (default: ``$BEMORE_DB``,
-else ``$XDG_DATA_HOME/bemore/records.sqlite``; created on first use)."""
+else ``$XDG_DATA_HOME/bemore/records.sqlite``; created by the first ``athlete add`` or ``import``;
+the commands that only read refuse one that does not exist)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The coach's records database: where it lives, how it is opened, its versioned schema.
 
-One SQLite file (no server, no set-up step: it is created on first use), at
+One SQLite file (no server, no set-up step: the first command that adds records creates it), at
 
 1. ``--db PATH`` when a command is given one, else
 2. the ``BEMORE_DB`` environment variable, else
