@@ -94,16 +94,17 @@ def drive(
         header["shares"] = {"athlete": settings.athlete_share, "bench": settings.torque_gain}
         if simulated is not None:
             header["simulated_athlete"] = simulated.config.athlete.model_dump()
-        dump_writer = DumpWriter(dump) if dump is not None else None
-        session = Session(device, bench, None, settings, dump=dump_writer, athlete=athlete,
+        session = Session(device, bench, None, settings, athlete=athlete,
                           simulated=simulated is not None)
         with contextlib.ExitStack() as closing:
-            if dump_writer is not None:
-                closing.callback(dump_writer.close)
             closing.callback(session.close)
-            # a port that cannot be opened is said before the log exists: nothing is written
-            # (the log of a session that never reached the bench would only say that)
+            # a port that cannot be opened is said before the log and the dump exist: nothing
+            # is written (the log of a session that never reached the bench would only say
+            # that); nothing is sent before HELLO, so the dump misses nothing of the session
             session.open_link()
+            if dump is not None:
+                session.dump = session.link.dump = DumpWriter(dump)
+                closing.callback(session.dump.close)
             session.log = log = closing.enter_context(LogWriter(log_path, header))
             try:
                 with session.signals():

@@ -236,12 +236,12 @@ def test_a_port_that_cannot_be_opened_writes_no_log(setpoint_file, tmp_path):
     log = tmp_path / "p.jsonl"
     port = str(tmp_path / "no-such-port")
     result = CliRunner().invoke(cli, ["drive", str(setpoint_file), "--port", port, "--log",
-                                      str(log), "--no-view"])
+                                      str(log), "--no-view", "--dump", str(tmp_path / "d.bin")])
     assert result.exit_code == 3, result.output
     assert result.stderr.splitlines() == [
         f"bemore: error: {port}: cannot open the bench's serial port ([Errno 2] could not open "
         f"port {port}: [Errno 2] No such file or directory: '{port}')"]
-    assert not log.exists()
+    assert not log.exists() and not (tmp_path / "d.bin").exists()
 
 
 def test_a_session_that_ends_before_arming_has_an_end_record(setpoint_file, tmp_path):
