@@ -3,8 +3,9 @@ the bench side's own ``bemore-bench``).
 
 This module is the scientific side's one door to the bench: besides the commands it exports the
 foundation both sides share — the error family, the validated configuration layer, the athlete
-profile's schema, the bench configuration's schema, the output folders' check and what a file
-bemore wrote is (``filekinds``) (see ``__all__``).
+profile's schema, the bench configuration's schema, the output folders' check, what a file
+bemore wrote is (``filekinds``) and the setpoint file's format and writer (``setpoints``) (see
+``__all__``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from controller import filekinds
+from controller import filekinds, setpoints
 from controller.config import Section, load_toml_model, read_toml, validate
 from controller.errors import BemoreError, BenchError, ConfigError, DataError, os_error_line
 from controller.modes import DEFAULT_LOAD_PCT, DEFAULT_MODE, LOADED_MODES, MODES, ModeSettings
@@ -30,7 +31,7 @@ __all__ = [
     "BemoreError", "Bench", "BenchError", "ConfigError", "DataError", "ProfileFile", "Section",
     "check_output_folder", "default_bench_config", "drive_command", "filekinds", "load_bench",
     "load_profile", "load_toml_model", "os_error_line", "output_folder", "plan_window",
-    "read_toml", "replay_command", "validate",
+    "read_toml", "replay_command", "setpoints", "validate",
 ]
 
 MODE_HELP = (
@@ -68,7 +69,7 @@ def _print_result(result) -> None:
     monitors = result.monitors
     link = (f"; the firmware's counters: {monitors['seq_gaps']} sequence gaps, "
             f"{monitors['bad_frames']} bad frames" if monitors else "")
-    stalls = host_stall_text(result.host_stalls_ms)
+    stalls = host_stall_text(result.host_stalls_ms, result.handshake_stalls_ms)
     link += f"; {stalls}" if stalls else ""
     if not timing:  # stopped before anything was streamed
         click.echo(counts + link)

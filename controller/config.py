@@ -46,8 +46,8 @@ def read_toml(path: str | Path, wanted: str = CONFIG_WANTED) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"{path}: file not found")
     try:
-        with path.open("rb") as stream:
-            return tomllib.load(stream)
+        # past a byte order mark (a file re-saved by an editor that writes one)
+        return tomllib.loads(path.read_bytes().decode("utf-8-sig"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         from controller.filekinds import kind_of_file, refusal
 

@@ -54,6 +54,9 @@ PROFILES = Kind("a profiles.csv", "bemore synthesize")  # the gesture's kinemati
 BYTE_DUMP = Kind("a byte dump", "bemore drive --dump", "bemore replay")
 
 ATHLETE_FORMAT = "bemore-athlete"  # an athlete.json's "format", whatever its version
+# The UTF-8 byte order mark (U+FEFF) an editor or a spreadsheet may put before a re-saved text
+# file: the text kinds are recognised after it, and their readers read past it ("utf-8-sig")
+BOM = "\ufeff"
 # A profiles.csv's header line, written by bemore synthesize (bemore.synthesis.outputs): its
 # one definition, here so that the bench side recognises the file without the scientific side.
 PROFILE_COLUMNS = ("t_s", "shoulder_angle_rad", "shoulder_velocity_rad_s",
@@ -96,7 +99,9 @@ def kind_of(data: Any) -> Kind | None:
 def kind_of_text(text: str) -> Kind | None:
     """The kind of a file holding ``text``: a byte dump or a setpoints.csv from its first line,
     a session log from its first record, any other of :func:`kind_of`'s from the whole JSON
-    document; None for anything else (a TOML file, a trial, another program's file).
+    document; None for anything else (a TOML file, a trial, another program's file). A text
+    kind is recognised after a leading :data:`BOM` too (a re-saved file); a byte dump, binary,
+    only from its first byte.
 
     >>> kind_of_text("# format: bemore-setpoints 1\\n# rate_hz: 1000\\n") is SETPOINTS
     True
@@ -106,12 +111,15 @@ def kind_of_text(text: str) -> Kind | None:
     True
     >>> kind_of_text(",".join(PROFILE_COLUMNS) + "\\n0,0,0,0,0,0,0,0,0,0\\n") is PROFILES
     True
+    >>> kind_of_text(BOM + ",".join(PROFILE_COLUMNS) + "\\r\\n") is PROFILES  # a re-saved one
+    True
     """
+    if text.partition("\n")[0].split()[:1] == DUMP_MAGIC.decode("ascii").split()[:1]:
+        return BYTE_DUMP
+    text = text.removeprefix(BOM)
     first = text.partition("\n")[0]
     if tuple(first.strip().split(",")) == PROFILE_COLUMNS:
         return PROFILES
-    if first.split()[:1] == DUMP_MAGIC.decode("ascii").split()[:1]:
-        return BYTE_DUMP
     key, _, value = first.removeprefix("#").partition(":")
     if first.startswith("#") and key.strip() == "format" and (
             value.split()[:1] == SETPOINTS_FORMAT.split()[:1]):

@@ -55,14 +55,18 @@ class Link:
     :meth:`poll` while the link is in poll mode (:meth:`poll_mode`). ``read_up_to`` is the
     ``time.perf_counter`` time (s) up to which everything received has been handled: a wait
     judges the other side silent only up to there (:meth:`past_deadline`), not while a host
-    stall left its frames unread.
+    stall left its frames unread. ``on_held_up(unread_s, what)``, if given, is told of each such
+    stall a wait forgave (:class:`Deadline`): how long (s) the port went unread, and what the
+    wait was for.
     """
 
     def __init__(self, port: str, on_telemetry: Callable[[Message, float], None],
-                 baudrate: int = 1_000_000, dump: DumpWriter | None = None):
+                 baudrate: int = 1_000_000, dump: DumpWriter | None = None,
+                 on_held_up: Callable[[float, str], None] | None = None):
         self.port = port
         self.dump = dump
         self._on_telemetry = on_telemetry
+        self.on_held_up = on_held_up
         try:
             self._serial = serial.Serial(port, baudrate=baudrate, timeout=0.005,
                                          write_timeout=WRITE_TIMEOUT_S)
@@ -179,26 +183,29 @@ class Link:
     def request(self, name: str, reply: str, timeout_s: float = 0.5, **fields: int) -> Message:
         """Send ``name`` and wait for its ``reply`` (ACK matched by sequence number) up to
         ``timeout_s`` s, not counting a host stall that held the reader up
-        (:meth:`past_deadline`)."""
+        (:meth:`past_deadline`; the stall is reported, :class:`Deadline`)."""
         self.drop_replies()
         seq, _ = self.send(name, **fields)
-        deadline = time.perf_counter() + timeout_s
-        while True:
-            expired = self.past_deadline(deadline)  # before the queue: see past_deadline
-            try:
-                message = self._replies.get(timeout=0.0 if expired else min(
-                    max(deadline - time.perf_counter(), 0.001), 0.05))
-            except queue.Empty:
-                if expired or self.lost:
-                    why = (f"link lost ({self.lost_reason})" if self.lost
-                           else f"within {timeout_s} s")
-                    raise BenchError(f"{self.port}: no {reply} to {name} {why}") from None
-                continue
-            if message.name != reply:
-                continue
-            if reply == "ACK" and message.fields["acked_seq"] != seq:
-                continue
-            return message
+        deadline = Deadline(self, timeout_s, f"the {reply} to {name}")
+        try:
+            while True:
+                expired = deadline.passed()  # before the queue: see past_deadline
+                try:
+                    message = self._replies.get(timeout=0.0 if expired else min(
+                        max(deadline.at - time.perf_counter(), 0.001), 0.05))
+                except queue.Empty:
+                    if expired or self.lost:
+                        why = (f"link lost ({self.lost_reason})" if self.lost
+                               else f"within {timeout_s} s")
+                        raise BenchError(f"{self.port}: no {reply} to {name} {why}") from None
+                    continue
+                if message.name != reply:
+                    continue
+                if reply == "ACK" and message.fields["acked_seq"] != seq:
+                    continue
+                return message
+        finally:
+            deadline.end()
 
     def drop_replies(self) -> None:
         """Forget the replies received so far (answers to earlier, abandoned requests)."""
@@ -311,3 +318,38 @@ class Link:
                 self._on_telemetry(message, now)
             else:
                 self._replies.put(message)
+
+
+class Deadline:
+    """The end of a wait for the other side, ``timeout_s`` s from now, that a host stall does
+    not bring forward (:meth:`Link.past_deadline`), and that reports the stall it forgave.
+
+    When the wait, past its end, found the reader behind (a host stall held it up with the
+    other side's frames unread), :meth:`end` tells ``link.on_held_up`` how long (s) the port
+    went unread, from the last time the reader had read everything to the end of the wait, and
+    ``what`` the wait was for ("the HELLO_REPLY to HELLO"). Call :meth:`passed` where the wait
+    would call ``past_deadline``, and :meth:`end` once the wait is over, whatever its outcome.
+    """
+
+    def __init__(self, link: Link, timeout_s: float, what: str):
+        self.link = link
+        self.what = what
+        self.at = time.perf_counter() + timeout_s  # perf_counter s
+        self.unread_since: float | None = None  # read_up_to when found behind past ``at``
+
+    def passed(self) -> bool:
+        """Whether the wait may give up now (:meth:`Link.past_deadline` of its end), noting a
+        reader found behind past the end."""
+        link = self.link
+        unread_since = link.read_up_to  # before: the reader may catch up meanwhile
+        passed = link.past_deadline(self.at)
+        if (self.unread_since is None and not link.lost and time.perf_counter() >= self.at
+                and link.read_up_to < self.at):  # also when it gives up on the wall clock
+            self.unread_since = unread_since
+        return passed
+
+    def end(self) -> None:
+        """The wait is over: report the stall it forgave, if any, to ``link.on_held_up``."""
+        if self.unread_since is not None and self.link.on_held_up is not None:
+            self.link.on_held_up(time.perf_counter() - self.unread_since, self.what)
+            self.unread_since = None

@@ -209,7 +209,8 @@ def read_log(path: str | Path) -> SessionLog:
     """Read a session log; a truncated last line is tolerated, any other damage is a DataError."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        # past a byte order mark (a re-saved file)
+        text = path.read_text(encoding="utf-8-sig", errors="replace")
     except FileNotFoundError:
         raise DataError(f"{path}: session log not found") from None
     except OSError as error:

@@ -72,6 +72,7 @@ class Summary:
     simulated_athlete: dict = field(default_factory=dict)
     watchdog_ms: float = 0.0
     host_stalls_ms: list = field(default_factory=list)  # stalls that left telemetry unread
+    handshake_stalls_ms: list = field(default_factory=list)  # stalls a handshake wait forgave
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
@@ -103,7 +104,8 @@ class Summary:
             f"{self.period_error_p50_ms:.3f} ms, p99 {self.period_error_p99_ms:.3f} ms, max "
             f"{self.period_error_max_ms:.3f} ms; longest host silence "
             f"{self.longest_send_gap_ms:.1f} ms"
-            + (f"; {host_stall_text(self.host_stalls_ms)}" if self.host_stalls_ms else ""),
+            + (f"; {host_stall_text(self.host_stalls_ms, self.handshake_stalls_ms)}"
+               if self.host_stalls_ms or self.handshake_stalls_ms else ""),
             f"faults      {', '.join(self.faults) or 'none'}{self.fault_cause()}",
             f"limit flags {self.limit_flag_text()}",
             "firmware    " + ", ".join(f"{k} {v}" for k, v in self.firmware_counters.items()),
@@ -257,7 +259,9 @@ def summarise(log: SessionLog) -> Summary:
         miss_threshold_ms=float(streaming.get("miss_threshold_ms", 0.0)) if streaming else 0.0,
         longest_send_gap_ms=silence_ms,
         host_stalls_ms=[float(event["stalled_ms"]) for event in log.events
-                        if event.get("kind") == "host stalled"],
+                        if event.get("kind") == "host stalled" and "wait" not in event],
+        handshake_stalls_ms=[float(event["stalled_ms"]) for event in log.events
+                             if event.get("kind") == "host stalled" and "wait" in event],
         shares=dict(log.header.get("shares", {})),
         simulated_athlete=dict(log.header.get("simulated_athlete") or {}),
         watchdog_ms=float(bench.get("streaming", {}).get("watchdog_ms", 0.0)),

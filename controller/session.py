@@ -12,7 +12,8 @@ Every end of a stream is one of these, each logged as an event and returned in a
 * ``interrupted`` (Ctrl-C, SIGTERM, the live view's ``q``), ``tracking``, ``torque``,
   ``telemetry timeout``, ``host error`` — controlled stop: velocity and torque ramp to zero over
   ``ramp_down_s``, then DISARM (the telemetry's silence is judged once the link has read what
-  the port holds: a host stall is logged as ``host stalled``, not taken for a silent bench);
+  the port holds: a host stall is logged as ``host stalled``, not taken for a silent bench;
+  so is one a handshake wait forgave, naming the wait);
 * ``estop`` (the live view's e-stop key) — ESTOP at once (the firmware cuts the torque);
 * ``firmware reset`` — the firmware restarted (mcu_ticks went back, or HELLO after silent
   telemetry says so): it is disarmed, zero torque;
@@ -115,6 +116,8 @@ class SessionResult:
     firmware_late: int = -1  # setpoints that reached the firmware after their due tick (-1: ?)
     monitors: dict = field(default_factory=dict)  # the firmware's counters over the session
     host_stalls_ms: list = field(default_factory=list)  # host stalls past the telemetry timeout
+    # ... and those a handshake wait forgave (HELLO, ARM, DISARM…: it waited on for the reader)
+    handshake_stalls_ms: list = field(default_factory=list)
     ramp_sent: int = 0  # setpoints of the stop ramp sent after ``sent`` (those of the plan)
 
     @property
@@ -226,6 +229,7 @@ class Session:
         self._armed = False
         self._realtime: tuple[bool, bool] | None = None  # (priority granted, own CPU) inside
         self._host_stalls_ms: list[float] = []  # stalls that left telemetry unread (ms)
+        self._handshake_stalls_ms: list[float] = []  # stalls a handshake wait forgave (ms)
 
     # ------------------------------------------------------------------ lifecycle
     def open_link(self) -> None:
@@ -233,7 +237,8 @@ class Session:
         nothing is logged: ``drive`` opens it before it creates the session log."""
         from controller.link import Link
 
-        self.link = Link(self.port, self._on_telemetry, dump=self.dump)
+        self.link = Link(self.port, self._on_telemetry, dump=self.dump,
+                         on_held_up=self._note_held_up)
 
     def connect(self, clear_fault: bool = False) -> dict:
         """Open the link (unless :meth:`open_link` did), check the protocol version and read the
@@ -330,6 +335,8 @@ class Session:
         confirms it; a HEARTBEAT every :data:`STOP_HEARTBEAT_S` keeps the watchdog fed meanwhile.
         Raises BenchError when it is refused (a fault latched) or not confirmed in time.
         """
+        from controller.link import Deadline
+
         disarm_id = self.spec.messages["DISARM"].id
         disarmed = self.spec.states["DISARMED"]
         retry_s = self.watchdog_ms / 1000 / DISARM_ATTEMPTS
@@ -337,14 +344,15 @@ class Session:
         sent: set[int] = set()
         count = self._telemetry_count
         start = time.perf_counter()
-        end = start + DISARM_ATTEMPTS * retry_s
+        deadline = Deadline(self.link, DISARM_ATTEMPTS * retry_s, "DISARM's confirmation")
+        end = deadline.at
         next_disarm = next_heartbeat = start
         confirmed = ""
         while not confirmed:
             now = time.perf_counter()
             # every attempt's time is over and the reader has handled what arrived until then
             # (a host stall does not lose a confirmation): checked before looking at the replies
-            expired = len(sent) >= DISARM_ATTEMPTS and self.link.past_deadline(end)
+            expired = len(sent) >= DISARM_ATTEMPTS and deadline.passed()
             if now >= next_disarm and len(sent) < DISARM_ATTEMPTS:
                 sent.add(self.link.send("DISARM")[0])
                 next_disarm, next_heartbeat = now + retry_s, now + STOP_HEARTBEAT_S
@@ -356,6 +364,7 @@ class Session:
                     and reply.fields["acked_seq"] in sent):
                 result = self.spec.name_of("results", reply.fields["result"])
                 if result != "OK":
+                    deadline.end()
                     raise BenchError(f"{self.port}: the bench refused DISARM: {result}")
                 confirmed = "ACK"
             latest = self._latest
@@ -364,6 +373,7 @@ class Session:
                 confirmed = "telemetry"
             if expired and reply is None:
                 break
+        deadline.end()
         if not confirmed:
             raise BenchError(f"{self.port}: DISARM sent {len(sent)} times over "
                              f"{(time.perf_counter() - start) * 1000:.0f} ms, never confirmed")
@@ -454,7 +464,8 @@ class Session:
                              telemetry=self._telemetry_count)
                 return SessionResult(reason, message, 0, self._telemetry_count, {},
                                      _exit_code(reason), self.firmware_info,
-                                     monitors=self._monitor_counts())
+                                     monitors=self._monitor_counts(),
+                                     handshake_stalls_ms=list(self._handshake_stalls_ms))
             with self.realtime():  # from before ARM: the watchdog counts from there
                 try:
                     self.arm()
@@ -500,7 +511,7 @@ class Session:
         return SessionResult(reason, message, sent, self._telemetry_count, timing,
                              _exit_code(reason), self.firmware_info, self._firmware_late(),
                              self._monitor_counts(), list(self._host_stalls_ms),
-                             self._ramp_sent)
+                             list(self._handshake_stalls_ms), self._ramp_sent)
 
     # ------------------------------------------------------------------ streaming
     def request_stop(self, reason: str, message: str) -> None:
@@ -586,7 +597,7 @@ class Session:
         result = SessionResult(reason, message, sent, self._telemetry_count, timing.to_dict(),
                                _exit_code(reason), self.firmware_info, self._firmware_late(),
                                self._monitor_counts(), list(self._host_stalls_ms),
-                               self._ramp_sent)
+                               list(self._handshake_stalls_ms), self._ramp_sent)
         self.log.end(reason, message=message, timing=timing.to_dict(), sent=sent,
                      ramp_down_sent=self._ramp_sent, telemetry=self._telemetry_count,
                      monitors=result.monitors)
@@ -699,6 +710,19 @@ class Session:
         self.log.event("host stalled", f"host stalled {stalled_ms:.0f} ms: the stream and the "
                        "telemetry monitor paused (the bench's frames waited unread)",
                        sync=False, stalled_ms=stalled_ms)
+
+    def _note_held_up(self, unread_s: float, what: str) -> None:
+        """Log and count a host stall a handshake wait forgave (``Link.on_held_up``): the port
+        went unread ``unread_s`` s while the wait for ``what`` ran past its end, and the wait
+        went on until the reader caught up (``controller.link.Deadline``). Logged as a stall
+        of the stream is, when longer than the telemetry timeout; the event names the wait."""
+        if unread_s <= self.telemetry_timeout_s:
+            return
+        stalled_ms = round(unread_s * 1000, 1)
+        self._handshake_stalls_ms.append(stalled_ms)
+        self.log.event("host stalled", f"host stalled {stalled_ms:.0f} ms in the wait for "
+                       f"{what}: the bench's frames waited unread, the wait went on until the "
+                       "host had read them", sync=False, stalled_ms=stalled_ms, wait=what)
 
     def _latched(self) -> str:
         """What becomes of a latched fault: a real bench keeps it until a drive clears it; a
@@ -1024,23 +1048,29 @@ class Session:
                         wall_clock: bool = False):
         """Wait for a new telemetry frame that ``accept`` s (sending heartbeats meanwhile), up
         to ``timeout_s`` s not counting a host stall that held the reader up
-        (:meth:`controller.link.Link.past_deadline`), or ``wall_clock``: ``timeout_s`` s of
-        the wall clock, stall or not (where waiting longer is not the safe side)."""
-        deadline = time.perf_counter() + timeout_s
+        (:meth:`controller.link.Link.past_deadline`; the stall is logged,
+        :meth:`_note_held_up`), or ``wall_clock``: ``timeout_s`` s of the wall clock, stall or
+        not (where waiting longer is not the safe side)."""
+        from controller.link import Deadline
+
+        deadline = Deadline(self.link, timeout_s, what)
         count = self._telemetry_count
-        while True:
-            expired = (time.perf_counter() >= deadline if wall_clock
-                       else self.link.past_deadline(deadline))  # before looking: see there
-            latest = self._latest
-            if self._telemetry_count > count and latest is not None and accept(latest):
-                return latest
-            if expired:
-                break
-            if heartbeat:
-                self.link.send("HEARTBEAT")
-            if self.link.lost:
-                break
-            time.sleep(0.005)
+        try:
+            while True:
+                expired = (time.perf_counter() >= deadline.at if wall_clock
+                           else deadline.passed())  # before looking: see past_deadline
+                latest = self._latest
+                if self._telemetry_count > count and latest is not None and accept(latest):
+                    return latest
+                if expired:
+                    break
+                if heartbeat:
+                    self.link.send("HEARTBEAT")
+                if self.link.lost:
+                    break
+                time.sleep(0.005)
+        finally:
+            deadline.end()
         raise BenchError(f"{self.port}: no {what} within {timeout_s} s"
                          + (f" (link lost: {self.link.lost_reason})" if self.link.lost else ""))
 
@@ -1054,13 +1084,25 @@ def sent_text(sent: int, ramp_sent: int) -> str:
     return f"{sent} setpoints of the gesture, then {ramp_sent} of the ramp-down"
 
 
-def host_stall_text(stalls_ms: list[float]) -> str:
-    """'host stalled 312 ms' (the longest, with how many when more than one) for the host
-    stalls (ms) that left the bench's telemetry unread past the telemetry timeout; '' if none."""
-    if not stalls_ms:
-        return ""
-    more = f" (the longest of {len(stalls_ms)})" if len(stalls_ms) > 1 else ""
-    return f"host stalled {max(stalls_ms):.0f} ms{more}: the stream was late"
+def host_stall_text(stalls_ms: list[float], handshake_ms: list[float] = ()) -> str:
+    """'host stalled 312 ms: the stream was late' (the longest, with how many when more than
+    one) for the host stalls (ms) that left the bench's telemetry unread past the telemetry
+    timeout while streaming, then the same of those a handshake wait forgave (``handshake_ms``,
+    ms); '' if none.
+
+    >>> print(*host_stall_text([312.0, 150.2], [1020.4]).split("; "), sep="\\n")
+    host stalled 312 ms (the longest of 2): the stream was late
+    host stalled 1020 ms in a handshake wait (not counted against the bench)
+    """
+    def longest(stalls_ms: list[float]) -> str:
+        more = f" (the longest of {len(stalls_ms)})" if len(stalls_ms) > 1 else ""
+        return f"host stalled {max(stalls_ms):.0f} ms{more}"
+
+    parts = [f"{longest(stalls_ms)}: the stream was late"] if stalls_ms else []
+    if handshake_ms:
+        parts.append(f"{longest(handshake_ms)} in a handshake wait (not counted against the "
+                     "bench)")
+    return "; ".join(parts)
 
 
 def _exit_code(reason: str) -> int:

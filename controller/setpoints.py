@@ -11,7 +11,7 @@ Example (a 2.4 s rest-to-rest gesture of 1 rad, 1 kHz, written then read back)::
     >>> t = [k / 1000 for k in range(2401)]
     >>> angle = [math.sin(math.pi * s / 2.4) ** 2 for s in t]
     >>> velocity = [math.pi / 2.4 * math.sin(2 * math.pi * s / 2.4) for s in t]
-    >>> write_setpoints(path, Gesture("memory", 1000.0, t, angle, velocity, [10.0] * 2401))
+    >>> path = write_setpoints(path, Gesture("memory", 1000.0, t, angle, velocity, [10.0] * 2401))
     >>> gesture = read_setpoints(path)
     >>> gesture.duration_s, gesture.rate_hz, round(gesture.summary()["peak_angle_deg"], 2)
     (2.4, 1000.0, 57.3)
@@ -33,18 +33,12 @@ FORMAT_TAG = "bemore-setpoints 1"
 COLUMNS = ("t_s", "shoulder_angle_rad", "shoulder_velocity_rad_s", "shoulder_torque_nm")
 # Optional last column: the static (gravity) part of the torque, for slow motion (controller.modes)
 STATIC_COLUMN = "shoulder_static_torque_nm"
-REQUIRED_METADATA = (
-    "format",
-    "rate_hz",
-    "peak_angle_deg",
-    "peak_velocity_deg_s",
-    "peak_torque_nm",
-    "athlete",
-    "gesture",
-    "rows",
-    "duration_s",
-    "sha256",
-)
+# The header's required keys, in the order the writer puts them: what the gesture is, then (after
+# any optional key) its completeness, which the reader checks (_check_complete)
+DESCRIPTION_METADATA = ("format", "rate_hz", "peak_angle_deg", "peak_velocity_deg_s",
+                        "peak_torque_nm", "athlete", "gesture")
+COMPLETENESS_METADATA = ("rows", "duration_s", "sha256")
+REQUIRED_METADATA = (*DESCRIPTION_METADATA, *COMPLETENESS_METADATA)
 # The declared peaks are rounded in the header; the data may exceed them by this much.
 PEAK_TOLERANCE = 0.01
 # Sample times may deviate from k / rate_hz by this fraction of a period (text rounding).
@@ -53,7 +47,7 @@ TIME_TOLERANCE = 0.01
 
 def body_digest(body: str) -> str:
     """SHA-256 (hex) of a setpoint file's body: the UTF-8 bytes from the CSV header line to the
-    end of the file, final newline included (``bemore.synthesis.outputs`` writes the same)."""
+    end of the file, final newline included."""
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
@@ -111,7 +105,7 @@ def read_setpoints(path: str | Path) -> Gesture:
     """Read and validate a setpoint file; any problem raises one DataError line."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # past a byte order mark (a re-saved file)
     except FileNotFoundError:
         raise DataError(f"{path}: setpoint file not found") from None
     except (OSError, UnicodeDecodeError) as error:
@@ -275,33 +269,49 @@ def _check_peaks(gesture: Gesture) -> None:
             )
 
 
-def write_setpoints(path: str | Path, gesture: Gesture) -> None:
-    """Write ``gesture`` in the setpoint file format (used by tests and ``replay --stream``)."""
-    metadata = dict(gesture.metadata)
+def format_setpoints(gesture: Gesture) -> str:
+    """The text of the setpoint file of ``gesture``: the one writer of the format, for
+    ``bemore synthesize`` (``bemore.synthesis.outputs``) and the bench side's tests and tools.
+
+    The header: :data:`DESCRIPTION_METADATA` (the peaks in deg, deg/s and N·m per shoulder,
+    computed from the columns; ``athlete`` and ``gesture`` from ``gesture.metadata``, else
+    ``default`` and ``unnamed``), then the other keys of ``gesture.metadata`` in their order,
+    then :data:`COMPLETENESS_METADATA`. The body: the CSV header (:data:`COLUMNS`, and
+    :data:`STATIC_COLUMN` when the gesture has its static torque) and one row per sample, the
+    time (s) with 6 decimals, angle (rad), velocity (rad/s) and torques (N·m) with 10
+    significant digits.
+    """
     summary = gesture.summary()
-    metadata.update(
-        {
-            "format": FORMAT_TAG,
-            "rate_hz": f"{gesture.rate_hz:g}",
-            "peak_angle_deg": f"{summary['peak_angle_deg']:.6g}",
-            "peak_velocity_deg_s": f"{summary['peak_velocity_deg_s']:.6g}",
-            "peak_torque_nm": f"{summary['peak_torque_nm']:.6g}",
-        }
-    )
-    metadata.setdefault("athlete", "default")
-    metadata.setdefault("gesture", "unnamed")
-    body = []
+    computed = {"format": FORMAT_TAG, "rate_hz": f"{gesture.rate_hz:g}",
+                **{key: _declared_peak(summary[key])
+                   for key in ("peak_angle_deg", "peak_velocity_deg_s", "peak_torque_nm")}}
+    metadata = {**computed, "athlete": "default", "gesture": "unnamed"}
+    metadata.update((key, value) for key, value in gesture.metadata.items()
+                    if key not in computed and key not in COMPLETENESS_METADATA)
     columns = [gesture.t_s, gesture.angle_rad, gesture.velocity_rad_s, gesture.torque_nm]
     names = list(COLUMNS)
     if gesture.static_torque_nm is not None:
         columns.append(gesture.static_torque_nm)
         names.append(STATIC_COLUMN)
-    body.append(",".join(names))
-    for row in zip(*columns, strict=True):
-        body.append(f"{row[0]:.6f}," + ",".join(f"{value:.9g}" for value in row[1:]))
-    body_text = "\n".join(body) + "\n"
-    metadata.update({"rows": str(len(gesture.t_s)), "duration_s": f"{gesture.t_s[-1]:.6f}",
-                     "sha256": body_digest(body_text)})
-    order = list(REQUIRED_METADATA) + [key for key in metadata if key not in REQUIRED_METADATA]
-    head = "".join(f"# {key}: {metadata[key]}\n" for key in order)
-    Path(path).write_text(head + body_text, encoding="utf-8")
+    rows = [f"{row[0]:.6f}," + ",".join(f"{value:.10g}" for value in row[1:])
+            for row in zip(*columns, strict=True)]
+    body = "\n".join([",".join(names), *rows]) + "\n"
+    metadata.update({"rows": str(len(rows)), "duration_s": f"{gesture.t_s[-1]:.6f}",
+                     "sha256": body_digest(body)})
+    return "".join(f"# {key}: {value}\n" for key, value in metadata.items()) + body
+
+
+def _declared_peak(value: float) -> str:
+    """A peak (deg, deg/s or N·m) as the header declares it: 4 decimals, or 6 significant
+    digits for a peak so small that 4 decimals would understate it beyond the reader's
+    :data:`PEAK_TOLERANCE` (the writer never writes a file its reader refuses)."""
+    text = f"{value:.4f}"
+    return text if value <= float(text) * (1 + PEAK_TOLERANCE) else f"{value:.6g}"
+
+
+def write_setpoints(path: str | Path, gesture: Gesture) -> Path:
+    """Write ``gesture`` as a setpoint file at ``path`` (:func:`format_setpoints`); returns the
+    path written."""
+    path = Path(path)
+    path.write_text(format_setpoints(gesture), encoding="utf-8")
+    return path

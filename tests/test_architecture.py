@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # controller/ (the bench side) installs alone: it imports nothing from bemore. bemore/ reaches
 # the bench only through controller.cli (the commands it registers, and the shared foundation it
-# re-exports: errors, configuration layer, bench and athlete-profile schemas), and its console
+# re-exports: errors, configuration layer, bench and athlete-profile schemas, file kinds, the
+# setpoint format and its writer), and its console
 # script through controller.console (the Ctrl-C guard around importing controller.cli itself).
 BEMORE_MAY_IMPORT = {"controller", "controller.cli", "controller.console"}
 

@@ -10,11 +10,12 @@ from click.testing import CliRunner
 
 from bemore.cli import cli
 from bemore.identify.report import ATHLETE_FORMAT
-from bemore.synthesis.outputs import PROFILE_COLUMNS, SETPOINT_FORMAT
+from bemore.synthesis.outputs import PROFILE_COLUMNS
 from controller import filekinds
 from controller.cli import bench_cli
 from controller.dump import MAGIC
 from controller.log import FORMAT_TAG as SESSION_FORMAT
+from controller.setpoints import FORMAT_TAG as SETPOINT_FORMAT
 from controller.setpoints import write_setpoints
 from tests.controller.gestures import make_gesture
 
@@ -166,3 +167,57 @@ def test_the_writers_tags_are_the_ones_recognised():
     assert filekinds.kind_of_text(f"# format: {SETPOINT_FORMAT}\n") is filekinds.SETPOINTS
     assert filekinds.kind_of_text(MAGIC.decode() + "\x00\x01") is filekinds.BYTE_DUMP
     assert PROFILE_COLUMNS is filekinds.PROFILE_COLUMNS  # the writer's header
+
+
+BOM = b"\xef\xbb\xbf"  # what a spreadsheet or an editor puts before a file it re-saves as UTF-8
+
+
+def _re_saved(path: Path, folder: Path, mark: bytes = BOM) -> Path:
+    """A copy of ``path`` in ``folder`` (same name) with ``mark`` (a UTF-8 byte order mark)
+    in front."""
+    folder.mkdir(exist_ok=True)
+    copy = folder / path.name
+    copy.write_bytes(mark + path.read_bytes())
+    return copy
+
+
+@pytest.mark.parametrize("given", ["athlete", "gesture", "setpoints", "log", "profiles"])
+def test_a_file_re_saved_with_a_byte_order_mark_is_named_as_without_it(tmp_path, given):
+    # before: not recognised after the mark, each reader gave its own misleading line ("missing
+    # metadata format, …", "line 1: not a JSON record", "not valid JSON (Unexpected UTF-8 BOM
+    # …)", "malformed TOML: Invalid statement")
+    original, kind = _outputs(tmp_path)[given]
+    path = _re_saved(original, tmp_path / "re-saved")
+    assert filekinds.kind_of_file(path) is filekinds.kind_of_file(original)
+    setpoints, _ = _outputs(tmp_path)["setpoints"]
+    commands = {
+        "setpoints": (["drive", str(path), "--plan"],
+                      "not a setpoints.csv (bemore synthesize writes one)"),
+        "log": (["replay", str(path)], "not a session log (bemore drive writes one)"),
+        "athlete": (["synthesize", str(path), "--out", str(tmp_path / "out")],
+                    "not an athlete.json (bemore identify writes one)"),
+        "profile": (["drive", str(setpoints), "--plan", "--profile", str(path)],
+                    "not an athlete profile (a TOML file like configs/athlete.example.toml)"),
+    }
+    for reads, (command, wanted) in commands.items():
+        if reads != given:
+            assert _one_line(CliRunner().invoke(cli, command)) == (
+                f"bemore: error: {path}: {kind}, {wanted}")
+    assert not (tmp_path / "out").exists()
+
+
+def test_each_reader_reads_its_own_kind_past_a_byte_order_mark(tmp_path):
+    # before: "missing metadata format, …" for the setpoints, "line 1: not a JSON record" for
+    # the session log, "malformed TOML: Invalid statement (at line 1, column 1)" for a profile
+    outputs = _outputs(tmp_path)
+    files = {"setpoints": outputs["setpoints"][0], "log": outputs["log"][0],
+             "profile": ROOT / "configs" / "athlete.example.toml"}
+    for command in (["drive", "{setpoints}", "--plan"], ["replay", "{log}"],
+                    ["drive", "{setpoints}", "--plan", "--profile", "{profile}"]):
+        runs = {}
+        for folder, mark in ((tmp_path / "plain", b""), (tmp_path / "re-saved", BOM)):
+            copies = {name: _re_saved(file, folder, mark) for name, file in files.items()}
+            result = CliRunner().invoke(cli, [part.format(**copies) for part in command])
+            assert result.exit_code == 0, result.output
+            runs[folder.name] = result.stdout.replace(str(folder), "FOLDER")
+        assert runs["re-saved"] == runs["plain"]

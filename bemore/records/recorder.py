@@ -22,7 +22,7 @@ from bemore.records.history import RECORDED_PARTS
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # past a byte order mark
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise DataError(f"{path}: cannot be read as JSON ({error})") from None
     if not isinstance(data, dict):

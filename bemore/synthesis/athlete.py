@@ -50,7 +50,7 @@ def load_athlete(path: str | Path, identification: Identification,
     if not path.is_file():
         raise DataError(f"{path}: athlete file not found")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # past a byte order mark (a re-saved file)
     except UnicodeDecodeError as error:
         raise DataError(f"{path}: not valid JSON ({error})") from None
     try:

@@ -474,7 +474,7 @@ def _recorded_flexion(athlete_json: Path | None) -> tuple[np.ndarray, np.ndarray
     if athlete_json is None:
         return None
     try:
-        record = json.loads(Path(athlete_json).read_text(encoding="utf-8"))
+        record = json.loads(Path(athlete_json).read_text(encoding="utf-8-sig"))
         source = record["trial"]["source"]
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -1,12 +1,13 @@
 """Files written by ``bemore synthesize``: gesture.json, profiles.csv, setpoints.csv, plots, GIF.
 
 The setpoint format is the contract with ``bemore drive`` (``docs/formats.md``,
-``bemore-setpoints 1``); everything else is for people. Radians inside, degrees labelled on plots.
+``bemore-setpoints 1``), defined once by the bench side that reads it
+(:mod:`controller.setpoints`: its tag, columns, header keys, digest and writer); everything else
+is for people. Radians inside, degrees labelled on plots.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,8 @@ from bemore import filekinds
 from bemore.errors import DataError
 from bemore.paths import output_folder
 from bemore.synthesis.results import Profiles, SynthesisResult
+from controller.cli import setpoints as _setpoints
 
-SETPOINT_FORMAT = "bemore-setpoints 1"
-SETPOINT_COLUMNS = ("t_s", "shoulder_angle_rad", "shoulder_velocity_rad_s", "shoulder_torque_nm")
-# optional last column (slow motion: controller.modes.paced_torque)
-STATIC_TORQUE_COLUMN = "shoulder_static_torque_nm"
 PLOTS_FOLDER = "plots"
 """The folder of the PNG plots (:func:`write_plots`, :func:`write_coach_plot`) in the output
 folder."""
@@ -52,38 +50,18 @@ def write_setpoints(
     One row per sample of ``profiles`` (which must be sampled at ``rate_hz`` from 0 s): time (s),
     per-shoulder angle (rad), velocity (rad/s) and torque (N·m, half the total), and when known
     its static (gravity) part (N·m, per shoulder; for slow motion). The header holds
-    the per-shoulder absolute peak values in degrees and N·m. Returns the path written.
+    the per-shoulder absolute peak values in degrees and N·m, the athlete, the gesture and the
+    ``extra`` keys. Written by the bench side's writer
+    (:func:`controller.setpoints.format_setpoints`). Returns the path written.
     """
     t = np.asarray(profiles.t_s, float)
     _check_uniform(t, rate_hz)
-    torque = profiles.torque_per_shoulder_nm
-    metadata: dict[str, Any] = {
-        "format": SETPOINT_FORMAT,
-        "rate_hz": f"{rate_hz:g}",
-        "peak_angle_deg": f"{np.rad2deg(np.abs(profiles.angle_rad).max()):.4f}",
-        "peak_velocity_deg_s": f"{np.rad2deg(np.abs(profiles.velocity_rad_s).max()):.4f}",
-        "peak_torque_nm": f"{np.abs(torque).max():.4f}",
-        "athlete": athlete,
-        "gesture": gesture,
-    }
-    metadata.update(extra or {})
-    columns = [t, profiles.angle_rad, profiles.velocity_rad_s, torque]
-    names = list(SETPOINT_COLUMNS)
-    if profiles.static_torque_per_shoulder_nm is not None:
-        columns.append(profiles.static_torque_per_shoulder_nm)
-        names.append(STATIC_TORQUE_COLUMN)
-    table = np.column_stack(columns)
-    rows = [f"{row[0]:.6f}," + ",".join(f"{value:.10g}" for value in row[1:])
-            for row in table.tolist()]
-    body = "\n".join([",".join(names), *rows]) + "\n"
-    # completeness, checked by the reader (controller/setpoints.py): row count, time of the last
-    # row, SHA-256 of the body's UTF-8 bytes (CSV header line to the end, final newline included)
-    metadata.update({"rows": str(len(rows)), "duration_s": f"{t[-1]:.6f}",
-                     "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest()})
-    head = "".join(f"# {key}: {value}\n" for key, value in metadata.items())
-    path = Path(path)
-    path.write_text(head + body, encoding="utf-8")
-    return path
+    setpoints = _setpoints.Gesture(
+        str(path), rate_hz, t, profiles.angle_rad, profiles.velocity_rad_s,
+        profiles.torque_per_shoulder_nm, metadata={"athlete": athlete, "gesture": gesture,
+                                                   **(extra or {})},
+        static_torque_nm=profiles.static_torque_per_shoulder_nm)
+    return _setpoints.write_setpoints(path, setpoints)
 
 
 def write_profiles(path: Path, profiles: Profiles) -> Path:

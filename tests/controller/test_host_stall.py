@@ -15,7 +15,7 @@ import time
 import pytest
 
 from controller.errors import BenchError
-from controller.link import Link
+from controller.link import Deadline, Link
 from controller.log import LogWriter, read_log
 from controller.modes import ModeSettings, build_plan
 from controller.protocol import Message, load_spec
@@ -156,3 +156,79 @@ def test_a_reply_the_reader_was_held_up_on_still_answers_the_handshake():
             link.close()
     assert isinstance(outcome[0], Message), outcome[0]
     assert outcome[0].name == "HELLO_REPLY"
+
+
+def drive_with_reader_held_in(tmp_path, bench, monkeypatch, wait: str):
+    """Connect, arm and stream the gentle 10° gesture on the simulated bench with the link's
+    reader held up once, in the handshake ``wait`` ("HELLO": the first wait of the connection;
+    "DISARM": the confirmation at the end of the gesture): from the first bytes it reads there
+    until that wait, past its end, has found the reader behind (an event, no sleep). The
+    result, the log and what was held."""
+    behind = threading.Event()
+    state = {"holding": wait == "HELLO", "held": ""}
+    passed, handle = Deadline.passed, Link._handle
+
+    def watched_passed(deadline):
+        result = passed(deadline)
+        if deadline.unread_since is not None and state["holding"]:
+            state["held"] = deadline.what
+            behind.set()
+        return result
+
+    def held_handle(link, now, data):
+        if state["holding"]:
+            assert behind.wait(timeout=60)  # the host stall: the bytes wait unread
+            state["holding"] = False
+        handle(link, now, data)
+
+    disarm = Session.disarm
+
+    def disarm_held(session):
+        state["holding"] = not state["held"]
+        disarm(session)
+
+    monkeypatch.setattr(Deadline, "passed", watched_passed)
+    monkeypatch.setattr(Link, "_handle", held_handle)
+    monkeypatch.setattr(Session, "disarm", disarm_held)
+    settings = ModeSettings(rate_hz=250.0, ramp_down_s=0.3)
+    plan = build_plan(make_gesture(duration_s=2.0, peak_deg=10.0, rate_hz=250.0), settings)
+    lead_ns = bench.streaming.lead_ms * 1_000_000
+    log_path = tmp_path / "session.jsonl"
+    with start_simulated_bench() as simulated, LogWriter(log_path, {"bench": bench.model_dump()}
+                                                         ) as log:
+        session = Session(simulated.port, bench, log, settings)
+        try:
+            session.connect()
+            result = session.run(plan, Scheduler(4_000_000, miss_threshold_ns(lead_ns),
+                                                 capacity=1024))
+        finally:
+            session.close()
+    return result, read_log(log_path), state["held"]
+
+
+@pytest.mark.parametrize(("wait", "what"), [("HELLO", "the HELLO_REPLY to HELLO"),
+                                            ("DISARM", "DISARM's confirmation")])
+def test_a_host_stall_a_handshake_wait_forgave_is_logged_and_counted(
+        tmp_path, loaded_machine_bench, monkeypatch, wait, what):
+    """The reader is held up in the HELLO of the connection, or in DISARM's confirmation,
+    until that wait has passed its end: the wait goes on for the reader (as above) and the
+    session completes. The log says "host stalled N ms in the wait for …" (before: nothing),
+    the result and the replay summary count it apart from the stream's stalls (the stream was
+    not late) and say so."""
+    result, log, held = drive_with_reader_held_in(tmp_path, loaded_machine_bench, monkeypatch,
+                                                  wait)
+    assert held == what
+    assert result.ok, result.message
+    stalls = [event for event in log.events if event["kind"] == "host stalled"]
+    assert [event["wait"] for event in stalls] == [what]
+    stalled_ms = stalls[0]["stalled_ms"]
+    assert stalled_ms > TELEMETRY_TIMEOUT_S * 1000  # as a stall of the stream is logged
+    assert stalls[0]["message"].startswith(
+        f"host stalled {stalled_ms:.0f} ms in the wait for {what}: ")
+    assert result.handshake_stalls_ms == [stalled_ms] and result.host_stalls_ms == []
+    summary = summarise(log)
+    assert summary.handshake_stalls_ms == [stalled_ms] and summary.host_stalls_ms == []
+    text = "\n".join(summary.lines())
+    assert f"host stalled {stalled_ms:.0f} ms in a handshake wait (not counted against the " \
+        "bench)" in text
+    assert "the stream was late" not in text

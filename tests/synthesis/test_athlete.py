@@ -45,6 +45,14 @@ def test_athlete_file_is_read(tmp_path) -> None:
     assert athlete.source.endswith("athlete.json")
 
 
+def test_athlete_file_re_saved_with_a_byte_order_mark_is_read(tmp_path) -> None:
+    # a spreadsheet's or an editor's UTF-8 re-save (before: "not valid JSON (Unexpected UTF-8
+    # BOM (decode using utf-8-sig): line 1 column 1 (char 0))")
+    path = _write(tmp_path, _complete())
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert load_athlete(path, IDENTIFICATION).values["bar.mass"] == pytest.approx(0.675 * 1.1)
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

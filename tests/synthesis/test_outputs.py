@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,6 +20,9 @@ from bemore.synthesis.outputs import (
     write_setpoints,
 )
 from bemore.synthesis.results import ConstraintStatus, Profiles, SynthesisResult
+from controller.setpoints import read_setpoints
+from controller.setpoints import write_setpoints as controller_write_setpoints
+from tests.controller.gestures import make_gesture
 
 
 def _profiles(rate_hz: float = 1000.0) -> Profiles:
@@ -87,6 +91,36 @@ def test_setpoints_refuse_a_non_uniform_time_base(tmp_path) -> None:
     profiles.t_s[5] += 2e-4
     with pytest.raises(DataError, match="steps of 1/1000 s"):
         write_setpoints(tmp_path / "s.csv", profiles, 1000.0, "default", "x")
+
+
+def test_setpoints_are_the_bench_side_s_format_byte_for_byte(tmp_path) -> None:
+    """One definition of the setpoint file (controller.setpoints): what bemore synthesize writes
+    is, byte for byte, what the bench side's writer writes of the same gesture (before, the
+    scientific side had its own writer: 9 against 10 digits, another order of the header)."""
+    gesture = make_gesture(duration_s=0.5, peak_deg=20.0)
+    profiles = SimpleNamespace(t_s=np.asarray(gesture.t_s),
+                               angle_rad=np.asarray(gesture.angle_rad),
+                               velocity_rad_s=np.asarray(gesture.velocity_rad_s),
+                               torque_per_shoulder_nm=np.asarray(gesture.torque_nm),
+                               static_torque_per_shoulder_nm=np.asarray(gesture.static_torque_nm))
+    extra = {"final_time_s": "0.500000", "objective": "abs_torque_integral 4.2 N·m·s"}
+    ours = write_setpoints(tmp_path / "ours.csv", profiles, gesture.rate_hz, "ada", "sin²", extra)
+    gesture.metadata = {"athlete": "ada", "gesture": "sin²", **extra}
+    bench_side = controller_write_setpoints(tmp_path / "bench.csv", gesture)
+    assert ours.read_bytes() == bench_side.read_bytes()
+    assert read_setpoints(ours).metadata["objective"] == extra["objective"]
+
+
+def test_a_tiny_peak_is_declared_so_that_the_reader_accepts_the_file(tmp_path) -> None:
+    """A peak below 0.005 (here 0.00144 N·m) is declared with 6 significant digits: with 4
+    decimals ("0.0014") the data exceeded its declared peak beyond the reader's 1 % and the
+    file written was refused by bemore drive."""
+    profiles = _profiles()
+    profiles.torque_total_nm = 0.00288 * np.sin(np.pi * profiles.t_s / 2.0)
+    path = write_setpoints(tmp_path / "s.csv", profiles, 1000.0, "default", "still")
+    assert read_setpoints(path).metadata["peak_torque_nm"] == "0.00144"
+    # the usual peaks keep their 4 decimals
+    assert read_setpoints(path).metadata["peak_angle_deg"] == "150.0000"
 
 
 def test_profiles_csv_has_every_column(tmp_path) -> None:
