@@ -175,7 +175,9 @@ def flop_per_step(source: str, name: str = "integrate_shared") -> int:
     state, the cost of one frame), counted in the generated kernel ``name`` of ``source``:
     every +, −, ×, ÷ of a lane loop's statements (subscripts aside) is one flop, a fused
     multiply-add two; negations, comparisons, floor and abs are not counted, nor the driven
-    values computed once per step for all lanes."""
+    values computed once per step for all lanes. A branch counts as the cost path takes it
+    inside a step (cost only, one sample and one step per sample, n ≥ 1); a test on names
+    it does not set (st) counts both sides."""
     import ast
 
     function = next(node for node in ast.parse(source).body
@@ -200,10 +202,17 @@ def flop_per_step(source: str, name: str = "integrate_shared") -> int:
                 else:  # the step loop, and the frames of a step (one, at 1 sample per step)
                     total += walk(s.body, weight)
             elif isinstance(s, ast.If):
-                test = ast.unparse(s.test)
-                if test not in ("store_state", "store_points"):  # the cost path stores nothing
+                try:
+                    taken = eval(compile(ast.Expression(s.test), "<test>", "eval"),
+                                 {"__builtins__": {}}, dict(path))
+                except NameError:
                     total += walk(s.body, weight) + walk(s.orelse, weight)
+                else:
+                    total += walk(s.body if taken else s.orelse, weight)
         return total
+
+    path = {"store_state": 0, "store_points": 0, "do_cost": 1, "spp": 1, "n_sub": 1, "n": 1,
+            "n_steps": 2}
 
     return walk(function.body, 1)
 

@@ -27,11 +27,12 @@ import numpy as np
 from bench.bench_engine import _box_population, handstand_start
 from bench.common import Measurement, commit_tree
 
-PREVIOUS_COMMIT = "4c83932"
-"""main before the stages' forces were summed at the free frames only and each stage's start
-got a loop of its own without zero terms (docs/speed.md, "The engine: fewer operations per
-stage"; issue 24). Earlier: 0879f2f, before the exact Jacobian's kernel stored the cost points
-only; c196c46, before the spills on 64-byte stack slots and the values computed where
+PREVIOUS_COMMIT = "754e9a1"
+"""main before stage 0 copied the state to S0 as it read it, the new state's lane loop added the
+next frame's cost and read stage 3's increment from UN (docs/speed.md, "The engine: fewer
+passes over the lanes per step"; issue 24). Earlier: 4c83932, before the stages' forces were
+summed at the free frames only; 0879f2f, before the exact Jacobian's kernel stored the cost
+points only; c196c46, before the spills on 64-byte stack slots and the values computed where
 needed."""
 PAIRS = 15
 

@@ -197,7 +197,10 @@ def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
     --web [HOST:]PORT serves the live page (angles, torques against the limits, repetition,
     state; STOP and E-STOP buttons; the replay summary at the end); its URL carries the
     session's token (printed, with a QR code). Needs the web extra.
-    Exit codes: 0 completed, 1 stopped by the operator, 2 refused (data/config), 3 bench fault.
+    A session log (or --dump file) that cannot be written (a full disk) stops the session:
+    ramp down, disarm, exit 3.
+    Exit codes: 0 completed, 1 stopped by the operator, 2 refused (data/config), 3 bench fault
+    (or a stop by a fault of the host).
     Examples:
         bemore drive out/gesture/setpoints.csv --plan
         bemore drive out/gesture/setpoints.csv --mode assistive --load 70 --reps 3 \\

@@ -20,7 +20,12 @@ from controller.modes import ModeSettings, Plan, build_plan
 from controller.preflight import require_clear
 from controller.profile import DEFAULT_PROFILE, AthleteProfile
 from controller.scheduler import REALTIME_PRIORITY, other_cpus, pinned, realtime_priority
-from controller.session import Session, SessionResult, check_stream_settings
+from controller.session import (
+    Session,
+    SessionResult,
+    check_stream_settings,
+    with_write_failure,
+)
 from controller.setpoints import Gesture, read_setpoints
 from controller.settings import Bench, load_bench
 
@@ -69,7 +74,8 @@ def drive(
     ``sim_inject`` [(seconds after ARM, command)] at run time (``SimulatedBench.command``).
     Raises PreflightError (before connecting, or before arming once the firmware's limits are
     known), ConfigError (a rate or lead the watchdog or the firmware's queue cannot take, before
-    connecting) and BenchError when the bench cannot be reached or refuses to arm. From ARM on
+    connecting), BenchError when the bench cannot be reached or refuses to arm, and DataError
+    when the log (or the dump) cannot be written before ARM (nothing armed). From ARM on
     nothing is raised: every end (signal, exception, stop) goes through the stop sequence and is
     returned as a :class:`SessionResult` (:meth:`Session.run`); Ctrl-C and SIGTERM request a
     controlled stop from the connection on.
@@ -128,7 +134,8 @@ def drive(
             # the link is closed: every frame is in the log, including those that came after
             # the stream ended (DISARM's confirmation), so the summary counts what replay counts
             result.telemetry, result.firmware_late = session.counts()
-            return result
+        # both closed: their last writes (the log's fsync, the dump's flush) are known
+        return with_write_failure(result, log, dump_writer)
 
 
 @contextlib.contextmanager

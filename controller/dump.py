@@ -4,7 +4,10 @@
 exactly as on the wire; :func:`decode_dump` turns the file back into messages, for replay and
 for regression tests of the stream. Layout: a magic line ``bemore-dump 1\\n``, then records of
 ``direction:u8`` (0 host→bench, 1 bench→host) | ``host_time_ns:u64le`` (perf_counter_ns) |
-``length:u16le`` | ``bytes[length]``. A truncated last record (a crash) is ignored.
+``length:u16le`` | ``bytes[length]``. A truncated last record (a crash, a full disk) is
+ignored. A write error (a full disk) is never raised to the link: the first one is kept
+(:attr:`DumpWriter.failure`, the session stops on it as on a log it cannot write) and nothing
+more is written.
 """
 
 from __future__ import annotations
@@ -33,20 +36,37 @@ class DumpWriter:
             raise DataError(f"{self.path}: cannot write the dump ({error})") from None
         self._file.write(MAGIC)
         self._lock = threading.Lock()
+        self.failure: OSError | None = None  # the first write error: nothing is written after it
 
     def record(self, direction: int, host_time_ns: int, data: bytes) -> None:
-        """Append one chunk (``direction`` 0 host→bench, 1 bench→host)."""
+        """Append one chunk (``direction`` 0 host→bench, 1 bench→host); a write error is kept
+        in :attr:`failure`, not raised (the link's threads must go on: a stop needs them)."""
         for start in range(0, len(data), 0xFFFF):
             chunk = data[start : start + 0xFFFF]
             with self._lock:
-                if not self._file.closed:
+                if self._file.closed or self.failure is not None:
+                    return
+                try:
                     self._file.write(_RECORD.pack(direction, host_time_ns, len(chunk)) + chunk)
+                except OSError as error:
+                    self.failure = error
+                    return
+
+    def failure_text(self) -> str:
+        """'FILE: cannot write the byte dump (REASON)' once a write failed, '' before."""
+        if self.failure is None:
+            return ""
+        return (f"{self.path}: cannot write the byte dump "
+                f"({self.failure.strerror or self.failure})")
 
     def close(self) -> None:
-        """Flush and close (idempotent)."""
+        """Flush and close (idempotent); a write error of the flush is kept in :attr:`failure`."""
         with self._lock:
             if not self._file.closed:
-                self._file.close()
+                try:
+                    self._file.close()  # closed even when its flush fails
+                except OSError as error:
+                    self.failure = self.failure or error
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,17 @@ host loses at most the last few milliseconds (and a slow disk never stalls the s
 ``fsync`` on the header, on every event and on close, so a power cut loses at most what followed
 the last event. The reader accepts a truncated last line (a record cut mid-write) and a missing
 ``end``.
+
+A log that cannot be written (a full disk, an I/O error, a file system gone read-only) never
+raises in the writer: the first error is kept (:attr:`LogWriter.failure`, the session's health
+check stops on it), a record cut by it is cut off again (``ftruncate`` back to the last whole
+line), and nothing more is written but, at the end, one short ``end`` record if it still fits
+(``log_error`` says what was lost). What was written before stays, whole lines only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -64,6 +71,10 @@ class LogWriter:
         self._io_lock = threading.Lock()  # one writer of the file at a time
         self._wake = threading.Event()
         self._closed = False
+        self.failure: OSError | None = None  # the first write error: nothing is written after it
+        self.records_written = 0  # whole records handed to the OS, the header included
+        self._records_before_failure = 0
+        self._size = 0  # bytes up to the end of the last whole record written
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except FileExistsError:  # mkdir's answer for a file where the folder should be
@@ -73,16 +84,23 @@ class LogWriter:
             raise DataError(f"{self.path}: cannot write the session log "
                             f"({error.strerror or error})") from None
         try:
-            # "x": a session's log is never overwritten, not even by a race with another one
-            self._file = self.path.open("x", encoding="utf-8")
+            self._file = self._open()
         except FileExistsError:
             raise DataError(already_logged(self.path)) from None
         except OSError as error:
             raise DataError(f"{self.path}: cannot write the session log "
                             f"({error.strerror or error})") from None
         record = {"type": "header", "format": FORMAT_TAG, **header}
-        self._file.write(json.dumps(record, default=_jsonable) + "\n")
-        self._sync()
+        try:
+            self._write([json.dumps(record, default=_jsonable) + "\n"])
+            self._sync()
+        except OSError as error:  # a full disk: a file without its header is no log, remove it
+            with contextlib.suppress(OSError):
+                self._file.close()
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            raise DataError(f"{self.path}: cannot write the session log "
+                            f"({error.strerror or error})") from None
         self._writer = threading.Thread(target=self._write_loop, name="session-log",
                                         daemon=True)
         self._writer.start()
@@ -110,11 +128,39 @@ class LogWriter:
             self._wake.set()
 
     def end(self, reason: str, **extra: Any) -> None:
-        """Write the closing record of a session that ended under control."""
+        """Write the closing record of a session that ended under control; after a write error
+        (:attr:`failure`), a short one (``reason``, ``log_error``: :meth:`failure_text`, and
+        ``message`` if there is room) if it still fits, else nothing (the log keeps its whole
+        lines)."""
         record = {"type": "end", "host_time": round(self.host_time(), 6), "reason": reason,
                   **extra}
         self._append(record)
-        self._drain(fsync=True)
+        if self._drain(fsync=True) or self.failure is None:
+            return
+        short = {key: record[key] for key in ("type", "host_time", "reason")}
+        short["log_error"] = self.failure_text()
+        # with the session's message, else without (a full disk may leave room for little)
+        for more in ({"message": record.get("message", "")}, {}):
+            line = json.dumps(short | more, default=_jsonable) + "\n"
+            with self._io_lock:
+                if self._file.closed:
+                    return
+                try:
+                    self._write([line])
+                except OSError:  # it did not fit: whole lines only (_write cut it off)
+                    continue
+                with contextlib.suppress(OSError):
+                    self._sync()
+                return
+
+    def failure_text(self) -> str:
+        """'FILE: cannot write the session log (REASON after N records)' once a write failed
+        (:attr:`failure`; N counts the header), '' before."""
+        if self.failure is None:
+            return ""
+        reason = self.failure.strerror or str(self.failure)
+        return (f"{self.path}: cannot write the session log ({reason} after "
+                f"{self._records_before_failure} records)")
 
     def kick(self) -> None:
         """Wake the writer thread now (the streaming thread calls it right after a send, so that
@@ -134,25 +180,72 @@ class LogWriter:
         self._writer.join(timeout=2.0)
         self._drain(fsync=True)
         with self._io_lock:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError as error:  # a network file system reports some errors only here
+                self._fail(error)
+
+    def _open(self):
+        """The log file, created (never overwritten, not even by a race with another session:
+        mode "x"), unbuffered: every write goes to the OS at once and says how much it took."""
+        return self.path.open("xb", buffering=0)
 
     def _append(self, record: dict[str, Any]) -> None:
+        if self.failure is not None:  # nothing more is written: no need to keep it
+            return
         line = json.dumps(record, default=_jsonable) + "\n"
         with self._lock:
             self._pending.append(line)
 
-    def _drain(self, fsync: bool) -> None:
+    def _drain(self, fsync: bool) -> bool:
+        """Hand the pending records to the OS (and fsync); False when they could not be (a
+        write error now or before: :attr:`failure`, never raised)."""
         with self._lock:
             lines, self._pending = self._pending, []
         with self._io_lock:
-            if self._file.closed:
-                return
-            if lines:
-                self._file.write("".join(lines))
-            if fsync:
-                self._sync()
-            else:
-                self._file.flush()
+            if self._file.closed or self.failure is not None:
+                return False
+            try:
+                if lines:
+                    self._write(lines)
+            except OSError as error:
+                self._fail(error)
+                return False
+            try:
+                if fsync:
+                    self._sync()
+            except OSError as error:
+                self._fail(error)
+            return True
+
+    def _write(self, lines: list[str]) -> None:
+        """Write ``lines`` (each ending in a newline) whole; an OSError on the way is raised
+        after the file is cut back to the last whole line (what a full disk took of a record
+        is no record)."""
+        data = "".join(lines).encode("utf-8")
+        done = 0
+        try:
+            while done < len(data):
+                done += self._file.write(memoryview(data)[done:])
+        except OSError:
+            whole = data.rfind(b"\n", 0, done) + 1
+            self.records_written += data.count(b"\n", 0, whole)
+            self._size += whole
+            if whole < done:
+                with contextlib.suppress(OSError):  # a device that cannot be truncated
+                    os.ftruncate(self._file.fileno(), self._size)
+                    self._file.seek(self._size)  # a later write (the short end) goes there
+            raise
+        self.records_written += len(lines)
+        self._size += len(data)
+
+    def _fail(self, error: OSError) -> None:
+        """Keep the first write error; drop what waits (it will never be written)."""
+        if self.failure is None:
+            self.failure = error
+            self._records_before_failure = self.records_written
+        with self._lock:
+            self._pending = []
 
     def _write_loop(self) -> None:
         # lowest real-time priority when allowed: preempted while holding the interpreter lock,
@@ -161,16 +254,13 @@ class LogWriter:
             self._write_until_closed()
 
     def _write_until_closed(self) -> None:
-        while not self._closed:
+        # a write error is kept in `failure` for the session to stop on, never raised here
+        while not self._closed and self.failure is None:
             self._wake.wait(self.flush_interval_s)
             self._wake.clear()
-            try:
-                self._drain(fsync=False)
-            except (OSError, ValueError):
-                return  # the file went away; close() reports nothing more to write
+            self._drain(fsync=False)
 
     def _sync(self) -> None:
-        self._file.flush()
         os.fsync(self._file.fileno())
 
     def __enter__(self) -> LogWriter:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import shutil
 from array import array
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -213,6 +214,23 @@ def _first_fault(log: SessionLog) -> int | None:
     return next((i for i, fault in enumerate(log.telemetry["fault"]) if fault != 0), None)
 
 
+FULL_DISK_BYTES = 65536  # less free space than this on a log's disk (bytes) counts as full
+
+
+def _why_no_end(path: str) -> str:
+    """Why a log has no end record: the disk holding it is full (as far as the space free on it
+    now tells), or the host stopped abruptly."""
+    try:
+        free = shutil.disk_usage(Path(path).parent).free
+    except OSError:
+        free = None
+    if free is not None and free < FULL_DISK_BYTES:
+        return (f"the disk holding the log is full ({free} bytes free): its writing most "
+                "likely stopped there (bemore drive then stops the session under control and "
+                "says so), else the host stopped abruptly (killed or crashed)")
+    return "the host stopped abruptly (killed or crashed)"
+
+
 def _event(log: SessionLog, kind: str) -> dict | None:
     return next((event for event in log.events if event.get("kind") == kind), None)
 
@@ -247,9 +265,12 @@ def summarise(log: SessionLog) -> Summary:
     firmware = _event(log, "connected") or {}
     if log.end is not None:
         end = f"{log.end.get('reason', '?')}: {log.end.get('message', '')}"
+        if log.end.get("log_error"):
+            end = (end.rstrip(": ") + f" ({log.end['log_error']}: the records between the "
+                   "failure and this end are not in the log)")
     else:
         stop = _event(log, "stop")
-        end = ("no end record: the host stopped abruptly (killed or crashed)"
+        end = (f"no end record: {_why_no_end(log.path)}"
                + (f" after '{stop['message']}'" if stop else ""))
     silence_ms = host_silence_ms(log)
     bench = log.header.get("bench", {})

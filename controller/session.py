@@ -21,6 +21,8 @@ Every end of a stream is one of these, each logged as an event and returned in a
   stops sending;
 * ``link lost`` — nothing can be sent: the firmware watchdog trips within ``watchdog_ms``
   (fault WATCHDOG latched, the torque ramps to zero);
+* ``log write failed`` — the session log cannot be written (a full disk, an I/O error): a
+  session must be logged whole, so controlled stop (the log keeps what was written before);
 * ``late setpoints``, ``sequence gaps``, ``limit flags`` — the firmware's counters (telemetry)
   passed their budget (:data:`LATE_FRACTION` of the setpoints due over :data:`LATE_WINDOW_S`,
   :data:`SEQ_GAP_BUDGET`, :data:`LIMIT_FLAG_BUDGETS`), or the host owes that fraction of a
@@ -45,7 +47,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from controller.dump import DumpWriter
-from controller.errors import BenchError, ConfigError
+from controller.errors import BenchError, ConfigError, DataError
 from controller.log import LogWriter
 from controller.modes import (
     POSITION_SCALE,
@@ -449,12 +451,16 @@ class Session:
     def run(self, plan: Plan, scheduler: Scheduler | None = None) -> SessionResult:
         """ARM, stream ``plan``, end: every way out after ARM goes through the stop sequence.
 
-        A stop asked for (signal, live view) before ARM returns without arming; after it, an
+        A stop asked for (signal, live view) before ARM returns without arming, and a log that
+        could not be written is a DataError without arming; after it, an
         exception in :meth:`arm` or :meth:`stream` (or a stop asked for before the first
         setpoint) ends with DISARM (a ramp if setpoints were sent), the log's ``stop`` and
         ``end`` records, and a :class:`SessionResult` (exit code 3 for an error, 1 for a stop by
         the operator). Call :func:`check_stream_settings` and the pre-flight before.
         """
+        unwritable = self._write_failure()
+        if unwritable:  # a session is never run unlogged
+            raise DataError(f"{unwritable}: refused before arming; the bench was not armed")
         with self.signals():
             if self._stop.is_set():
                 reason, message = self._stop_reason
@@ -644,8 +650,13 @@ class Session:
             gc.collect(0)
 
     def _check_health(self) -> None:
-        """Raise StopRequestedError when a monitor, the operator or the link asked to stop."""
+        """Raise StopRequestedError when a monitor, the operator, the link or the log (it could
+        not be written) asked to stop."""
         if self._stop.is_set():
+            raise StopRequestedError
+        unwritable = self._write_failure()  # the writers keep their errors for this check
+        if unwritable:
+            self.request_stop("log write failed", unwritable)
             raise StopRequestedError
         if self.link.lost:
             self.request_stop("link lost", f"link lost: {self.link.lost_reason}")
@@ -670,6 +681,11 @@ class Session:
         self._check_backlog(time.perf_counter_ns())
         if self._stop.is_set():
             raise StopRequestedError
+
+    def _write_failure(self) -> str:
+        """What the host could not write (the session log, else the byte dump): their
+        ``failure_text``, '' while both are written."""
+        return self.log.failure_text() or (self.dump.failure_text() if self.dump else "")
 
     def _bench_silence(self, now: float) -> float:
         """How long (s) the bench has sent no telemetry as of ``now`` (perf_counter s), once
@@ -1105,10 +1121,28 @@ def host_stall_text(stalls_ms: list[float], handshake_ms: list[float] = ()) -> s
     return "; ".join(parts)
 
 
+def with_write_failure(result: SessionResult, log: LogWriter,
+                       dump: DumpWriter | None = None) -> SessionResult:
+    """``result`` once ``log`` (and ``dump``) are closed: when one could not be written to its
+    end (a write error after the stream's last health check: in the stop, the end record, the
+    final fsync), its message says so and a completed or interrupted session becomes ``log
+    write failed`` (exit code 3): the session log must be whole."""
+    failures = [text for text in (log.failure_text(), dump.failure_text() if dump else "")
+                if text and text not in result.message]
+    if not failures:
+        return result
+    result.message += "".join(f"; {text}" for text in failures)
+    if result.reason in ("completed", "interrupted"):
+        result.reason = "log write failed"
+        result.exit_code = _exit_code(result.reason)
+    return result
+
+
 def _exit_code(reason: str) -> int:
-    """0 completed, 1 stopped by the operator, 3 any fault of the bench, link or host."""
+    """0 completed, 1 stopped by the operator, 3 any fault of the bench, link or host (a log
+    that could not be written included)."""
     return {"completed": 0, "interrupted": 1}.get(reason, 3)
 
 
 __all__ = ["Session", "SessionResult", "Status", "TimingStats", "check_stream_settings",
-           "host_stall_text"]
+           "host_stall_text", "with_write_failure"]

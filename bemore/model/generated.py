@@ -46,8 +46,8 @@ from bemore.model.codegen import (
 from bemore.model.tree import REVOLUTE, Tree
 
 # Bump when the generated code or the LLVM options change, so cached machine code is rebuilt.
-KERNEL_FORMAT = 10
-_DRIVEN_NAME = re.compile(r"^(cd|sd|qd|vd|ad)([fg0-3])_(\d+)$")
+KERNEL_FORMAT = 12
+_DRIVEN_NAME = re.compile(r"^(cd|sd|qd|vd|ad)([fgx0-3])_(\d+)$")
 # The kernels' arguments in order, each with its kind (scalar type, or rank of a float64
 # array; D is (steps, rows, slots) for one shared motion, with a last axis of members
 # otherwise): the Python signature, and what the C backend needs.
@@ -87,7 +87,8 @@ def angle_terms(tree: Tree) -> tuple[np.ndarray, np.ndarray]:
 
 
 def driven_syms(tree: Tree, tag: str) -> dict:
-    """Names of the driven values at one stage (``tag``: f = frame time, 0-3 = stage)."""
+    """Names of the driven values at one stage (``tag``: f = frame time, x = the next step's
+    start, 0-3 = stage)."""
     rep = angle_representatives(tree)
     return {"cd": [f"cd{tag}_{rep[k]}" for k in range(len(rep))],
             "sd": [f"sd{tag}_{rep[k]}" for k in range(len(rep))],
@@ -198,14 +199,15 @@ class Program:
     member_slots: tuple[tuple[str, int], ...]
 
 
-def _stage_code(tree: Tree) -> tuple[tuple, tuple, tuple]:
+def _stage_code(tree: Tree) -> tuple[tuple, tuple, tuple, list[Sym]]:
     """ROS34PW2 as straight-line lane code (lines, fields used, shared names): stage 0 (which
     also factors W), one generic stage run for stages 1-3, and the final combination.
 
     The generic stage reads its coefficients from names set by the stage loop (``cfa{j}`` =
     A_T[s, j], ``cfc{j}`` = C_T[s, j] / h, zero for j ≥ s) and stores its increment to
     ``U[st, ·, b]``: one copy of the stage code instead of three (compile time is roughly
-    proportional to the code size; the zero terms cost a few % of a stage's flops).
+    proportional to the code size; the zero terms cost a few % of a stage's flops). Last, the
+    new free positions (symbols of the final combination's code).
     """
     nf = tree.n_free
     q = [f"q{i}" for i in range(nf)]
@@ -237,6 +239,8 @@ def _stage_code(tree: Tree) -> tuple[tuple, tuple, tuple]:
     uv = _emit_solve(em, L, b, nf)
     uq = [em.mul("hg", em.add(v[i], uv[i])) for i in range(nf)]
     stores += [f"U[0, {i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(uq + uv)]
+    # The step start for the frames recorded inside the step (the lanes' S0, see _function).
+    stores = [f"S0[{i}, b] = {x}" for i, x in enumerate(q + v)] + stores
     stage0 = (_live(em.lines + stores), lane.used_fields, em.shared_names())
 
     # Stages 1-3: Y = y + Σ_j a_sj U_j; M(Y) acc = rhs(Y); M0 (acc + Σ c_sj U^v_j) … solved by W.
@@ -265,14 +269,16 @@ def _stage_code(tree: Tree) -> tuple[tuple, tuple, tuple]:
 
     # New state y + Σ m_j U_j; a lane whose state leaves ±max_abs (or is NaN) dies.
     em = Emitter("sf_")
-    new = [em.sum([x] + [em.mul(float(rosenbrock.M_T[j]), f"U{j}_{i + nf * part}")
+    # U₃ is read where stage 3 left it, UN (see _function).
+    new = [em.sum([x] + [em.mul(float(rosenbrock.M_T[j]),
+                                f"U{j}_{i + nf * part}" if j < 3 else f"UN_{i + nf * part}")
                          for j in range(4)])
            for part, names in enumerate((q, v)) for i, x in enumerate(names)]
     ok = " & ".join(f"(abs({Emitter.fmt(x)}) < max_abs)" for x in new)
     stores = [f"S[{i}, b] = {Emitter.fmt(x)}" for i, x in enumerate(new)]
     stores += [f"alive[b] = alive[b] * (1.0 if ({ok}) else 0.0)"]
     final = (em.lines + stores, set(), em.shared_names())
-    return stage0, generic, final
+    return stage0, generic, final, new[:nf]
 
 
 def _record_code(tree: Tree, stored_points: tuple[int, ...], cost_points: tuple[int, ...]
@@ -293,9 +299,23 @@ def _record_code(tree: Tree, stored_points: tuple[int, ...], cost_points: tuple[
     body = [*pem.lines]
     body += [f"R[{2 * i + axis}, b] = {Emitter.fmt(xy[axis])}"
              for i, xy in enumerate(points) for axis in (0, 1)]
+    cost = _cost_code(tree, q, "f", cost_points)
+    eem = Emitter("e")
+    elane = _Lane(tree, eem)
+    efforts = emit_efforts(elane, q, v, driven_syms(tree, "f"))
+    ebody = _live([*eem.lines, *(f"R[{j}, b] = {Emitter.fmt(x)}"
+                                 for j, x in enumerate(efforts))])
+    return ((body, plane.used_fields, pem.shared_names()),
+            cost, (ebody, elane.used_fields, eem.shared_names()))
+
+
+def _cost_code(tree: Tree, q: list[Sym], tag: str, cost_points: tuple[int, ...]) -> tuple:
+    """Lane code adding frame f's cost of the points ``cost_points`` at the free positions
+    ``q`` (driven values of ``tag``, see :func:`driven_syms`) to ``cost[b]``."""
     cem = Emitter("k")  # not "c": c00 … c11 are the Hermite weights
+    cem.lane.update(x for x in q if isinstance(x, str))  # lane values, whatever their names
     clane = _Lane(tree, cem)
-    chosen = _emit_points(clane, _emit_geometry(clane, q, driven_syms(tree, "f")),
+    chosen = _emit_points(clane, _emit_geometry(clane, q, driven_syms(tree, tag)),
                           list(cost_points))
     # One name per value (dx0, dy0, err0 …): a name assigned twice costs numba's SSA pass.
     cbody = [*cem.lines]
@@ -305,14 +325,7 @@ def _record_code(tree: Tree, stored_points: tuple[int, ...], cost_points: tuple[
                   f"err{i} = {f'err{i - 1} + ' if i else ''}"
                   f"wts[f, {i}] * (dx{i} * dx{i} + dy{i} * dy{i})"]
     cbody += [f"cost[b] += {f'err{len(chosen) - 1}' if chosen else '0.0'}"]
-    eem = Emitter("e")
-    elane = _Lane(tree, eem)
-    efforts = emit_efforts(elane, q, v, driven_syms(tree, "f"))
-    ebody = _live([*eem.lines, *(f"R[{j}, b] = {Emitter.fmt(x)}"
-                                 for j, x in enumerate(efforts))])
-    return ((body, plane.used_fields, pem.shared_names()),
-            (_live(cbody), clane.used_fields, cem.shared_names()),
-            (ebody, elane.used_fields, eem.shared_names()))
+    return (_live(cbody), clane.used_fields, cem.shared_names())
 
 
 class _Assembler:
@@ -332,8 +345,10 @@ class _Assembler:
             if match is None:
                 continue
             tag, kind, k = match[2], match[1], int(match[3])
-            # rf: the table row of the frame time; st: of the generic stage (1-3)
-            stage = {"f": "rf", "g": "st"}.get(tag, tag)
+            # rf: the table row of the frame time; st: of the generic stage (1-3); x: the
+            # next step's start (row 0 of step n + 1)
+            step, stage = {"f": ("n", "rf"), "g": ("n", "st"), "x": ("n + 1", "0")}.get(
+                tag, ("n", tag))
             if lane and kind in ("cd", "sd"):
                 # Per member: the table holds the angle; its sine and cosine are computed in
                 # the lane loop (vectorised polynomial) rather than by numpy per table entry.
@@ -341,11 +356,11 @@ class _Assembler:
                     continue
                 angles_done.add((tag, k))
                 em = Emitter(f"z{tag}_{k}_")
-                angle = em.new(f"D[n, {stage}, {self.slot_of[('an', k)]}, b]")
+                angle = em.new(f"D[{step}, {stage}, {self.slot_of[('an', k)]}, b]")
                 sin, cos = em.sincos(angle)
                 lines += [*em.lines, f"cd{tag}_{k} = {cos}", f"sd{tag}_{k} = {sin}"]
                 continue
-            index = f"n, {stage}, {self.slot_of[(kind, k)]}"
+            index = f"{step}, {stage}, {self.slot_of[(kind, k)]}"
             lines.append(f"{name} = D[{index}, b]" if lane else f"{name} = D[{index}]")
         return lines
 
@@ -378,6 +393,8 @@ class _Assembler:
                 body.append(f"{name} = MX[{row}, b]")
             elif re.fullmatch(r"U\d", array) and row.isdigit():
                 body.append(f"{name} = U[{array[1]}, {row}, b]")
+            elif array == "UN" and row.isdigit():
+                body.append(f"{name} = UN[{row}, b]")
         if self.per_member:
             body += self.driven_loads(names, lane=True)
         self.blocks += 1
@@ -424,9 +441,12 @@ def _indent(lines: list[str], depth: int) -> list[str]:
 def _function(name: str, asm: _Assembler, stages, record) -> list[str]:
     """One kernel: per step, copy the state to S0, run the stages, then record the frames of
     the step (all through the cubic Hermite of the step's ends: weights 1, 0 at a step start
-    reproduce S0 exactly, so one copy of the record code serves every frame)."""
+    reproduce S0 exactly, so one copy of the record code serves every frame). At one sample per
+    step, a frame's cost but the first is added by the lane loop of the step before's new state,
+    from that state (the same values: docs/speed.md, "The engine: fewer passes over the lanes
+    per step")."""
     nf = asm.nf
-    stage0, generic, final = stages
+    stage0, generic, final, final_cost = stages
     out = ["@njit(cache=True, nogil=True, error_model='numpy', fastmath={'contract'})",
            f"def {name}({_ARGS}):",
            "    n_steps = D.shape[0] - 1",
@@ -434,17 +454,28 @@ def _function(name: str, asm: _Assembler, stages, record) -> list[str]:
            "    hg2 = hg * hg",
            "    lo = np.uint64(lane_lo)", "    hi = np.uint64(lane_hi)",
            "    for n in range(n_steps + 1):",
-           "        for b in range(lo, hi):"]
-    out += [f"            S0[{i}, b] = S[{i}, b]" for i in range(2 * nf)]
+           # Stage 0 copies the state to S0 as it reads it; the last frame has no stage 0.
+           "        if n == n_steps:",
+           "            for b in range(lo, hi):"]
+    out += [f"                S0[{i}, b] = S[{i}, b]" for i in range(2 * nf)]
     out += ["        if n < n_steps:"]
     out += _indent(asm.block(*stage0), 3)
     out += ["            for st in range(1, 4):"]
     out += [f"                cfa{j} = CO[st, {j}]" for j in range(3)]
     out += [f"                cfc{j} = CO[st, {3 + j}]" for j in range(3)]
     out += _indent(asm.block(*generic), 4)
-    out += ["                for b in range(lo, hi):"]
-    out += [f"                    U[st, {i}, b] = UN[{i}, b]" for i in range(2 * nf)]
-    out += _indent(asm.block(*final), 3)
+    # Stages 1-2's increments are read by the later stages from U; stage 3's only by the
+    # new state, which reads it from UN.
+    out += ["                if st < 3:", "                    for b in range(lo, hi):"]
+    out += [f"                        U[st, {i}, b] = UN[{i}, b]" for i in range(2 * nf)]
+    # At one sample per step, the next frame's cost (its free positions those of the new state,
+    # its driven values those of the next step's start) is added with the new state: its lane
+    # loop does not read the state again. The frames' costs are summed in the same order.
+    out += ["            if do_cost and spp == 1 and (n + 1) % n_sub == 0:",
+            "                f = (n + 1) // n_sub"]
+    out += _indent(asm.block(*final_cost), 4)
+    out += ["            else:"]
+    out += _indent(asm.block(*final), 4)
     # Frames of this step: its start (driven row 0) and, with several samples per step, the
     # samples inside it (driven rows 4…).
     out += ["        if n % n_sub == 0:",
@@ -480,7 +511,9 @@ def _record(asm: _Assembler, points, cost, efforts) -> list[str]:
     out += ["if store_points:", *_indent(asm.block(*points, True), 1),
             *_indent(asm.scatter([f"out_pts[#, f, {i}, {axis}]" for i in range(n_points)
                                   for axis in (0, 1)]), 1)]
-    out += ["if do_cost:", *_indent(asm.block(*cost, True), 1)]
+    # (At one sample per step, a frame after the first was costed with the step before's new
+    # state.)
+    out += ["if do_cost and (spp > 1 or n == 0):", *_indent(asm.block(*cost, True), 1)]
     if efforts is not None:
         n_driven = sum(1 for line in efforts[0] if line.startswith("R["))
         out += asm.block(*efforts, True)
@@ -500,7 +533,11 @@ def generate_program(tree: Tree, n_points: int, cost_points: tuple[int, ...] = (
     state), each small enough for LLVM to vectorise; what a later stage needs (M₀, the factor
     of W, the stage increments) goes through per-lane arrays MX and U.
     """
-    stages = _stage_code(tree)
+    stage0, generic, final, new_q = _stage_code(tree)
+    # The new state and, at one sample per step, the next frame's cost from it (see _function).
+    cost_next = _cost_code(tree, new_q, "x", cost_points)
+    final_cost = (final[0] + cost_next[0], cost_next[1], final[2] | cost_next[2])
+    stages = (stage0, generic, final, final_cost)
     stored = tuple(range(n_points)) if stored_points is None else tuple(stored_points)
     points, cost, efforts = _record_code(tree, stored, cost_points)
     used = _names([line for lines, _, _ in (*stages, points, cost, efforts) for line in lines])
