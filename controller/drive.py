@@ -135,7 +135,7 @@ def drive(
             # the stream ended (DISARM's confirmation), so the summary counts what replay counts
             result.telemetry, result.firmware_late = session.counts()
         # both closed: their last writes (the log's fsync, the dump's flush) are known
-        return with_write_failure(result, log, dump_writer)
+        return with_write_failure(result, log, session.dump)
 
 
 @contextlib.contextmanager
