@@ -77,10 +77,11 @@ def plan_window(setpoints: str | Path, bench: Bench | None = None,
 
 
 def _print_result(result) -> None:
-    from controller.session import host_stall_text  # the drive imported it already
+    from controller.session import host_stall_text, sent_text  # the drive imported it already
 
     timing = result.timing
-    counts = f"sent {result.sent} setpoints, received {result.telemetry} telemetry frames"
+    counts = (f"sent {sent_text(result.sent, result.ramp_sent)}, received {result.telemetry} "
+              "telemetry frames")
     monitors = result.monitors
     link = (f"; the firmware's counters: {monitors['seq_gaps']} sequence gaps, "
             f"{monitors['bad_frames']} bad frames" if monitors else "")
@@ -236,16 +237,17 @@ def drive_command(setpoints: Path, plan_only: bool, port: str | None, mode: str,
                             rate_hz=bench.streaming.rate_hz if rate_hz is None else rate_hz,
                             ramp_down_s=bench.streaming.ramp_down_s)
 
+    load_given = load_pct is not None
+    if load_pct is None:
+        load_pct = DEFAULT_LOAD_PCT if mode in LOADED_MODES else 0.0
+    # checked with --plan too: an option drive would refuse is refused before the window
+    settings = ModeSettings(mode=mode, load_pct=load_pct, speed=speed, reps=reps, rest_s=rest_s,
+                            rate_hz=template.rate_hz, ramp_down_s=template.ramp_down_s)
     if plan_only:
         click.echo(plan_window(setpoints, bench, athlete, source, template)[1])
         return
     if log is None:
         raise click.UsageError("--log FILE is required (or --plan to only print the window)")
-    load_given = load_pct is not None
-    if load_pct is None:
-        load_pct = DEFAULT_LOAD_PCT if mode in LOADED_MODES else 0.0
-    settings = ModeSettings(mode=mode, load_pct=load_pct, speed=speed, reps=reps, rest_s=rest_s,
-                            rate_hz=template.rate_hz, ramp_down_s=template.ramp_down_s)
 
     def refused(error: PreflightError) -> tuple[str, str]:
         """The feasible window, and the refusal's line with what this mode needs."""
@@ -342,7 +344,8 @@ def _finish_web(server, log: Path) -> None:
 @click.argument("log", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--plot", "plot_dir", type=click.Path(path_type=Path), default=None,
-              help="Write plots (commanded vs measured) to this folder (default: no plots).")
+              help="Write the plots, tracking.png (commanded vs measured) and summary.png, to "
+                   "this folder (default: no plots).")
 @click.option("--stream", is_flag=True, help="Send the logged stream to the bench again.")
 @click.option("--port", help="Bench for --stream (default: start the simulated bench).")
 @click.option("--log-out", type=click.Path(path_type=Path), default=None,
@@ -357,20 +360,24 @@ def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool
     \b
     Reads:  a session log written by `bemore drive` (a log cut short by a crash is fine), or a
             byte dump (`bemore drive --dump`), printed as one decoded message per line.
-    Writes: the summary on stdout (text, or JSON with --json); with --plot DIR, DIR/tracking.png;
-            with --stream, a new session log (--log-out); with --web [HOST:]PORT, serves the
-            session's page with a time slider until Ctrl-C.
+    Writes: the summary on stdout (text, or JSON with --json); with --plot DIR,
+            DIR/tracking.png (commanded vs measured) and DIR/summary.png (the one-page summary);
+            with --stream, a new session log (--log-out, never overwritten); with --web
+            [HOST:]PORT, serves the session's page with a time slider until Ctrl-C.
     Summary: duration, tracking RMS and max, peak torque, deadline misses, period jitter
     p50/p99/max, faults, firmware counters, how the session ended.
     Example:
         bemore replay out/session.jsonl --plot out/plots
     """
     from controller.dump import MAGIC, decode_dump
-    from controller.log import read_log
+    from controller.log import already_logged, read_log
     from controller.replay import check_plot, plot, replay_plan, summarise
 
     if plot_dir is not None:  # before the summary: a folder it cannot write is said at once
         check_plot(plot_dir)
+    log_out = (log_out or log.with_suffix(".replay.jsonl")) if stream else None
+    if log_out is not None and log_out.exists():  # drive refuses it too, naming --log
+        raise DataError(already_logged(log_out, "--log-out"))
 
     # Not called `stream`: that name is the --stream flag, and shadowing it made every replay
     # drive the bench again.
@@ -396,8 +403,7 @@ def replay_command(log: Path, as_json: bool, plot_dir: Path | None, stream: bool
         from controller.drive import drive
 
         gesture, plan, settings = replay_plan(session_log)
-        out = log_out or log.with_suffix(".replay.jsonl")
-        _run(lambda: drive(gesture, out, settings, port=port, plan=plan), out)
+        _run(lambda: drive(gesture, log_out, settings, port=port, plan=plan), log_out)
     if web is not None:
         from controller.webview import session_payload
 
@@ -458,8 +464,8 @@ class BenchGroup(click.Group):
 def bench_cli(ctx: click.Context, debug: bool) -> None:
     """Drive the bemore training bench: stream a gesture safely, replay a session.
 
-    The bench side alone (installed with ``pip install ./controller``): the same ``drive`` and
-    ``replay`` as ``bemore drive`` / ``bemore replay``.
+    The bench side alone (installed with 'pip install ./controller'): the same drive and
+    replay as 'bemore drive' and 'bemore replay'.
     """
     ctx.obj = {"debug": debug}
 

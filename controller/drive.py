@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from controller.dump import DumpWriter
-from controller.errors import BenchError, ConfigError, DataError
+from controller.errors import BemoreError, BenchError, ConfigError, DataError
 from controller.log import LogWriter, already_logged
 from controller.modes import ModeSettings, Plan, build_plan
 from controller.preflight import require_clear
@@ -100,12 +100,18 @@ def drive(
         header["shares"] = {"athlete": settings.athlete_share, "bench": settings.torque_gain}
         if simulated is not None:
             header["simulated_athlete"] = simulated.config.athlete.model_dump()
-        dump_writer = DumpWriter(dump) if dump is not None else None
-        with LogWriter(log_path, header) as log, contextlib.ExitStack() as closing:
-            if dump_writer is not None:
-                closing.callback(dump_writer.close)
-            session = Session(device, bench, log, settings, dump=dump_writer, athlete=athlete,
-                              simulated=simulated is not None)
+        session = Session(device, bench, None, settings, athlete=athlete,
+                          simulated=simulated is not None)
+        with contextlib.ExitStack() as closing:
+            closing.callback(session.close)
+            # a port that cannot be opened is said before the log and the dump exist: nothing
+            # is written (the log of a session that never reached the bench would only say
+            # that); nothing is sent before HELLO, so the dump misses nothing of the session
+            session.open_link()
+            if dump is not None:
+                session.dump = session.link.dump = DumpWriter(dump)
+                closing.callback(session.dump.close)
+            session.log = log = closing.enter_context(LogWriter(log_path, header))
             try:
                 with session.signals():
                     session.connect(clear_fault=clear_fault)
@@ -119,8 +125,9 @@ def drive(
                     for failure in failed_injections:  # the rehearsal lacked that fault
                         log.event("error", failure)
                         result.message += f" (rehearsal incomplete: {failure})"
-            except BenchError as error:
+            except BemoreError as error:  # before ARM (from ARM on, run returns the result)
                 log.event("error", str(error))
+                log.end("not armed", message=f"{error}; the bench was never armed")
                 raise
             finally:
                 session.close()
@@ -128,7 +135,7 @@ def drive(
             # the stream ended (DISARM's confirmation), so the summary counts what replay counts
             result.telemetry, result.firmware_late = session.counts()
         # both closed: their last writes (the log's fsync, the dump's flush) are known
-        return with_write_failure(result, log, dump_writer)
+        return with_write_failure(result, log, session.dump)
 
 
 @contextlib.contextmanager

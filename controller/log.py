@@ -51,10 +51,11 @@ TELEMETRY_KEYS = ("seq_echo", "mcu_ticks", "setpoint_time_ms", "position_urad",
                   "bad_frames", "late_setpoints", "seq_gaps")
 
 
-def already_logged(path: str | Path) -> str:
-    """The one-line refusal for a session log path that is already taken."""
+def already_logged(path: str | Path, option: str = "--log") -> str:
+    """The one-line refusal for a session log path that is already taken, naming the
+    ``option`` that gave it (drive's --log, replay's --log-out)."""
     return (f"{path}: a session log is already there (a log is never overwritten: give "
-            "--log another name)")
+            f"{option} another name)")
 
 
 class LogWriter:

@@ -31,7 +31,7 @@ from controller.outputs import check_output_folder, output_folder, write_file
 from controller.protocol import load_spec
 from controller.scheduler import timing_stats
 from controller.series import interp
-from controller.session import LIMIT_FLAG_BUDGETS, host_stall_text
+from controller.session import LIMIT_FLAG_BUDGETS, host_stall_text, sent_text
 from controller.setpoints import Gesture
 
 
@@ -59,6 +59,8 @@ class Summary:
     period_error_p99_ms: float
     period_error_max_ms: float
     faults: list[str] = field(default_factory=list)
+    # setpoints of the stop ramp (rep -1), sent after ``setpoints_sent`` (those of the plan)
+    ramp_down_sent: int = 0
     limit_flags: list[str] = field(default_factory=list)
     limit_flag_frames: dict = field(default_factory=dict)  # telemetry frames carrying each flag
     firmware_counters: dict = field(default_factory=dict)
@@ -78,12 +80,20 @@ class Summary:
         return asdict(self)
 
     def lines(self) -> list[str]:
-        """Human-readable report (the same counts, named the same way, as ``bemore drive``)."""
-        return [
+        """Human-readable report (the same counts, named the same way, as ``bemore drive``);
+        a session that streamed nothing and heard no telemetry (e.g. ended before arming) has
+        only its heading, counts and end: no tracking, timing or firmware figures to show."""
+        heading = [
             f"session     {self.log}  ({self.start_utc}, firmware {self.firmware})",
             f"gesture     {self.gesture}  (athlete: {self.athlete}, mode: {self.mode})",
-            f"duration    {self.duration_s:.3f} s  ({self.setpoints_sent} setpoints, "
+            f"duration    {self.duration_s:.3f} s  "
+            f"({sent_text(self.setpoints_sent, self.ramp_down_sent)}, "
             f"{self.telemetry_frames} telemetry frames)",
+        ]
+        if not self.setpoints_sent + self.ramp_down_sent and not self.telemetry_frames:
+            return [*heading, f"end         {self.end}"]
+        return [
+            *heading,
             f"tracking    RMS {self.tracking_rms_deg:.3f} deg, max {self.tracking_max_deg:.3f} deg",
             f"torque      peak commanded {self.peak_commanded_torque_nm:.1f} N·m, peak measured "
             f"{self.peak_measured_torque_nm:.1f} N·m",
@@ -264,6 +274,7 @@ def summarise(log: SessionLog) -> Summary:
                + (f" after '{stop['message']}'" if stop else ""))
     silence_ms = host_silence_ms(log)
     bench = log.header.get("bench", {})
+    ramp_down = sum(1 for rep in sp["rep"] if rep == -1) if "rep" in sp else 0
     return Summary(
         firmware_deadline_misses=counters.get("late_setpoints", 0),
         miss_threshold_ms=float(streaming.get("miss_threshold_ms", 0.0)) if streaming else 0.0,
@@ -282,7 +293,8 @@ def summarise(log: SessionLog) -> Summary:
         start_utc=str(log.header.get("start_utc", "")),
         firmware=firmware.get("firmware", {}).get("version", "unknown"),
         duration_s=sp["host_time"][-1] - sp["host_time"][0] if len(sp["k"]) else 0.0,
-        setpoints_sent=len(sp["k"]),
+        setpoints_sent=len(sp["k"]) - ramp_down,
+        ramp_down_sent=ramp_down,
         telemetry_frames=len(tm["host_time"]),
         tracking_rms_deg=math.degrees(math.sqrt(math.fsum(e * e for e in errors) / len(errors)))
         if errors else 0.0,

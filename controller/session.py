@@ -120,6 +120,7 @@ class SessionResult:
     host_stalls_ms: list = field(default_factory=list)  # host stalls past the telemetry timeout
     # ... and those a handshake wait forgave (HELLO, ARM, DISARM…: it waited on for the reader)
     handshake_stalls_ms: list = field(default_factory=list)
+    ramp_sent: int = 0  # setpoints of the stop ramp sent after ``sent`` (those of the plan)
 
     @property
     def ok(self) -> bool:
@@ -178,9 +179,13 @@ def check_stream_settings(rate_hz: float, bench: Bench) -> None:
 
 
 class Session:
-    """A session on one bench port (see the module docstring for the lifecycle)."""
+    """A session on one bench port (see the module docstring for the lifecycle).
 
-    def __init__(self, port: str, bench: Bench, log: LogWriter, settings: ModeSettings,
+    ``log`` may be None until :meth:`connect`: ``drive`` opens the port (:meth:`open_link`)
+    before it creates the session log, then sets ``session.log``.
+    """
+
+    def __init__(self, port: str, bench: Bench, log: LogWriter | None, settings: ModeSettings,
                  telemetry_period_ms: int = TELEMETRY_PERIOD_MS,
                  telemetry_timeout_s: float = TELEMETRY_TIMEOUT_S, dump: DumpWriter | None = None,
                  athlete: AthleteProfile = DEFAULT_PROFILE, simulated: bool = False):
@@ -221,6 +226,7 @@ class Session:
         self._commanded_position = [0] * COMMANDED_RING
         self._commanded_torque = [0] * COMMANDED_RING
         self._sent_fields: list[dict[str, int]] = []  # setpoints sent, by slot, until the stop
+        self._ramp_sent = 0  # of them, the stop ramp's (after the plan's, rep -1 in the log)
         self._last_send_ns = 0  # perf_counter_ns of the last SETPOINT written
         self._armed = False
         self._realtime: tuple[bool, bool] | None = None  # (priority granted, own CPU) inside
@@ -228,12 +234,19 @@ class Session:
         self._handshake_stalls_ms: list[float] = []  # stalls a handshake wait forgave (ms)
 
     # ------------------------------------------------------------------ lifecycle
-    def connect(self, clear_fault: bool = False) -> dict:
-        """Open the link, check the protocol version and read the firmware's limits and state."""
+    def open_link(self) -> None:
+        """Open the bench's port (BenchError when it cannot be opened); nothing is sent yet and
+        nothing is logged: ``drive`` opens it before it creates the session log."""
         from controller.link import Link
 
         self.link = Link(self.port, self._on_telemetry, dump=self.dump,
                          on_held_up=self._note_held_up)
+
+    def connect(self, clear_fault: bool = False) -> dict:
+        """Open the link (unless :meth:`open_link` did), check the protocol version and read the
+        firmware's limits and state."""
+        if self.link is None:
+            self.open_link()
         reply = self.link.request("HELLO", "HELLO_REPLY", timeout_s=1.0,
                                   protocol_version=self.spec.protocol_version,
                                   telemetry_period_ms=self.telemetry_period_ms)
@@ -496,14 +509,15 @@ class Session:
                 message = (f"{message}; stop sequence failed ({again}; {last_error}); the "
                            f"firmware watchdog ({self.watchdog_ms} ms) trips; "
                            f"{self._bench_state_now()}")
-        sent = len(self._sent_fields)
+        sent = len(self._sent_fields) - self._ramp_sent
         timing = self.scheduler.stats().to_dict() if self.scheduler is not None and sent else {}
         self.log.end(reason, message=message, timing=timing, sent=sent,
-                     telemetry=self._telemetry_count, monitors=self._monitor_counts())
+                     ramp_down_sent=self._ramp_sent, telemetry=self._telemetry_count,
+                     monitors=self._monitor_counts())
         return SessionResult(reason, message, sent, self._telemetry_count, timing,
                              _exit_code(reason), self.firmware_info, self._firmware_late(),
                              self._monitor_counts(), list(self._host_stalls_ms),
-                             list(self._handshake_stalls_ms))
+                             list(self._handshake_stalls_ms), self._ramp_sent)
 
     # ------------------------------------------------------------------ streaming
     def request_stop(self, reason: str, message: str) -> None:
@@ -589,9 +603,10 @@ class Session:
         result = SessionResult(reason, message, sent, self._telemetry_count, timing.to_dict(),
                                _exit_code(reason), self.firmware_info, self._firmware_late(),
                                self._monitor_counts(), list(self._host_stalls_ms),
-                               list(self._handshake_stalls_ms))
+                               list(self._handshake_stalls_ms), self._ramp_sent)
         self.log.end(reason, message=message, timing=timing.to_dict(), sent=sent,
-                     telemetry=self._telemetry_count, monitors=result.monitors)
+                     ramp_down_sent=self._ramp_sent, telemetry=self._telemetry_count,
+                     monitors=result.monitors)
         return result
 
     def _silence_since_arm(self) -> dict:
@@ -872,6 +887,7 @@ class Session:
             self.log.setpoint(send_ns * 1e-9, k=k, seq=seq, rep=-1, **fields)
             self._remember(fields)
             self._sent_fields.append(fields)
+            self._ramp_sent += 1
             self._last_send_ns = send_ns
 
     def _wait_drained(self) -> None:
@@ -917,7 +933,11 @@ class Session:
     # ------------------------------------------------------------------ telemetry and monitors
     def _on_telemetry(self, message: Message, perf_s: float) -> None:
         """Per telemetry frame (reader thread, or the streaming thread's poll): log, update the
-        live status, run the monitors."""
+        live status, run the monitors. A frame read before the log exists (between
+        :meth:`open_link` and the log's creation: a previous connection's telemetry, before
+        HELLO) is dropped."""
+        if self.log is None:
+            return
         fields = message.fields
         self.log.telemetry(perf_s, fields)
         self._telemetry_count += 1
@@ -1069,6 +1089,15 @@ class Session:
             deadline.end()
         raise BenchError(f"{self.port}: no {what} within {timeout_s} s"
                          + (f" (link lost: {self.link.lost_reason})" if self.link.lost else ""))
+
+
+def sent_text(sent: int, ramp_sent: int) -> str:
+    """The setpoints a session sent, as ``bemore drive`` and ``bemore replay`` both say it:
+    '1351 setpoints' (the plan, whose own final ramp is part of it), or after a stop '1167
+    setpoints of the gesture, then 300 of the ramp-down' (``ramp_sent``: the stop ramp's)."""
+    if not ramp_sent:
+        return f"{sent} setpoints"
+    return f"{sent} setpoints of the gesture, then {ramp_sent} of the ramp-down"
 
 
 def host_stall_text(stalls_ms: list[float], handshake_ms: list[float] = ()) -> str:

@@ -163,3 +163,24 @@ def test_a_refused_output_file_is_the_one_line_before_the_work(
     assert result.output.strip().splitlines() == [
         f"bemore: error: {tmp_path / output}: cannot write the output file (Is a directory)"]
     assert [path.name for path in tmp_path.iterdir()] == [output]
+
+
+@pytest.mark.parametrize("words", LEAF_COMMANDS, ids=" ".join)
+def test_each_help_is_laid_out_as_the_others(words: list[str]) -> None:
+    # the description starts at the help's own indentation (two spaces): drive's had been
+    # indented 8 with a stray blank line, its 'Records:' paragraph one unwrapped line
+    lines = CliRunner().invoke(cli, [*words, "--help"]).output.split("\nOptions:")[0]
+    lines = lines.splitlines()
+    reads = next(line for line in lines if line.lstrip().startswith("Reads:"))
+    assert reads.startswith("  Reads:"), reads
+    assert "\n\n\n" not in "\n".join(lines)
+    assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
+
+
+def test_helps_name_what_they_write() -> None:
+    from controller.cli import bench_cli
+
+    replay = CliRunner().invoke(cli, ["replay", "--help"]).output
+    assert "DIR/tracking.png" in replay and "DIR/summary.png" in replay
+    bench = CliRunner().invoke(bench_cli, ["--help"]).output
+    assert "pip install ./controller" in bench and "``" not in bench

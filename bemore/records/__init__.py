@@ -20,14 +20,27 @@ def open_athlete(name: str, db_path: str | Path | None, profile: object | None =
     """(connection, :class:`~bemore.records.store.AthleteRecord`) for ``--athlete NAME``:
     opened before a command runs, so that a bad database or an unknown athlete is one line
     before any work. ``profile`` is the command's ``--profile``: both at once is refused."""
-    from bemore.records.db import connect, resolve_path
     from bemore.records.store import get_athlete
 
     if profile is not None:
         raise ConfigError("--athlete and --profile both give her profile: use one of them")
+    connection = open_existing(db_path, name)
+    return connection, get_athlete(connection, name)
+
+
+def open_existing(db_path: str | Path | None, name: str | None = None) -> sqlite3.Connection:
+    """The records database at ``db_path`` (``--db``; default: the usual place), opened for a
+    command that only reads it or needs an athlete in it: a database that does not exist is
+    refused in one line and none is created (a mistyped --db makes no empty database), naming
+    the athlete ``name`` the command was asked about when there is one ('unknown athlete
+    'Zoe': no records database at PATH yet (add her with bemore athlete add)')."""
+    from bemore.records.db import connect, resolve_path
+
     path = resolve_path(db_path)
-    if not path.exists():  # no database, no athlete: refused, none created
+    if not path.exists():
+        if name is None:
+            raise DataError(f"no records database at {path} yet (add an athlete with bemore "
+                            "athlete add)")
         raise DataError(f"unknown athlete {name.strip()!r}: no records database at {path} yet "
                         "(add her with bemore athlete add)")
-    connection = connect(path)
-    return connection, get_athlete(connection, name)
+    return connect(path)

@@ -1,6 +1,7 @@
 """The records commands: ``bemore athlete``, ``import``, ``history``, ``squad``, ``export`` and
 ``db`` (registered by ``bemore/cli.py``). Every one takes ``--db PATH`` (default: ``$BEMORE_DB``,
-else ``$XDG_DATA_HOME/bemore/records.sqlite``; created on first use)."""
+else ``$XDG_DATA_HOME/bemore/records.sqlite``; created by the first ``athlete add`` or ``import``;
+the commands that only read refuse one that does not exist)."""
 
 from __future__ import annotations
 
@@ -18,16 +19,25 @@ from bemore.errors import DataError
 from bemore.paths import write_file, write_together
 
 DB_HELP = ("Records database (default: $BEMORE_DB, else $XDG_DATA_HOME/bemore/records.sqlite, "
-           "i.e. ~/.local/share/bemore/records.sqlite; created on first use).")
+           "i.e. ~/.local/share/bemore/records.sqlite; created by athlete add or import).")
 
 db_option = click.option("--db", "db_path", type=click.Path(path_type=Path), default=None,
                          metavar="PATH", help=DB_HELP)
 
 
 def _connect(db_path: Path | None) -> sqlite3.Connection:
+    """The records database, created on first use (the commands that add records)."""
     from bemore.records.db import connect
 
     return connect(db_path)
+
+
+def _existing(db_path: Path | None, name: str | None = None) -> sqlite3.Connection:
+    """The records database for a command that only reads it: one that does not exist is
+    refused in one line, none created (:func:`bemore.records.open_existing`)."""
+    from bemore.records import open_existing
+
+    return open_existing(db_path, name)
 
 
 def _athlete_lines(record: Any) -> list[str]:
@@ -113,7 +123,7 @@ def athlete_list(db_path: Path | None) -> None:
     """
     from bemore.records import store
 
-    athletes = store.list_athletes(_connect(db_path))
+    athletes = store.list_athletes(_existing(db_path))
     if not athletes:
         click.echo("no athletes yet (bemore athlete add NAME --body-mass KG --stature M --sex F)")
         return
@@ -137,7 +147,7 @@ def athlete_show(name: str, db_path: Path | None) -> None:
     """
     from bemore.records import store
 
-    connection = _connect(db_path)
+    connection = _existing(db_path, name)
     record = store.get_athlete(connection, name)
     for line in _athlete_lines(record):
         click.echo(line)
@@ -178,7 +188,7 @@ def athlete_edit(name: str, body_mass_kg: float | None, measured_on: str | None,
     if all(v is None for v in (body_mass_kg, stature_m, torque_limit_nm, flexion_range)):
         raise DataError("athlete edit: nothing to change (--body-mass, --stature, "
                         "--torque-limit, --flexion-range)")
-    record = store.edit_athlete(_connect(db_path), name, body_mass_kg=body_mass_kg,
+    record = store.edit_athlete(_existing(db_path, name), name, body_mass_kg=body_mass_kg,
                                 measured_on=_date(measured_on), stature_m=stature_m,
                                 torque_limit_nm=torque_limit_nm, flexion_range_deg=flexion_range)
     for line in _athlete_lines(record):
@@ -229,7 +239,8 @@ def _slug(name: str) -> str:
 @click.command("history")
 @click.argument("name")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
-              help="PNG to write (default: NAME_history.png in the current folder).")
+              help="PNG to write, a .png name (default: NAME_history.png in the current "
+                   "folder).")
 @click.option("--no-plot", is_flag=True, help="Print only.")
 @click.option("--json", "as_json", is_flag=True, help="Print the season as JSON instead.")
 @db_option
@@ -246,9 +257,14 @@ def history_command(name: str, plot_path: Path | None, no_plot: bool, as_json: b
     Example:
         bemore history Ada --plot out/ada_history.png
     """
+    from bemore.paths import check_output_folder
     from bemore.records.history import history_lines, plot_history, season
 
-    data = season(_connect(db_path), name)
+    if plot_path is not None and not no_plot:  # before the history: one line, nothing printed
+        if plot_path.suffix.lower() != ".png":
+            raise DataError(f"{plot_path}: history --plot writes a PNG: name it .png")
+        check_output_folder(plot_path.parent, files=[plot_path.name])
+    data = season(_existing(db_path, name), name)
     if as_json:
         click.echo(json.dumps(data.to_dict(), indent=2))
     else:
@@ -273,7 +289,7 @@ def squad_command(db_path: Path | None) -> None:
     """
     from bemore.records.history import squad_lines
 
-    for line in squad_lines(_connect(db_path)):
+    for line in squad_lines(_existing(db_path)):
         click.echo(line)
 
 
@@ -330,15 +346,17 @@ def export_command(out: Path, db_path: Path | None) -> None:
         bemore export out/records          # CSV files
         bemore export out/records.json     # one JSON document
     """
-    tables = _export_rows(_connect(db_path))
+    from bemore.paths import output_folder
+
+    tables = _export_rows(_existing(db_path))
     if out.suffix.lower() == ".json":
-        out.parent.mkdir(parents=True, exist_ok=True)
+        output_folder(out.parent, files=[out.name])
         write_file(out, json.dumps(tables, indent=1) + "\n")
         click.echo(f"wrote {out} ({', '.join(f'{k} {len(v)}' for k, v in tables.items())})")
         return
     if out.exists() and not out.is_dir():
         raise DataError(f"{out}: exists and is not a folder (a .json name writes one file)")
-    out.mkdir(parents=True, exist_ok=True)
+    output_folder(out, files=[f"{name}.csv" for name in tables])
     files = {}
     for name, rows in tables.items():
         handle = io.StringIO(newline="")
@@ -347,7 +365,13 @@ def export_command(out: Path, db_path: Path | None) -> None:
         writer.writerows(rows)
         files[out / f"{name}.csv"] = handle.getvalue()
     write_together(files)
-    click.echo(f"wrote {out}/: " + ", ".join(f"{k}.csv ({len(v)} rows)" for k, v in tables.items()))
+    click.echo(f"wrote {out}/: " + ", ".join(f"{k}.csv ({_count(len(v), 'row')})"
+                                             for k, v in tables.items()))
+
+
+def _count(count: int, noun: str) -> str:
+    """'1 row', '3 rows': a count and its noun, plural unless it is one."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 @click.group("db")
@@ -376,7 +400,7 @@ def db_info(db_path: Path | None) -> None:
     """
     from bemore.records.db import resolve_path, schema_version
 
-    connection = _connect(db_path)
+    connection = _existing(db_path)
     click.echo(f"database  {resolve_path(db_path)}")
     click.echo(f"schema    version {schema_version(connection)}")
     counts = []
@@ -401,7 +425,7 @@ def db_backup(target: Path, db_path: Path | None) -> None:
     """
     from bemore.records.db import backup, connect
 
-    path = backup(_connect(db_path), target)
+    path = backup(_existing(db_path), target)
     check = connect(path)
     (verdict,) = check.execute("PRAGMA integrity_check").fetchone()
     (athletes,) = check.execute("SELECT count(*) FROM athlete").fetchone()
@@ -409,4 +433,5 @@ def db_backup(target: Path, db_path: Path | None) -> None:
     check.close()
     if verdict != "ok":
         raise DataError(f"{path}: the backup fails its integrity check ({verdict})")
-    click.echo(f"backup {path}: integrity ok, {athletes} athletes, {run_count} runs")
+    click.echo(f"backup {path}: integrity ok, {_count(athletes, 'athlete')}, "
+               f"{_count(run_count, 'run')}")

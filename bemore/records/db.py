@@ -1,6 +1,6 @@
 """The coach's records database: where it lives, how it is opened, its versioned schema.
 
-One SQLite file (no server, no set-up step: it is created on first use), at
+One SQLite file (no server, no set-up step: the first command that adds records creates it), at
 
 1. ``--db PATH`` when a command is given one, else
 2. the ``BEMORE_DB`` environment variable, else
@@ -251,14 +251,24 @@ def transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 def backup(connection: sqlite3.Connection, target: str | Path) -> Path:
     """Copy the open database to ``target`` with SQLite's online backup API (consistent while
-    other processes write); returns the target path. Refuses to overwrite an existing file."""
+    other processes write); returns the target path. Refuses to overwrite an existing file;
+    its folder is made as every command's output folder (:func:`bemore.paths.output_folder`:
+    missing parents made, one it cannot make or write in refused in one line); a copy that
+    fails is removed, also in one line."""
+    from bemore.paths import output_folder
+
     target_path = Path(target).expanduser()
-    if target_path.exists():
+    if os.path.lexists(target_path):
         raise DataError(f"{target_path}: exists; a backup never overwrites a file")
-    target_path.parent.mkdir(parents=True, exist_ok=True)
-    destination = sqlite3.connect(target_path)
+    output_folder(target_path.parent)
     try:
-        connection.backup(destination)
-    finally:
-        destination.close()
+        destination = sqlite3.connect(target_path)
+        try:
+            connection.backup(destination)
+        finally:
+            destination.close()
+    except sqlite3.Error as error:
+        with contextlib.suppress(OSError):
+            target_path.unlink()
+        raise DataError(f"{target_path}: cannot write the backup ({error})") from None
     return target_path

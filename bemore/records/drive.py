@@ -10,6 +10,7 @@ indexes the session log it wrote (whatever the outcome: completed, stopped or fa
 
 from __future__ import annotations
 
+import inspect
 import tempfile
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ import click
 from controller.cli import drive_command as bench_drive_command
 
 EXTRA_HELP = (
-    "\n\n\b\nRecords: --athlete NAME takes her profile (limits) from the records database "
+    "\n\nRecords: --athlete NAME takes her profile (limits) from the records database "
     "(--db) and indexes the session log there afterwards (bemore history NAME)."
 )
 
@@ -84,6 +85,8 @@ drive_command = click.Command(
                      metavar="PATH", help="Records database (default: $BEMORE_DB, else "
                      "$XDG_DATA_HOME/bemore/records.sqlite)."),
     ],
-    help=(bench_drive_command.help or "") + EXTRA_HELP,
+    # the bench's docstring without its indentation: added to as it is, the added paragraph's
+    # none made the docstring's the help's, and its trailing blank line stayed
+    help=inspect.cleandoc(bench_drive_command.help or "") + EXTRA_HELP,
     short_help=bench_drive_command.short_help,
 )

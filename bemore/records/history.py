@@ -208,9 +208,12 @@ def _date(text: str) -> dt.datetime:
 def plot_history(data: Season, path: Path) -> Path:
     """PNG of the season: one panel per identified parameter (value, ± BAND_SE standard errors
     shaded, by trial date), then the gestures' peak torque and duration, and the sessions'
-    tracking error. Returns the path."""
+    tracking error. Written to ``path`` as named (a PNG whatever its suffix; ``bemore history
+    --plot`` takes a .png name). Returns the path."""
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
     from matplotlib.figure import Figure
+
+    from bemore.paths import output_folder
 
     names = list(data.models[-1]["parameters"]) if data.models else []
     panels = len(names) + 3
@@ -263,11 +266,23 @@ def plot_history(data: Season, path: Path) -> Path:
     extra[2].set_title("sessions: tracking error RMS (deg)", fontsize=9)
     for ax in axes[panels:]:
         ax.set_visible(False)
+    # one time axis for every panel, at least DATE_PAD either side of the season's dates: a
+    # single date (one trial) or a panel without data had no range the date locator can tick
+    dates = [_date(m["trial_utc"]) for m in data.models] + [
+        gesture_time(g) for g in gestures] + [_date(s["start_utc"]) for s in sessions]
+    if dates:
+        pad = max((max(dates) - min(dates)) * 0.05, DATE_PAD)
+        for ax in axes:
+            ax.set_xlim(min(dates) - pad, max(dates) + pad)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    output_folder(path.parent, files=[path.name])
     buffer = io.BytesIO()
-    figure.savefig(buffer, format=path.suffix.lstrip(".").lower() or "png", dpi=80)
+    figure.savefig(buffer, format="png", dpi=80)
     return write_file(path, buffer.getvalue())
+
+
+DATE_PAD = dt.timedelta(days=1)
+"""The least margin of the history plot's time axis either side of the season's dates."""
 
 
 def squad_lines(connection: sqlite3.Connection, today: dt.datetime | None = None) -> list[str]:

@@ -7,6 +7,7 @@ the parameter records and the size of the data section before ezc3d sees the fil
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -148,4 +149,15 @@ def write_c3d(path: str | Path, markers: Markers, description: str = "",
         analog["SCALE"]["value"] = [1.0] * samples.shape[0]
         analog["OFFSET"]["value"] = [0] * samples.shape[0]
         acquisition["data"]["analogs"] = samples[None]
-    acquisition.write(str(path))
+    path = Path(path)
+    if path.name.endswith(".c3d"):
+        acquisition.write(str(path))
+        return
+    # ezc3d appends ".c3d" to a name that does not end in it (".C3D" too): written under a
+    # name it keeps, then renamed to the path asked for
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.c3d")
+    try:
+        acquisition.write(str(temporary))
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
 
 from bemore.config import parse_assignments
-from bemore.errors import ConfigError
+from bemore.errors import ConfigError, DataError
 from bemore.paths import check_output_folder, output_folder
 
 INSPECTION_FILES = ("joint_centres.csv", "driven.csv", "trial.json", "stick_figure.png")
@@ -117,19 +118,28 @@ def synth_command(output: Path, duration_s: float, parameters: tuple[str, ...],
 
     \b
     Reads:  the real-gymnast model (bemore.model) and its default parameters.
-    Writes: OUTPUT (C3D, 100 Hz, mm, full marker set of markerset.md, labelled synthetic) and
-            OUTPUT's stem + .truth.json (parameters, initial state, noise, seed, gaps, and the
-            true joint centres and coordinates at every frame); with --bar-forces, analog
-            channels BarFX (lab X = model x) and BarFZ (lab Z = model y): the bar
-            spring-dampers' force on the bar, N, with noise, at 10 samples per frame (1 kHz).
+    Writes: OUTPUT (a .c3d name: C3D, 100 Hz, mm, full marker set of markerset.md, labelled
+            synthetic) and OUTPUT's stem + .truth.json (parameters, initial state, noise,
+            seed, gaps, and the true joint centres and coordinates at every frame), neither
+            overwritten if there; with --bar-forces, analog channels BarFX (lab X = model x)
+            and BarFZ (lab Z = model y): the bar spring-dampers' force on the bar, N, with
+            noise, at 10 samples per frame (1 kHz).
     Example:
         bemore trial synth out/circle.c3d --set trunk.mass=13.5 --noise-mm 1 --seed 4
         bemore trial synth out/forces.c3d --bar-forces --force-noise-pct 2
     """
-    from bemore.trial.synthetic import SyntheticSpec, write_synthetic_trial
+    from bemore.trial.synthetic import SyntheticSpec, truth_path, write_synthetic_trial
 
     if noise_mm < 0 or gaps < 0 or force_noise_pct < 0:
         raise ConfigError("--noise-mm, --gaps and --force-noise-pct must not be negative")
+    if output.suffix.lower() != ".c3d":  # bemore reads TRC and CSV but writes only C3D
+        raise DataError(f"{output}: trial synth writes a C3D file: name it .c3d (it has no "
+                        f"writer for {output.suffix or 'a name without a suffix'})")
+    for path in (output, truth_path(output)):  # a trial, like a session log, is data
+        if os.path.lexists(path):
+            raise DataError(f"{path}: exists; trial synth never overwrites a file (give "
+                            "another name, or remove it)")
+    check_output_folder(output.parent, files=[output.name, truth_path(output).name])
     spec = SyntheticSpec(duration_s=duration_s, parameters=parse_assignments(parameters, "--set"),
                          amplitudes=parse_assignments(amplitudes, "--amplitude"), noise_mm=noise_mm,
                          gaps=gaps, seed=seed, prefix=prefix, bar_forces=bar_forces,

@@ -253,11 +253,23 @@ def synthesize(spec: SyntheticSpec) -> tuple[Markers, Truth]:
 
 
 def write_synthetic_trial(spec: SyntheticSpec, c3d_path: str | Path) -> tuple[Path, Path, Truth]:
-    """Write ``c3d_path`` (100 Hz, mm, labelled synthetic) and ``<stem>.truth.json`` beside it."""
+    """Write ``c3d_path`` (100 Hz, mm, labelled synthetic) and its :func:`truth_path` beside
+    it; returns (the C3D's path, the truth's path, the truth). ``c3d_path`` is written as named
+    (any suffix; ``bemore trial synth`` takes .c3d only); its folder is made as every output
+    folder (:func:`bemore.paths.output_folder`)."""
+    from bemore.paths import output_folder
+
     c3d_path = Path(c3d_path)
     markers, truth = synthesize(spec)
-    c3d_path.parent.mkdir(parents=True, exist_ok=True)
+    output_folder(c3d_path.parent)
     write_c3d(c3d_path, markers, "bemore synthetic trial (not a recording)", truth.analogs)
-    truth_path = c3d_path.with_name(c3d_path.stem + ".truth.json")
-    write_file(truth_path, json.dumps(truth.to_dict(), indent=1) + "\n")
-    return c3d_path, truth_path, truth
+    truth_file = truth_path(c3d_path)
+    write_file(truth_file, json.dumps(truth.to_dict(), indent=1) + "\n")
+    return c3d_path, truth_file, truth
+
+
+def truth_path(c3d_path: str | Path) -> Path:
+    """The ground truth's file of a synthetic trial: its stem + ``.truth.json`` beside it
+    (``out/circle.c3d`` → ``out/circle.truth.json``)."""
+    c3d_path = Path(c3d_path)
+    return c3d_path.with_name(c3d_path.stem + ".truth.json")

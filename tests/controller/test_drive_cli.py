@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from bemore.cli import cli
@@ -183,6 +184,14 @@ def test_ctrl_c_ramps_down_and_disarms(setpoint_file, tmp_path):
     session = read_log(log)
     assert session.end["reason"] == "interrupted"
     assert session.setpoints["rep"].count(-1) == 300  # the ramp down, logged
+    # drive, the log's end record and replay count the setpoints alike: the gesture's, then the
+    # ramp-down's (drive had said 300 fewer than the end record's timing and replay)
+    gesture = len(session.setpoints["k"]) - 300
+    assert (session.end["sent"], session.end["ramp_down_sent"]) == (gesture, 300)
+    said = f"{gesture} setpoints of the gesture, then 300 of the ramp-down"
+    assert f"sent {said}, received " in stdout, stdout
+    replay = CliRunner().invoke(cli, ["replay", str(log)])
+    assert f"  ({said}, " in replay.stdout.splitlines()[2], replay.stdout
 
 
 def test_an_existing_session_log_is_never_overwritten(setpoint_file, tmp_path):
@@ -197,3 +206,67 @@ def test_an_existing_session_log_is_never_overwritten(setpoint_file, tmp_path):
     assert result.stderr.strip() == (f"bemore: error: {log}: a session log is already there (a "
                                      "log is never overwritten: give --log another name)")
     assert log.read_bytes() == before
+    # replay --stream names its own option, before the summary (it had said --log)
+    replay = CliRunner().invoke(cli, ["replay", str(log), "--stream", "--log-out", str(log)])
+    assert replay.exit_code == 2 and replay.stdout == ""
+    assert replay.stderr.strip() == (f"bemore: error: {log}: a session log is already there (a "
+                                     "log is never overwritten: give --log-out another name)")
+    assert log.read_bytes() == before
+
+
+@pytest.mark.parametrize(("options", "line"), [
+    (["--mode", "assistive", "--load", "150"], "load 150 %: must be within 0..100 %"),
+    (["--speed", "0.1"], "speed 0.1: must be within 0.25..1.0"),
+    (["--speed", "2"], "speed 2: must be within 0.25..1.0"),
+    (["--load", "30"], "load: only the assistive and resistive modes take a load"),
+])
+def test_plan_refuses_the_options_drive_refuses(setpoint_file, tmp_path, options, line):
+    # --plan checks the session's options as drive does: one line, exit 2, no window
+    runner = CliRunner()
+    for extra in (["--plan"], ["--log", str(tmp_path / "s.jsonl"), "--no-view"]):
+        result = runner.invoke(cli, ["drive", str(setpoint_file), *options, *extra])
+        assert result.exit_code == 2, (extra, result.output)
+        assert result.stderr.splitlines() == [f"bemore: error: {line}"], extra
+        assert "feasible window" not in result.stdout
+    assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_a_port_that_cannot_be_opened_writes_no_log(setpoint_file, tmp_path):
+    # found before the log is created: one line, nothing written, the same --log works again
+    log = tmp_path / "p.jsonl"
+    port = str(tmp_path / "no-such-port")
+    result = CliRunner().invoke(cli, ["drive", str(setpoint_file), "--port", port, "--log",
+                                      str(log), "--no-view", "--dump", str(tmp_path / "d.bin")])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.splitlines() == [
+        f"bemore: error: {port}: cannot open the bench's serial port ([Errno 2] could not open "
+        f"port {port}: [Errno 2] No such file or directory: '{port}')"]
+    assert not log.exists() and not (tmp_path / "d.bin").exists()
+
+
+def test_a_session_that_ends_before_arming_has_an_end_record(setpoint_file, tmp_path):
+    # a port that opens but never answers HELLO (a pseudo-terminal with no bench behind it):
+    # the log says how it ended and that the bench was never armed; replay shows just that
+    log = tmp_path / "p.jsonl"
+    main, other = os.openpty()
+    try:
+        port = os.ttyname(other)
+        result = CliRunner().invoke(cli, ["drive", str(setpoint_file), "--port", port, "--log",
+                                          str(log), "--no-view"])
+    finally:
+        os.close(main)
+        os.close(other)
+    assert result.exit_code == 3, result.output
+    line = f"{port}: no HELLO_REPLY to HELLO within 1.0 s"
+    assert result.stderr.splitlines() == [f"bemore: error: {line}"]
+    session = read_log(log)
+    assert session.end == {"type": "end", "host_time": session.end["host_time"],
+                           "reason": "not armed",
+                           "message": f"{line}; the bench was never armed"}
+    assert not any(session.setpoints.values()) and not any(session.telemetry.values())
+    replay = CliRunner().invoke(cli, ["replay", str(log)])
+    assert replay.exit_code == 0, replay.output
+    lines = replay.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["session", "gesture", "duration", "end"]
+    assert lines[2].endswith("(0 setpoints, 0 telemetry frames)")
+    assert lines[3] == f"end         not armed: {line}; the bench was never armed"

@@ -156,3 +156,15 @@ def test_a_changed_row_breaks_the_hash(full_file):
     full_file.write_text(text[:index] + ",".join(cells) + text[row_end:])
     with pytest.raises(DataError, match="the rows do not match the header's sha256"):
         read_setpoints(full_file)
+
+
+def test_a_crlf_resave_hashes_the_same(full_file):
+    # docs/formats.md: the sha256 is of the body with every line ending read as \n, so a file
+    # re-saved with CRLF line endings (a Windows editor) is accepted, the same gesture
+    before = read_setpoints(full_file)
+    data = full_file.read_bytes()
+    assert b"\r\n" not in data
+    full_file.write_bytes(data.replace(b"\n", b"\r\n"))
+    after = read_setpoints(full_file)
+    assert after.metadata == before.metadata
+    assert np.array_equal(after.torque_nm, before.torque_nm)

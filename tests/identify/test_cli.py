@@ -71,7 +71,9 @@ def test_short_run_on_the_sample_trial_writes_athlete_json(tmp_path) -> None:
     # the results are written and plotted): it says what ran, not a phase still under way.
     bar = [line for line in result.output.splitlines() if " it best " in line]
     assert len(bar) == 1 and bar[0].startswith("gwo 6×2 search, analysis: done "), bar
-    assert bar[0].endswith(" (global run) 0:00:00")  # not cut at 80 columns
+    # its figures are the result's (summary.txt's), not the search's best before the polish
+    assert bar[0].endswith(f" it best {athlete['cost_m2']:.4g} m² distance mean "
+                           f"{athlete['mean_distance_mm']:.3g} mm (the fit) 0:00:00"), bar
     assert result.output.index(bar[0]) < result.output.index("wrote ")
 
 

@@ -3,6 +3,8 @@ writes, backup and restore, bad inputs as one line each."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import signal
@@ -10,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -141,7 +144,7 @@ def test_backup_and_restore_round_trip(tmp_path: Path) -> None:
     backup = tmp_path / "backups" / "records-copy.sqlite"
     result = runner.invoke(cli, ["db", "backup", str(backup), "--db", str(db)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == f"backup {backup}: integrity ok, 3 athletes, 1 runs"
+    assert result.stdout.strip() == f"backup {backup}: integrity ok, 3 athletes, 1 run"
     # the original changes after the backup, then is lost
     store.add_athlete(connection, "Cleo", "F", 40.0, 1.5)
     connection.close()
@@ -236,3 +239,69 @@ def test_names_are_data(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="unknown athlete"):
         store.get_athlete(connection, "x' OR '1'='1")
     assert [a.name for a in store.list_athletes(connection)] == [name]
+
+
+def test_backup_folder_as_every_output_folder(tmp_path: Path, unwritable_folder: Path) -> None:
+    """db backup makes a missing folder as --out does and refuses one it cannot write in, in
+    one line (a read-only folder had been a traceback: sqlite3's 'unable to open database
+    file')."""
+    db = tmp_path / "records.sqlite"
+    store.add_athlete(connect(db), "Ada", "F", 40.0, 1.5)
+    target = unwritable_folder / "b.sqlite"
+    line = _one_line(["db", "backup", str(target), "--db", str(db)])
+    assert line.startswith(f"bemore: error: {unwritable_folder}: ") and not target.exists()
+    deep = tmp_path / "new" / "dir" / "b.sqlite"
+    result = CliRunner().invoke(cli, ["db", "backup", str(deep), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"backup {deep}: integrity ok, 1 athlete, 0 runs"
+    export = CliRunner().invoke(cli, ["export", str(tmp_path / "csv"), "--db", str(db)])
+    assert export.exit_code == 0, export.output
+    assert "athletes.csv (1 row), body_mass.csv (1 row), runs.csv (0 rows)" in export.stdout
+
+
+@pytest.mark.parametrize("command", [["history", "Zoe", "--no-plot"], ["squad"], ["db", "info"],
+                                     ["export", "x"], ["db", "backup", "b.sqlite"],
+                                     ["athlete", "list"], ["athlete", "show", "Zoe"]])
+def test_reading_commands_create_no_database(tmp_path: Path, command: list[str]) -> None:
+    """A mistyped --db given to a command that only reads the records is one line, and no
+    folder or empty database is made (the commands had created both)."""
+    db = tmp_path / "typo" / "x.sqlite"
+    where = f"no records database at {db} yet"
+    expected = (f"bemore: error: unknown athlete 'Zoe': {where} (add her with bemore athlete add)"
+                if "Zoe" in command else
+                f"bemore: error: {where} (add an athlete with bemore athlete add)")
+    with contextlib.chdir(tmp_path):
+        assert _one_line([*command, "--db", str(db)]) == expected
+    assert list(tmp_path.iterdir()) == []  # no folder, no database, no output
+
+
+def _one_trial(db: Path) -> None:
+    """Ada with one identified model in the records at ``db``."""
+    connection = connect(db)
+    store.add_athlete(connection, "Ada", "F", 41.1, 1.48)
+    parameters = {"trunk.mass": {"value": 13.5, "standard_error": 0.2, "unit": "kg",
+                                 "identifiable": True}}
+    store.record_run(connection, "identify", "Ada", store.utc_now(), {}, "good", [],
+                     model={"sha256": "a" * 64, "trial_sha256": "b" * 64,
+                            "trial_utc": "2026-09-01T10:00:00+00:00", "verdict": "good",
+                            "rms_distance_mm": 0.4, "parameters_json": json.dumps(parameters)})
+    connection.close()
+
+
+def test_history_plot_is_the_png_it_names_without_a_warning(tmp_path: Path) -> None:
+    """--plot FILE writes FILE (a .png name; 'out' had been written as out.png and printed as
+    'out'), and one trial's plot draws without matplotlib's date-locator warning."""
+    db = tmp_path / "records.sqlite"
+    _one_trial(db)
+    with contextlib.chdir(tmp_path):
+        assert _one_line(["history", "Ada", "--db", str(db), "--plot", "out"]) == (
+            "bemore: error: out: history --plot writes a PNG: name it .png")
+        assert not list(tmp_path.glob("out*"))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = CliRunner().invoke(cli, ["history", "Ada", "--db", str(db), "--plot",
+                                              "plots/out.png"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == "plot: plots/out.png"
+    assert (tmp_path / "plots" / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [str(w.message) for w in caught] == []

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from bemore.cli import cli
 from bemore.paths import data_dir
+from bemore.trial.readers import read_markers
 
 SAMPLE = data_dir() / "sample_trial.c3d"
 
@@ -73,3 +75,38 @@ def test_help_says_what_is_read_written_and_an_example():
     for command in ("inspect", "synth"):
         text = _run("trial", command, "--help").output
         assert "Reads:" in text and "Writes" in text and "Example:" in text
+
+
+@pytest.mark.parametrize("name", ["x.trc", "x.csv", "x.txt", "x"])
+def test_synth_refuses_a_name_it_cannot_write(tmp_path, name):
+    # it writes C3D only: a .trc name had been written as x.trc.c3d (and printed as x.trc)
+    output = tmp_path / name
+    result = _run("trial", "synth", str(output))
+    assert result.exit_code == 2
+    written = output.suffix or "a name without a suffix"
+    assert result.stderr.splitlines() == [
+        f"bemore: error: {output}: trial synth writes a C3D file: name it .c3d (it has no "
+        f"writer for {written})"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_synth_writes_the_path_it_prints_and_never_overwrites(tmp_path):
+    output = tmp_path / "new" / "Circle.C3D"  # the suffix in capitals: still the path named
+    result = _run("trial", "synth", str(output), "--duration", "1.6", "--gaps", "0")
+    assert result.exit_code == 0, result.output
+    truth = tmp_path / "new" / "Circle.truth.json"
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"wrote {output} (161 frames")
+    assert lines[-1] == f"wrote {truth} (ground truth)"
+    assert sorted(p.name for p in output.parent.iterdir()) == ["Circle.C3D", "Circle.truth.json"]
+    assert read_markers(output).n_frames == 161
+    before = output.read_bytes()
+    for existing in (output, truth):  # either file there: refused before any work
+        if existing == truth:
+            output.rename(tmp_path / "moved.c3d")
+        again = _run("trial", "synth", str(output), "--duration", "1.6")
+        assert again.exit_code == 2
+        assert again.stderr.splitlines() == [
+            f"bemore: error: {existing}: exists; trial synth never overwrites a file (give "
+            "another name, or remove it)"]
+    assert (tmp_path / "moved.c3d").read_bytes() == before
