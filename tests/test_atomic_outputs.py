@@ -19,9 +19,9 @@ from click.testing import CliRunner
 import controller.outputs as outputs
 from bemore.cli import cli
 from bemore.errors import DataError
-from bemore.identify.problem import IdentificationProblem
 from bemore.paths import data_dir, write_file, write_together
 from controller.outputs import ctrl_c_held
+from tests.identify.test_cli import interrupt_on_third_batch
 from tests.synthesis.test_synthesize import NEAR_OPTIMUM, _config
 
 SAMPLE = data_dir() / "sample_trial.c3d"
@@ -219,16 +219,7 @@ def test_an_interrupted_identify_never_replaces_a_complete_fit(tmp_path, monkeyp
     assert first.exit_code == 1, first.output  # a poor fit, complete
     kept = _contents(out, ("athlete.json", "summary.txt", "convergence.csv",
                            "trajectories.png"))
-    calls = {"n": 0}
-    original = IdentificationProblem._evaluate
-
-    def interrupted_on_third_batch(self, X):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return original(self, X)
-
-    monkeypatch.setattr(IdentificationProblem, "_evaluate", interrupted_on_third_batch)
+    calls = interrupt_on_third_batch(monkeypatch)
     result = _identify(out, "--pack", "4", "--iterations", "20")
     assert result.exit_code == 1, result.output
     assert f"{out}/athlete.json holds a complete fit: kept; this interrupted run's result " \

@@ -77,7 +77,9 @@ def test_short_run_on_the_sample_trial_writes_athlete_json(tmp_path) -> None:
     assert result.output.index(bar[0]) < result.output.index("wrote ")
 
 
-def test_ctrl_c_writes_the_best_so_far_marked_interrupted(tmp_path, monkeypatch) -> None:
+def interrupt_on_third_batch(monkeypatch) -> dict[str, int]:
+    """A Ctrl-C (KeyboardInterrupt) as the identification evaluates its third batch; the
+    batches' count (``["n"]``: set it to 0 to interrupt the next run on its third too)."""
     calls = {"n": 0}
     original = IdentificationProblem._evaluate
 
@@ -88,6 +90,11 @@ def test_ctrl_c_writes_the_best_so_far_marked_interrupted(tmp_path, monkeypatch)
         return original(self, X)
 
     monkeypatch.setattr(IdentificationProblem, "_evaluate", interrupted_on_third_batch)
+    return calls
+
+
+def test_ctrl_c_writes_the_best_so_far_marked_interrupted(tmp_path, monkeypatch) -> None:
+    interrupt_on_third_batch(monkeypatch)
     out = tmp_path / "out"
     result = run(str(SAMPLE), "--pack", "4", "--iterations", "20", "--out", str(out))
     assert result.exit_code == 1, result.output
