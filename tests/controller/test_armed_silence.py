@@ -20,6 +20,7 @@ import re
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import controller.simbench as simbench_module
@@ -29,6 +30,7 @@ from controller.modes import ModeSettings
 from controller.replay import summarise
 from controller.session import Session
 from tests.controller.gestures import make_gesture
+from tests.controller.test_deadlines import TRANSIT_MS
 
 STALL_S = 0.08  # longer than the 50 ms watchdog
 WATCHDOG_MS = 50.0
@@ -122,11 +124,17 @@ def test_a_host_frozen_after_arm_still_trips_the_watchdog_and_the_report_says_so
 def test_a_descheduled_simulated_bench_sees_no_silence_the_host_never_left(tmp_path, monkeypatch,
                                                                            freeze_ms):
     """The simulated bench's tick loop descheduled for 30 or 80 ms mid-stream (``freeze``: what
-    the OS does to a process on a busy machine, never to a microcontroller), the host on time.
-    Its receiver thread stamps each byte's arrival and the firmware, catching up its ticks,
-    handles each at the tick it arrived in. Registered when read instead (after the freeze),
-    30 ms made freeze − lead = 10 setpoints late, dropped the feed-forward and raised the peak
-    torque from 36 to 51 N·m; 80 ms was a WATCHDOG fault with the host's longest silence 12 ms."""
+    the OS does to a process on a busy machine, never to a microcontroller). Its receiver thread
+    stamps each byte's arrival and the firmware, catching up its ticks, handles each at the tick
+    it arrived in. Registered when read instead (after the freeze), 30 ms made freeze − lead = 10
+    setpoints late while the host was on time, dropped the feed-forward and raised the peak
+    torque from 36 to 51 N·m; 80 ms was a WATCHDOG fault with the host's longest silence 12 ms.
+
+    The host's own record (the log: its sends' lateness, its longest silence) is the reference:
+    on a loaded machine the host itself may fall behind or fall silent (a 40 ms stall of the
+    streaming thread gave 31 misses by the host and 38 late at the firmware; a 47, 51 or 120 ms
+    one a WATCHDOG fault), and the firmware must count what the host did, nothing the freeze
+    added."""
     started = []
     start = simbench_module.start_simulated_bench
 
@@ -136,15 +144,41 @@ def test_a_descheduled_simulated_bench_sees_no_silence_the_host_never_left(tmp_p
 
     monkeypatch.setattr(simbench_module, "start_simulated_bench", keep)
     log = tmp_path / "session.jsonl"
-    lead_ms = 20
     result = drive(make_gesture(duration_s=1.0, peak_deg=30.0), log,
                    ModeSettings(rate_hz=1000.0), sim_inject=[(0.3, f"freeze {freeze_ms}")])
-    # the tick loop was descheduled that long (the simulated bench's own measure)
+    # the tick loop was descheduled that long (the simulated bench's own measure), mid-stream:
+    # the freeze came in force before the stream's end or stop
     assert started[0].tick_timing()["max_tick_lag_ms"] >= freeze_ms
-    assert result.ok, result.message
-    summary = summarise(read_log(log))
-    assert summary.faults == []
-    assert summary.firmware_counters["late_setpoints"] < freeze_ms - lead_ms
+    session = read_log(log)
+    kinds = [event["kind"] for event in session.events]
+    assert "injection" in kinds and kinds.index("injection") < kinds.index("stop"), kinds
+    summary = summarise(session)
+    # no fault, or a WATCHDOG the host's own silence explains: as long as the watchdog, less
+    # the pty's transit (a write that took that much longer to arrive than the one before it
+    # lengthens the silence the firmware sees; a 47 ms silence of the host tripped it once) ...
+    assert result.ok or summary.faults == ["WATCHDOG"], result.message
+    assert summary.faults == [] or summary.longest_send_gap_ms >= WATCHDOG_MS - TRANSIT_MS, \
+        summary.lines()
+    # ... and no late setpoint the host did not send late: the host counts a send later than
+    # its lead less 1 ms, the firmware one that arrives after its due tick, which a send up to
+    # the transit earlier may also do (as in test_deadlines.py)
+    lateness_ms = sent_late_ms(session)
+    threshold_ms = summary.miss_threshold_ms
+    near = int(np.count_nonzero((lateness_ms > threshold_ms - TRANSIT_MS)
+                                & (lateness_ms <= threshold_ms)))
+    assert summary.firmware_counters["late_setpoints"] <= summary.deadline_misses + near, (
+        summary.firmware_counters["late_setpoints"], summary.deadline_misses, near)
+
+
+def sent_late_ms(session) -> np.ndarray:
+    """How late (ms) the host wrote each setpoint of the plan after its slot's send deadline,
+    from the log (what ``controller.replay.summarise`` counts its deadline misses on)."""
+    streaming = next(event for event in session.events if event["kind"] == "streaming")
+    period_ms = 1000.0 / streaming["rate_hz"]
+    planned = np.asarray(session.setpoints["rep"]) >= 0  # not a stop ramp (rep −1)
+    sent_s = np.asarray(session.setpoints["host_time"])[planned]
+    slots = np.asarray(session.setpoints["k"])[planned]
+    return (sent_s - streaming["t0_host_time"]) * 1000.0 - slots * period_ms
 
 
 def test_an_injection_the_simulated_bench_refuses_is_said_in_the_result(tmp_path):
