@@ -34,6 +34,12 @@ from controller.series import interp
 from controller.session import LIMIT_FLAG_BUDGETS, host_stall_text, sent_text
 from controller.setpoints import Gesture
 
+# A host silence this close to the watchdog (ms) may have tripped it: the firmware times the
+# frames' arrivals on its 1 ms tick, and the link's transit can space them further apart than
+# the host's writes (5.6 ms more seen on the simulated bench's pty under load; a USB serial
+# adapter's latency timer adds up to its own setting). A judgement, stated in the summary.
+WATCHDOG_EDGE_MS = 5.0
+
 
 @dataclass
 class Summary:
@@ -151,15 +157,39 @@ class Summary:
         return lines
 
     def fault_cause(self) -> str:
-        """' (the host sent nothing for 63 ms: …)' when a WATCHDOG fault follows a host silence
-        longer than the firmware's watchdog, else ''."""
+        """' (the host sent nothing for 63 ms: …)' after a WATCHDOG fault
+        (:func:`watchdog_cause`), else ''."""
         if "WATCHDOG" not in self.faults or not self.watchdog_ms:
             return ""
-        if self.longest_send_gap_ms >= self.watchdog_ms:
-            return (f" (the host sent nothing for {self.longest_send_gap_ms:.0f} ms, longer than "
-                    f"the {self.watchdog_ms:g} ms watchdog: a stalled host)")
-        return (f" (the host's longest silence was {self.longest_send_gap_ms:.0f} ms, within the "
-                f"{self.watchdog_ms:g} ms watchdog: not a stalled host)")
+        return watchdog_cause(self.longest_send_gap_ms, self.watchdog_ms)
+
+
+def watchdog_cause(longest_send_gap_ms: float, watchdog_ms: float) -> str:
+    """Whether the host stalled, after a WATCHDOG fault: a stalled host when its longest
+    silence (ms, between its writes) reached the watchdog (ms) or came within
+    :data:`WATCHDOG_EDGE_MS` of it (the firmware times the frames' arrivals, which the link's
+    transit can space further apart than the writes, on its 1 ms tick); else not.
+
+    >>> watchdog_cause(63.0, 50.0)
+    ' (the host sent nothing for 63 ms, longer than the 50 ms watchdog: a stalled host)'
+    >>> edge = watchdog_cause(48.0, 50.0)
+    >>> edge.startswith(" (the host sent nothing for 48 ms, within 5 ms of the 50 ms watchdog")
+    True
+    >>> edge.endswith(": a stalled host)")
+    True
+    >>> watchdog_cause(12.0, 50.0)
+    " (the host's longest silence was 12 ms, within the 50 ms watchdog: not a stalled host)"
+    """
+    gap = longest_send_gap_ms
+    if gap >= watchdog_ms:
+        return (f" (the host sent nothing for {gap:.0f} ms, longer than the {watchdog_ms:g} ms "
+                "watchdog: a stalled host)")
+    if gap >= watchdog_ms - WATCHDOG_EDGE_MS:
+        return (f" (the host sent nothing for {gap:.0f} ms, within {WATCHDOG_EDGE_MS:g} ms of "
+                f"the {watchdog_ms:g} ms watchdog (the link's transit, the firmware's tick): a "
+                "stalled host)")
+    return (f" (the host's longest silence was {gap:.0f} ms, within the {watchdog_ms:g} ms "
+            "watchdog: not a stalled host)")
 
 
 def tracking_errors(log: SessionLog) -> tuple[array, array]:
