@@ -272,7 +272,11 @@ def shown(driver) -> dict[str, str]:
         "out[id] = document.getElementById(id).textContent; return out;")
 
 
-def test_the_page_in_chromium_shows_the_session_live_and_its_stop_ramps_down(chrome, tmp_path):
+def test_the_page_in_chromium_shows_the_session_live_and_its_stop_ramps_down(
+        chrome, tmp_path, loaded_machine_bench):
+    # the loaded machine's stream (250 Hz, 100 ms lead, 500 ms watchdog): Chromium's own load
+    # must not end the session on the bench's timing before the page's STOP does
+    bench = loaded_machine_bench
     log = tmp_path / "session.jsonl"
     server = WebServer(port=0)
     url = server.start()
@@ -284,7 +288,8 @@ def test_the_page_in_chromium_shows_the_session_live_and_its_stop_ramps_down(chr
         wait_for(lambda: text(chrome, "link") == "connected", 10, "the page's socket")
         with bench_port(None) as (port, _):
             # twelve repetitions (~35 s): the STOP below ends it before
-            thread, out = live_drive(server, port, log, settings(reps=12))
+            thread, out = live_drive(server, port, log, settings(reps=12, bench=bench),
+                                     bench=bench)
             seen: list[dict] = []
 
             def updating() -> bool:
@@ -317,7 +322,8 @@ def test_the_page_in_chromium_shows_the_session_live_and_its_stop_ramps_down(chr
         stop = next(e for e in session_log.events if e["kind"] == "stop")
         assert stop["reason"] == "interrupted" and "web page" in stop["message"]
         ramp = [rep for rep in session_log.setpoints["rep"] if rep == -1]
-        assert len(ramp) == 300  # the 0.3 s stop ramp at 1 kHz, then DISARM
+        # the 0.3 s stop ramp at the stream's rate, then DISARM
+        assert len(ramp) == round(bench.streaming.ramp_down_s * bench.streaming.rate_hz)
         assert text(chrome, "state") in ("DISARMED", "RAMPING")
         # after the session: the replay summary, and the slider moves through it
         server.show(session_payload(session_log), wait_s=5)
@@ -361,7 +367,8 @@ def test_estop_from_the_page_cuts_the_torque(tmp_path):
         server.close()
 
 
-def test_a_lost_page_stops_the_session_only_when_asked(tmp_path):
+def test_a_lost_page_stops_the_session_only_when_asked(tmp_path, loaded_machine_bench):
+    bench = loaded_machine_bench  # only the page may end these sessions, not the load
     # off (the default): the page goes away mid-stream, the session completes
     server = WebServer(port=0)
     url = server.start()
@@ -369,7 +376,7 @@ def test_a_lost_page_stops_the_session_only_when_asked(tmp_path):
         with bench_port(None) as (port, _):
             with SocketClient(url) as page:
                 thread, out = live_drive(server, port, tmp_path / "a.jsonl",
-                                         settings())
+                                         settings(bench=bench), bench=bench)
                 wait_for(lambda: len(page.samples()) > 5, 10, "samples")
             thread.join(15)
         assert out["result"].ok, out["result"].message
@@ -382,7 +389,7 @@ def test_a_lost_page_stops_the_session_only_when_asked(tmp_path):
         with bench_port(None) as (port, _):
             with SocketClient(url) as page:
                 thread, out = live_drive(server, port, tmp_path / "b.jsonl",
-                                         settings())
+                                         settings(bench=bench), bench=bench)
                 wait_for(lambda: len(page.samples()) > 5, 10, "samples")
             thread.join(15)
             state = bench_state(port)
