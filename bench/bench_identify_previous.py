@@ -27,7 +27,7 @@ from bench.common import Measurement, byte_compiled, commit_tree, time_bemore
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SAMPLE = REPOSITORY / "data" / "sample_trial.c3d"
-PREVIOUS_COMMIT = "757a893"
+PREVIOUS_COMMIT = "69972a9"
 """main before the markers' slide on the skin was added to the analysis (its 14 noise-free copies
 run through the trial chain with the noise copies: docs/identify.md, "Soft tissue"). Earlier:
 8da8fcc, before a thread's lanes ran in one kernel call on cores with a 32 kB L1 data cache and
