@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bemore import filekinds
 from bemore.config import load_toml_model
 from bemore.errors import ConfigError
 from bemore.paths import configs_dir, default_config
@@ -43,6 +44,10 @@ class Kind:
         return target
 
 
+# What `config check` reads, in its refusal of a file of another kind
+CONFIGURATION = filekinds.Kind("a configuration file", None, like="configs/*.toml",
+                               names=("*.toml",))
+
 # Kind name → Kind, in the order `config check` lists the bundled files.
 KINDS: dict[str, Kind] = {
     **{name.removesuffix(".toml"): Kind(name, schema, schema.__name__)
@@ -60,12 +65,18 @@ KINDS: dict[str, Kind] = {
 
 
 def kind_of(path: Path) -> str:
-    """The kind name of ``path`` from its file name (or its ``models/`` folder)."""
+    """The kind name of ``path`` from its file name (or its ``models/`` folder); a folder, or a
+    file bemore writes (an athlete.json…), is refused as such."""
     for name, kind in KINDS.items():
         if kind.bundled == path.name:
             return name
     if path.parent.name == "models":
         return "model"
+    found = filekinds.kind_of_file(path)
+    configurations = [kind for kind, _ in filekinds.CONFIGURATIONS]
+    line = filekinds.misplaced(path, CONFIGURATION)
+    if line is not None and found not in configurations:
+        raise ConfigError(line)  # a folder, another command's output, a motion-capture trial
     raise ConfigError(
         f"{path}: unknown kind of configuration file; name it with --kind "
         f"({', '.join(KINDS)})"

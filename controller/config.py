@@ -61,9 +61,19 @@ def read_toml(path: str | Path, wanted: str = CONFIG_WANTED) -> dict[str, Any]:
 def load_toml_model(path: str | Path, schema: type[SchemaT],
                     wanted: str = CONFIG_WANTED) -> SchemaT:
     """Read ``path`` and validate it against ``schema``; any problem raises one ConfigError line
-    (``wanted``: as :func:`read_toml`'s)."""
+    (``wanted``: as :func:`read_toml`'s). A configuration of another kind (a bench.toml where
+    an athlete profile is read, say) is named as such, not by its keys the schema refuses."""
     data = read_toml(path, wanted)
-    return validate(data, schema, source=str(path))
+    try:
+        return validate(data, schema, source=str(path))
+    except ConfigError:  # perhaps a configuration of another kind (a bench.toml, say)
+        from controller.filekinds import configuration_refusal
+
+        line = configuration_refusal(path, data, set(schema.model_fields),
+                                     None if wanted == CONFIG_WANTED else wanted)
+        if line is not None:
+            raise ConfigError(line) from None
+        raise
 
 
 def validate(data: dict[str, Any], schema: type[SchemaT], source: str) -> SchemaT:

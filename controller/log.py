@@ -303,8 +303,11 @@ def read_log(path: str | Path) -> SessionLog:
         text = path.read_text(encoding="utf-8-sig", errors="replace")
     except FileNotFoundError:
         raise DataError(f"{path}: session log not found") from None
-    except OSError as error:
-        raise DataError(f"{path}: cannot read the session log ({error})") from None
+    except OSError as error:  # a folder…
+        from controller.filekinds import SESSION_LOG, misplaced
+
+        raise DataError(misplaced(path, SESSION_LOG)
+                        or f"{path}: cannot read the session log ({error})") from None
     lines = text.split("\n")
     complete, tail = lines[:-1], lines[-1]  # the tail is "" when the file ends with a newline
     records = []

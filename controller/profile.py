@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveFloat, model_validator
 
+from controller import filekinds
 from controller.config import Section, load_toml_model
 
 
@@ -105,7 +106,7 @@ class ProfileFile(Section):
         return self
 
 
-PROFILE_WANTED = "an athlete profile (a TOML file like configs/athlete.example.toml)"
+PROFILE_WANTED = filekinds.ATHLETE_PROFILE.wanted()  # "an athlete profile (a TOML file like …)"
 
 
 def load_profile(path: str | Path) -> AthleteProfile:

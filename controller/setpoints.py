@@ -111,10 +111,11 @@ def read_setpoints(path: str | Path, text: str | None = None) -> Gesture:
             text = path.read_text(encoding="utf-8-sig")  # past a byte order mark (a re-saved file)
     except FileNotFoundError:
         raise DataError(f"{path}: setpoint file not found") from None
-    except (OSError, UnicodeDecodeError) as error:
-        _refuse_another_kind(path, path.read_text(encoding="utf-8", errors="replace")
-                             if isinstance(error, UnicodeDecodeError) else "")
-        raise DataError(f"{path}: cannot read the setpoint file ({error})") from None
+    except (OSError, UnicodeDecodeError) as error:  # a folder, a C3D trial…
+        from controller.filekinds import SETPOINTS, misplaced
+
+        raise DataError(misplaced(path, SETPOINTS)
+                        or f"{path}: cannot read the setpoint file ({error})") from None
     lines = text.splitlines()
     try:
         metadata, header_index = _parse_metadata(path, lines)

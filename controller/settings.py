@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import Field, PositiveFloat, model_validator
 
+from controller import filekinds
 from controller.config import Section, load_toml_model
 
 #: Folder of the bench side's default configuration files (package data).
@@ -60,7 +61,7 @@ class Bench(Section):
     streaming: Streaming
 
 
-BENCH_WANTED = "a bench configuration (a TOML file like controller/configs/bench.toml)"
+BENCH_WANTED = filekinds.BENCH_CONFIG.wanted()  # "a bench configuration (a TOML file like …)"
 
 
 def load_bench(path: str | Path | None = None) -> Bench:

@@ -221,3 +221,141 @@ def test_each_reader_reads_its_own_kind_past_a_byte_order_mark(tmp_path):
             assert result.exit_code == 0, result.output
             runs[folder.name] = result.stdout.replace(str(folder), "FOLDER")
         assert runs["re-saved"] == runs["plain"]
+
+
+# A folder, another command's output, a C3D trial or a configuration of another kind, given
+# where a command reads a file: one line naming what it is (before: "athlete file not found",
+# "file not found", "[Errno 21] Is a directory", "no '# units: mm|cm|m' line before the CSV
+# header", "unknown motion-capture format '.json'", "not valid JSON ('utf-8' codec …)", "line 1:
+# not a JSON record", "limits: unknown key (allowed: body_mass_kg, …) (and 7 more problem(s))").
+
+C3D = ROOT / "data" / "sample_trial.c3d"
+
+
+def test_a_folder_given_as_a_file_is_named_a_folder_with_the_file_it_holds(tmp_path):
+    outputs = _outputs(tmp_path)  # athlete.json, setpoints.csv, session.jsonl… in tmp_path
+    out = tmp_path / "out"
+    trials = tmp_path / "data"
+    trials.mkdir()
+    (trials / "sample_trial.c3d").write_bytes(C3D.read_bytes())
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert outputs["athlete"][0].parent == tmp_path
+    for command, wanted in (
+            (["synthesize", str(tmp_path), "--out", str(out)],
+             f"an athlete.json (give {tmp_path}/athlete.json)"),
+            (["identify", str(trials), "--out", str(out)],
+             f"a motion-capture trial (.c3d, .trc or .csv) (give {trials}/sample_trial.c3d)"),
+            (["trial", "inspect", str(empty), "--out", str(out)],
+             "a motion-capture trial (.c3d, .trc or .csv)"),
+            (["drive", str(tmp_path), "--plan"],
+             f"a setpoints.csv (give {tmp_path}/setpoints.csv)"),
+            (["replay", str(tmp_path), "--plot", str(out)],
+             f"a session log (give one of {tmp_path}/new.jsonl, {tmp_path}/session.jsonl)")):
+        given = command[2] if command[0] == "trial" else command[1]
+        if command[0] == "replay":
+            (tmp_path / "new.jsonl").write_text("")
+        assert _one_line(CliRunner().invoke(cli, command)) == (
+            f"bemore: error: {given}: a folder, not {wanted}"), command
+        assert not out.exists()
+    assert _one_line(CliRunner().invoke(cli, ["config", "check", str(empty)])) == (
+        f"bemore: error: {empty}: a folder, not a configuration file")
+
+
+def test_identify_names_another_command_s_output_given_as_a_trial(tmp_path):
+    inspected = tmp_path / "trial"
+    result = CliRunner().invoke(cli, ["trial", "inspect", str(C3D), "--out", str(inspected)])
+    assert result.exit_code == 0, result.output
+    outputs = _outputs(tmp_path)
+    out = tmp_path / "out"
+    wanted = "not a motion-capture trial (.c3d, .trc or .csv)"
+    for path, kind in (
+            outputs["setpoints"], outputs["athlete"], outputs["gesture"], outputs["profiles"],
+            (inspected / "joint_centres.csv", "a joint_centres.csv (written by bemore trial "
+                                               "inspect)"),
+            (inspected / "driven.csv", "a driven.csv (written by bemore trial inspect)"),
+            (inspected / "trial.json", "a trial.json (written by bemore trial inspect)")):
+        for command in (["identify", str(path), "--out", str(out)],
+                        ["trial", "inspect", str(path), "--out", str(out)]):
+            assert _one_line(CliRunner().invoke(cli, command)) == (
+                f"bemore: error: {path}: {kind}, {wanted}"), command
+            assert not out.exists()
+
+
+def test_a_c3d_trial_given_where_a_json_csv_or_toml_file_is_read_is_named(tmp_path):
+    found = "a C3D motion-capture trial (bemore identify takes it)"
+    setpoints, _ = _outputs(tmp_path)["setpoints"]
+    out = tmp_path / "out"
+    for command, wanted in (
+            (["synthesize", str(C3D), "--out", str(out)],
+             "an athlete.json (bemore identify writes one)"),
+            (["drive", str(C3D), "--plan"], "a setpoints.csv (bemore synthesize writes one)"),
+            (["replay", str(C3D), "--plot", str(out)],
+             "a session log (bemore drive writes one)"),
+            (["drive", str(setpoints), "--plan", "--profile", str(C3D)],
+             "an athlete profile (a TOML file like configs/athlete.example.toml)"),
+            (["config", "check", str(C3D)],
+             "a configuration file (a TOML file like configs/*.toml)")):
+        assert _one_line(CliRunner().invoke(cli, command)) == (
+            f"bemore: error: {C3D}: {found}, not {wanted}"), command
+        assert not out.exists()
+
+
+BENCH = ("a bench configuration (like controller/configs/bench.toml; bemore drive --bench-config "
+         "takes it)")
+PROFILE = "an athlete profile (like configs/athlete.example.toml; --profile takes it)"
+
+
+def test_a_configuration_of_another_kind_is_named_by_its_sections(tmp_path):
+    bench = ROOT / "controller" / "configs" / "bench.toml"
+    profile = ROOT / "configs" / "athlete.example.toml"
+    synthesis = ROOT / "configs" / "synthesis.toml"
+    setpoints, _ = _outputs(tmp_path)["setpoints"]
+    as_profile = "an athlete profile (a TOML file like configs/athlete.example.toml)"
+    as_bench = "a bench configuration (a TOML file like controller/configs/bench.toml)"
+    for command, found, wanted in (
+            (["drive", str(setpoints), "--plan", "--profile", str(bench)], BENCH, as_profile),
+            (["drive", str(setpoints), "--plan", "--bench-config", str(profile)], PROFILE,
+             as_bench),
+            (["config", "check", str(bench), "--kind", "profile"], BENCH, as_profile),
+            (["config", "check", str(profile), "--kind", "bench"], PROFILE, as_bench),
+            (["identify", str(C3D), "--identification-config", str(synthesis), "--out",
+              str(tmp_path / "out")], "a synthesis configuration (like configs/synthesis.toml)",
+             "an identification configuration (a TOML file like configs/identification.toml)")):
+        given = command[command.index("check") + 1] if "check" in command else command[-1]
+        if command[0] == "identify":
+            given = str(synthesis)
+        assert _one_line(CliRunner().invoke(cli, command)) == (
+            f"bemore: error: {given}: {found}, not {wanted}"), command
+    # bemore config check of another command's output: its kind, not "unknown kind of
+    # configuration file; name it with --kind"
+    athlete, kind = _outputs(tmp_path)["athlete"]
+    assert _one_line(CliRunner().invoke(cli, ["config", "check", str(athlete)])) == (
+        f"bemore: error: {athlete}: {kind}, not a configuration file (a TOML file like "
+        "configs/*.toml)")
+    # a configuration of its own kind keeps the schema's message for what is wrong in it
+    broken = tmp_path / "bench.toml"
+    broken.write_text(bench.read_text(encoding="utf-8").replace("[streaming]",
+                                                                "[streaming]\nspeed = 1"))
+    assert _one_line(CliRunner().invoke(cli, ["drive", str(setpoints), "--plan",
+                                              "--bench-config", str(broken)])).endswith(
+        "[streaming] speed: unknown key (allowed: " + _allowed_streaming_keys() + ")")
+
+
+def _allowed_streaming_keys() -> str:
+    from controller.settings import Streaming
+
+    return ", ".join(sorted(Streaming.model_fields))
+
+
+def test_every_bundled_configuration_is_recognised_as_its_own_kind():
+    from bemore.configcheck import KINDS
+    from bemore.paths import default_config
+
+    for name, spec in KINDS.items():
+        if "*" in spec.bundled:
+            continue
+        kind = filekinds.kind_of_file(default_config(spec.bundled))
+        assert kind is not None and Path(kind.like).name == spec.bundled, name
+    recognised = {kind.like for kind, _ in filekinds.CONFIGURATIONS}
+    assert len(recognised) == len(filekinds.CONFIGURATIONS)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bemore.errors import DataError, PoorFitError
-from bemore.filekinds import ATHLETE, kind_of, other_than, refusal
+from bemore.filekinds import ATHLETE, kind_of, misplaced, refusal
 from bemore.settings import Identification
 
 
@@ -48,18 +48,13 @@ def load_athlete(path: str | Path, identification: Identification,
     """
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"{path}: athlete file not found")
+        raise DataError(misplaced(path, ATHLETE) or f"{path}: athlete file not found")
     try:
         text = path.read_text(encoding="utf-8-sig")  # past a byte order mark (a re-saved file)
-    except UnicodeDecodeError as error:
-        raise DataError(f"{path}: not valid JSON ({error})") from None
-    try:
         data = json.loads(text)
-    except json.JSONDecodeError as error:  # perhaps another command's JSON Lines or CSV output
-        kind = other_than(text, ATHLETE)
-        if kind is not None:
-            raise DataError(refusal(path, kind, ATHLETE.wanted())) from None
-        raise DataError(f"{path}: not valid JSON ({error})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        # perhaps another command's JSON Lines or CSV output, or a C3D trial
+        raise DataError(misplaced(path, ATHLETE) or f"{path}: not valid JSON ({error})") from None
     kind = kind_of(data)
     if kind not in (None, ATHLETE):
         raise DataError(refusal(path, kind, ATHLETE.wanted()))

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from bemore.errors import DataError
+from bemore.filekinds import MOTION_CAPTURE, misplaced
 from bemore.trial.c3d import read_c3d
 from bemore.trial.markers import Markers, metres_per_unit
 
@@ -32,7 +33,7 @@ def read_markers(path: str | Path) -> Markers:
     """Read a C3D, TRC or CSV motion-capture file (chosen by extension); positions in m."""
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"{path}: file not found")
+        raise DataError(misplaced(path, MOTION_CAPTURE) or f"{path}: file not found")
     if path.stat().st_size == 0:
         raise DataError(f"{path}: empty file")
     suffix = path.suffix.lower()
@@ -40,9 +41,16 @@ def read_markers(path: str | Path) -> Markers:
         return read_c3d(path)
     if suffix == ".trc":
         return read_trc(path)
-    if suffix == ".csv":
-        return read_csv(path)
-    raise DataError(f"{path}: unknown motion-capture format {suffix!r} (known: .c3d, .trc, .csv)")
+    try:
+        if suffix == ".csv":
+            return read_csv(path)
+    except DataError:  # perhaps another command's CSV output (a setpoints.csv, say)
+        line = misplaced(path, MOTION_CAPTURE)
+        if line is not None:
+            raise DataError(line) from None
+        raise
+    raise DataError(misplaced(path, MOTION_CAPTURE) or
+                    f"{path}: unknown motion-capture format {suffix!r} (known: .c3d, .trc, .csv)")
 
 
 def _read_lines(path: Path) -> list[str]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bemore import filekinds
 from bemore.paths import write_file
 from bemore.trial.gaps import find_gaps
 from bemore.trial.markers import Markers
@@ -94,7 +95,7 @@ def _csv_text(table: np.ndarray, header: list[str]) -> str:
 def joint_centres_csv(trial: Trial) -> str:
     """joint_centres.csv: t_s then <point>_x_m, <point>_y_m for every named point (model
     plane)."""
-    header = ["t_s"] + [f"{name}_{axis}_m" for name in trial.point_names for axis in "xy"]
+    header = filekinds.joint_centres_header(list(trial.point_names))
     table = np.column_stack([trial.t, trial.points.reshape(len(trial.t), -1)])
     return _csv_text(table, header)
 
@@ -102,10 +103,7 @@ def joint_centres_csv(trial: Trial) -> str:
 def driven_csv(trial: Trial) -> str:
     """driven.csv: t_s then each driven coordinate, its rate and acceleration (rad or m, per
     s, s²)."""
-    header = ["t_s"]
-    for name in trial.driven_names:
-        unit = "m" if name.endswith("_length") else "rad"
-        header += [f"{name}_{unit}", f"{name}_{unit}_s", f"{name}_{unit}_s2"]
+    header = filekinds.driven_header(list(trial.driven_names))
     columns = [trial.t]
     for j in range(len(trial.driven_names)):
         columns += [trial.driven_q[:, j], trial.driven_qd[:, j], trial.driven_qdd[:, j]]
