@@ -44,7 +44,9 @@ def read_toml(path: str | Path, wanted: str = CONFIG_WANTED) -> dict[str, Any]:
     malformed TOML, with ``wanted`` (what the caller reads, e.g. "an athlete profile (…)")."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"{path}: file not found")
+        from controller.filekinds import folder_refusal
+
+        raise ConfigError(folder_refusal(path, wanted) or f"{path}: file not found")
     try:
         # past a byte order mark (a file re-saved by an editor that writes one)
         return tomllib.loads(path.read_bytes().decode("utf-8-sig"))
@@ -61,16 +63,20 @@ def read_toml(path: str | Path, wanted: str = CONFIG_WANTED) -> dict[str, Any]:
 def load_toml_model(path: str | Path, schema: type[SchemaT],
                     wanted: str = CONFIG_WANTED) -> SchemaT:
     """Read ``path`` and validate it against ``schema``; any problem raises one ConfigError line
-    (``wanted``: as :func:`read_toml`'s). A configuration of another kind (a bench.toml where
-    an athlete profile is read, say) is named as such, not by its keys the schema refuses."""
+    (``wanted``: as :func:`read_toml`'s; by default the bundled kind whose tables the schema
+    has, :func:`controller.filekinds.configuration_for`). A configuration of another kind (a
+    bench.toml where an athlete profile is read, say) is named as such, not by its keys the
+    schema refuses; a folder is named a folder."""
+    from controller.filekinds import configuration_for, configuration_refusal
+
+    expected = configuration_for(set(schema.model_fields))
+    if wanted == CONFIG_WANTED and expected is not None:
+        wanted = expected.wanted()  # "an identification configuration (a TOML file like …)"
     data = read_toml(path, wanted)
     try:
         return validate(data, schema, source=str(path))
     except ConfigError:  # perhaps a configuration of another kind (a bench.toml, say)
-        from controller.filekinds import configuration_refusal
-
-        line = configuration_refusal(path, data, set(schema.model_fields),
-                                     None if wanted == CONFIG_WANTED else wanted)
+        line = configuration_refusal(path, data, expected, wanted)
         if line is not None:
             raise ConfigError(line) from None
         raise

@@ -226,7 +226,8 @@ def kind_of_text(text: str) -> Kind | None:
     >>> kind_of_text("[limits]\\nmax_torque_nm = 240.0\\n[streaming]\\n").name
     'a bench configuration'
     """
-    if len(text) > 1 and text[1] == chr(C3D_KEY) and text[0] < " ":
+    # a C3D's first byte: the parameters' block number, a control character (not whitespace)
+    if len(text) > 1 and text[1] == chr(C3D_KEY) and "\x00" < text[0] < " " and text[0].strip():
         return C3D
     if text.partition("\n")[0].split()[:1] == DUMP_MAGIC.decode("ascii").split()[:1]:
         return BYTE_DUMP
@@ -273,10 +274,10 @@ def kind_of_file(path: str | Path) -> Kind | None:
         return None
 
 
-def folder_refusal(path: str | Path, wanted: Kind) -> str | None:
+def folder_refusal(path: str | Path, wanted: Kind | str) -> str | None:
     """The one line refusing ``path`` when it is a folder, where a file of the ``wanted`` kind
-    was expected, naming the files of that kind the folder holds (by :attr:`Kind.names`); None
-    when ``path`` is not a folder.
+    (or phrase, e.g. a TOML reader's) was expected, naming the files of that kind the folder
+    holds (by :attr:`Kind.names`); None when ``path`` is not a folder.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -288,6 +289,8 @@ def folder_refusal(path: str | Path, wanted: Kind) -> str | None:
     path = Path(path)
     if not path.is_dir():
         return None
+    if isinstance(wanted, str):
+        return f"{path}: a folder, not {wanted}"
     held = sorted({str(file) for name in wanted.names for file in path.glob(name)
                    if file.is_file()})
     give = ""
@@ -309,25 +312,33 @@ def misplaced(path: str | Path, wanted: Kind) -> str | None:
     return None if kind in (None, wanted) else refusal(path, kind, wanted.wanted())
 
 
-def configuration_refusal(path: str | Path, data: dict[str, Any], fields: set[str],
-                          wanted: str | None = None) -> str | None:
+def configuration_for(fields: set[str]) -> Kind | None:
+    """The kind of configuration a schema of top-level keys ``fields`` reads (the one whose
+    :data:`CONFIGURATIONS` keys it has), or None (a schema of no bundled kind).
+
+    >>> configuration_for({"limits", "streaming"}).name
+    'a bench configuration'
+    """
+    return next((kind for kind, keys in CONFIGURATIONS if keys <= fields), None)
+
+
+def configuration_refusal(path: str | Path, data: dict[str, Any], expected: Kind | None,
+                          wanted: str) -> str | None:
     """The one line refusing ``path``, a TOML file holding ``data``, when it is a configuration
-    of another kind (by :data:`CONFIGURATIONS`' keys) than the schema of ``fields`` (its
-    top-level keys) reads; None otherwise (the schema's own message then says what is wrong).
-    ``wanted``: what the reader reads (default: the kind those fields are for).
+    of another kind (by :data:`CONFIGURATIONS`' keys) than ``expected`` (what the reader reads,
+    :func:`configuration_for`; ``wanted``: its phrase); None otherwise (the schema's own
+    message then says what is wrong).
 
     >>> print(configuration_refusal("bench.toml", {"limits": {}, "streaming": {}},
-    ...                             {"name", "body_mass_kg", "stature_m"}))
+    ...                             ATHLETE_PROFILE, ATHLETE_PROFILE.wanted()))
     bench.toml: a bench configuration (like controller/configs/bench.toml; bemore drive
     --bench-config takes it), not an athlete profile (a TOML file like
     configs/athlete.example.toml)
     """
     found = kind_of_configuration(data)
-    expected = next((kind for kind, keys in CONFIGURATIONS if keys <= fields), None)
     if found is None or found is expected:
         return None
-    return refusal(path, found, wanted or (expected.wanted() if expected else
-                                           "a configuration of another kind"))
+    return refusal(path, found, wanted)
 
 
 def refusal(path: str | Path, found: Kind, wanted: str) -> str:

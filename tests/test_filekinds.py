@@ -359,3 +359,24 @@ def test_every_bundled_configuration_is_recognised_as_its_own_kind():
         assert kind is not None and Path(kind.like).name == spec.bundled, name
     recognised = {kind.like for kind, _ in filekinds.CONFIGURATIONS}
     assert len(recognised) == len(filekinds.CONFIGURATIONS)
+
+
+def test_every_toml_reader_names_a_folder_and_what_it_reads(tmp_path):
+    # read_toml's folder, and a --KIND-config reader's phrase from its schema (before: "file
+    # not found", "not a TOML configuration", "limits: unknown key (allowed: athletes, …)")
+    setpoints, _ = _outputs(tmp_path)["setpoints"]
+    athlete, kind = _outputs(tmp_path)["athlete"]
+    bench = ROOT / "controller" / "configs" / "bench.toml"
+    out = tmp_path / "out"
+    assert _one_line(CliRunner().invoke(cli, ["drive", str(setpoints), "--plan", "--profile",
+                                              str(tmp_path)])) == (
+        f"bemore: error: {tmp_path}: a folder, not an athlete profile (a TOML file like "
+        "configs/athlete.example.toml)")
+    assert _one_line(CliRunner().invoke(cli, ["trial", "inspect", str(C3D), "--out", str(out),
+                                              "--trial-config", str(athlete)])) == (
+        f"bemore: error: {athlete}: {kind}, not a trial-processing configuration (a TOML file "
+        "like configs/trial.toml)")
+    assert _one_line(CliRunner().invoke(cli, ["batch", str(bench), "--out", str(out)])) == (
+        f"bemore: error: {bench}: {BENCH}, not a batch manifest (a TOML file like "
+        "configs/batch.example.toml)")
+    assert not out.exists()

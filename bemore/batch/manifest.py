@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from bemore.config import Section, read_toml, validate
+from bemore.config import Section, load_toml_model, validate
 from bemore.errors import ConfigError
 
 ATHLETE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -114,7 +114,7 @@ def load_manifest(path: str | Path) -> Manifest:
     if path.suffix.lower() == ".csv":
         lines, defaults, dask = _csv_lines(path), ItemSettings(), None
     elif path.suffix.lower() == ".toml":
-        parsed = validate(read_toml(path), ManifestFile, source=str(path))
+        parsed = load_toml_model(path, ManifestFile)
         lines, defaults, dask = parsed.athletes, parsed.defaults, parsed.cluster.dask
     else:
         raise ConfigError(f"{path}: a manifest is a .toml or a .csv file")
