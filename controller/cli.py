@@ -45,7 +45,8 @@ __all__ = [
     "ProfileFile", "Section", "check_output_folder", "ctrl_c_held", "default_bench_config",
     "discard", "drive_command", "filekinds", "load_bench", "load_profile", "load_toml_model",
     "on_interrupt", "os_error_line", "output_folder", "plan_window", "put_in_place", "read_toml",
-    "replay_command", "setpoints", "stage", "validate", "write_file", "write_together",
+    "replay_command", "setpoints", "stage", "streamed", "validate", "write_file",
+    "write_together",
 ]
 
 MODE_HELP = (
@@ -338,6 +339,14 @@ def _finish_web(server, log: Path) -> None:
             server.show(session_payload(read_log(log)), wait_s=FINISH_WAIT_S)
     finally:
         server.close()
+
+
+def streamed(summary: dict) -> bool:
+    """Whether a session's ``bemore replay --json`` summary counts setpoints sent or telemetry
+    heard, i.e. has measured figures (:func:`controller.replay.streamed`, imported on use)."""
+    from controller.replay import streamed as streamed_in_replay
+
+    return streamed_in_replay(summary)
 
 
 @click.command("replay")
