@@ -223,6 +223,7 @@ def test_identify_on_a_full_disk_prints_the_fit_and_names_the_file(tmp_path,
 
 def test_an_interrupted_identify_never_replaces_a_complete_fit(tmp_path, monkeypatch) -> None:
     from bemore.errors import PoorFitError
+    from bemore.identify.outputs import complete_fit
     from bemore.settings import load_identification
     from bemore.synthesis.athlete import load_athlete
 
@@ -252,6 +253,25 @@ def test_an_interrupted_identify_never_replaces_a_complete_fit(tmp_path, monkeyp
     again = _identify(beside, "--pack", "4", "--iterations", "20")
     assert again.exit_code == 1 and "holds a complete fit" not in again.output, again.output
     assert not (beside / "interrupted").exists()
+    # A complete run into the folder supersedes the interrupted result beside it: removed,
+    # said in one line (a file bemore did not write there is left, and named).
+    (beside / "notes.txt").write_text("the coach's notes\n")
+    monkeypatch.undo()
+    complete = _identify(out, *SHORT_RUN)
+    assert complete.exit_code == 1 and "marked poor" in complete.output, complete.output
+    assert (f"removed the interrupted run's result in {beside}/ (left there, not bemore's: "
+            "notes.txt)") in complete.output.splitlines()
+    assert [path.name for path in beside.iterdir()] == ["notes.txt"]
+    assert complete_fit(out / "athlete.json")
+    (beside / "notes.txt").unlink()
+    interrupt_on_third_batch(monkeypatch)
+    assert _identify(out, "--pack", "4", "--iterations", "20").exit_code == 1
+    monkeypatch.undo()
+    complete = _identify(out, *SHORT_RUN)
+    assert f"removed the interrupted run's result in {beside}/" in complete.output.splitlines()
+    assert not beside.exists() and _leftovers(out) == []
+    # nothing to remove, nothing said
+    assert "removed the interrupted" not in _identify(out, *SHORT_RUN).output
 
 
 def test_ctrl_c_before_the_work_is_one_bemore_line(tmp_path, monkeypatch) -> None:
