@@ -19,6 +19,7 @@ import click
 
 from controller import filekinds, setpoints
 from controller.config import Section, load_toml_model, read_toml, validate
+from controller.console import forget_unhandled_interrupt
 from controller.errors import BemoreError, BenchError, ConfigError, DataError, os_error_line
 from controller.modes import DEFAULT_LOAD_PCT, DEFAULT_MODE, LOADED_MODES, MODES, ModeSettings
 from controller.outputs import (
@@ -452,6 +453,7 @@ class BenchGroup(click.Group):
         except KeyboardInterrupt:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
+            forget_unhandled_interrupt()  # exit code 1, not -2 (see there)
             click.echo(f"{self.program}: interrupted (Ctrl-C): {interrupt_note()}", err=True)
             raise SystemExit(1) from None
         except BemoreError as error:
