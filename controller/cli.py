@@ -19,6 +19,7 @@ import click
 
 from controller import filekinds, setpoints
 from controller.config import Section, load_toml_model, read_toml, validate
+from controller.console import forget_unhandled_interrupt
 from controller.errors import BemoreError, BenchError, ConfigError, DataError, os_error_line
 from controller.modes import DEFAULT_LOAD_PCT, DEFAULT_MODE, LOADED_MODES, MODES, ModeSettings
 from controller.outputs import (
@@ -45,7 +46,8 @@ __all__ = [
     "ProfileFile", "Section", "check_output_folder", "ctrl_c_held", "default_bench_config",
     "discard", "drive_command", "filekinds", "load_bench", "load_profile", "load_toml_model",
     "on_interrupt", "os_error_line", "output_folder", "plan_window", "put_in_place", "read_toml",
-    "replay_command", "setpoints", "stage", "validate", "write_file", "write_together",
+    "replay_command", "setpoints", "stage", "streamed", "validate", "write_file",
+    "write_together",
 ]
 
 MODE_HELP = (
@@ -340,6 +342,14 @@ def _finish_web(server, log: Path) -> None:
         server.close()
 
 
+def streamed(summary: dict) -> bool:
+    """Whether a session's ``bemore replay --json`` summary counts setpoints sent or telemetry
+    heard, i.e. has measured figures (:func:`controller.replay.streamed`, imported on use)."""
+    from controller.replay import streamed as streamed_in_replay
+
+    return streamed_in_replay(summary)
+
+
 @click.command("replay")
 @click.argument("log", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
@@ -443,6 +453,7 @@ class BenchGroup(click.Group):
         except KeyboardInterrupt:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
+            forget_unhandled_interrupt()  # exit code 1, not -2 (see there)
             click.echo(f"{self.program}: interrupted (Ctrl-C): {interrupt_note()}", err=True)
             raise SystemExit(1) from None
         except BemoreError as error:

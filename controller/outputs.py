@@ -267,11 +267,20 @@ def write_file(path: str | Path, content: bytes | str) -> Path:
     return path
 
 
-def kept(paths: Iterable[str | Path]) -> str:
-    """What a refused write left: ``"athlete.json, summary.txt not replaced (any previous
-    ones kept as they were)"``."""
-    names = ", ".join(Path(path).name for path in paths)
-    return f"{names} not replaced (any previous ones kept as they were)"
+def kept(existed: dict[Path, bool]) -> str:
+    """What a refused write of a set left, from whether each file (path → True if it existed
+    before the write) was there: ``"athlete.json, summary.txt not replaced (the previous ones
+    kept)"`` for those that were, ``"convergence.csv not written"`` for those that were not,
+    both joined by ``"; "`` when the set held both."""
+    before = [Path(path).name for path, there in existed.items() if there]
+    new = [Path(path).name for path, there in existed.items() if not there]
+    parts = []
+    if before:
+        ones = "ones" if len(before) > 1 else "one"
+        parts.append(f"{', '.join(before)} not replaced (the previous {ones} kept)")
+    if new:
+        parts.append(f"{', '.join(new)} not written")
+    return "; ".join(parts)
 
 
 def write_together(contents: dict[Path, bytes | str], remove: Iterable[str | Path] = (),
@@ -285,6 +294,7 @@ def write_together(contents: dict[Path, bytes | str], remove: Iterable[str | Pat
     none of them: a DataError names the file that could not be written and says that none of
     the set was replaced (the temporaries removed, ``ready``'s files left to the caller).
     Returns the paths written."""
+    existed = {Path(path): _target(Path(path)).exists() for path in [*(ready or {}), *contents]}
     staged: dict[Path, Path] = {}
     try:
         for path, content in contents.items():
@@ -292,7 +302,7 @@ def write_together(contents: dict[Path, bytes | str], remove: Iterable[str | Pat
         put_in_place({**(ready or {}), **staged}, remove)
     except DataError as error:
         discard(staged.values())
-        raise DataError(f"{error}: {kept([*(ready or {}), *contents])}") from None
+        raise DataError(f"{error}: {kept(existed)}") from None
     except BaseException:
         discard(staged.values())
         raise

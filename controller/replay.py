@@ -41,6 +41,15 @@ from controller.setpoints import Gesture
 WATCHDOG_EDGE_MS = 5.0
 
 
+def streamed(summary: dict) -> bool:
+    """Whether a session's summary (:meth:`Summary.to_dict`, ``bemore replay --json``) counts
+    setpoints sent or telemetry heard: only such a session has tracking, torque, duration and
+    timing figures; one that ended before arming (no HELLO reply, a latched fault, the
+    firmware's limits, a Ctrl-C) has none, and its zeros are not measurements."""
+    return bool(summary.get("setpoints_sent", 0) + summary.get("ramp_down_sent", 0)
+                or summary.get("telemetry_frames", 0))
+
+
 @dataclass
 class Summary:
     """Summary of one session (degrees and N·m, labelled; times in s)."""
@@ -96,7 +105,7 @@ class Summary:
             f"({sent_text(self.setpoints_sent, self.ramp_down_sent)}, "
             f"{self.telemetry_frames} telemetry frames)",
         ]
-        if not self.setpoints_sent + self.ramp_down_sent and not self.telemetry_frames:
+        if not streamed(self.to_dict()):
             return [*heading, f"end         {self.end}"]
         return [
             *heading,

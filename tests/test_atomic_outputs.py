@@ -64,8 +64,7 @@ def test_write_file_and_write_together_keep_the_previous_files_on_a_full_disk(
         write_together({tmp_path / name: f"new {name}\n" for name in ("a.json", "b.csv",
                                                                      "c.csv")})
     assert str(refused.value) == (f"{tmp_path}/b.csv: cannot write (No space left on device): "
-                                  "a.json, b.csv, c.csv not replaced (any previous ones kept as "
-                                  "they were)")
+                                  "a.json, b.csv, c.csv not replaced (the previous ones kept)")
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {
         name: f"old {name}\n" for name in ("a.json", "b.csv", "c.csv")}
     with pytest.raises(DataError, match=r"b\.csv: cannot write \(No space left on device\)$"):
@@ -74,6 +73,20 @@ def test_write_file_and_write_together_keep_the_previous_files_on_a_full_disk(
     write_file(tmp_path / "a.json", "new\n")  # another file is written, whole
     assert (tmp_path / "a.json").read_text() == "new\n"
     assert _leftovers(tmp_path) == []
+
+
+def test_a_refused_set_says_which_files_were_kept_and_which_were_never_written(
+        tmp_path, monkeypatch) -> None:
+    # Only a.json was there before: it is "not replaced", the two new files "not written".
+    (tmp_path / "a.json").write_text("old\n")
+    _disk_full_for(monkeypatch, "c.csv")
+    with pytest.raises(DataError) as refused:
+        write_together({tmp_path / name: "new\n" for name in ("a.json", "b.csv", "c.csv")})
+    assert str(refused.value) == (f"{tmp_path}/c.csv: cannot write (No space left on device): "
+                                  "a.json not replaced (the previous one kept); b.csv, c.csv "
+                                  "not written")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]
+    assert (tmp_path / "a.json").read_text() == "old\n"
 
 
 def test_a_ctrl_c_while_held_waits_until_the_set_is_in_place(tmp_path) -> None:
@@ -111,8 +124,8 @@ def test_synthesize_on_a_full_disk_keeps_the_previous_gesture_and_names_the_file
     assert result.exit_code == 2, result.output
     last = result.output.strip().splitlines()[-1]
     assert last == (f"bemore: error: {out}/setpoints.csv: cannot write (No space left on "
-                    "device): gesture.json, profiles.csv, setpoints.csv not replaced (any "
-                    "previous ones kept as they were)")
+                    "device): gesture.json, profiles.csv, setpoints.csv not replaced (the "
+                    "previous ones kept)")
     assert "Traceback" not in result.output
     # The result was on the screen before the files: the numbers are not lost.
     assert result.output.index("t_f (s)") < result.output.index("bench requirements") < \
@@ -200,8 +213,7 @@ def test_identify_on_a_full_disk_prints_the_fit_and_names_the_file(tmp_path,
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert lines[-1] == (f"bemore: error: {out}/athlete.json: cannot write (No space left on "
-                         "device): convergence.csv, summary.txt, athlete.json not replaced (any "
-                         "previous ones kept as they were)")
+                         "device): convergence.csv, summary.txt, athlete.json not written")
     assert "Traceback" not in result.output
     # The parameter table is on the screen: the fit is not lost.
     assert any(line.startswith("bar.stiffness_x ") for line in lines[:-1])
@@ -211,6 +223,7 @@ def test_identify_on_a_full_disk_prints_the_fit_and_names_the_file(tmp_path,
 
 def test_an_interrupted_identify_never_replaces_a_complete_fit(tmp_path, monkeypatch) -> None:
     from bemore.errors import PoorFitError
+    from bemore.identify.outputs import complete_fit
     from bemore.settings import load_identification
     from bemore.synthesis.athlete import load_athlete
 
@@ -240,6 +253,25 @@ def test_an_interrupted_identify_never_replaces_a_complete_fit(tmp_path, monkeyp
     again = _identify(beside, "--pack", "4", "--iterations", "20")
     assert again.exit_code == 1 and "holds a complete fit" not in again.output, again.output
     assert not (beside / "interrupted").exists()
+    # A complete run into the folder supersedes the interrupted result beside it: removed,
+    # said in one line (a file bemore did not write there is left, and named).
+    (beside / "notes.txt").write_text("the coach's notes\n")
+    monkeypatch.undo()
+    complete = _identify(out, *SHORT_RUN)
+    assert complete.exit_code == 1 and "marked poor" in complete.output, complete.output
+    assert (f"removed the interrupted run's result in {beside}/ (left there, not bemore's: "
+            "notes.txt)") in complete.output.splitlines()
+    assert [path.name for path in beside.iterdir()] == ["notes.txt"]
+    assert complete_fit(out / "athlete.json")
+    (beside / "notes.txt").unlink()
+    interrupt_on_third_batch(monkeypatch)
+    assert _identify(out, "--pack", "4", "--iterations", "20").exit_code == 1
+    monkeypatch.undo()
+    complete = _identify(out, *SHORT_RUN)
+    assert f"removed the interrupted run's result in {beside}/" in complete.output.splitlines()
+    assert not beside.exists() and _leftovers(out) == []
+    # nothing to remove, nothing said
+    assert "removed the interrupted" not in _identify(out, *SHORT_RUN).output
 
 
 def test_ctrl_c_before_the_work_is_one_bemore_line(tmp_path, monkeypatch) -> None:
@@ -274,8 +306,7 @@ def test_trial_inspect_on_a_full_disk_keeps_the_previous_files(tmp_path, monkeyp
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines()[-1] == (
         f"bemore: error: {out}/driven.csv: cannot write (No space left on device): "
-        "joint_centres.csv, driven.csv, trial.json not replaced (any previous ones kept as they "
-        "were)")
+        "joint_centres.csv, driven.csv, trial.json not replaced (the previous ones kept)")
     assert all((out / name).read_text() == f"the previous {name}\n" for name in names)
     assert _leftovers(out) == []
 

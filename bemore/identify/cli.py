@@ -151,6 +151,7 @@ def identify_command(
     from bemore.errors import BemoreError
     from bemore.identify.outputs import (
         PLOT_FILES,
+        remove_interrupted,
         result_folder,
         write_plots,
         write_result_set,
@@ -217,6 +218,10 @@ def identify_command(
             raise
         on_interrupt(f"after the result was written in {folder}")
         click.echo(f"wrote {folder}/athlete.json, convergence.csv, summary.txt; plotting…")
+        if not outcome.interrupted:  # a complete fit supersedes an interrupted run's result
+            superseded = remove_interrupted(folder)
+            if superseded is not None:
+                click.echo(superseded)
         mark("identify", "result")
         reason = figures_child.finish(drawing[0],
                                       lambda: write_plots(staging, outcome, problem, settings))

@@ -244,6 +244,35 @@ def result_folder(out_dir: Path, interrupted: bool) -> Path:
     return out_dir
 
 
+def remove_interrupted(out_dir: Path) -> str | None:
+    """After a complete run wrote its result in ``out_dir``: remove the stale result an earlier
+    interrupted run left in ``out_dir/interrupted/`` (:func:`result_folder`) — its
+    RESULT_FILES and PLOT_FILES, then the folder if nothing else is in it (files bemore did
+    not write there are left). Only a folder whose athlete.json is marked interrupted is
+    touched. Returns the line to print (``removed the interrupted run's result in
+    OUT/interrupted/``), or None when there was none."""
+    import json
+
+    folder = out_dir / INTERRUPTED_FOLDER
+    try:
+        record = json.loads((folder / "athlete.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("interrupted") is not True:
+        return None
+    try:
+        for name in (*RESULT_FILES, *PLOT_FILES):
+            (folder / name).unlink(missing_ok=True)
+        others = sorted(path.name for path in folder.iterdir())
+        if not others:
+            folder.rmdir()
+    except OSError as error:
+        return (f"the interrupted run's result in {folder}/ is stale (superseded by this run) "
+                f"but could not be removed: {error.strerror or error}")
+    left = f" (left there, not bemore's: {', '.join(others)})" if others else ""
+    return f"removed the interrupted run's result in {folder}/{left}"
+
+
 def write_plots(
     out_dir: Path, outcome: Outcome | Fit, problem: IdentificationProblem, settings: RunSettings
 ) -> None:

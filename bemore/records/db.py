@@ -139,6 +139,15 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX session_by_athlete ON session(athlete_id, start_utc);
     """,
+    # 3: a session that never armed (nothing streamed, no telemetry) has no figures: the zeros
+    # version 2 recorded for it (0 s, 0.000 deg, 0 N·m) were not measurements. NULL, as
+    # bemore.records.recorder.session_row now records them (shown as —).
+    """
+    UPDATE session SET duration_s = NULL, tracking_rms_deg = NULL, tracking_max_deg = NULL,
+        peak_commanded_torque_nm = NULL
+    WHERE duration_s = 0 AND tracking_rms_deg = 0 AND tracking_max_deg = 0
+        AND peak_commanded_torque_nm = 0;
+    """,
 )
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -18,6 +18,7 @@ from typing import Any
 from bemore import filekinds
 from bemore.errors import DataError
 from bemore.records.history import RECORDED_PARTS
+from controller.cli import streamed
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -143,13 +144,22 @@ def replay_summary(log: Path) -> dict[str, Any]:
         raise DataError(f"{log}: bemore replay gave no summary") from None
 
 
+#: The session figures a session that streamed nothing has not measured (NULL in its row,
+#: ``—`` in ``bemore history``, empty in ``bemore export``'s sessions.csv).
+MEASURED = ("duration_s", "tracking_rms_deg", "tracking_max_deg", "peak_commanded_torque_nm")
+
+
 def session_row(log: Path, sha256: str) -> dict[str, Any]:
     """The ``session`` row of a session log: when, gesture, mode, load (%), speed, repetitions,
-    duration (s), tracking error RMS/max (deg), peak commanded torque (N·m), faults, end."""
+    duration (s), tracking error RMS/max (deg), peak commanded torque (N·m), faults, end; a
+    session that never armed (nothing streamed, no telemetry: :func:`controller.replay.streamed`)
+    is recorded as an attempt, its :data:`MEASURED` figures None."""
     header = session_header(log)
     if header is None:
         raise DataError(f"{log}: not a bemore session log (no header line)")
     summary = replay_summary(log)
+    if not streamed(summary):  # never armed: an attempt, with no figures (not 0.000 deg)
+        summary = {key: value for key, value in summary.items() if key not in MEASURED}
     settings = header.get("settings") or {}
     return {"sha256": sha256, "path": str(Path(log).resolve()),
             "start_utc": str(header.get("start_utc", "")), "gesture": summary.get("gesture", ""),

@@ -103,3 +103,46 @@ def test_import_refuses_what_it_cannot_read_one_line_each(tmp_path: Path) -> Non
         f"bemore: error: {folder / 'a' / 'notes.jsonl'}: not a bemore session log (no header "
         "line)"]
     assert store.runs(connect(db)) == []
+
+
+def test_a_drive_that_never_armed_is_an_attempt_without_tracking_figures(tmp_path: Path) -> None:
+    # A port that opens but never answers HELLO (a pseudo-terminal with no bench behind it):
+    # the session ends "not armed". It is recorded, but its figures are not zeros (0.000 deg
+    # reads as perfect tracking): "—" in the history, empty in the export.
+    import csv
+    import json
+    import os
+
+    from controller.setpoints import write_setpoints
+    from tests.controller.gestures import make_gesture
+
+    db = tmp_path / "records.sqlite"
+    _run(["athlete", "add", "Ada", "--body-mass", "41.1", "--stature", "1.48", "--sex", "F"], db)
+    setpoints = tmp_path / "setpoints.csv"
+    write_setpoints(setpoints, make_gesture())
+    main, other = os.openpty()
+    try:
+        result = CliRunner().invoke(cli, ["drive", str(setpoints), "--athlete", "Ada", "--port",
+                                          os.ttyname(other), "--log",
+                                          str(tmp_path / "session.jsonl"), "--no-view", "--db",
+                                          str(db)])
+    finally:
+        os.close(main)
+        os.close(other)
+    assert result.exit_code == 3, result.output
+    assert "the session was not recorded" not in result.output
+    assert "recorded session of Ada in the records" in result.stdout
+    history = _run(["history", "Ada", "--no-plot"], db).splitlines()
+    assert history[-2] == "sessions  1"
+    assert history[-1].endswith(", reps 1, — s; tracking RMS — deg, max — deg; faults none; "
+                                "not armed"), history[-1]
+    assert _run(["squad"], db).splitlines()[1].endswith(", not armed")
+    _run(["export", str(tmp_path / "export")], db)
+    with open(tmp_path / "export" / "sessions.csv", newline="") as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert row["end_reason"] == "not armed"
+    assert [row[key] for key in ("duration_s", "tracking_rms_deg", "tracking_max_deg",
+                                 "peak_commanded_torque_nm")] == ["", "", "", ""]
+    _run(["export", str(tmp_path / "records.json")], db)
+    (session,) = json.loads((tmp_path / "records.json").read_text())["sessions"]
+    assert session["tracking_rms_deg"] is None and session["duration_s"] is None

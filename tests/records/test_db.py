@@ -73,6 +73,27 @@ def test_migrations_from_the_first_schema_keep_the_data(tmp_path: Path) -> None:
                        "faults, end_reason) VALUES (9999, 'd', 'p', 's', 'g', 'm', '', 'e')")
 
 
+def test_migration_3_empties_the_zero_figures_of_sessions_that_never_armed(tmp_path) -> None:
+    # Version 2 recorded a never-armed session's summary as zeros (0.000 deg read as perfect
+    # tracking); version 3 makes them NULL ("—"), a measured session's figures untouched.
+    db = tmp_path / "records.sqlite"
+    old = connect(db, upto=2)
+    store.add_athlete(old, "Ada", "F", 41.1, 1.48, 75.0)
+    figures = {"not armed": (0.0, 0.0, 0.0, 0.0), "completed": (3.2, 0.404, 1.17, 21.5)}
+    for index, (end, (duration, rms, peak, torque)) in enumerate(figures.items()):
+        store.record_run(old, "drive", "Ada", store.utc_now(), {}, end, [], session={
+            "sha256": str(index) * 64, "path": f"/s{index}.jsonl",
+            "start_utc": f"2026-10-0{index + 1}T10:00:00+00:00", "gesture": "g",
+            "mode": "passive", "duration_s": duration, "tracking_rms_deg": rms,
+            "tracking_max_deg": peak, "peak_commanded_torque_nm": torque, "faults": "",
+            "end_reason": end})
+    old.close()
+    measured = ("duration_s", "tracking_rms_deg", "tracking_max_deg", "peak_commanded_torque_nm")
+    rows = {s["end_reason"]: tuple(s[key] for key in measured)
+            for s in store.sessions(connect(db), "Ada")}
+    assert rows == {"not armed": (None, None, None, None), "completed": figures["completed"]}
+
+
 def test_two_processes_writing_200_records_each_lose_nothing(tmp_path: Path) -> None:
     db = tmp_path / "records.sqlite"
     connect(db).close()
