@@ -95,12 +95,26 @@ def finish(drawing: Drawing | None, draw: Callable[[], None]) -> str | None:
     return None
 
 
-def abandon(drawing: Drawing | None) -> None:
+def abandon(drawing: Drawing | None, staging: Path | None = None) -> None:
     """Wait for the child of ``drawing`` without asking how it ended (the command is ending
-    on another error, the one to tell)."""
+    on another error, the one to tell), then remove its folder ``staging`` if given."""
     if drawing is not None:
         os.waitpid(drawing.pid, 0)
         os.close(drawing.errors)
+    if staging is not None:
+        clear(staging)
+
+
+def finish_and_place(drawing: Drawing | None, draw: Callable[[], None], staging: Path,
+                     folder: Path, names: Iterable[str]) -> tuple[str | None, list[Path]]:
+    """:func:`finish` the figures drawn in ``staging``, then :func:`place` ``names`` in
+    ``folder``: (None, or the child's reason naming where the figure was to go rather than
+    where the child drew it; the paths placed)."""
+    reason = finish(drawing, draw)
+    placed = place(staging, folder, names)
+    if reason is not None:
+        reason = reason.replace(f"{staging}/", f"{folder}/")
+    return reason, placed
 
 
 STAGING = ".bemore-new-figures"

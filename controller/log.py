@@ -81,15 +81,13 @@ class LogWriter:
             raise DataError(f"{self.path}: cannot write the session log ({self.path.parent} "
                             "is a file, not a folder)") from None
         except OSError as error:
-            raise DataError(f"{self.path}: cannot write the session log "
-                            f"({error.strerror or error})") from None
+            raise self._refusal(error) from None
         try:
             self._file = self._open()
         except FileExistsError:
             raise DataError(already_logged(self.path)) from None
         except OSError as error:
-            raise DataError(f"{self.path}: cannot write the session log "
-                            f"({error.strerror or error})") from None
+            raise self._refusal(error) from None
         record = {"type": "header", "format": FORMAT_TAG, **header}
         try:
             self._write([json.dumps(record, default=_jsonable) + "\n"])
@@ -99,11 +97,15 @@ class LogWriter:
                 self._file.close()
             with contextlib.suppress(OSError):
                 self.path.unlink()
-            raise DataError(f"{self.path}: cannot write the session log "
-                            f"({error.strerror or error})") from None
+            raise self._refusal(error) from None
         self._writer = threading.Thread(target=self._write_loop, name="session-log",
                                         daemon=True)
         self._writer.start()
+
+    def _refusal(self, error: OSError) -> DataError:
+        """The one line for a log that cannot even be started (made, opened, its header)."""
+        return DataError(f"{self.path}: cannot write the session log "
+                         f"({error.strerror or error})")
 
     def host_time(self, perf_s: float | None = None) -> float:
         """Seconds since the log's origin, of ``perf_s`` (perf_counter s) or of now."""

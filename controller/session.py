@@ -511,13 +511,19 @@ class Session:
                            f"{self._bench_state_now()}")
         sent = len(self._sent_fields) - self._ramp_sent
         timing = self.scheduler.stats().to_dict() if self.scheduler is not None and sent else {}
+        return self._ended(reason, message, sent, timing)
+
+    def _ended(self, reason: str, message: str, sent: int, timing: dict) -> SessionResult:
+        """The log's end record and the result of a session that armed: ``sent`` setpoints of
+        the plan (the stop ramp's counted apart), ``timing`` the stream's statistics."""
+        result = SessionResult(reason, message, sent, self._telemetry_count, timing,
+                               _exit_code(reason), self.firmware_info, self._firmware_late(),
+                               self._monitor_counts(), list(self._host_stalls_ms),
+                               list(self._handshake_stalls_ms), self._ramp_sent)
         self.log.end(reason, message=message, timing=timing, sent=sent,
                      ramp_down_sent=self._ramp_sent, telemetry=self._telemetry_count,
-                     monitors=self._monitor_counts())
-        return SessionResult(reason, message, sent, self._telemetry_count, timing,
-                             _exit_code(reason), self.firmware_info, self._firmware_late(),
-                             self._monitor_counts(), list(self._host_stalls_ms),
-                             list(self._handshake_stalls_ms), self._ramp_sent)
+                     monitors=result.monitors)
+        return result
 
     # ------------------------------------------------------------------ streaming
     def request_stop(self, reason: str, message: str) -> None:
@@ -599,15 +605,7 @@ class Session:
             # controlled stop below; the next synced event or the end record puts it on disk
             self.log.event("stop", message, sync=False, reason=reason)
             reason, message = self._finish(reason, message, scheduler, last)
-        timing = scheduler.stats()
-        result = SessionResult(reason, message, sent, self._telemetry_count, timing.to_dict(),
-                               _exit_code(reason), self.firmware_info, self._firmware_late(),
-                               self._monitor_counts(), list(self._host_stalls_ms),
-                               list(self._handshake_stalls_ms), self._ramp_sent)
-        self.log.end(reason, message=message, timing=timing.to_dict(), sent=sent,
-                     ramp_down_sent=self._ramp_sent, telemetry=self._telemetry_count,
-                     monitors=result.monitors)
-        return result
+        return self._ended(reason, message, sent, scheduler.stats().to_dict())
 
     def _silence_since_arm(self) -> dict:
         """The host's silences from ARM until now, for the log: ``silence_since_arm_ms`` (the

@@ -36,7 +36,6 @@ from bemore.paths import output_folder, write_file
 DONE = "done.json"
 FAILED = "failed.txt"
 SUMMARY = "summary.csv"
-DONE_TEMPORARY = f".{DONE}.tmp"
 
 Listener = Callable[[str, str, dict[str, Any] | None], None]  # (athlete, status, row)
 
@@ -77,9 +76,8 @@ def finished_row(out_dir: Path, spec: ItemSpec) -> dict[str, Any] | None:
 
 def own_files() -> tuple[str, ...]:
     """Relative paths of every file bemore writes in an athlete's folder: ``done.json`` (first:
-    removed first), its temporary name, ``failed.txt`` and the item's
-    (:func:`bemore.batch.item.item_outputs`)."""
-    return (DONE, DONE_TEMPORARY, FAILED, *item_outputs())
+    removed first), ``failed.txt`` and the item's (:func:`bemore.batch.item.item_outputs`)."""
+    return (DONE, FAILED, *item_outputs())
 
 
 def clear_outputs(folder: Path) -> None:
@@ -138,12 +136,7 @@ def store(out_dir: Path, spec: ItemSpec, result: ItemResult) -> None:
         return
     marker = {"athlete": spec.athlete, "digest": item_digest(spec), "row": result.row,
               "completed_unix_s": time.time(), "spec": asdict(spec)}
-    temporary = folder / DONE_TEMPORARY
-    _write(temporary, (json.dumps(marker, indent=2) + "\n").encode())
-    try:
-        temporary.replace(folder / DONE)
-    except OSError as error:
-        raise DataError(f"{folder / DONE}: cannot write ({error.strerror})") from None
+    _write(folder / DONE, (json.dumps(marker, indent=2) + "\n").encode())
 
 
 def store_failure(out_dir: Path, spec: ItemSpec, message: str, keep: bool = False) -> None:

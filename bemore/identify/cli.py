@@ -186,8 +186,7 @@ def identify_command(
         drawing[0] = figures_child.start(lambda: write_plots(staging, fit, problem, settings))
 
     def abandon_figures() -> None:
-        figures_child.abandon(drawing[0])  # the first error is the one to tell
-        figures_child.clear(staging)
+        figures_child.abandon(drawing[0], staging)  # the first error is the one to tell
 
     try:
         outcome, problem, settings, record = run_identification(
@@ -223,14 +222,12 @@ def identify_command(
             if superseded is not None:
                 click.echo(superseded)
         mark("identify", "result")
-        reason = figures_child.finish(drawing[0],
-                                      lambda: write_plots(staging, outcome, problem, settings))
-        placed = figures_child.place(staging, folder, PLOT_FILES)
+        reason, placed = figures_child.finish_and_place(
+            drawing[0], lambda: write_plots(staging, outcome, problem, settings), staging,
+            folder, PLOT_FILES)
         if reason is None:
             click.echo(f"wrote {folder}/" + ", ".join(PLOT_FILES))
             mark("identify", "plots")
-        else:  # named where the figure was to go, not where the child drew it
-            reason = reason.replace(f"{staging}/", f"{folder}/")
     # What is loaded lives until the process ends: out of the collector's sight, the
     # interpreter's teardown does not walk it (as in synthesize; docs/speed.md).
     gc.freeze()

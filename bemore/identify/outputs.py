@@ -223,16 +223,22 @@ def write_result_set(out_dir: Path, record: dict[str, Any], outcome: Outcome) ->
     return write_together({out_dir / name: texts[name] for name in RESULT_FILES})
 
 
-def complete_fit(path: Path) -> bool:
-    """True when ``path`` is an athlete.json of a run that ended (not interrupted; a poor fit
-    is complete too)."""
+def _interrupted_mark(path: Path) -> bool | None:
+    """The ``interrupted`` mark of the athlete.json at ``path``: True or False, None when
+    there is no readable athlete.json there."""
     import json
 
     try:
         record = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(record, dict) and record.get("interrupted") is False
+        return None
+    return record.get("interrupted") if isinstance(record, dict) else None
+
+
+def complete_fit(path: Path) -> bool:
+    """True when ``path`` is an athlete.json of a run that ended (not interrupted; a poor fit
+    is complete too)."""
+    return _interrupted_mark(path) is False
 
 
 def result_folder(out_dir: Path, interrupted: bool) -> Path:
@@ -251,14 +257,8 @@ def remove_interrupted(out_dir: Path) -> str | None:
     not write there are left). Only a folder whose athlete.json is marked interrupted is
     touched. Returns the line to print (``removed the interrupted run's result in
     OUT/interrupted/``), or None when there was none."""
-    import json
-
     folder = out_dir / INTERRUPTED_FOLDER
-    try:
-        record = json.loads((folder / "athlete.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(record, dict) or record.get("interrupted") is not True:
+    if _interrupted_mark(folder / "athlete.json") is not True:
         return None
     try:
         for name in (*RESULT_FILES, *PLOT_FILES):

@@ -502,17 +502,14 @@ def _finish_figures(drawing: Any, figures: dict[str, Any], out_dir: Path,
 
     staging = figures["folder"]
     if quietly:
-        figures_child.abandon(drawing)
-        figures_child.clear(staging)
+        figures_child.abandon(drawing, staging)
         return
     names = [f"{PLOTS_FOLDER}/{name}" for name in (*PLOT_FILES, COACH_PLOT)]
     names += [ANIMATION_FILE] if figures["animation"] else []
     with ctrl_c_held():
-        reason = figures_child.finish(drawing, lambda: _write_figures(**figures))
-        placed = figures_child.place(staging, out_dir, names)
+        reason, placed = figures_child.finish_and_place(
+            drawing, lambda: _write_figures(**figures), staging, out_dir, names)
     if reason is not None:
-        # named where the figure was to go, not where the child drew it
-        reason = reason.replace(f"{staging}/", f"{out_dir}/")
         drawn = f" ({len(placed)} of {len(names)} written)" if placed else ""
         raise BemoreError(f"the figures in {out_dir} were not written: {reason}{drawn}; "
                           "gesture.json, profiles.csv and setpoints.csv there are complete")

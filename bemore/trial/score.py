@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from bemore.errors import DataError
+from bemore.paths import discard, put_in_place, stage
 from bemore.trial.markers import Markers
 
 MIN_SPREAD_RAD = 0.05
@@ -538,11 +539,10 @@ def write_shoulder_centre(profile_path: str | Path, table: dict[str, Any]) -> No
     while kept and not kept[-1].strip():
         kept.pop()
     text = "\n".join(kept) + "\n\n" + shoulder_centre_toml(table)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
+    temporary = stage(path, text)  # the one atomic writer: checked, then put in place
     try:
         load_profile(temporary)
-    except Exception:
-        temporary.unlink(missing_ok=True)
+    except BaseException:
+        discard([temporary])
         raise
-    temporary.replace(path)
+    put_in_place({path: temporary})
